@@ -1,0 +1,1 @@
+"""Benchmark evaluation (AIME24/25, AMC23, MATH-500, OlympiadBench). Never imports ray, deepspeed or openrlhf."""

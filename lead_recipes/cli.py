@@ -1,0 +1,42 @@
+"""The `lead-recipes` entry point. It only dispatches: each subcommand lives with its feature as `main(argv) -> int`
+and is imported lazily, so `lead-recipes grade` never imports torch and `lead-recipes eval` never imports the
+training stack."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module exposing main(argv), one-line description)
+COMMANDS = {
+    "train": ("lead_recipes.train", "train on OpenRLHF (train_ppo_ray flags + --recipe.*); preflight, --dry-run"),
+    "launch": ("launchers.launch", "render a YAML recipe to a train command: --local, --ray-address, --slurm"),
+    "data": ("lead_recipes.data", "build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula"),
+    "grade": ("lead_recipes.grade_cli", "grade a JSONL of responses or extracted answers"),
+    "serve": ("lead_recipes.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),
+    "replay": ("lead_recipes.replay", "replay logged rollout statistics through a method and its controller"),
+    "eval": ("evaluation.cli", "evaluate a model or saved generations on the five benchmarks"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: lead-recipes COMMAND [flags]", "", "commands:"]
+    lines += [f"  {name:<8} {desc}" for name, (_, desc) in COMMANDS.items()]
+    lines += ["", "`lead-recipes COMMAND --help` shows a command's flags."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"lead-recipes: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
