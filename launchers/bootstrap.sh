@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bootstrap.sh — the one set-up path: builds .venv at the repo root from the project's own files, then runs a
 # subcommand inside it. Idempotent: the venv is rebuilt only when pyproject.toml, the requirement files or this
-# script change (a hash stamp in .venv/.bootstrap-stamp).
+# install steps (BOOTSTRAP_VERSION) change: a hash stamp in .venv/.bootstrap-stamp.
 #
 #   bash launchers/bootstrap.sh train [lead-recipes train flags]   # the main job (embedded default recipe)
 #   bash launchers/bootstrap.sh test  [pytest args]                # the test suite (installs Slurm for its tests)
@@ -26,8 +26,10 @@ detect_stack() {
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then echo gpu; else echo cpu; fi
 }
 
+# Bump when the install steps below change; the stamp also covers pyproject.toml and the requirement files.
+BOOTSTRAP_VERSION=1
 stamp() {
-  cat "$ROOT/pyproject.toml" "$ROOT"/launchers/requirements-*.txt "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16
+  { echo "$BOOTSTRAP_VERSION"; cat "$ROOT/pyproject.toml" "$ROOT"/launchers/requirements-*.txt; } | sha256sum | cut -c1-16
   detect_stack
 }
 
@@ -41,7 +43,7 @@ build_venv() {
   $pip install -q --upgrade pip
   if [[ "$stack" == gpu ]]; then
     $pip install torch==2.13.0
-    $pip install -e "$ROOT[train,eval,test]"
+    $pip install -e "${ROOT}[train,eval,test]"
     $pip install --no-build-isolation flash-attn==2.8.3
   else
     $pip install -q torch==2.13.0                       # the CPU wheel (an unpinned torch pulls a CUDA build)
@@ -55,7 +57,7 @@ build_venv() {
     site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "# CPU stub: lets the python-only flash-attn build import. Never ship this to a GPU machine." \
       > "$site/flash_attn_2_cuda.py"
-    $pip install -q -e "$ROOT[eval,test]"
+    $pip install -q -e "${ROOT}[eval,test]"
   fi
   stamp > "$VENV/.bootstrap-stamp"
   echo "[bootstrap] done"
