@@ -1,0 +1,498 @@
+"""Math answer grading: final-answer extraction plus math-verify equivalence, run in worker processes with hard
+timeouts.
+
+What it does:
+- `extract_final_answer`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces), searched after the last
+  `</think>` when the response has one. No final answer → `None` (graded `no_answer`, never a crash).
+- `Grader`: math-verify 0.9.0 (`verify(gold, pred)` order; gold parsed once per worker and cached) inside a
+  lazily-created pebble process pool (spawn context, safe inside vLLM / Ray actors and threads). Each item gets a
+  soft per-item alarm in the worker's main thread and every chunk a hard pebble timeout that starts when the chunk
+  starts in the worker; a worker that hangs or dies is killed and replaced, and its unfinished items are re-run one
+  by one, so no item is ever lost. Items travel in chunks (one pickle round trip for many answers), identical
+  (gold, answer) pairs are graded once, and verdicts are cached.
+- Cheap exact paths that cannot contradict math-verify: plain integers (≤ 15 digits, compared as integers) and
+  identical normalised strings (property-tested against math-verify in tests/test_grading.py).
+
+What it does not do: it never passes model text to `eval`, `sympify` or `parse_expr` — predictions go only through
+math-verify's LaTeX extraction (`LatexExtractionConfig`; its `ExprExtractionConfig` uses `parse_expr` and is not
+used). It does not look for answers outside `\\boxed{}`/`\\fbox{}`.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import concurrent.futures as cf
+import multiprocessing
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
+REWARD_LOG_KEYS = ("correct", "repetitive", "status_correct", "status_wrong", "status_no_answer", "status_timeout",
+                   "status_error", "grade_latency_s")
+
+MAX_RESPONSE_CHARS = 8_000_000   # larger responses are graded `error` without being searched
+MAX_ANSWER_CHARS = 4_000         # extracted answers / golds longer than this are not sent to sympy (`error`)
+_SCAN_LIMIT = 4 * MAX_ANSWER_CHARS  # brace matching gives up this far after `\boxed{`
+_MAX_BOX_TRIES = 64              # unclosed `\boxed{` occurrences tried, newest first
+_GRACE_S = 0.5                   # hard timeout = soft timeout + this
+_CHUNK_BUDGET_S = 0.25           # a worker stops starting new items of a chunk after this long
+
+
+@dataclass(frozen=True)
+class Grade:
+    correct: bool
+    status: str
+    extracted: str | None
+    latency_s: float
+
+
+# ---------------------------------------------------------------------------------------------------- extraction
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)")
+_BRACE_RE = re.compile(r"(?<!\\)[{}]")
+
+
+def _to_text(x: Any) -> str | None:
+    """Model text or a label of any JSON type → str (invalid UTF-8 and lone surrogates become U+FFFD)."""
+    if x is None:
+        return None
+    if isinstance(x, bytes):
+        x = x.decode("utf-8", "replace")
+    elif isinstance(x, bool):
+        x = str(x)
+    elif isinstance(x, (int, float)):
+        x = repr(x) if isinstance(x, float) and not x.is_integer() else str(int(x)) if isinstance(x, float) else str(x)
+    elif isinstance(x, (list, tuple)):
+        x = ", ".join(t for t in (_to_text(v) for v in x) if t is not None)
+    elif not isinstance(x, str):
+        x = str(x)
+    try:
+        x.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates (e.g. from JSON "\ud800"): replace rather than crash later
+        x = x.encode("utf-8", "replace").decode("utf-8")
+    return x
+
+
+def _box_content(text: str, start: int) -> str | None:
+    """Content of the `\\boxed` command whose name ends at `start`: `{...}` with nested braces, or `\\boxed 5`."""
+    n = len(text)
+    i = start
+    while i < n and text[i] in " \t":
+        i += 1
+    if i >= n:
+        return None
+    if text[i] != "{":
+        if i == start:  # `\boxedx` is another command, not `\boxed x`
+            return None
+        m = re.match(r"[^\s$]+", text[i:i + MAX_ANSWER_CHARS + 1])
+        return m.group(0) if m else None
+    depth = 0
+    for m in _BRACE_RE.finditer(text, i, min(n, i + _SCAN_LIMIT)):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return text[i + 1:m.start()]
+    return None
+
+
+def extract_final_answer(text: str) -> str | None:
+    """Last complete `\\boxed{}`/`\\fbox{}` content (nested braces) after the last `</think>` if there is one;
+    an unclosed last box falls back to the previous complete one. None when there is no non-empty final answer."""
+    text = _to_text(text)
+    if not text:
+        return None
+    cut = text.rfind("</think>")
+    if cut >= 0:
+        text = text[cut + len("</think>"):]
+    end = len(text)
+    for _ in range(_MAX_BOX_TRIES):
+        pos = max(text.rfind("\\boxed", 0, end), text.rfind("\\fbox", 0, end))
+        if pos < 0:
+            return None
+        m = _BOX_RE.match(text, pos)
+        if m is not None:
+            content = _box_content(text, m.end())
+            if content is not None:
+                content = content.strip()
+                return content or None
+        end = pos
+    return None
+
+
+_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))
+
+
+def normalize_answer(ans: str) -> str:
+    """Whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold stripped; nothing semantic."""
+    s = ans.strip()
+    changed = True
+    while changed and s:
+        changed = False
+        for a, b in _WRAPPERS:
+            if len(s) > len(a) + len(b) and s.startswith(a) and s.endswith(b):
+                s = s[len(a):-len(b)].strip()
+                changed = True
+    return s
+
+
+# ---------------------------------------------------------------------------------------------------- fast paths
+_INT_RE = re.compile(r"-?[0-9]{1,15}")
+_SAFE_IDENTICAL_RE = re.compile(r"[0-9A-Za-z\\{}()\[\]^_+\-*/.,:;|<>=!' ]+")
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for m in _BRACE_RE.finditer(s):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def fast_verdict(gold: str, pred: str) -> bool | None:
+    """A verdict math-verify is known to give, without calling it, or None. Integers of ≤ 15 digits compare as
+    integers (math-verify parses both exactly); identical brace-balanced strings from a plain LaTeX alphabet are
+    equal (math-verify's string fallback compares them equal even when sympy cannot parse them)."""
+    if _INT_RE.fullmatch(gold) and _INT_RE.fullmatch(pred):
+        return int(gold) == int(pred)
+    if gold == pred and _SAFE_IDENTICAL_RE.fullmatch(gold) and _balanced(gold):
+        return True
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- worker side
+# Everything below runs in the worker processes (spawned: they import this module, never the caller's state).
+_GOLD_CACHE: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
+_GOLD_CACHE_SIZE = 4096
+
+
+class _ItemTimeout(BaseException):
+    """Raised by the worker's SIGALRM handler; BaseException so math-verify's `except Exception` cannot eat it."""
+
+
+def _on_alarm(signum, frame):
+    raise _ItemTimeout()
+
+
+def _worker_init(memory_limit_mb: int | None) -> None:
+    import logging
+    if memory_limit_mb:
+        import resource
+        lim = memory_limit_mb * 2 ** 20
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        except (ValueError, OSError):
+            pass
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled" warning: we time out ourselves
+    _parse("1")  # import and warm math-verify / latex2sympy before the first timed item
+
+
+_LATEX_CONFIG: list | None = None
+
+
+def _parse(ans: str):
+    """math-verify's parse of `\\boxed{ans}` with only the LaTeX extractor: its ExprExtractionConfig calls sympy's
+    parse_expr on the text, which we never do on model output. Timeouts are ours (see `_worker_chunk`)."""
+    global _LATEX_CONFIG
+    from math_verify import LatexExtractionConfig, parse
+    if _LATEX_CONFIG is None:
+        _LATEX_CONFIG = [LatexExtractionConfig()]
+    return parse("\\boxed{" + ans + "}", extraction_config=_LATEX_CONFIG, parsing_timeout=None)
+
+
+def _judge(gold: str, pred: str) -> bool:
+    from math_verify import verify
+    g = _GOLD_CACHE.get(gold)
+    if g is None:
+        g = _parse(gold)
+        _GOLD_CACHE[gold] = g
+        if len(_GOLD_CACHE) > _GOLD_CACHE_SIZE:
+            _GOLD_CACHE.popitem(last=False)
+    else:
+        _GOLD_CACHE.move_to_end(gold)
+    return bool(verify(g, _parse(pred), timeout_seconds=None))
+
+
+def _worker_chunk(pairs: list[tuple[str, str]], item_timeout_s: float, budget_s: float) -> list[tuple[str, bool]]:
+    """Grade (gold, pred) pairs in order; stop starting new ones after `budget_s` (the caller re-queues the rest).
+    Returns (status, correct) per graded pair."""
+    import signal
+    signal.signal(signal.SIGALRM, _on_alarm)
+    start = time.monotonic()
+    out: list[tuple[str, bool]] = []
+    for gold, pred in pairs:
+        if out and time.monotonic() - start > budget_s:
+            break
+        try:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, item_timeout_s)
+                ok = _judge(gold, pred)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            res = ("correct" if ok else "wrong", ok)
+        except _ItemTimeout:
+            res = ("timeout", False)
+            _clear_sympy_cache()
+        except (Exception, RecursionError, MemoryError):  # noqa: BLE001 - a bad sample must not kill the chunk
+            res = ("error", False)
+        out.append(res)
+    return out
+
+
+def _clear_sympy_cache() -> None:
+    """After an interrupted computation, drop sympy's caches (they may hold the huge half-built expression)."""
+    try:
+        from sympy.core.cache import clear_cache
+        clear_cache()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+# ---------------------------------------------------------------------------------------------------- parent side
+class _Job:
+    """One distinct (gold, pred) pair waiting for a worker verdict; every caller asking for it shares `future`."""
+    __slots__ = ("key", "future", "solo", "crashes")
+
+    def __init__(self, key: tuple[str, str]):
+        self.key = key
+        self.future: cf.Future = cf.Future()
+        self.solo = False      # after its chunk failed: re-run alone so a bomb or crash is pinned to one item
+        self.crashes = 0
+
+
+def _default_workers() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
+
+
+class Grader:
+    """Grades final answers against golds with math-verify in a pebble process pool (see module docstring).
+
+    Thread-safe; `grade`/`grade_many`/`equivalent_many` block, `submit` returns a concurrent.futures.Future[Grade]
+    (for asyncio: `asyncio.wrap_future`). `timeout_s` is the per-answer limit counted from when the work starts in
+    a worker: soft (SIGALRM in the worker) at `timeout_s`, hard (process killed and replaced) at `timeout_s` + 0.5 s.
+    """
+
+    def __init__(self, timeout_s: float = 5.0, workers: int | None = None, *, chunk_size: int = 64,
+                 memory_limit_mb: int | None = 4096, cache_size: int = 200_000, start_method: str = "spawn"):
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.timeout_s = float(timeout_s)
+        self.workers = int(workers) if workers else _default_workers()
+        self.chunk_size = max(1, int(chunk_size))
+        self.memory_limit_mb = memory_limit_mb
+        self.start_method = start_method
+        self._cache: "collections.OrderedDict[tuple[str, str], bool]" = collections.OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.RLock()
+        self._pool = None
+        self._pending: collections.deque[_Job] = collections.deque()
+        self._jobs: dict[tuple[str, str], _Job] = {}  # pending or in flight, by key
+        self._inflight = 0
+        self._closed = False
+        self.worker_restarts = 0
+        self.counts = collections.Counter()
+
+    # ------------------------------------------------------------------ public API
+    def grade(self, gold: Any, response: str | None = None, *, given_answer: str | None = None) -> Grade:
+        return self.submit(gold, response, given_answer=given_answer).result()
+
+    def grade_many(self, items: Sequence[tuple[Any, str | None, str | None]]) -> list[Grade]:
+        futures = [self.submit(g, r, given_answer=a) for g, r, a in items]
+        return [f.result() for f in futures]
+
+    def equivalent_many(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
+        """Answer-vs-answer equivalence (first element plays gold), e.g. to cluster Cons@k votes."""
+        futures = [self.submit(a, given_answer=b) for a, b in pairs]
+        return [f.result().correct for f in futures]
+
+    def submit(self, gold: Any, response: str | None = None, *, given_answer: str | None = None) -> cf.Future:
+        t0 = time.perf_counter()
+        out: cf.Future = cf.Future()
+        try:
+            gold_s = _to_text(gold)
+            if given_answer is not None:
+                extracted = _to_text(given_answer)
+            else:
+                text = _to_text(response) or ""
+                if len(text) > MAX_RESPONSE_CHARS:
+                    return self._done(out, "error", None, t0)
+                extracted = extract_final_answer(text)
+            if extracted is not None:
+                extracted = normalize_answer(extracted) or None
+            if extracted is None:
+                return self._done(out, "no_answer", None, t0)
+            gold_n = normalize_answer(gold_s) if gold_s is not None else ""
+            if not gold_n or len(gold_n) > MAX_ANSWER_CHARS or len(extracted) > MAX_ANSWER_CHARS:
+                return self._done(out, "error", extracted, t0)
+            key = (gold_n, extracted)
+            verdict = fast_verdict(gold_n, extracted)
+            if verdict is None:
+                with self._lock:
+                    verdict = self._cache.get(key)
+                    if verdict is not None:
+                        self._cache.move_to_end(key)
+            if verdict is not None:
+                return self._done(out, "correct" if verdict else "wrong", extracted, t0)
+            job = self._enqueue(key)
+        except Exception:  # noqa: BLE001 - grading never raises into the trainer
+            return self._done(out, "error", None, t0)
+
+        def finish(f: cf.Future, extracted=extracted) -> None:
+            try:
+                status = f.result()
+            except Exception:  # noqa: BLE001
+                status = "error"
+            self._done(out, status, extracted, t0)
+
+        job.future.add_done_callback(finish)
+        return out
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"counts": {s: self.counts.get(s, 0) for s in STATUSES}, "worker_restarts": self.worker_restarts,
+                    "pending": len(self._pending), "inflight_chunks": self._inflight, "cache_entries": len(self._cache),
+                    "workers": self.workers, "pool_started": self._pool is not None}
+
+    def start(self) -> "Grader":
+        """Start the worker pool now (otherwise the first graded answer starts it)."""
+        with self._lock:
+            self._ensure_pool()
+        return self
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+            jobs = list(self._jobs.values())
+            self._jobs.clear()
+            self._pending.clear()
+        if pool is not None:
+            pool.stop()
+            pool.join(timeout=5)
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_result("error")
+
+    def __enter__(self) -> "Grader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+    def _done(self, out: cf.Future, status: str, extracted: str | None, t0: float) -> cf.Future:
+        with self._lock:
+            self.counts[status] += 1
+        out.set_result(Grade(status == "correct", status, extracted, time.perf_counter() - t0))
+        return out
+
+    def _ensure_pool(self):
+        if self._closed:
+            raise RuntimeError("Grader is closed")
+        if self._pool is None:
+            from pebble import ProcessPool
+            self._pool = ProcessPool(max_workers=self.workers, initializer=_worker_init,
+                                     initargs=(self.memory_limit_mb,),
+                                     context=multiprocessing.get_context(self.start_method))
+        return self._pool
+
+    def _enqueue(self, key: tuple[str, str]) -> _Job:
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:
+                job = self._jobs[key] = _Job(key)
+                self._pending.append(job)
+        self._pump()
+        return job
+
+    def _pump(self) -> None:
+        """Send queued jobs to the pool, in chunks, keeping at most workers + 1 chunks in flight."""
+        while True:
+            with self._lock:
+                if self._closed or not self._pending or self._inflight >= self.workers + 1:
+                    return
+                chunk = [self._pending.popleft()]
+                if not chunk[0].solo:
+                    while self._pending and len(chunk) < self.chunk_size and not self._pending[0].solo:
+                        chunk.append(self._pending.popleft())
+                self._inflight += 1
+                try:
+                    pool = self._ensure_pool()
+                    hard = self.timeout_s + _GRACE_S + (_CHUNK_BUDGET_S if len(chunk) > 1 else 0.0)
+                    fut = pool.schedule(_worker_chunk, args=([j.key for j in chunk], self.timeout_s,
+                                                             _CHUNK_BUDGET_S), timeout=hard)
+                except Exception as exc:  # noqa: BLE001 - pool unusable: drop it, fail nothing silently
+                    fut = cf.Future()
+                    fut.set_exception(exc)
+                    self._pool = None
+            fut.add_done_callback(lambda f, chunk=chunk: self._on_chunk_done(chunk, f))
+
+    def _on_chunk_done(self, chunk: list[_Job], fut) -> None:
+        from pebble import ProcessExpired
+        finished: list[tuple[_Job, str]] = []
+        requeue: list[_Job] = []
+        try:
+            results = fut.result()
+            for job, (status, _) in zip(chunk, results):
+                finished.append((job, status))
+            requeue = chunk[len(results):]          # worker ran out of chunk budget: send the rest again
+        except (cf.TimeoutError, ProcessExpired, Exception) as exc:  # noqa: BLE001
+            hard_kill = isinstance(exc, (cf.TimeoutError, ProcessExpired))
+            with self._lock:
+                if hard_kill:
+                    self.worker_restarts += 1
+            if len(chunk) > 1:
+                for job in chunk:
+                    job.solo = True
+                requeue = chunk
+            else:
+                job = chunk[0]
+                if isinstance(exc, cf.TimeoutError):
+                    finished.append((job, "timeout"))
+                elif job.crashes < 1:                # a crash may be a neighbour's SIGKILL/OOM: one retry
+                    job.crashes += 1
+                    requeue = chunk
+                else:
+                    finished.append((job, "error"))
+        with self._lock:
+            self._inflight -= 1
+            for job, status in finished:
+                self._jobs.pop(job.key, None)
+                if status in ("correct", "wrong"):
+                    self._cache[job.key] = status == "correct"
+                    if len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+            for job in reversed(requeue):
+                self._pending.appendleft(job)
+        for job, status in finished:
+            job.future.set_result(status)
+        self._pump()
+
+
+_SHARED: Grader | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def get_grader() -> Grader:
+    """This process's shared Grader (created on first use; its pool starts with the first graded answer)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None or _SHARED._closed:
+            _SHARED = Grader(timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")))
+            atexit.register(_SHARED.close)
+        return _SHARED
+
+
+def reward_extra_logs(grade: Grade, repetitive: bool) -> dict[str, float]:
+    """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot)."""
+    logs = {"correct": 1.0 if grade.correct else 0.0, "repetitive": 1.0 if repetitive else 0.0}
+    for s in STATUSES:
+        logs[f"status_{s}"] = 1.0 if grade.status == s else 0.0
+    logs["grade_latency_s"] = float(grade.latency_s) if grade.latency_s == grade.latency_s else 0.0
+    return logs
