@@ -1,0 +1,118 @@
+"""The two stateful controllers: LEAD's EMA of the PSI target weights (§1.4 Eq. 7) and Leash's Lagrange
+multiplier λ with its Adam moments (§3.2, as decided in §8).
+
+Both work on plain Python floats (IEEE double) and keep nothing else, so `state_dict()` is JSON-able and a
+save → load round trip (JSON or torch checkpoint) restores the exact bits: a resumed run continues identically.
+They receive scalars computed by the method functions; they never see tensors, files or args objects.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PSI_EPS = 1e-8   # §1.4: ε of the PSI normalisation and of the "Ψ_c = Ψ_l = 0" test
+
+
+def _float(state: dict, key: str, kind: str) -> float:
+    if key not in state:
+        raise ValueError(f"{kind} controller state lacks {key!r} (has {sorted(state)})")
+    v = state[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{kind} controller state {key!r} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _int(state: dict, key: str, kind: str) -> int:
+    v = state.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"{kind} controller state {key!r} must be a non-negative int, got {v!r}")
+    return v
+
+
+@dataclass
+class LeadController:
+    """w(t) = β·w(t−1) + (1−β)·λ̂(t), w(0) = (0.5, 0.5); λ_c = max(w_c, λ_min), λ_l = 1 − λ_c (§1.4 Eq. 7).
+
+    The stored state is the un-floored w (reference code). When Ψ_c + Ψ_l < ε the update is skipped (§8) unless
+    `decay_on_zero_psi` (reference code: the EMA then shrinks toward (0, 0)). With `static_lambda_c` set, λ_c is that
+    constant and w never moves (LEAD-static ablation)."""
+    beta_ema: float = 0.95
+    lambda_min: float = 0.3
+    static_lambda_c: float | None = None
+    decay_on_zero_psi: bool = False
+    w_c: float = 0.5
+    w_l: float = 0.5
+    step: int = 0
+    lambda_c: float = 0.5
+    lambda_l: float = 0.5
+
+    def update(self, psi_c: float, psi_l: float) -> dict[str, float]:
+        """Advance one step from this batch's Ψ; returns the target λ̂, whether the EMA was skipped, and sets
+        `lambda_c`/`lambda_l` (the weights to use for this same batch)."""
+        total = psi_c + psi_l
+        t_c, t_l = psi_c / (total + PSI_EPS), psi_l / (total + PSI_EPS)
+        skipped = self.static_lambda_c is None and total < PSI_EPS and not self.decay_on_zero_psi
+        if self.static_lambda_c is not None:
+            self.lambda_c = float(self.static_lambda_c)
+        else:
+            if not skipped:
+                b = self.beta_ema
+                self.w_c = b * self.w_c + (1.0 - b) * t_c
+                self.w_l = b * self.w_l + (1.0 - b) * t_l
+            self.lambda_c = max(self.w_c, self.lambda_min)
+        self.lambda_l = 1.0 - self.lambda_c
+        self.step += 1
+        return {"target_lambda_c": t_c, "target_lambda_l": t_l, "ema_skipped": float(skipped)}
+
+    def state_dict(self) -> dict:
+        return {"w_c": self.w_c, "w_l": self.w_l, "step": self.step,
+                "lambda_c": self.lambda_c, "lambda_l": self.lambda_l}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            raise ValueError(f"lead controller state must be a dict, got {type(state).__name__}")
+        self.w_c, self.w_l = _float(state, "w_c", "lead"), _float(state, "w_l", "lead")
+        self.lambda_c, self.lambda_l = _float(state, "lambda_c", "lead"), _float(state, "lambda_l", "lead")
+        self.step = _int(state, "step", "lead")
+
+
+@dataclass
+class LeashController:
+    """λ ≥ 0 for the constraint E[l/L_t − 1] ≤ 0. After each batch, Adam minimises −λ·ĝ (gradient −ĝ), then λ is
+    projected to [λ_min, λ_max]: λ grows while lengths exceed L_t, shrinks when under (§3.2, §8). Adam follows
+    torch.optim.Adam's arithmetic (bias-corrected, ε added to the corrected √v). `constant` = Leash-C."""
+    lr: float = 1e-2
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    lambda_min: float = 0.0
+    lambda_max: float = 1.0
+    constant: bool = False
+    lam: float = 0.0
+    m: float = 0.0
+    v: float = 0.0
+    step: int = 0
+
+    def update(self, g_hat: float) -> float:
+        """One dual step from the batch's constraint estimate ĝ; returns the new λ (for the next batch)."""
+        if self.constant:
+            return self.lam
+        grad = -g_hat
+        self.step += 1
+        self.m = self.beta1 * self.m + (1.0 - self.beta1) * grad
+        self.v = self.beta2 * self.v + (1.0 - self.beta2) * grad * grad
+        bc1 = 1.0 - self.beta1 ** self.step
+        bc2 = 1.0 - self.beta2 ** self.step
+        denom = math.sqrt(self.v) / math.sqrt(bc2) + self.eps
+        self.lam = min(max(self.lam - (self.lr / bc1) * self.m / denom, self.lambda_min), self.lambda_max)
+        return self.lam
+
+    def state_dict(self) -> dict:
+        return {"lagrange_lambda": self.lam, "adam_m": self.m, "adam_v": self.v, "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            raise ValueError(f"leash controller state must be a dict, got {type(state).__name__}")
+        self.lam = _float(state, "lagrange_lambda", "leash")
+        self.m, self.v = _float(state, "adam_m", "leash"), _float(state, "adam_v", "leash")
+        self.step = _int(state, "step", "leash")

@@ -1,0 +1,45 @@
+"""GDPO — group reward-decoupled normalisation (Liu et al. 2026, arXiv 2601.05242; spec §1.9b).
+
+  A_k = (r_k − mean_g r_k) / (std_g r_k + 1e-6)   per reward channel k ∈ {correctness, length}
+  A   = BatchWhiten(w_c A_c + w_l A_l)            static weights; token-weighted (verl, LEAD's re-implementation)
+                                                  or per sequence (TRL)
+Length channel as in grpo.length_channel (default: conditioned 1[correct ∧ l ≤ 2000]; the length reward of LEAD's
+GDPO baseline is not documented, §1.9b). LEAD-static is GDPO with LEAD's r_l and w_c + w_l = 1. Stateless; the
+shaped reward reported is w_c r_c + w_l r_len.
+"""
+from __future__ import annotations
+
+import torch
+
+from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
+from lead_recipes.methods.config import GdpoConfig, LeadConfig
+from lead_recipes.methods.grpo import length_channel
+
+
+def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig,
+         lead: LeadConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """Returns (rewards, advantages, statistics)."""
+    r_c = correct.to(torch.float64)
+    r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
+    combined = cfg.correct_weight * group_normalize(r_c) + cfg.length_weight * group_normalize(r_len)
+    adv, w_mean, w_std = whiten(combined, lengths, cfg.whiten)
+    rewards = cfg.correct_weight * r_c + cfg.length_weight * r_len
+    return rewards, adv, {"length_reward_mean": float(r_len.mean()), "whiten_mean": w_mean, "whiten_std": w_std}
+
+
+class GdpoMethod(Method):
+    name = "gdpo"
+    STATS_KEYS = BASE_STATS + ("length_reward_mean", "whiten_mean", "whiten_std")
+
+    def __init__(self, config: GdpoConfig, lead: LeadConfig):
+        super().__init__(config)
+        self.lead = lead
+
+    @classmethod
+    def from_recipe(cls, ns) -> "GdpoMethod":
+        return cls(GdpoConfig(**vars(ns.gdpo)), LeadConfig(**vars(ns.lead)))
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        r, a, extra = gdpo(b.correct, b.lengths, self.lead.b_max or b.max_new_tokens, self.config, self.lead)
+        return finish(b, r, a, extra)

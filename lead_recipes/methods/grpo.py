@@ -1,0 +1,72 @@
+"""GRPO baselines: plain GRPO on correctness, and LEAD's scalarised GRPO (spec §0.1, §1.9a).
+
+grpo:             R = 1[correct];                       A = (R − mean_g R) / (std_g R + ε)      (Shao et al. 2024)
+grpo-scalarized:  R = w_c·1[correct] + w_l·r_len;        A = (R − mean_g R) / (std_g R + ε)      (LEAD §5 baseline)
+with r_len one of: conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script), classic = 1[l ≤ T], lead = LEAD's r_l
+(Eq. 9). ε = 1e-6, unbiased std, zero-std group ⇒ A = 0 (§8). Stateless. The length channels are shared with GDPO.
+"""
+from __future__ import annotations
+
+import torch
+
+from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
+from lead_recipes.methods.config import GrpoConfig, LeadConfig, ScalarizedConfig
+
+
+def length_channel(kind: str, correct: torch.Tensor, lengths: torch.Tensor, threshold: float,
+                   b_max: float, lead: LeadConfig) -> torch.Tensor:
+    """The length reward r_len [M, G] named by `kind` (see the module docstring)."""
+    if kind == "conditioned":
+        return (correct & (lengths <= threshold)).to(torch.float64)
+    if kind == "classic":
+        return (lengths <= threshold).to(torch.float64)
+    if kind == "lead":
+        from lead_recipes.methods.lead import efficiency_reward, target_lengths
+        return efficiency_reward(lengths, target_lengths(correct, lengths, b_max, lead.aggregator, lead.l_min))
+    raise ValueError(f"unknown length reward {kind!r}")
+
+
+def grpo(correct: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain GRPO: rewards = 1[correct], advantages = group-normalised rewards. Returns (rewards, advantages)."""
+    r = correct.to(torch.float64)
+    return r, group_normalize(r)
+
+
+def grpo_scalarized(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: ScalarizedConfig,
+                    lead: LeadConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scalarised GRPO. Returns (rewards, advantages, r_len)."""
+    r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
+    r = cfg.correct_weight * correct.to(torch.float64) + cfg.length_weight * r_len
+    return r, group_normalize(r), r_len
+
+
+class GrpoMethod(Method):
+    name = "grpo"
+    STATS_KEYS = BASE_STATS
+
+    @classmethod
+    def from_recipe(cls, ns) -> "GrpoMethod":
+        return cls(GrpoConfig())
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        r, a = grpo(b.correct, b.lengths)
+        return finish(b, r, a, {})
+
+
+class ScalarizedMethod(Method):
+    name = "grpo-scalarized"
+    STATS_KEYS = BASE_STATS + ("length_reward_mean",)
+
+    def __init__(self, config: ScalarizedConfig, lead: LeadConfig):
+        super().__init__(config)
+        self.lead = lead
+
+    @classmethod
+    def from_recipe(cls, ns) -> "ScalarizedMethod":
+        return cls(ScalarizedConfig(**vars(ns.grpo_scalarized)), LeadConfig(**vars(ns.lead)))
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        b_max = self.lead.b_max or b.max_new_tokens
+        r, a, r_len = grpo_scalarized(b.correct, b.lengths, b_max, self.config, self.lead)
+        return finish(b, r, a, {"length_reward_mean": r_len.mean()})

@@ -1,0 +1,131 @@
+"""LEAD — Length-Efficient Adaptive and Dynamic reasoning (Wei et al., arXiv 2605.09806; spec §1).
+
+  (8) L*_q = clamp(agg_{j∈C_q} l_{q,j}, L_min, B_max), or B_max when no rollout of q is correct
+      (agg = mean_correct | min_correct | median_correct; mean_all = mean over all G, no sentinel)
+  (9) r_l = max(−1, 1 − |l − L*_q| / L*_q)                       for every rollout
+  (2) A^(k) = (r_k − μ_q^(k)) / (σ_q^(k) + 1e-6),  k ∈ {c, l}     over all G, unbiased σ
+  (4) μ_c, σ_c over all rollouts; μ_l, σ_l over the correct rollouts of solved prompts only, each prompt weighted
+      equally (Law of Total Variance, population variances, +1e-8 under the root); M' = 0 ⇒ μ_l = σ_l = 0
+      CV_k = σ_k / (|μ_k| + ε);  CṼ_k = CV_k / (CV_c + CV_l + ε)
+  (5) P_c = (1 − clamp(μ_c, 0, 1))^α;  P_l = ((1 − clamp(μ_l, −1, 1)) / 2)^α
+  (6) Ψ_k = CṼ_k · P_k;   (7) λ̂ = Ψ / (Ψ_c + Ψ_l + ε) → EMA → floor (controllers.LeadController)
+  (3) A = BatchWhiten(λ_c A^(c) + λ_l A^(l)),  token-weighted (reference code) or per sequence.
+The controller runs on this batch before the combination (same step). Shaped reward reported: λ_c r_c + λ_l r_l.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lead_recipes.controllers import PSI_EPS, LeadController
+from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
+from lead_recipes.methods.config import LeadConfig
+
+CV_EPS = 1e-8
+LTV_EPS = 1e-8
+
+
+def target_lengths(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, aggregator: str,
+                   l_min: float) -> torch.Tensor:
+    """L*_q [M] (Eq. 8): clamp(raw, L_min, B_max) = max(min(raw, B_max), L_min), as the reference code."""
+    n = correct.sum(1)
+    if aggregator == "mean_all":
+        raw = lengths.mean(1)
+    else:
+        if aggregator == "mean_correct":
+            raw = (lengths * correct).sum(1) / n.clamp(min=1)
+        elif aggregator == "min_correct":
+            raw = torch.where(correct, lengths, math.inf).amin(1)
+        elif aggregator == "median_correct":
+            srt = torch.where(correct, lengths, math.inf).sort(1).values
+            lo = ((n - 1).clamp(min=0) // 2).unsqueeze(1)
+            hi = (n // 2).clamp(max=lengths.shape[1] - 1).unsqueeze(1)
+            raw = (srt.gather(1, lo) + srt.gather(1, hi)).squeeze(1) / 2
+        else:
+            raise ValueError(f"--recipe.lead.aggregator: unknown aggregator {aggregator!r}")
+        raw = torch.where(n > 0, raw, float(b_max))
+    return raw.clamp(max=float(b_max)).clamp(min=float(l_min))
+
+
+def efficiency_reward(lengths: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """r_l [M, G] (Eq. 9, `max_sym`): peaks at 1 when l = L*, l/L* below it, clipped at −1 above 3 L*."""
+    t = target.unsqueeze(1)
+    return (1 - (lengths - t).abs() / t).clamp(min=-1.0)
+
+
+def psi_statistics(correct: torch.Tensor, r_l: torch.Tensor, alpha: float) -> dict[str, float]:
+    """Eqs. 4–6 on the raw rewards (not the advantages). Returns the named scalars, Ψ_c and Ψ_l included."""
+    rc = correct.to(torch.float64)
+    mu_qc = rc.mean(1)
+    mu_c = float(mu_qc.mean())
+    sigma_c = math.sqrt(float(rc.var(1, unbiased=False).mean() + (mu_qc - mu_c).square().mean()) + LTV_EPS)
+    n = rc.sum(1)
+    solved = n > 0
+    n_solved = int(solved.sum())
+    if n_solved == 0:
+        mu_l = sigma_l = 0.0
+    else:
+        mu_ql = (r_l * rc).sum(1) / n.clamp(min=1)
+        v_ql = ((r_l - mu_ql.unsqueeze(1)).square() * rc).sum(1) / n.clamp(min=1)
+        mu_ql, v_ql = mu_ql[solved], v_ql[solved]
+        mu_l = float(mu_ql.mean())
+        sigma_l = math.sqrt(float(v_ql.mean() + (mu_ql - mu_l).square().mean()) + LTV_EPS)
+    cv_c = sigma_c / (abs(mu_c) + CV_EPS)
+    cv_l = sigma_l / (abs(mu_l) + CV_EPS)
+    cvt_c = cv_c / (cv_c + cv_l + PSI_EPS)
+    cvt_l = cv_l / (cv_c + cv_l + PSI_EPS)
+    p_c = (1.0 - min(max(mu_c, 0.0), 1.0)) ** alpha
+    p_l = ((1.0 - min(max(mu_l, -1.0), 1.0)) / 2.0) ** alpha
+    return {"solved_prompts": float(n_solved), "mu_c": mu_c, "sigma_c": sigma_c, "mu_l": mu_l,
+            "sigma_l": sigma_l, "cv_c": cv_c, "cv_l": cv_l, "cvt_c": cvt_c, "cvt_l": cvt_l,
+            "potential_c": p_c, "potential_l": p_l, "psi_c": cvt_c * p_c, "psi_l": cvt_l * p_l}
+
+
+def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadConfig,
+         controller: LeadController) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """One LEAD step on a validated batch. Advances `controller` (its only side effect).
+    Returns (rewards λ_c r_c + λ_l r_l, advantages, statistics)."""
+    target = target_lengths(correct, lengths, b_max, cfg.aggregator, cfg.l_min)
+    r_c = correct.to(torch.float64)
+    r_l = efficiency_reward(lengths, target)
+    stats = psi_statistics(correct, r_l, cfg.alpha)
+    stats.update(controller.update(stats["psi_c"], stats["psi_l"]))
+    lam_c, lam_l = controller.lambda_c, controller.lambda_l
+    combined = lam_c * group_normalize(r_c) + lam_l * group_normalize(r_l)
+    adv, w_mean, w_std = whiten(combined, lengths, cfg.whiten)
+    stats.update({"ema_w_c": controller.w_c, "ema_w_l": controller.w_l, "lambda_c": lam_c, "lambda_l": lam_l,
+                  "target_length_mean": float(target.mean()), "reward_c_mean": float(r_c.mean()),
+                  "reward_l_mean": float(r_l.mean()), "whiten_mean": w_mean, "whiten_std": w_std})
+    return lam_c * r_c + lam_l * r_l, adv, stats
+
+
+class LeadMethod(Method):
+    name = "lead"
+    STATS_KEYS = BASE_STATS + (
+        "solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l", "potential_c",
+        "potential_l", "psi_c", "psi_l", "target_lambda_c", "target_lambda_l", "ema_skipped", "ema_w_c", "ema_w_l",
+        "lambda_c", "lambda_l", "target_length_mean", "reward_c_mean", "reward_l_mean", "whiten_mean",
+        "whiten_std")
+
+    def __init__(self, config: LeadConfig):
+        super().__init__(config)
+        self.controller = LeadController(beta_ema=config.beta_ema, lambda_min=config.lambda_min,
+                                         static_lambda_c=config.static_lambda_c,
+                                         decay_on_zero_psi=config.ref_code_psi_decay_enable)
+
+    @classmethod
+    def from_recipe(cls, ns) -> "LeadMethod":
+        return cls(LeadConfig(**vars(ns.lead)))
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        r, a, extra = lead(b.correct, b.lengths, self.config.b_max or b.max_new_tokens, self.config,
+                           self.controller)
+        return finish(b, r, a, extra)
+
+    def _controller_state(self) -> dict:
+        return self.controller.state_dict()
+
+    def _load_controller_state(self, state: dict | None) -> None:
+        self.controller.load_state_dict(state)

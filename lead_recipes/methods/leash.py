@@ -1,0 +1,63 @@
+"""Leash — adaptive length penalty with a Lagrange multiplier (Li et al., arXiv 2512.21540, ACL 2026; spec §3 as
+decided in §8; the paper's exact values are unknown, so λ's optimiser settings are reconstructed).
+
+  r   = +1 if correct else −1                                  (DAPO rule reward)
+  r'' = clip(r − λ_t · max(0, l/L_t − 1), −1, 1)               (one-sided, clipped)
+  A   = (r'' − mean_g r'') / (std_g r'' + 1e-6)
+  then, after the batch (primal then dual): ĝ_t = mean over all rollouts of (l/L_t − 1);
+  Adam(lr, β) step on −λ·ĝ_t, λ projected to [λ_min, λ_max]   (controllers.LeashController)
+λ_t shapes batch t; the updated λ shapes batch t+1. `constant_lambda_enable` is Leash-C (no dual update).
+"""
+from __future__ import annotations
+
+import torch
+
+from lead_recipes.controllers import LeashController
+from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
+from lead_recipes.methods.config import LeashConfig
+
+
+def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
+          lam: float) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
+    """Shaped rewards and advantages with multiplier `lam`. Returns (rewards, advantages, ĝ, statistics)."""
+    ratio = lengths / target_length - 1
+    base = torch.where(correct, 1.0, -1.0).to(torch.float64)
+    unclipped = base - lam * ratio.clamp(min=0)
+    r = unclipped.clamp(-1.0, 1.0)
+    g_hat = float(ratio.mean())
+    return r, group_normalize(r), g_hat, {
+        "constraint": g_hat,
+        "over_target_frac": float((ratio > 0).to(torch.float64).mean()),
+        "clipped_frac": float((unclipped < -1).to(torch.float64).mean()),
+    }
+
+
+class LeashMethod(Method):
+    name = "leash"
+    STATS_KEYS = BASE_STATS + ("constraint", "over_target_frac", "clipped_frac", "lagrange_lambda",
+                               "lagrange_lambda_next")
+
+    def __init__(self, config: LeashConfig):
+        super().__init__(config)
+        self.controller = LeashController(lr=config.lr, beta1=config.adam_beta1, beta2=config.adam_beta2,
+                                          eps=config.adam_eps, lambda_min=config.lambda_min,
+                                          lambda_max=config.lambda_max, constant=config.constant_lambda_enable,
+                                          lam=config.lambda_init)
+
+    @classmethod
+    def from_recipe(cls, ns) -> "LeashMethod":
+        return cls(LeashConfig(**vars(ns.leash)))
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        lam = self.controller.lam
+        r, a, g_hat, extra = leash(b.correct, b.lengths, self.config.target_length, lam)
+        extra["lagrange_lambda"] = lam
+        extra["lagrange_lambda_next"] = self.controller.update(g_hat)
+        return finish(b, r, a, extra)
+
+    def _controller_state(self) -> dict:
+        return self.controller.state_dict()
+
+    def _load_controller_state(self, state: dict | None) -> None:
+        self.controller.load_state_dict(state)

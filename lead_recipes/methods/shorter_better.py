@@ -1,0 +1,38 @@
+"""ShorterBetter (Yi, Wang, Li 2025, arXiv 2504.21370; spec §1.9d).
+
+  SOL_q = min_{j∈C_q} l_{q,j} if some rollout of q is correct, else mean_j l_{q,j}
+  r     = α·1[correct] − β·|l − SOL_q|,   then A = (r − mean_g r) / (std_g r + 1e-6)
+Defaults α = 2, β = 0.001 (reference code). Stateless.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
+from lead_recipes.methods.config import ShorterBetterConfig
+
+
+def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
+                   cfg: ShorterBetterConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """Returns (rewards, advantages, statistics)."""
+    solved = correct.any(1, keepdim=True)
+    shortest = torch.where(correct, lengths, math.inf).amin(1, keepdim=True)
+    sol = torch.where(solved, shortest, lengths.mean(1, keepdim=True))
+    r = cfg.alpha * correct.to(torch.float64) - cfg.beta * (lengths - sol).abs()
+    return r, group_normalize(r), {"sol_mean": float(sol.mean())}
+
+
+class ShorterBetterMethod(Method):
+    name = "shorter-better"
+    STATS_KEYS = BASE_STATS + ("sol_mean",)
+
+    @classmethod
+    def from_recipe(cls, ns) -> "ShorterBetterMethod":
+        return cls(ShorterBetterConfig(**vars(ns.shorter_better)))
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        r, a, extra = shorter_better(b.correct, b.lengths, self.config)
+        return finish(b, r, a, extra)
