@@ -1,0 +1,391 @@
+"""YAML recipes: load, merge (``extends``), override (``--set``), validate and render to a `lead-recipes train`
+command line (contract D).
+
+A recipe lists only *deltas* from OpenRLHF's defaults::
+
+    description: ...
+    entrypoint: train            # train -> `lead-recipes train` (train_ppo_ray + --recipe.*); sft -> openrlhf.cli.train_sft
+    extends: lead-1.5b           # optional: start from another recipe, then apply this file's deltas
+    data: {prepare: [...]}       # the `lead-recipes data` argv that builds the prompt dataset (shown by preflight)
+    resources: {nodes: 1, gpus_per_node: 4, ...}   # Slurm/Ray layout, see RESOURCE_KEYS
+    openrlhf: {actor.model_name_or_path: ..., ...} # OpenRLHF flags without the leading "--"
+    recipe:   {method: lead, lead.aggregator: ...} # our --recipe.* flags without the "recipe." prefix
+
+Validation runs before anything starts: unknown keys (naming the key and the file), values the real parser rejects,
+and impossible resource layouts (colocation with vLLM engines x TP != actor GPUs, more GPUs than allocated, batch
+sizes not divisible by the data-parallel world). OpenRLHF flags are checked against the parser of the *installed*
+OpenRLHF: its parser lives under ``if __name__ == "__main__"`` (openrlhf.md D.7), so we compile just the
+``add_argument`` statements of that block (read, never copied). Values may use ``${data}``, ``${run}`` and
+``${reward_func}`` (see ``placeholders``). This module does not start anything.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import difflib
+import functools
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+TOP_KEYS = ("description", "entrypoint", "extends", "data", "resources", "openrlhf", "recipe")
+ENTRYPOINTS = {"train": "openrlhf.cli.train_ppo_ray", "sft": "openrlhf.cli.train_sft"}
+DATA_KEYS = ("prepare", "notes")
+# Layout of the job. gpus_per_node may be 0 (CPU-only dry runs); reward_placement: where `lead-recipes serve` runs.
+RESOURCE_KEYS = {
+    "nodes": int, "gpus_per_node": int, "cpus_per_node": int, "partition": str, "account": str, "time": str,
+    "reward_placement": str, "reward_port": int, "reward_workers": int, "signal_seconds": int, "requeue": bool,
+    "mem": str, "constraint": str, "qos": str,
+}
+RESOURCE_DEFAULTS = {"nodes": 1, "gpus_per_node": 8, "cpus_per_node": None, "partition": None, "account": None,
+                     "time": "24:00:00", "reward_placement": "every_node", "reward_port": 5432, "reward_workers": None,
+                     "signal_seconds": 600, "requeue": True, "mem": None, "constraint": None, "qos": None}
+REWARD_PLACEMENTS = ("every_node", "head", "none")
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)\}")
+
+
+class RecipeError(ValueError):
+    """A recipe is invalid; the message names the offending key and the file."""
+
+
+# ---------------------------------------------------------------- parsers (the real ones, built once per process)
+@functools.lru_cache(maxsize=None)
+def openrlhf_parser(entrypoint: str = "train") -> argparse.ArgumentParser:
+    """The installed OpenRLHF CLI's own ArgumentParser: the statements of its ``__main__`` block up to
+    ``parse_args()`` (add_argument calls only), compiled from the installed file so flag names, types, choices and
+    defaults are exactly those of the version users run."""
+    module = ENTRYPOINTS[entrypoint]
+    spec = importlib.util.find_spec(module.rsplit(".", 1)[0])
+    if spec is None or not spec.submodule_search_locations:
+        raise RecipeError(f"OpenRLHF is not installed (cannot find {module}); install the `train` extra")
+    path = Path(list(spec.submodule_search_locations)[0]) / (module.rsplit(".", 1)[1] + ".py")
+    tree = ast.parse(path.read_text(), str(path))
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            body = []
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and "parse_args" in ast.unparse(stmt.value):
+                    break
+                body.append(stmt)
+            scope: dict[str, Any] = {"argparse": argparse, "datetime": datetime, "os": os}
+            exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), scope)  # safe: OpenRLHF's own installed source, not model/user text
+            return scope["parser"]
+    raise RecipeError(f"cannot find the argument parser in {path} (OpenRLHF layout changed?)")
+
+
+@functools.lru_cache(maxsize=None)
+def recipe_parser() -> argparse.ArgumentParser:
+    """Our --recipe.* flags, defined once in lead_recipes.flags (contract B)."""
+    from lead_recipes.flags import add_recipe_flags
+    parser = argparse.ArgumentParser(prog="lead-recipes train", allow_abbrev=False, add_help=False)
+    add_recipe_flags(parser)
+    return parser
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.option_strings[0][2:]: a for a in parser._actions if a.option_strings and a.option_strings[0] != "-h"}
+
+
+def _coerce(action: argparse.Action, key: str, value: Any, where: str) -> Any:
+    """Check one value the way argparse would; returns the typed value (list for nargs, bool for flags)."""
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        if not isinstance(value, bool):
+            raise RecipeError(f"{where}: key {key!r} is a switch; give true or false, not {value!r}")
+        return value
+    items = value if isinstance(value, list) else [value]
+    if action.nargs is None and isinstance(value, list):
+        raise RecipeError(f"{where}: key {key!r} takes one value, got a list {value!r}")
+    if isinstance(action.nargs, int) and len(items) != action.nargs:
+        raise RecipeError(f"{where}: key {key!r} takes {action.nargs} values, got {value!r}")
+    out = []
+    for item in items:
+        if item is None:
+            out.append(None)
+            continue
+        try:
+            typed = action.type(str(item)) if action.type else str(item)
+        except (TypeError, ValueError) as exc:
+            raise RecipeError(f"{where}: key {key!r}: invalid value {item!r} ({exc})") from None
+        if action.choices is not None and typed not in action.choices:
+            raise RecipeError(f"{where}: key {key!r}: {item!r} is not one of {list(action.choices)}")
+        out.append(typed)
+    return out if isinstance(value, list) or action.nargs not in (None, "?") else out[0]
+
+
+def _unknown(key: str, known: Sequence[str], section: str, where: str) -> RecipeError:
+    close = difflib.get_close_matches(key, list(known), n=2)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return RecipeError(f"{where}: unknown key {key!r} in {section}{hint}")
+
+
+# ---------------------------------------------------------------- loading
+def recipe_names() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def _find(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise RecipeError(f"recipe file {path} does not exist")
+        return path
+    candidate = RECIPES_DIR / f"{name_or_path}.yaml"
+    if not candidate.is_file():
+        raise RecipeError(f"unknown recipe {name_or_path!r}; known: {', '.join(recipe_names())}")
+    return candidate
+
+
+def _read(path: Path, seen: tuple[str, ...] = ()) -> dict:
+    if str(path.resolve()) in seen:
+        raise RecipeError(f"{path}: 'extends' cycle: {' -> '.join(seen)}")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping of {TOP_KEYS}")
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise _unknown(str(key), TOP_KEYS, "the top level", str(path))
+    for section in ("data", "resources", "openrlhf", "recipe"):
+        if raw.get(section) is not None and not isinstance(raw[section], dict):
+            raise RecipeError(f"{path}: section {section!r} must be a mapping")
+    if "extends" not in raw:
+        return raw
+    base = _read(_find(str(raw["extends"])) if "/" in str(raw["extends"]) else RECIPES_DIR / f"{raw['extends']}.yaml",
+                 seen + (str(path.resolve()),))
+    merged = copy.deepcopy(base)
+    for key, value in raw.items():
+        if key in ("data", "resources", "openrlhf", "recipe"):
+            merged.setdefault(key, {}).update(value or {})
+        elif key != "extends":
+            merged[key] = value
+    merged["extends"] = raw["extends"]
+    return merged
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """'section.key=value' -> (section, key, value). Sections: openrlhf, recipe, resources, description,
+    entrypoint; a bare OpenRLHF flag name ('actor.adam.lr=2e-6') means the openrlhf section. Values are YAML."""
+    if "=" not in text:
+        raise RecipeError(f"--set {text!r}: expected key=value")
+    key, _, raw_value = text.partition("=")
+    key = key.strip().removeprefix("--")
+    value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+    head, _, rest = key.partition(".")
+    if head in ("openrlhf", "recipe", "resources", "data") and rest:
+        return head, rest, value
+    if key in ("description", "entrypoint"):
+        return key, "", value
+    return "openrlhf", key, value
+
+
+def placeholders(name: str) -> dict[str, str]:
+    """${data}: where `lead-recipes data` writes (LEAD_RECIPES_DATA, default ./data); ${sources}: raw source files
+    it reads (LEAD_RECIPES_SOURCES, default ./data/sources); ${run}: this run's directory
+    (LEAD_RECIPES_RUN_DIR, default ./runs/<recipe>); ${reward_func}: the installed lead_recipes/reward_func.py."""
+    pkg = importlib.util.find_spec("lead_recipes")
+    pkg_dir = Path(list(pkg.submodule_search_locations)[0]) if pkg and pkg.submodule_search_locations else Path(".")
+    return {
+        "data": os.path.abspath(os.environ.get("LEAD_RECIPES_DATA", "data")),
+        "sources": os.path.abspath(os.environ.get("LEAD_RECIPES_SOURCES", os.path.join("data", "sources"))),
+        "run": os.path.abspath(os.environ.get("LEAD_RECIPES_RUN_DIR", os.path.join("runs", name))),
+        "reward_func": str(pkg_dir / "reward_func.py"),
+    }
+
+
+def _expand(value: Any, env: dict[str, str], key: str, where: str) -> Any:
+    if isinstance(value, list):
+        return [_expand(v, env, key, where) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(match: re.Match) -> str:
+        if match.group(1) not in env:
+            raise RecipeError(f"{where}: key {key!r}: unknown placeholder ${{{match.group(1)}}}; known: {sorted(env)}")
+        return env[match.group(1)]
+    return _PLACEHOLDER.sub(sub, value)
+
+
+# ---------------------------------------------------------------- the recipe object
+@dataclass
+class Recipe:
+    name: str
+    path: str
+    description: str
+    entrypoint: str
+    openrlhf: dict[str, Any]
+    recipe: dict[str, Any]
+    resources: dict[str, Any]
+    data: dict[str, Any] = field(default_factory=dict)
+    extends: str | None = None
+
+    def train_argv(self) -> list[str]:
+        """Flags for `lead-recipes train` (OpenRLHF flags, then --recipe.* flags); for an sft recipe, the
+        flags of openrlhf.cli.train_sft. Switches appear only when true; lists expand to nargs values."""
+        return _section_argv("--", self.openrlhf) + _section_argv("--recipe.", self.recipe)
+
+    def command(self) -> list[str]:
+        """The full command that runs this recipe on an existing Ray cluster (train) or under deepspeed (sft)."""
+        if self.entrypoint == "sft":
+            return ["deepspeed", "--module", ENTRYPOINTS["sft"], *self.train_argv()]
+        return ["lead-recipes", "train", *self.train_argv()]
+
+    def actor_gpus(self) -> int:
+        return int(self.openrlhf.get("actor.num_nodes", 1)) * int(self.openrlhf.get("actor.num_gpus_per_node", 8))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "path": self.path, "description": self.description, "entrypoint": self.entrypoint,
+                "extends": self.extends, "data": copy.deepcopy(self.data), "resources": dict(self.resources),
+                "openrlhf": copy.deepcopy(self.openrlhf), "recipe": copy.deepcopy(self.recipe)}
+
+
+def _section_argv(prefix: str, section: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for key, value in section.items():
+        if value is None or value is False:
+            continue
+        argv.append(prefix + key)
+        if value is not True:
+            argv += [_fmt(v) for v in value] if isinstance(value, list) else [_fmt(value)]
+    return argv
+
+
+def _fmt(value: Any) -> str:
+    return repr(value) if isinstance(value, float) and "e" in repr(value) else str(value)
+
+
+def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
+    """Load a recipe by name (file stem in launchers/recipes/) or path, apply ``key=value`` overrides, expand
+    placeholders and validate everything (RecipeError naming the key on the first problem)."""
+    path = _find(name_or_path)
+    raw = _read(path)
+    where = str(path)
+    for text in overrides:
+        section, key, value = parse_override(text)
+        if section in ("description", "entrypoint"):
+            raw[section] = value
+        else:
+            raw.setdefault(section, {})[key] = value
+    name = path.stem
+    entrypoint = raw.get("entrypoint", "train")
+    if entrypoint not in ENTRYPOINTS:
+        raise RecipeError(f"{where}: key 'entrypoint': {entrypoint!r} is not one of {list(ENTRYPOINTS)}")
+    env = placeholders(name)
+
+    known = _actions(openrlhf_parser(entrypoint))
+    openrlhf_values = {}
+    for key, value in (raw.get("openrlhf") or {}).items():
+        if key not in known:
+            raise _unknown(key, known, "openrlhf", where)
+        openrlhf_values[key] = _coerce(known[key], key, _expand(value, env, key, where), where)
+
+    recipe_values = {}
+    if raw.get("recipe"):
+        if entrypoint != "train":
+            raise RecipeError(f"{where}: section 'recipe' only applies to entrypoint 'train'")
+        known_recipe = {k.removeprefix("recipe."): a for k, a in _actions(recipe_parser()).items()}
+        for key, value in raw["recipe"].items():
+            if key not in known_recipe:
+                raise _unknown(key, known_recipe, "recipe", where)
+            recipe_values[key] = _coerce(known_recipe[key], key, _expand(value, env, key, where), where)
+
+    resources = dict(RESOURCE_DEFAULTS)
+    for key, value in (raw.get("resources") or {}).items():
+        if key not in RESOURCE_KEYS:
+            raise _unknown(key, RESOURCE_KEYS, "resources", where)
+        typ = RESOURCE_KEYS[key]
+        if value is not None and (not isinstance(value, typ) or (typ is int and isinstance(value, bool))):
+            raise RecipeError(f"{where}: key 'resources.{key}' must be {RESOURCE_KEYS[key].__name__}, got {value!r}")
+        resources[key] = value
+    data = dict(raw.get("data") or {})
+    for key in data:
+        if key not in DATA_KEYS:
+            raise _unknown(key, DATA_KEYS, "data", where)
+    if data.get("prepare") is not None:
+        data["prepare"] = [str(_expand(str(v), env, "data.prepare", where)) for v in data["prepare"]]
+
+    recipe = Recipe(name=name, path=where, description=str(raw.get("description", "")), entrypoint=entrypoint,
+                    openrlhf=openrlhf_values, recipe=recipe_values, resources=resources, data=data,
+                    extends=raw.get("extends"))
+    check_layout(recipe)
+    if recipe_values:
+        _check_recipe_semantics(recipe)
+    return recipe
+
+
+def _check_recipe_semantics(recipe: Recipe) -> None:
+    """Run the methods helper's own validate_recipe on the parsed --recipe.* namespace (contract B)."""
+    from lead_recipes import flags
+    args = recipe_parser().parse_args(_section_argv("--recipe.", recipe.recipe))
+    try:
+        flags.validate_recipe(flags.recipe_namespace(args))
+    except ValueError as exc:
+        raise RecipeError(f"{recipe.path}: section 'recipe': {exc}") from None
+
+
+def check_layout(recipe: Recipe) -> None:
+    """Impossible resource layouts, caught before any allocation (OpenRLHF would assert only after Ray is up)."""
+    o, r, where = recipe.openrlhf, recipe.resources, recipe.path
+    if r["reward_placement"] not in REWARD_PLACEMENTS:
+        raise RecipeError(f"{where}: key 'resources.reward_placement': {r['reward_placement']!r} is not one of "
+                          f"{list(REWARD_PLACEMENTS)}")
+    if r["nodes"] < 1 or r["gpus_per_node"] < 0:
+        raise RecipeError(f"{where}: key 'resources.nodes'/'resources.gpus_per_node': need nodes >= 1, gpus >= 0")
+    if recipe.entrypoint != "train":
+        return
+    if o.get("ckpt.disable_ds"):
+        raise RecipeError(f"{where}: key 'ckpt.disable_ds': resume after preemption needs DeepSpeed checkpoints "
+                          "(controller state lives in client_states); remove it")
+    g = lambda role: int(o.get(f"{role}.num_nodes", 1)) * int(o.get(f"{role}.num_gpus_per_node", 8))  # noqa: E731
+    actor = g("actor")
+    engines, tp = o.get("vllm.num_engines"), int(o.get("vllm.tensor_parallel_size", 1))
+    colocate_all = bool(o.get("train.colocate_all")) and not o.get("train.async_enable")
+    if engines and colocate_all and engines * tp != actor:
+        raise RecipeError(f"{where}: key 'vllm.num_engines': under train.colocate_all, vllm.num_engines x "
+                          f"vllm.tensor_parallel_size ({engines} x {tp} = {engines * tp}) must equal the actor GPUs "
+                          f"(actor.num_nodes x actor.num_gpus_per_node = {actor})")
+    if (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")) and float(o.get("algo.kl.init_coef", 0.01)) > 0 \
+            and g("ref") != actor:
+        raise RecipeError(f"{where}: key 'ref.num_gpus_per_node': a colocated reference model needs the actor's "
+                          f"layout ({actor} GPUs), got {g('ref')}")
+    needs_ref = float(o.get("algo.kl.init_coef", 0.01)) > 0 or o.get("algo.kl.use_loss")
+    total = actor
+    if needs_ref and not (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")):
+        total += g("ref")
+    if engines and not colocate_all:
+        total += engines * tp
+    have = r["nodes"] * r["gpus_per_node"]
+    if have and total > have:
+        raise RecipeError(f"{where}: key 'resources.gpus_per_node': the layout needs {total} GPUs (actor {actor}"
+                          f"{', ref ' + str(g('ref')) if total > actor else ''}{', vLLM ' + str(engines * tp) if engines and not colocate_all else ''})"
+                          f" but resources give {r['nodes']} x {r['gpus_per_node']} = {have}")
+    for role in ("actor", "ref"):
+        if int(o.get(f"{role}.num_nodes", 1)) > r["nodes"]:
+            raise RecipeError(f"{where}: key '{role}.num_nodes' = {o.get(f'{role}.num_nodes')} exceeds resources.nodes "
+                              f"= {r['nodes']}")
+    batch, micro = int(o.get("train.batch_size", 128)), int(o.get("train.micro_batch_size", 1))
+    if not o.get("train.dynamic_batch_enable") and batch % (micro * actor):
+        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} is not divisible by train.micro_batch_size x "
+                          f"actor GPUs = {micro} x {actor}")
+    rollout = int(o.get("rollout.batch_size", 1024)) * int(o.get("rollout.n_samples_per_prompt", 1))
+    if rollout % batch:
+        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} must divide rollout.batch_size x "
+                          f"rollout.n_samples_per_prompt = {rollout}")
+    b_max = recipe.recipe.get("lead.b_max")
+    if recipe.recipe.get("method", "lead") == "lead" and b_max and o.get("rollout.max_new_tokens") \
+            and int(b_max) > int(o["rollout.max_new_tokens"]):
+        raise RecipeError(f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "
+                          f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, algorithms.md §8)")
+    new, max_len = o.get("rollout.max_new_tokens"), int(o.get("data.max_len", 2048))
+    if new is not None and int(new) >= max_len:
+        raise RecipeError(f"{where}: key 'rollout.max_new_tokens' = {new} leaves no room for the prompt within "
+                          f"data.max_len = {max_len}")
