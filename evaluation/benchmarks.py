@@ -1,0 +1,144 @@
+"""Benchmark loading: AIME 2024, AIME 2025, AMC 2023, MATH-500, OlympiadBench (OE_TO_maths_en_COMP, 675).
+
+Sources: a local directory of `<name>.jsonl` files with `id`, `problem`, `answer` (as in ../shared/data/benchmarks),
+a single JSONL file (`name=path`, for custom sets; no count check), or a Hugging Face hub dataset (`datasets` is
+imported lazily) with a field mapping. Expected counts are checked for the five named benchmarks; a mismatch is a
+clear error unless `limit` is given (then the first `limit` problems are used after the count check).
+It does not build prompts, generate or grade.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+EXPECTED_COUNTS = {"aime2024": 30, "aime2025": 30, "amc2023": 40, "math500": 500, "olympiadbench": 675}
+BENCHMARKS = tuple(EXPECTED_COUNTS)
+
+# Known hub copies with their field names ("hf:" sources). Users can pass any other with an explicit mapping.
+HUB_DEFAULTS = {
+    "aime2024": ("HuggingFaceH4/aime_2024", "train", {"id": "id", "problem": "problem", "answer": "answer"}),
+    "aime2025": ("yentinglin/aime_2025", "train", {"id": "id", "problem": "problem", "answer": "answer"}),
+    "amc2023": ("math-ai/amc23", "test", {"id": "id", "problem": "question", "answer": "answer"}),
+    "math500": ("HuggingFaceH4/MATH-500", "test", {"id": "unique_id", "problem": "problem", "answer": "answer"}),
+    "olympiadbench": ("Hothan/OlympiadBench", "train", {"id": "id", "problem": "question", "answer": "final_answer"}),
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One benchmark problem: stable string id (unique within its benchmark), problem text and gold answer."""
+    benchmark: str
+    id: str
+    problem: str
+    answer: str
+
+
+def _normalize_answer(value) -> str:
+    """Gold answers arrive as strings, numbers or lists (OlympiadBench `final_answer`); join lists with ", "
+    and strip `$` as PROVENANCE.md does for the shared copy."""
+    if isinstance(value, (list, tuple)):
+        value = ", ".join(str(v) for v in value)
+    return str(value).replace("$", "").strip()
+
+
+def _rows_to_problems(name: str, rows, mapping: dict, origin: str) -> list[Problem]:
+    problems, seen = [], set()
+    for i, row in enumerate(rows):
+        try:
+            pid = str(row[mapping["id"]]) if mapping.get("id") in row else str(i)
+            text, answer = str(row[mapping["problem"]]), _normalize_answer(row[mapping["answer"]])
+        except KeyError as e:
+            raise ValueError(f"{origin}: row {i} lacks field {e} (mapping {mapping})") from None
+        if not text.strip() or not answer:
+            raise ValueError(f"{origin}: row {i} (id {pid!r}) has an empty problem or answer")
+        if pid in seen:
+            raise ValueError(f"{origin}: duplicate id {pid!r}")
+        seen.add(pid)
+        problems.append(Problem(name, pid, text, answer))
+    return problems
+
+
+def read_jsonl_file(path: Path) -> list[dict]:
+    """Strict JSONL reader for inputs (benchmarks, replay files): a malformed line is an error naming the line."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+    return rows
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """`name` or `name=path-or-hf:dataset` → (name, source or None)."""
+    name, _, source = spec.partition("=")
+    if not name or any(c in name for c in "/\\ "):
+        raise ValueError(f"invalid benchmark name {name!r} in {spec!r}")
+    return name, (source or None)
+
+
+def load_benchmark(spec: str, data_dir: str | Path | None = None, limit: int | None = None,
+                   field_map: dict | None = None) -> list[Problem]:
+    """Load one benchmark. `spec` is a name (`math500`: read `<data_dir>/math500.jsonl`; with no data_dir, the hub
+    default above), `name=/path/file.jsonl` (custom set) or `name=hf:owner/dataset[:split]` (hub, with
+    `field_map` {"id","problem","answer"} → column names, defaulting to the known mapping).
+    Count check: the five named benchmarks must have their expected size (ValueError otherwise)."""
+    name, source = parse_spec(spec)
+    if source is None and name not in EXPECTED_COUNTS:
+        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)} (or pass name=path.jsonl)")
+    mapping = {"id": "id", "problem": "problem", "answer": "answer"}
+    if source is None and data_dir is not None:
+        path = Path(data_dir) / f"{name}.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"benchmark file {path} not found (expected <data-dir>/{name}.jsonl)")
+        problems = _rows_to_problems(name, read_jsonl_file(path), mapping, str(path))
+    elif source is None or source.startswith("hf:"):
+        problems = _load_hub(name, source[3:] if source else None, field_map)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"benchmark file {path} not found")
+        problems = _rows_to_problems(name, read_jsonl_file(path), dict(mapping, **(field_map or {})), str(path))
+    expected = EXPECTED_COUNTS.get(name)
+    if expected is not None and len(problems) != expected:
+        raise ValueError(f"{name}: loaded {len(problems)} problems, expected {expected}; "
+                         "wrong file or subset (a different OlympiadBench split?)")
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        problems = problems[:limit]
+    return problems
+
+
+def _load_hub(name: str, dataset: str | None, field_map: dict | None) -> list[Problem]:
+    """Hub loading via `datasets` (lazy import: the base install does not need it)."""
+    split = None
+    if dataset is None:
+        if name not in HUB_DEFAULTS:
+            raise ValueError(f"no hub default for {name!r}; pass {name}=hf:owner/dataset:split")
+        dataset, split, mapping = HUB_DEFAULTS[name]
+    else:
+        dataset, _, split = dataset.partition(":")
+        mapping = HUB_DEFAULTS.get(name, (None, None, {"id": "id", "problem": "problem", "answer": "answer"}))[2]
+    mapping = dict(mapping, **(field_map or {}))
+    try:
+        import datasets  # noqa: PLC0415 - optional dependency, only for hub sources
+    except ImportError as e:
+        raise ImportError("loading from the hub needs `datasets` (pip install 'lead-recipes[eval]')") from e
+    ds = datasets.load_dataset(dataset, split=split or "test")
+    return _rows_to_problems(name, ds, mapping, f"hf:{dataset}:{split}")
+
+
+def load_benchmarks(specs, data_dir=None, limit=None, field_map=None) -> dict[str, list[Problem]]:
+    """Load several benchmarks (in the given order); names must be unique."""
+    out: dict[str, list[Problem]] = {}
+    for spec in specs:
+        problems = load_benchmark(spec, data_dir, limit, field_map)
+        name = parse_spec(spec)[0]
+        if name in out:
+            raise ValueError(f"benchmark {name!r} given twice")
+        out[name] = problems
+    return out

@@ -1,0 +1,120 @@
+"""Evaluation protocols: the papers' presets and prompt templates, resolved into one explicit `GenConfig`.
+
+Presets (algorithms.md §4.2, §2.1, §8):
+- `sober` (Hochlehnert et al. 2025, arXiv 2504.07086, as used by LEAD): temperature 0.8, top-p 0.9, n = 10 for
+  AIME24/AIME25/AMC23 and n = 3 for MATH-500/OlympiadBench (one seed per sample: seed + s), lighteval's
+  MATH_QUERY_TEMPLATE, chat template on, max new tokens 32768 (lighteval's default; LEAD's is not stated).
+- `grpo-lead` (Zhang & Zuo 2025, arXiv 2504.09696): temperature 0.6, n = 32, Pass@1 and Cons@32, the DeepScaleR
+  prompt "{problem} Let's think step by step and output the final answer within \\boxed{}.", max new tokens 14000
+  (the repo README's "14k" cap; the README's min_p 0.01 is not in the paper, so it is off unless --min-p is given).
+Every field can be overridden; the resolved values are what the run records. It does not generate or score.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+PROMPT_TEMPLATES = {
+    # lighteval MATH_QUERY_TEMPLATE (Sober-Reasoning / LEAD evaluation).
+    "sober": ("Solve the following math problem efficiently and clearly. The last line of your response should be "
+              "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
+              "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
+              "problem. Think step by step before answering.\n\n{problem}"),
+    # DeepScaleR / GRPO-LEAD training and evaluation prompt.
+    "deepscaler": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
+    # Qwen2.5-Math CoT instruction (the shared rollouts file was generated with it as a system prompt).
+    "qwen-boxed": "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
+    "raw": "{problem}",
+}
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """Everything that determines the generations (recorded verbatim in config.json / summary.json)."""
+    preset: str
+    temperature: float
+    top_p: float
+    min_p: float
+    top_k: int                      # -1 = off
+    max_new_tokens: int
+    n_per_benchmark: dict = field(default_factory=dict)
+    n_default: int = 1
+    seed: int = 0                   # sample s of every problem uses seed + s (Sober: one seed per run)
+    prompt_template_name: str = "sober"
+    prompt_template: str = PROMPT_TEMPLATES["sober"]
+    chat_template_enable: bool = True
+    system_prompt: str | None = None
+
+    def n_for(self, benchmark: str) -> int:
+        return int(self.n_per_benchmark.get(benchmark, self.n_default))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS = {
+    "sober": GenConfig(preset="sober", temperature=0.8, top_p=0.9, min_p=0.0, top_k=-1, max_new_tokens=32768,
+                       n_per_benchmark={"aime2024": 10, "aime2025": 10, "amc2023": 10, "math500": 3,
+                                        "olympiadbench": 3},
+                       n_default=3, prompt_template_name="sober", prompt_template=PROMPT_TEMPLATES["sober"]),
+    "grpo-lead": GenConfig(preset="grpo-lead", temperature=0.6, top_p=1.0, min_p=0.0, top_k=-1,
+                           max_new_tokens=14000, n_per_benchmark={}, n_default=32,
+                           prompt_template_name="deepscaler", prompt_template=PROMPT_TEMPLATES["deepscaler"]),
+}
+
+
+def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None, max_new_tokens=None, n=None,
+            seed=None, prompt_template=None, chat_template_enable=None, system_prompt=None) -> GenConfig:
+    """Preset + overrides → GenConfig. `n` overrides every benchmark's sample count; `prompt_template` is a
+    template name from PROMPT_TEMPLATES or a literal containing "{problem}". Invalid values raise ValueError."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    cfg = PRESETS[preset]
+    changes = {k: v for k, v in dict(temperature=temperature, top_p=top_p, min_p=min_p, top_k=top_k,
+                                     max_new_tokens=max_new_tokens, seed=seed,
+                                     chat_template_enable=chat_template_enable,
+                                     system_prompt=system_prompt).items() if v is not None}
+    if n is not None:
+        changes.update(n_per_benchmark={}, n_default=int(n))
+    if prompt_template is not None:
+        if prompt_template in PROMPT_TEMPLATES:
+            changes.update(prompt_template_name=prompt_template, prompt_template=PROMPT_TEMPLATES[prompt_template])
+        elif "{problem}" in prompt_template:
+            changes.update(prompt_template_name="custom", prompt_template=prompt_template)
+        else:
+            raise ValueError(f"--prompt-template must be one of {', '.join(PROMPT_TEMPLATES)} or contain "
+                             "'{problem}'")
+    cfg = replace(cfg, **changes)
+    if not cfg.temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {cfg.temperature}")
+    if not 0 < cfg.top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {cfg.top_p}")
+    if not 0 <= cfg.min_p < 1:
+        raise ValueError(f"min_p must be in [0, 1), got {cfg.min_p}")
+    if cfg.max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {cfg.max_new_tokens}")
+    if cfg.n_default < 1 or any(int(v) < 1 for v in cfg.n_per_benchmark.values()):
+        raise ValueError("n (samples per problem) must be >= 1")
+    return cfg
+
+
+def build_user_text(cfg: GenConfig, problem: str) -> str:
+    """The user-turn text: the template with the problem inserted (str.replace, so braces in problems are safe)."""
+    template = cfg.prompt_template.replace("{{", "\x00").replace("}}", "\x01")
+    return template.replace("{problem}", problem).replace("\x00", "{").replace("\x01", "}")
+
+
+def build_messages(cfg: GenConfig, problem: str) -> list[dict]:
+    """Chat messages for a problem: optional system prompt (none in either paper), then the user turn."""
+    msgs = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
+    return msgs + [{"role": "user", "content": build_user_text(cfg, problem)}]
+
+
+def render_prompt(cfg: GenConfig, problem: str, tokenizer=None) -> str:
+    """The exact prompt string sent to a completion engine: the chat template applied with
+    add_generation_prompt=True when `chat_template_enable` (needs a tokenizer), else the raw user text."""
+    if not cfg.chat_template_enable:
+        return build_user_text(cfg, problem)
+    if tokenizer is None:
+        raise ValueError("the chat template is on but no tokenizer was given (pass --tokenizer or turn it off "
+                         "with --no-chat_template_enable)")
+    return tokenizer.apply_chat_template(build_messages(cfg, problem), tokenize=False, add_generation_prompt=True)

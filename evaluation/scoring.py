@@ -1,0 +1,82 @@
+"""Grading of generations for evaluation, and the token-budget sweep, through contract A only
+(`lead_recipes.grading`: `extract_final_answer`, `Grader.grade_many`, `equivalent_many`).
+
+Speed: the final answer is extracted once per response in this process (cheap string scan), and only distinct
+(gold, extracted answer) pairs are sent to the grader's process pool, with a cache across batches; responses
+without an extractable answer are `no_answer` (wrong) without a grader call, exactly as the grader itself
+rules (§8: no extractable final answer ⇒ incorrect). It does not generate or write files.
+"""
+from __future__ import annotations
+
+
+class Scorer:
+    """Adds "extracted", "status", "correct" and "grade_latency_s" to result rows. `grader` defaults to the
+    process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer."""
+
+    def __init__(self, golds: dict[tuple[str, str], str], grader=None):
+        from lead_recipes.grading import extract_final_answer, get_grader  # noqa: PLC0415
+        self.golds, self.extract = golds, extract_final_answer
+        self.grader = grader if grader is not None else get_grader()
+        self.cache: dict[tuple[str, str], tuple] = {}
+
+    def verdicts(self, pairs: list[tuple[str, str | None]]) -> list[tuple[bool, str, float, str | None]]:
+        """(gold, raw extracted answer) → (correct, status, latency_s, normalized answer as the grader saw it),
+        grading each distinct pair once."""
+        todo = sorted({p for p in pairs if p[1] is not None and p not in self.cache})
+        if todo:
+            grades = self.grader.grade_many([(gold, None, ans) for gold, ans in todo])
+            if len(grades) != len(todo):
+                raise RuntimeError(f"grader returned {len(grades)} grades for {len(todo)} items")
+            for pair, g in zip(todo, grades):
+                self.cache[pair] = (bool(g.correct), str(g.status), float(g.latency_s), g.extracted)
+        return [self.cache[p] if p[1] is not None else (False, "no_answer", 0.0, None) for p in pairs]
+
+    def score_rows(self, rows: list[dict]) -> list[dict]:
+        pairs = [(self.golds[(r["benchmark"], r["id"])], self.extract(r["response"])) for r in rows]
+        for r, (correct, status, latency, extracted) in zip(rows, self.verdicts(pairs)):
+            r["extracted"], r["correct"], r["status"], r["grade_latency_s"] = extracted, correct, status, latency
+        return rows
+
+    def equivalent_many(self, pairs):
+        return self.grader.equivalent_many(pairs)
+
+
+def truncate_to_budget(tokenizer, text: str, budget: int) -> str:
+    """The first `budget` tokens of a response, decoded: what the same sample would have been with
+    max_new_tokens = budget (sampling is autoregressive, so a shorter cap yields the prefix of the longer run)."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return tokenizer.decode(ids[:budget], skip_special_tokens=False) if len(ids) > budget else text
+
+
+def budget_sweep(samples: dict[str, list[list[dict]]], scorer: Scorer, budgets: list[int], max_new_tokens: int,
+                 tokenizer=None) -> dict:
+    """Accuracy and mean length at each token budget B (GRPO-LEAD Fig. 3), per benchmark and averaged.
+
+    A sample with num_tokens ≤ B is unchanged. A longer one is cut at B tokens and re-graded ("prefix" mode, needs
+    a tokenizer); without a tokenizer it is counted wrong ("cap" mode: it would have been truncated before
+    its final answer, which is where R1-style models put it). Its length counts as B. Budgets above the run's
+    max_new_tokens are dropped (the data cannot say what a longer cap would give)."""
+    mode = "prefix" if tokenizer is not None else "cap"
+    out = {"mode": mode, "budgets": {}}
+    for budget in sorted({int(b) for b in budgets if 0 < int(b) <= max_new_tokens}):
+        per_bench = {}
+        for bench, problems in samples.items():
+            flat = [s for p in problems for s in p]
+            over = [s for s in flat if s["num_tokens"] > budget]
+            cut = {}
+            if over and mode == "prefix":
+                texts = [truncate_to_budget(tokenizer, s["response"], budget) for s in over]
+                pairs = [(scorer.golds[(s["benchmark"], s["id"])], scorer.extract(t)) for s, t in zip(over, texts)]
+                cut = {id(s): v[0] for s, v in zip(over, scorer.verdicts(pairs))}
+            correct = sum(bool(s["correct"]) if s["num_tokens"] <= budget else cut.get(id(s), False) for s in flat)
+            per_bench[bench] = {"accuracy": correct / len(flat),
+                                "mean_length": sum(min(s["num_tokens"], budget) for s in flat) / len(flat),
+                                "truncation_rate": sum(s["num_tokens"] > budget or (s["num_tokens"] == budget and
+                                                                               bool(s["truncated"]))
+                                                       for s in flat) / len(flat)}
+        n = len(per_bench)
+        out["budgets"][str(budget)] = {
+            "benchmarks": per_bench,
+            "average": {"accuracy": sum(v["accuracy"] for v in per_bench.values()) / n,
+                        "mean_length": sum(v["mean_length"] for v in per_bench.values()) / n}}
+    return out

@@ -1,0 +1,104 @@
+"""Crash-safe run-directory files: append-only `samples.jsonl` and atomically replaced JSON/text files.
+
+Writes: each batch of sample rows is appended as complete lines, flushed and fsync'd, so a SIGKILL can only
+leave a torn *last* line. Reads: the tolerant reader drops a torn last line (no trailing newline or invalid JSON)
+and, when asked, truncates the file back to its last complete line before appending again; a malformed line in
+the middle is real corruption and raises. Later duplicates of a key are ignored (first write wins), so a row is
+never counted twice. Summaries and reports are written to a temp file, fsync'd, then renamed over the target.
+It does not generate, grade or compute metrics.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def sample_key(row: dict) -> tuple[str, str, int]:
+    return (str(row["benchmark"]), str(row["id"]), int(row["sample"]))
+
+
+def read_samples(path: Path, repair: bool = False) -> list[dict]:
+    """Rows of a samples.jsonl in file order, first occurrence of each key only. A torn last line is dropped
+    (and cut off the file when `repair`, so the next append starts on a line boundary)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    good_end = 0            # byte offset just after the last complete, valid line
+    rows, seen, offset = [], set(), 0
+    for i, line in enumerate(lines):
+        is_last = i == len(lines) - 1
+        end = offset + len(line) + (0 if is_last else 1)
+        if line.strip():
+            if is_last:     # no trailing newline: the write was cut short
+                break
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                if i == len(lines) - 2 and not lines[-1]:
+                    break   # torn line that happened to end in a newline byte: still the last one
+                raise ValueError(f"{path}: line {i + 1} is corrupt (not the last line, so not a torn write)")
+            key = sample_key(row)
+            if key not in seen:
+                seen.add(key)
+                rows.append(row)
+        good_end = end
+        offset = end
+    if repair and good_end < len(data):
+        with open(path, "r+b") as fh:
+            fh.truncate(good_end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return rows
+
+
+def append_samples(path: Path, rows: list[dict]) -> None:
+    """Append complete JSON lines and fsync before returning (one write call per batch)."""
+    if not rows:
+        return
+    payload = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    with open(path, "ab") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write-temp-then-rename: readers see the old or the new file, never a partial one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass    # some filesystems cannot fsync a directory; the rename itself is still atomic
+
+
+def write_json(path: Path, obj) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+
+
+def check_or_write_config(run_dir: Path, config: dict) -> bool:
+    """First run: write config.json and return False. Rerun: return True if the stored config equals `config`
+    (resume), else raise ValueError listing the differing keys (never mix samples of two configurations)."""
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        write_json(path, config)
+        return False
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    new = json.loads(json.dumps(config))
+    if stored != new:
+        diff = sorted(k for k in set(stored) | set(new) if stored.get(k) != new.get(k))
+        raise ValueError(f"{run_dir} holds a run with a different configuration (differs in: {', '.join(diff)}); "
+                         "use another --output, or the same flags to resume")
+    return True
