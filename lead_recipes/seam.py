@@ -1,0 +1,436 @@
+"""The seam between lead-recipes and OpenRLHF 0.11.2: the only module that imports OpenRLHF internals.
+
+What it does:
+- `RecipeExperienceMaker` subclasses `RemoteExperienceMaker` and replaces only the group step of
+  `compute_advantages_and_returns` (upstream experience_maker.py: the estimator branch after the reshape to
+  [prompts, n]) with the `--recipe.method` Method (contract B), fed per-sample correctness (`info["correct"]`),
+  response length (action-mask sum), truncation and repetition (`info["repetitive"]`). Everything else is
+  OpenRLHF's: `apply_length_penalties`, the regrouping by `experience.index`, `group_reward_std`, `compute_reward`
+  (KL, clip) and per-token returns. With γ = 1 the returns are a reversed cumulative sum, computed without
+  OpenRLHF's Python loop (same numbers; the loop is kept for γ ≠ 1).
+- DAPO overlong / ProRL stop-properly penalties, if the user turns them on, are applied by OpenRLHF first; the
+  per-sample change they make to `experience.rewards` is added to the method's advantage (an un-normalised extra
+  reward term, zero baseline). Off by default; the per-step mean is logged as `recipe/length_penalty_mean`.
+- `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
+  subclassing an actor class), install the maker, put the controller state into `client_states["recipe"]` on
+  every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
+  status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl` (contract C).
+- `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
+  OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
+
+What it does not do: method math (lead_recipes.methods), grading, argument parsing of --recipe.* (lead_recipes.flags).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import inspect
+import itertools
+import json
+import os
+import runpy
+import sys
+import uuid
+from types import SimpleNamespace
+
+import ray
+import torch
+
+from openrlhf.models.utils import compute_reward
+from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
+from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
+from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
+from openrlhf.utils.logging_utils import init_logger
+
+from lead_recipes.methods import Method, RolloutBatch, build_method
+
+logger = init_logger(__name__)
+
+SUPPORTED_OPENRLHF = "0.11.2"
+STATE_VERSION = 1
+GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening upstream: the method owns the step
+STATUS_KEYS = ("status_correct", "status_wrong", "status_no_answer", "status_timeout", "status_error")
+PROBLEMS_FILE = "recipe_problems.jsonl"
+WANDB_ID_FILE = "recipe_wandb_run_id.txt"
+
+# (object, method) -> parameter names we rely on; checked at start-up against the installed OpenRLHF
+_SIGNATURES = {
+    (RemoteExperienceMaker, "__init__"): ["self", "actor_model_group", "critic_model_group", "reward_model_group",
+                                          "initial_model_group", "kl_controller", "strategy", "tokenizer", "kwargs"],
+    (RemoteExperienceMaker, "compute_advantages_and_returns"): ["self", "experiences"],
+    (RemoteExperienceMaker, "get_cumulative_returns"): ["self", "rewards", "action_mask", "gamma"],
+    (BasePPOTrainer, "save_logs_and_checkpoints"): ["self", "global_step", "logs_dict", "client_states"],
+    (BasePPOTrainer, "restore_best_checkpoint_state"): ["self", "checkpoint_states"],
+    (BasePPOTrainer, "train_step"): ["self", "rollout_samples", "global_step"],
+    (BasePPOTrainer, "init_checkpoint_states"): ["self"],
+}
+
+
+class OpenRLHFMismatch(RuntimeError):
+    """The installed OpenRLHF is not the one this seam was verified against."""
+
+
+def check_openrlhf() -> None:
+    """Raise OpenRLHFMismatch listing every difference between the installed OpenRLHF and what the seam patches."""
+    problems = []
+    version = importlib.metadata.version("openrlhf")
+    if version != SUPPORTED_OPENRLHF:
+        problems.append(f"openrlhf=={version} is installed; lead-recipes' seam is verified against "
+                        f"openrlhf=={SUPPORTED_OPENRLHF} (pip install 'openrlhf=={SUPPORTED_OPENRLHF}')")
+    for (owner, name), expected in _SIGNATURES.items():
+        # Ray's actor decorator adds a `_ray_trace_ctx` keyword to the methods of decorated classes and their bases
+        got = ([p for p in inspect.signature(getattr(owner, name)).parameters if p != "_ray_trace_ctx"]
+               if hasattr(owner, name) else None)
+        if got != expected:
+            problems.append(f"{owner.__module__}.{owner.__name__}.{name} parameters are {got}, expected {expected}")
+    for cls in (PPOTrainer, PPOTrainerAsync, TrainingActor):
+        if not hasattr(cls, "__ray_actor_class__"):
+            problems.append(f"{cls!r} is not a Ray actor class (no __ray_actor_class__)")
+    # the two call-time lookups Seam A relies on (see run_openrlhf)
+    src = inspect.getsource(sys.modules.get("openrlhf.cli.train_ppo_ray") or _import("openrlhf.cli.train_ppo_ray"))
+    for needle in ("from openrlhf.utils.config import hierarchize", "from openrlhf.trainer.ppo_trainer import PPOTrainer",
+                   "import PPOTrainerAsync as PPOTrainer", "if not ray.is_initialized():"):
+        if needle not in src:
+            problems.append(f"openrlhf/cli/train_ppo_ray.py no longer contains {needle!r}")
+    if problems:
+        raise OpenRLHFMismatch("OpenRLHF does not match what lead-recipes patches:\n  - " + "\n  - ".join(problems))
+
+
+def _import(name):
+    __import__(name)
+    return sys.modules[name]
+
+
+def _prompt_sha1(prompt: str) -> str:
+    return hashlib.sha1(prompt.encode("utf-8")).hexdigest()
+
+
+def _finite(name: str, t: torch.Tensor) -> torch.Tensor:
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name} has non-finite values; refusing to pass them to the trainer")
+    return t
+
+
+class RecipeExperienceMaker(RemoteExperienceMaker):
+    """OpenRLHF's experience maker with the group step replaced by a lead-recipes Method."""
+
+    def __init__(self, *args, method: Method | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.advantage_estimator not in GROUP_ESTIMATORS:
+            raise ValueError(f"--recipe.method needs --algo.advantage.estimator group_norm (or dr_grpo), got "
+                             f"{self.advantage_estimator!r}: other estimators add a critic or batch whitening")
+        self.method = method if method is not None else build_method(self.args.recipe)
+        self.last_stats: dict[str, float] = {}
+        self.last_problems: list[dict] = []
+
+    @torch.no_grad()
+    def compute_advantages_and_returns(self, experiences):
+        args = self.strategy.args
+        n = args.rollout.n_samples_per_prompt
+        for experience in experiences:  # upstream: at least fp32 for penalties and group statistics
+            experience.rewards = experience.rewards.to(torch.promote_types(experience.rewards.dtype, torch.float32))
+        before = torch.cat([e.rewards.reshape(-1) for e in experiences])
+        apply_length_penalties(experiences, args)
+        penalty = torch.cat([e.rewards.reshape(-1) for e in experiences]) - before
+
+        # regroup exactly as upstream: scatter into prompt order by `index`, then rows of n
+        exp_len = [len(e.index) for e in experiences]
+        indices = torch.tensor(list(itertools.chain.from_iterable(e.index for e in experiences)))
+        total = len(indices)
+        if total % n or not torch.equal(indices.sort().values, torch.arange(total)):
+            raise ValueError(f"experience indices are not a permutation of 0..{total - 1} in groups of n={n}; "
+                             "samples cannot be regrouped by prompt")
+
+        def grouped(values: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(values)
+            out[indices] = values
+            return out.reshape(-1, n)
+
+        rewards = grouped(before)
+        if n > 1:  # upstream's logged group_reward_std, unchanged
+            stds = rewards.std(-1, keepdim=True).repeat(1, n).reshape(-1)[indices].split(exp_len)
+            for experience, std in zip(experiences, stds):
+                experience.info["group_reward_std"] = std
+
+        batch, extra = self._rollout_batch(experiences, grouped, n)
+        out = self.method.step(batch)
+        adv = _finite("method advantages", out.advantages.to(torch.float32) + grouped(penalty).to(torch.float32))
+        shaped = _finite("method rewards", out.rewards.to(torch.float32))
+
+        # per-sample values back in micro-batch order (upstream's reshape(-1)[indices].split pattern)
+        per_sample = {name: t.reshape(-1)[indices].split(exp_len)
+                      for name, t in (("adv", adv), ("reward", shaped))}
+        gamma = args.algo.advantage.gamma
+        if gamma != 1.0:  # upstream forces γ = 1 for every group estimator, with this warning
+            logger.warning(f"gamma is set to 1.0 for {self.advantage_estimator}")
+            gamma = args.algo.advantage.gamma = 1.0
+        for i, experience in enumerate(experiences):
+            experience.info["recipe_reward"] = per_sample["reward"][i].clone()
+            experience.info["recipe_advantage"] = per_sample["adv"][i].clone()
+            reward = compute_reward(per_sample["adv"][i], self.kl_ctl.value, experience.kl,
+                                    action_mask=experience.action_mask, reward_clip_range=args.reward.clip_range)
+            experience.returns = self.get_cumulative_returns(reward, experience.action_mask, gamma)
+            experience.advantages = experience.returns.clone()
+            experience.info["return"] = reward.sum(dim=-1)
+            experience.kl = None
+
+        self.last_stats = self._stats(batch, out, shaped, penalty, extra)
+        self.last_problems = self._problems(experiences, indices, batch, n)
+        return experiences
+
+    @torch.no_grad()
+    def get_cumulative_returns(self, rewards, action_mask, gamma):
+        """γ = 1: returns[:, t] = Σ_{s ≥ t} mask·r — a reversed cumsum, accumulated in the loop's dtype."""
+        if gamma != 1.0:
+            return super().get_cumulative_returns(rewards, action_mask, gamma)
+        masked = action_mask * rewards if action_mask is not None else rewards
+        acc = torch.promote_types(masked.dtype, torch.float32)  # upstream accumulates in an fp32 (or wider) tensor
+        return masked.to(acc).flip(-1).cumsum(-1).flip(-1).to(rewards.dtype)
+
+    def _rollout_batch(self, experiences, grouped, n):
+        args = self.strategy.args
+        try:
+            correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
+        except KeyError:
+            raise ValueError('experience.info has no "correct": the reward function must be lead-recipes\' '
+                             "(--reward.remote_url <path>/lead_recipes/reward_func.py or the `lead-recipes serve` "
+                             "URL), which returns extra_logs[\"correct\"] for every sample") from None
+        cap = int(args.rollout.max_new_tokens or args.data.max_len)
+        lengths = torch.cat([e.action_mask.sum(-1).reshape(-1) for e in experiences]).to(torch.float32)
+        # a response is 1..cap tokens; OpenRLHF's dynamic cap (max_new_tokens unset) is max_len - prompt_len
+        clamped = int(((lengths < 1) | (lengths > cap)).sum())
+        lengths = lengths.clamp(1, cap)
+        truncated = None
+        if all(e.truncated is not None for e in experiences):
+            truncated = grouped(torch.cat([e.truncated.reshape(-1) for e in experiences]).bool())
+        repetitive = None
+        if all("repetitive" in e.info for e in experiences):
+            repetitive = grouped(torch.cat([e.info["repetitive"].reshape(-1) for e in experiences]) > 0.5)
+        extra = {"clamped": clamped}
+        for key in STATUS_KEYS + ("grade_latency_s",):
+            if all(key in e.info for e in experiences):
+                extra[key] = torch.cat([e.info[key].reshape(-1).float() for e in experiences])
+        batch = RolloutBatch(correct=grouped(correct) > 0.5, lengths=grouped(lengths), max_new_tokens=cap,
+                             truncated=truncated, repetitive=repetitive)
+        return batch, extra
+
+    def _stats(self, batch, out, shaped, penalty, extra) -> dict[str, float]:
+        correct, lengths = batch.correct, batch.lengths
+        stats = {
+            "recipe/correct_rate": correct.float().mean().item(),
+            "recipe/length_mean": lengths.mean().item(),
+            "recipe/length_mean_correct": lengths[correct].mean().item() if correct.any() else 0.0,
+            "recipe/length_mean_wrong": lengths[~correct].mean().item() if (~correct).any() else 0.0,
+            "recipe/reward_mean": shaped.mean().item(),
+            "recipe/advantage_abs_mean": out.advantages.abs().float().mean().item(),
+            "recipe/groups_all_correct": float(correct.all(-1).sum()),
+            "recipe/groups_all_wrong": float((~correct).all(-1).sum()),
+            "recipe/length_penalty_mean": penalty.float().mean().item(),
+            "recipe/lengths_clamped": float(extra["clamped"]),
+        }
+        if batch.truncated is not None:
+            stats["recipe/truncated_rate"] = batch.truncated.float().mean().item()
+        if batch.repetitive is not None:
+            stats["recipe/repetitive_rate"] = batch.repetitive.float().mean().item()
+        missing = [k for k in STATUS_KEYS if k not in extra]
+        for key in STATUS_KEYS:  # counts, so one timeout in 8k samples is visible, never averaged to ~0
+            if key in extra:
+                stats[f"recipe/grading/{key[len('status_'):]}_count"] = float(extra[key].sum())
+        stats["recipe/grading/status_missing"] = float(len(missing) > 0)  # 1 = the reward function is not ours
+        if "grade_latency_s" in extra:
+            stats["recipe/grading/latency_s_max"] = extra["grade_latency_s"].max().item()
+        stats.update({f"recipe/{self.method.name}/{k}": float(v) for k, v in out.stats.items()})
+        bad = [k for k, v in stats.items() if v != v or v in (float("inf"), float("-inf"))]
+        if bad:
+            raise ValueError(f"non-finite recipe statistics {bad}")
+        return stats
+
+    def _problems(self, experiences, indices, batch, n) -> list[dict]:
+        prompts = list(itertools.chain.from_iterable(e.prompts for e in experiences))
+        labels = list(itertools.chain.from_iterable(e.labels for e in experiences))
+        if len(prompts) != len(indices):
+            return []
+        order = [0] * len(indices)
+        for pos, idx in enumerate(indices.tolist()):
+            order[idx] = pos
+        records = []
+        for q in range(batch.correct.shape[0]):
+            members = [order[q * n + j] for j in range(n)]
+            group_prompts = {prompts[p] for p in members}
+            if len(group_prompts) != 1:
+                raise ValueError(f"prompt group {q} mixes {len(group_prompts)} different prompts: samples were not "
+                                 "regrouped by prompt (OpenRLHF keeps each prompt's n samples contiguous)")
+            sha = _prompt_sha1(prompts[members[0]])
+            label = labels[members[0]] if len(labels) == len(prompts) else None
+            problem = str(label["id"]) if isinstance(label, dict) and "id" in label else sha[:16]
+            records.append({"problem": problem, "prompt_sha1": sha, "correct": int(batch.correct[q].sum()),
+                            "total": n, "mean_length": round(batch.lengths[q].mean().item(), 3)})
+        return records
+
+
+def recipe_client_state(method: Method, wandb_run_id: str | None) -> dict:
+    """What goes into `client_states["recipe"]` (plain JSON-able Python; checked so a save never fails late)."""
+    state = {"version": STATE_VERSION, "method": method.name, "controller": method.state_dict(),
+             "wandb_run_id": wandb_run_id, "openrlhf": importlib.metadata.version("openrlhf")}
+    json.dumps(state, allow_nan=False)
+    return state
+
+
+def restore_recipe_state(method: Method, checkpoint_states: dict | None) -> bool:
+    """Load the controller from checkpoint states; True if restored. A resumed checkpoint without recipe state is
+    an error: a controller must never silently restart from its initial values."""
+    if not checkpoint_states:
+        return False
+    state = checkpoint_states.get("recipe")
+    if state is None:
+        if checkpoint_states.get("global_step", 0) > 0:
+            raise RuntimeError("the checkpoint being resumed has no client_states['recipe'] (saved without "
+                               "lead-recipes?); refusing to restart the method's controller from scratch")
+        return False
+    if state.get("version") != STATE_VERSION or state.get("method") != method.name:
+        raise RuntimeError(f"checkpoint recipe state is version {state.get('version')} for method "
+                           f"{state.get('method')!r}; this run is version {STATE_VERSION}, --recipe.method {method.name}")
+    method.load_state_dict(state["controller"])
+    return True
+
+
+class _RecipeTrainerMixin:
+    """Shared by the sync trainer and the async training actor (both BasePPOTrainer subclasses)."""
+
+    def __init__(self, *args, **kwargs):
+        strategy = kwargs["strategy"] if "strategy" in kwargs else args[1]
+        self.recipe_wandb_run_id = _prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
+        super().__init__(*args, **kwargs)
+        self.experience_maker = RecipeExperienceMaker(
+            self.actor_model_group, self.critic_model_group, self.reward_model_group, self.reference_model_group,
+            self.kl_ctl, self.strategy, self.tokenizer)
+
+    @property
+    def recipe_method(self) -> Method:
+        return self.experience_maker.method
+
+    def train_step(self, rollout_samples, global_step):
+        status, next_step = super().train_step(rollout_samples, global_step)
+        status.update(self.experience_maker.last_stats)
+        self._append_problems(next_step)
+        return status, next_step
+
+    def _append_problems(self, step: int) -> None:
+        if not self.experience_maker.last_problems:
+            return
+        os.makedirs(self.args.ckpt.path, exist_ok=True)
+        with open(os.path.join(self.args.ckpt.path, PROBLEMS_FILE), "a", encoding="utf-8") as f:
+            for record in self.experience_maker.last_problems:
+                f.write(json.dumps({"step": int(step), **record}) + "\n")
+
+    def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+        # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
+        client_states = {} if client_states is None else client_states
+        client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id)
+        return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+
+    def restore_best_checkpoint_state(self, checkpoint_states):
+        super().restore_best_checkpoint_state(checkpoint_states)
+        if restore_recipe_state(self.recipe_method, checkpoint_states):
+            saved_id = checkpoint_states["recipe"].get("wandb_run_id")
+            if saved_id and self.recipe_wandb_run_id and saved_id != self.recipe_wandb_run_id:
+                logger.warning(f"checkpoint was logged to W&B run {saved_id}, this run logs to "
+                               f"{self.recipe_wandb_run_id} (WANDB_RUN_ID overrides the saved id)")
+
+
+def _prepare_wandb_resume(args) -> str | None:
+    """Fix the W&B run id before OpenRLHF's `wandb.init` (which passes no id): WANDB_RUN_ID if set, else the id
+    saved beside the checkpoints when resuming, else a new one; WANDB_RESUME=allow makes a resume continue it."""
+    if not getattr(args.logger.wandb, "key", None):
+        return None
+    path = os.path.join(args.ckpt.path, WANDB_ID_FILE)
+    run_id = os.environ.get("WANDB_RUN_ID")
+    if not run_id and args.ckpt.load_enable and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            run_id = f.read().strip()
+    run_id = run_id or uuid.uuid4().hex[:8]
+    os.makedirs(args.ckpt.path, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(run_id + "\n")
+    os.environ["WANDB_RUN_ID"] = run_id
+    os.environ.setdefault("WANDB_RESUME", "allow")
+    return run_id
+
+
+class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
+    """The sync PPOTrainer with the recipe installed."""
+
+
+class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__):
+    """The async mode's training actor with the recipe installed."""
+
+
+RecipePPOTrainer = ray.remote(RecipeTrainer)
+RecipeTrainingActorRemote = ray.remote(RecipeTrainingActor)
+
+
+class RecipeAsyncTrainer(PPOTrainerAsync.__ray_actor_class__):
+    """PPOTrainerAsync builds `TrainingActor` by a module-global lookup inside its own Ray process, so the swap has
+    to happen there (a patch in the driver does not reach a fresh worker)."""
+
+    def __init__(self, *args, **kwargs):
+        _import("openrlhf.trainer.ppo_trainer_async").TrainingActor = RecipeTrainingActorRemote
+        super().__init__(*args, **kwargs)
+
+
+RecipePPOTrainerAsync = ray.remote(RecipeAsyncTrainer)
+
+
+class StopBeforeTrain(Exception):
+    """Raised at the first line of OpenRLHF's train() when only the resolved arguments are wanted."""
+
+    def __init__(self, resolved):
+        super().__init__("OpenRLHF arguments resolved")
+        self.resolved = resolved
+
+
+@contextlib.contextmanager
+def _patched(obj, name, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def run_openrlhf(openrlhf_argv: list[str], recipe: SimpleNamespace, resolve_only: bool = False):
+    """Run `openrlhf.cli.train_ppo_ray` as __main__ on `openrlhf_argv` (its own parser and validation) with
+    `args.recipe = recipe` attached by hierarchize and our trainer classes installed. With `resolve_only`, stop at
+    the first line of `train()` (before Ray starts) and return the validated nested args."""
+    check_openrlhf()
+    config = _import("openrlhf.utils.config")
+    original = config.hierarchize
+    captured = {}
+
+    def hierarchize_with_recipe(flat):
+        args = original(flat)
+        args.recipe = recipe
+        captured["args"] = args
+        return args
+
+    def stop(*_a, **_k):
+        raise StopBeforeTrain(captured.get("args"))
+
+    pt, pta = _import("openrlhf.trainer.ppo_trainer"), _import("openrlhf.trainer.ppo_trainer_async")
+    argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_argv]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_patched(config, "hierarchize", hierarchize_with_recipe))
+        stack.enter_context(_patched(sys, "argv", argv))
+        if resolve_only:
+            stack.enter_context(_patched(ray, "is_initialized", stop))
+        else:
+            stack.enter_context(_patched(pt, "PPOTrainer", RecipePPOTrainer))
+            stack.enter_context(_patched(pta, "PPOTrainerAsync", RecipePPOTrainerAsync))
+        try:
+            runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=False)
+        except StopBeforeTrain as done:
+            return done.resolved
+    return captured.get("args")
