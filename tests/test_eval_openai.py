@@ -1,0 +1,173 @@
+"""OpenAI-compatible backend against a real aiohttp server on 127.0.0.1 (chat and completions endpoints, retries,
+fast 4xx failure), and resume after SIGKILL of a real `python -m evaluation.cli` subprocess."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from evaluation import cli, store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class FakeLLMServer:
+    """Deterministic fake model. Problem "Problem k: ..." has gold k+1. Sample seed s: s%4==0 correct, ==1 correct
+    in another form (\\frac{2(k+1)}{2}), ==2 wrong, ==3 truncated (finish_reason "length", no answer)."""
+
+    def __init__(self, delay_s: float = 0.0, fail_first: int = 0, reject_problem: int | None = None):
+        self.delay_s, self.fail_first, self.reject_problem = delay_s, fail_first, reject_problem
+        self.bodies: list[dict] = []
+        self.attempts: dict[tuple, int] = {}
+        self.loop = asyncio.new_event_loop()
+        self.port = None
+
+    def _text(self, k: int, s: int) -> tuple[str, str]:
+        think = "<think>" + " ".join(["step"] * (5 + s)) + "</think>"
+        if s % 4 == 3:
+            return think[:-8] + " still thinking", "length"
+        ans = [str(k + 1), f"\\frac{{{2 * (k + 1)}}}{{2}}", "-1"][s % 4]
+        return f"{think} The answer is $\\boxed{{{ans}}}$.", "stop"
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.bodies.append(body)
+        prompt = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
+        k, s = int(re.search(r"Problem (\d+)", prompt).group(1)), int(body["seed"])
+        key = (k, s)
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        await asyncio.sleep(self.delay_s)
+        if k == self.reject_problem:
+            return web.json_response({"error": "prompt too long"}, status=400)
+        if self.attempts[key] <= self.fail_first:
+            return web.json_response({"error": "overloaded"}, status=503)
+        text, reason = self._text(k, s)
+        tokens = body["max_tokens"] if reason == "length" else len(text.split())
+        choice = {"index": 0, "finish_reason": reason}
+        if "messages" in body:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        return web.json_response({"choices": [choice], "usage": {"completion_tokens": tokens}})
+
+    def __enter__(self):
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        app.router.add_post("/v1/completions", self.handle)
+        ready = threading.Event()
+
+        def serve():
+            asyncio.set_event_loop(self.loop)
+            self.runner = web.AppRunner(app)
+            self.loop.run_until_complete(self.runner.setup())
+            site = web.TCPSite(self.runner, "127.0.0.1", 0)
+            self.loop.run_until_complete(site.start())
+            self.port = site._server.sockets[0].getsockname()[1]
+            ready.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        assert ready.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def make_bench(path: Path, count: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"p{k}", "problem": f"Problem {k}: what is {k} + 1?",
+                                        "answer": str(k + 1)}) + "\n" for k in range(count)))
+    return path
+
+
+def argv_for(server, bench: Path, out: Path, n: int, *extra: str) -> list[str]:
+    return ["--backend", "openai", "--model", "fake", "--openai.base_url", server.url, "--benchmarks",
+            f"toy={bench}", "--n", str(n), "--max-new-tokens", "64", "--output", str(out),
+            "--no-progress_enable", "--no-plots_enable", *extra]
+
+
+@pytest.mark.timeout(120)
+def test_chat_endpoint_end_to_end_metrics_follow_the_served_answers(tmp_path):
+    with FakeLLMServer() as srv:
+        assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 5), tmp_path / "run", 4)) == 0
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())["benchmarks"]["toy"]
+    assert s["accuracy"] == 0.5                      # s%4 in {0, 1} correct, including the \frac form
+    assert s["truncation_rate"] == 0.25 and s["no_answer_rate"] == 0.25
+    assert s["cons_at_k"]["4"] == 1.0                # two correct votes vs one wrong; truncated does not vote
+    rows = store.read_samples(tmp_path / "run" / "samples.jsonl")
+    assert all(r["num_tokens"] == 64 for r in rows if r["truncated"])
+    assert sorted(b["seed"] for b in srv.bodies) == sorted(list(range(4)) * 5)
+    assert {(b["temperature"], b["top_p"], b["max_tokens"]) for b in srv.bodies} == {(0.8, 0.9, 64)}
+    assert "Solve the following math problem" in srv.bodies[0]["messages"][0]["content"]
+
+
+@pytest.mark.timeout(120)
+def test_transient_503_is_retried_until_success(tmp_path):
+    with FakeLLMServer(fail_first=2) as srv:
+        assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 2), tmp_path / "run", 2)) == 0
+    assert set(srv.attempts.values()) == {3}
+    assert len(store.read_samples(tmp_path / "run" / "samples.jsonl")) == 4
+
+
+@pytest.mark.timeout(120)
+def test_client_error_fails_fast_and_keeps_finished_samples(tmp_path, capsys):
+    with FakeLLMServer(reject_problem=1) as srv:
+        rc = cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 3), tmp_path / "run", 2,
+                               "--openai.concurrency", "1"))
+    assert rc == 2 and "answered 400" in capsys.readouterr().err
+    assert all(v == 1 for v in srv.attempts.values())          # 400 is not retried
+    kept = {r["id"] for r in store.read_samples(tmp_path / "run" / "samples.jsonl")}
+    assert "p1" not in kept and "p0" in kept
+
+
+@pytest.mark.timeout(120)
+def test_completions_endpoint_sends_the_raw_template_without_chat_template(tmp_path):
+    with FakeLLMServer() as srv:
+        assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 1), tmp_path / "run", 1,
+                                 "--openai.endpoint", "completions", "--no-chat_template_enable",
+                                 "--preset", "grpo-lead")) == 0
+    assert srv.bodies[0]["prompt"] == ("Problem 0: what is 0 + 1? Let's think step by step and output the final "
+                                       "answer within \\boxed{}.")
+    assert srv.bodies[0]["temperature"] == 0.6
+
+
+@pytest.mark.timeout(180)
+def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
+    bench, out = make_bench(tmp_path / "toy.jsonl", 12), tmp_path / "run"
+    with FakeLLMServer(delay_s=0.05) as srv:
+        argv = argv_for(srv, bench, out, 6, "--openai.concurrency", "2")
+        cmd = [sys.executable, "-m", "evaluation.cli", *argv]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        samples = out / "samples.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not samples.exists() or samples.read_bytes().count(b"\n") < 16):
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        before = store.read_samples(samples)
+        assert 16 <= len(before) < 72, "the kill must land mid-run"
+        res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+    lines = samples.read_text().splitlines()
+    keys = [store.sample_key(json.loads(l)) for l in lines]
+    assert len(keys) == len(set(keys)) == 72
+    assert lines[:len(before)] == [json.dumps(r, ensure_ascii=False) for r in before]   # earlier samples untouched
+    assert json.loads((out / "summary.json").read_text())["benchmarks"]["toy"]["accuracy"] == pytest.approx(4 / 6)   # seeds 0,1,4,5 correct
