@@ -1,0 +1,165 @@
+"""A real single-node Slurm for tests (Debian slurm-wlm, ../shared/specs/cpu-stack.md §4): munge + slurmctld +
+slurmd with a temporary SLURM_CONF and state directory, proctrack/linuxproc + task/none (the cgroup plugins fail
+silently on this kind of machine). Everything started here is stopped by PID in `stop()`.
+
+It does not install Slurm (launchers/bootstrap.sh does); `missing()` says what is absent so tests can skip.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "munged", "munge")
+SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def which(name: str) -> str | None:
+    return shutil.which(name) or next((f"{d}/{name}" for d in SBIN if os.access(f"{d}/{name}", os.X_OK)), None)
+
+
+def missing() -> str | None:
+    """None if a single-node Slurm can be started here, else the reason it cannot."""
+    absent = [b for b in BINARIES if which(b) is None]
+    if absent:
+        return f"Slurm binaries not installed: {', '.join(absent)} (launchers/bootstrap.sh test installs them)"
+    if os.geteuid() != 0:
+        return "starting slurmd/munged needs root"
+    if not Path("/etc/munge/munge.key").exists():
+        return "/etc/munge/munge.key missing (the munge package's postinst creates it)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SlurmCluster:
+    """Start with `start()`; `env` is the environment for sbatch/squeue/scontrol (SLURM_CONF set)."""
+
+    def __init__(self, root: Path, cpus: int | None = None):
+        self.root = Path(root).resolve()
+        self.cpus = cpus or max(1, os.cpu_count() or 1)
+        self.conf = self.root / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self._munged_started = False
+        self._pids: list[int] = []
+
+    def _write_conf(self) -> None:
+        s = self.root
+        for d in ("state", "spool"):
+            (s / d).mkdir(parents=True, exist_ok=True)
+        self.conf.write_text("\n".join([
+            "ClusterName=leadtest", "SlurmctldHost=localhost", "AuthType=auth/munge", "CredType=cred/munge",
+            "SlurmUser=root", "SlurmdUser=root", f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
+            f"StateSaveLocation={s}/state", f"SlurmdSpoolDir={s}/spool", f"SlurmctldPidFile={s}/slurmctld.pid",
+            f"SlurmdPidFile={s}/slurmd.pid", f"SlurmctldLogFile={s}/slurmctld.log", f"SlurmdLogFile={s}/slurmd.log",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none", "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
+            "SlurmctldTimeout=30", "SlurmdTimeout=30", "MinJobAge=600", "KillWait=10",
+            f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=4000 State=UNKNOWN",
+            "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP", ""]))
+
+    def _munge_ok(self) -> bool:
+        munge = subprocess.run([which("munge"), "-n"], capture_output=True)
+        if munge.returncode != 0:
+            return False
+        return subprocess.run([which("unmunge")], input=munge.stdout, capture_output=True).returncode == 0
+
+    def start(self, timeout: float = 30.0) -> "SlurmCluster":
+        self._write_conf()
+        if not self._munge_ok():
+            Path("/run/munge").mkdir(parents=True, exist_ok=True)
+            shutil.chown("/run/munge", "munge", "munge")
+            subprocess.run(["runuser", "-u", "munge", "--", which("munged")], check=True)
+            self._munged_started = True
+            self._wait(self._munge_ok, timeout, "munged")
+        subprocess.run([which("slurmctld")], env=self.env, check=True)
+        self._pids.append(self._pid("slurmctld"))
+        subprocess.run([which("slurmd"), "-N", "localhost"], env=self.env, check=True)
+        self._pids.append(self._pid("slurmd"))
+        self._wait(self._node_idle, timeout, "the Slurm node to become idle")
+        return self
+
+    def _pid(self, daemon: str, timeout: float = 10.0) -> int:
+        path = self.root / f"{daemon}.pid"
+        self._wait(lambda: path.exists() and path.read_text().strip().isdigit(), timeout, f"{daemon} pid file")
+        return int(path.read_text().strip())
+
+    def _node_idle(self) -> bool:
+        out = subprocess.run([which("sinfo"), "-h", "-o", "%t"], env=self.env, capture_output=True, text=True)
+        state = out.stdout.strip()
+        if state.startswith("drain"):
+            self.scontrol("update", "nodename=localhost", "state=resume")
+        return state in ("idle", "mix", "alloc")
+
+    @staticmethod
+    def _wait(pred, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for {what}")
+            time.sleep(0.2)
+
+    def scontrol(self, *args: str) -> str:
+        return subprocess.run([which("scontrol"), *args], env=self.env, capture_output=True, text=True,
+                              check=True).stdout
+
+    def sbatch(self, *args: str, cwd: Path | None = None) -> str:
+        out = subprocess.run([which("sbatch"), "--parsable", *args], env=self.env, capture_output=True, text=True,
+                             cwd=cwd)
+        if out.returncode != 0:
+            raise RuntimeError(f"sbatch failed: {out.stderr}")
+        return out.stdout.strip().split(";")[0]
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """`scontrol show job` as a dict (JobState, RestartCnt, ExitCode, ...)."""
+        out = subprocess.run([which("scontrol"), "-o", "show", "job", job_id], env=self.env, capture_output=True,
+                             text=True).stdout
+        fields = {}
+        for token in out.split():
+            key, _, value = token.partition("=")
+            fields.setdefault(key, value)
+        return fields
+
+    def wait_state(self, job_id: str, states: tuple[str, ...], timeout: float, restarts: int = 0) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.job(job_id)
+            if info.get("JobState") in states and int(info.get("Restarts", "0") or 0) >= restarts:
+                return info
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} not in {states} (restarts >= {restarts}) after {timeout}s: {info}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for pid in reversed(self._pids):
+            _kill(pid)
+        if self._munged_started:
+            pidfile = Path("/run/munge/munged.pid")
+            if pidfile.exists():
+                _kill(int(pidfile.read_text().strip()))
+
+
+def _kill(pid: int, timeout: float = 10.0) -> None:
+    try:
+        os.kill(pid, 15)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
