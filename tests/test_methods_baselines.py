@@ -1,0 +1,72 @@
+"""GRPO, scalarised GRPO, GDPO and ShorterBetter (spec §0.1, §1.9): hand-computed values."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lead_recipes.flags import merge_recipe
+from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.methods.common import group_normalize
+
+
+def step(name, correct, lengths, cap=4000, **section):
+    sec = name.replace("-", "_")
+    m = build_method(merge_recipe({"method": name, **({sec: section} if section else {})}))
+    return m.step(RolloutBatch(torch.tensor(correct, dtype=torch.bool), torch.tensor(lengths, dtype=torch.float32),
+                               cap))
+
+
+def test_grpo_matches_openrlhf_group_norm_up_to_epsilon():
+    correct = [[1, 0, 1, 1], [0, 0, 1, 0]]
+    out = step("grpo", correct, [[10, 20, 30, 40]] * 2)
+    r = torch.tensor(correct, dtype=torch.float32)
+    stock = (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
+    assert torch.allclose(out.advantages, stock, atol=1e-5)
+
+
+def test_zero_std_group_gets_exactly_zero_even_for_non_representable_rewards():
+    r = torch.full((1, 8), 0.1, dtype=torch.float64)
+    assert group_normalize(r).abs().sum() == 0
+
+
+def test_scalarized_conditioned_length_reward_by_hand():
+    out = step("grpo-scalarized", [[1, 1, 0, 0]], [[1500, 2500, 1000, 3000]])
+    assert out.rewards[0].tolist() == [1.0, 0.5, 0.0, 0.0]    # 0.5·1[c] + 0.5·1[c ∧ l ≤ 2000]
+
+
+def test_scalarized_classic_length_reward_ignores_correctness():
+    out = step("grpo-scalarized", [[1, 1, 0, 0]], [[1500, 2500, 1000, 3000]], length_reward="classic")
+    assert out.rewards[0].tolist() == [1.0, 0.5, 0.5, 0.0]
+
+
+def test_gdpo_normalises_each_channel_before_summing():
+    correct, lengths = [[1, 1, 0, 0], [1, 0, 0, 0]], [[1500, 2500, 1000, 3000], [100, 200, 300, 400]]
+    out = step("gdpo", correct, lengths, whiten="sequence")
+    c = torch.tensor(correct, dtype=torch.float64)
+    ln = (c.bool() & (torch.tensor(lengths) <= 2000)).double()
+    pre = group_normalize(c) + group_normalize(ln)
+    white = (pre - pre.mean()) / (pre.var() + 1e-8).sqrt()
+    assert torch.allclose(out.advantages.double(), white, atol=1e-6)
+
+
+def test_gdpo_lead_reward_with_static_weights_equals_lead_static():
+    correct, lengths = [[1, 1, 0, 0], [0, 0, 0, 0]], [[1200, 2000, 3000, 4000], [500, 1000, 2000, 4000]]
+    g = step("gdpo", correct, lengths, length_reward="lead", correct_weight=0.7, length_weight=0.3)
+    m = build_method(merge_recipe({"method": "lead", "lead": {"static_lambda_c": 0.7}}))
+    l = m.step(RolloutBatch(torch.tensor(correct, dtype=torch.bool), torch.tensor(lengths, dtype=torch.float32), 4000))
+    assert torch.allclose(g.advantages, l.advantages, atol=1e-6)
+
+
+def test_shorter_better_sol_is_min_correct_length():
+    out = step("shorter-better", [[1, 1, 0, 0]], [[1000, 1500, 500, 3000]])
+    assert out.rewards[0].tolist() == pytest.approx([2.0, 1.5, -0.5, -2.0])
+    assert out.stats["sol_mean"] == 1000.0
+
+
+def test_shorter_better_unsolved_sol_is_mean_of_all_lengths():
+    out = step("shorter-better", [[0, 0, 0, 0]], [[1000, 2000, 3000, 2000]])
+    assert out.rewards[0].tolist() == pytest.approx([-1.0, 0.0, -1.0, 0.0])
+
+
+def test_shorter_better_single_correct_rollout_gets_exactly_alpha():
+    assert step("shorter-better", [[0, 1, 0]], [[10, 777, 30]]).rewards[0, 1] == 2.0
