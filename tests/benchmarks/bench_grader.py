@@ -1,0 +1,134 @@
+"""Grader benchmark (not a test): agreement with the labels and answers/s on ../shared/data/grader/*.jsonl.
+
+Compares, in one run, on full responses:
+  ours            lead_recipes.grading.Grader (workers=2, pool started and warmed before timing)
+  ours-nocache    the same with the verdict cache and duplicate sharing off (every pair goes to math-verify)
+  math-verify     anchor (a): parse(gold)+parse(response)+verify per pair, sequential, main thread, default timeouts
+  openrlhf        anchor (b): openrlhf.utils.math_utils.grade_answer(extract_boxed_answer(response), gold)
+Every grader is first warmed up (untimed) on 400 answers from ../shared/data/train/math_full.jsonl (other data than
+the measured sets: antlr's parser DFA and sympy's caches are built lazily, per process), then timed --repeats times
+on each set and on the union; the table shows the first timed pass and the median. Our pool stays up between runs
+(as in a server) but its verdict cache is cleared before every timed run. Start-up is excluded.
+
+    .venv/bin/python tests/benchmarks/bench_grader.py [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data" / "grader"
+
+
+def load_sets() -> dict[str, list[dict]]:
+    sets = {}
+    for f in sorted(DATA.glob("*.jsonl")):
+        rows = [json.loads(line) for line in f.open()]
+        sets[f.stem] = [r for r in rows if isinstance(r.get("response"), str)]
+    sets["union"] = [r for name in list(sets) for r in sets[name]]
+    return sets
+
+
+def truth(r: dict) -> bool:
+    return r["label"] in (True, "True", "true", 1)
+
+
+_GRADERS: dict = {}
+
+
+def warmup_pairs() -> list[tuple[str, str]]:
+    rows = [json.loads(line) for line in (DATA.parent / "train" / "math_full.jsonl").open()][:200]
+    return [(r["answer"], r["answer"]) for r in rows] + [(r["answer"], "1") for r in rows]
+
+
+def run_ours(rows, cache: bool) -> tuple[list[bool], float]:
+    from lead_recipes.grading import Grader
+    g = _GRADERS.get(cache)
+    if g is None:
+        g = _GRADERS[cache] = Grader(timeout_s=5.0, workers=2, cache_size=200_000 if cache else 0).start()
+        g.grade_many([(a, None, b) for a, b in warmup_pairs()])
+    g.clear_cache()
+    t = time.perf_counter()
+    out = g.grade_many([(r["answer"], r["response"], None) for r in rows])
+    dt = time.perf_counter() - t
+    return [x.correct for x in out], dt
+
+
+def run_math_verify(rows) -> tuple[list[bool], float]:
+    from math_verify import parse, verify
+    if "mv" not in _GRADERS:
+        for a, b in warmup_pairs():
+            verify(parse("$" + a + "$"), parse(b))
+        _GRADERS["mv"] = True
+    t = time.perf_counter()
+    res = []
+    for r in rows:
+        try:
+            res.append(bool(verify(parse("$" + r["answer"] + "$"), parse(r["response"]))))
+        except Exception:  # noqa: BLE001 - the anchor as users run it: errors count as wrong
+            res.append(False)
+    return res, time.perf_counter() - t
+
+
+def run_openrlhf(rows) -> tuple[list[bool], float]:
+    from openrlhf.utils.math_utils import extract_boxed_answer, grade_answer
+    t = time.perf_counter()
+    res = []
+    for r in rows:
+        try:
+            res.append(bool(grade_answer(extract_boxed_answer(r["response"]), r["answer"])))
+        except Exception:  # noqa: BLE001
+            res.append(False)
+    return res, time.perf_counter() - t
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sets", default="", help="comma-separated subset of set names (default: all + union)")
+    args = ap.parse_args(argv)
+    import logging
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    sets = load_sets()
+    if args.sets:
+        sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
+    graders = {"ours": lambda rows: run_ours(rows, True), "ours-nocache": lambda rows: run_ours(rows, False),
+               "math-verify": run_math_verify, "openrlhf": run_openrlhf}
+    table = []
+    for name, rows in sets.items():
+        labels = [truth(r) for r in rows]
+        base_rate = None
+        for gname, fn in graders.items():
+            reps = args.repeats
+            times, verdicts = [], None
+            for _ in range(reps):
+                verdicts, dt = fn(rows)
+                times.append(dt)
+            first, dt = len(rows) / times[0], statistics.median(times)
+            agree = sum(v == lab for v, lab in zip(verdicts, labels)) / len(rows)
+            rate = len(rows) / dt
+            if gname == "math-verify":
+                base_rate = rate
+            table.append((name, len(rows), gname, agree, first, rate, reps))
+            print(f"# {name:<18} {gname:<13} agree={agree:.4f} {rate:9.1f} ans/s ({dt:.2f}s, {reps} runs)",
+                  file=sys.stderr, flush=True)
+        for i, row in enumerate(table):
+            if row[0] == name and base_rate:
+                table[i] = row + (row[5] / base_rate,)
+    for g in _GRADERS.values():
+        if hasattr(g, "close"):
+            g.close()
+    print("\n| set | n | grader | agreement with labels | answers/s, first pass | answers/s, median | × math-verify (median) | runs |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for name, n, gname, agree, first, rate, reps, ratio in table:
+        print(f"| {name} | {n} | {gname} | {100 * agree:.1f}% | {first:,.0f} | {rate:,.0f} | {ratio:.2f}× | {reps} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
