@@ -71,9 +71,10 @@ class LeadController:
     def load_state_dict(self, state: dict) -> None:
         if not isinstance(state, dict):
             raise ValueError(f"lead controller state must be a dict, got {type(state).__name__}")
-        self.w_c, self.w_l = _float(state, "w_c", "lead"), _float(state, "w_l", "lead")
-        self.lambda_c, self.lambda_l = _float(state, "lambda_c", "lead"), _float(state, "lambda_l", "lead")
-        self.step = _int(state, "step", "lead")
+        vals = [_float(state, k, "lead") for k in ("w_c", "w_l", "lambda_c", "lambda_l")]  # all checked first
+        step = _int(state, "step", "lead")
+        self.w_c, self.w_l, self.lambda_c, self.lambda_l = vals
+        self.step = step
 
 
 @dataclass
@@ -113,6 +114,7 @@ class LeashController:
     def load_state_dict(self, state: dict) -> None:
         if not isinstance(state, dict):
             raise ValueError(f"leash controller state must be a dict, got {type(state).__name__}")
-        self.lam = _float(state, "lagrange_lambda", "leash")
-        self.m, self.v = _float(state, "adam_m", "leash"), _float(state, "adam_v", "leash")
-        self.step = _int(state, "step", "leash")
+        vals = [_float(state, k, "leash") for k in ("lagrange_lambda", "adam_m", "adam_v")]  # all checked first
+        step = _int(state, "step", "leash")
+        self.lam, self.m, self.v = vals
+        self.step = step
