@@ -1,0 +1,121 @@
+"""`lead-recipes grade --input IN.jsonl --output OUT.jsonl`: grade a JSONL file of model answers.
+
+Each input row has `answer` (the gold) and either `response` (full model text; the final answer is extracted) or
+`given_answer` (an already-extracted answer). Each output row is the input row plus `correct` (bool), `status`
+(correct / wrong / no_answer / timeout / error) and `extracted`. Rows are streamed in batches (bounded memory),
+written in input order to a temporary file that replaces OUT only when done. A line that is not a JSON object or has
+no `answer` is still written (`status: "error"`, with `error` saying why; invalid JSON is kept as `_raw`) and makes
+the exit code 1, so nothing is silently lost. Progress goes to stderr (tqdm); the summary line to stdout.
+
+It does not call any model or change the input fields.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+from typing import Iterator
+
+from lead_recipes.grading import STATUSES, Grader
+
+BATCH = 512
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lead-recipes grade", description=__doc__.splitlines()[0], allow_abbrev=False)
+    p.add_argument("--input", required=True, help="JSONL with `answer` and `response` or `given_answer`")
+    p.add_argument("--output", required=True, help="JSONL to write (input + correct, status, extracted)")
+    p.add_argument("--grade.use", dest="grade.use", choices=("auto", "response", "given_answer"), default="auto",
+                   help="which field to grade: auto = `response` when present, else `given_answer`")
+    p.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
+                   help="per-answer hard limit in seconds, counted from when a worker starts it")
+    p.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
+                   help="worker processes (default: usable CPUs, at most 8)")
+    p.add_argument("--grade.progress_enable", dest="grade.progress_enable", type=int, choices=(0, 1), default=1,
+                   help="tqdm progress bar on stderr")
+    return p
+
+
+def _rows(path: str) -> Iterator[tuple[int, dict, str | None]]:
+    """(line number, row, error) for each non-blank line; malformed lines come back as error rows."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield n, {"_line": n, "_raw": line.rstrip("\n")}, f"line {n}: invalid JSON ({e.msg})"
+                continue
+            if not isinstance(row, dict):
+                yield n, {"_line": n, "_raw": row}, f"line {n}: not a JSON object"
+            elif row.get("answer") is None:
+                yield n, row, f"line {n}: no `answer` field"
+            else:
+                yield n, row, None
+
+
+def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
+    if use == "response" or (use == "auto" and isinstance(row.get("response"), str)):
+        return row["answer"], row.get("response") or "", None
+    return row["answer"], None, row.get("given_answer") if row.get("given_answer") is not None else ""
+
+
+def main(argv: list[str]) -> int:
+    args = vars(build_parser().parse_args(argv))
+    if not os.path.isfile(args["input"]):
+        print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
+        return 2
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is a base dependency; degrade to no bar rather than fail
+        tqdm = None
+    counts: collections.Counter = collections.Counter()
+    malformed = 0
+    t0 = time.perf_counter()
+    tmp = args["output"] + ".tmp"
+    bar = tqdm(desc="grading", unit="row", file=sys.stderr, disable=not args["grade.progress_enable"]) if tqdm else None
+    with Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"]) as grader, \
+            open(tmp, "w", encoding="utf-8") as out:
+        batch: list[tuple[dict, str | None]] = []
+
+        def flush() -> None:
+            todo = [(i, _item(row, args["grade.use"])) for i, (row, err) in enumerate(batch) if err is None]
+            grades = dict(zip((i for i, _ in todo), grader.grade_many([it for _, it in todo])))
+            for i, (row, err) in enumerate(batch):
+                if err is not None:
+                    row = {**row, "correct": False, "status": "error", "extracted": None, "error": err}
+                else:
+                    g = grades[i]
+                    row = {**row, "correct": g.correct, "status": g.status, "extracted": g.extracted}
+                counts[row["status"]] += 1
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if bar is not None:
+                bar.update(len(batch))
+            batch.clear()
+
+        for n, row, err in _rows(args["input"]):
+            if err is not None:
+                malformed += 1
+                print(f"lead-recipes grade: {err}", file=sys.stderr)
+            batch.append((row, err))
+            if len(batch) >= BATCH:
+                flush()
+        flush()
+    if bar is not None:
+        bar.close()
+    os.replace(tmp, args["output"])
+    total = sum(counts.values())
+    dt = time.perf_counter() - t0
+    parts = ", ".join(f"{s} {counts.get(s, 0)}" for s in STATUSES)
+    acc = counts.get("correct", 0) / total if total else 0.0
+    print(f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f}; "
+          f"{parts}; malformed input lines {malformed} -> {args['output']}")
+    return 1 if malformed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,80 @@
+"""OpenRLHF reward function: pass this file's path as `--reward.remote_url <path>/lead_recipes/reward_func.py`
+(print it with `python -c "import lead_recipes.reward_func as m; print(m.__file__)"`).
+
+OpenRLHF loads it with `spec_from_file_location` inside each vLLM engine actor and calls
+`reward_func(queries, prompts, labels)` through `asyncio.to_thread` (never the main thread) with lists of length 1:
+`queries[0]` = prompt + response text with special tokens, `prompts[0]` = the prompt, `labels[0]` = the gold (any
+JSON type). We strip the prompt, grade the response with this process's shared `Grader` (its worker pool is created
+lazily, spawn context, on the first call — safe inside a Ray/vLLM actor and from threads) and return
+`{"rewards", "scores", "extra_logs"}`: rewards = scores = 1-element float32 tensors (1.0 if correct else 0.0),
+extra_logs = `REWARD_LOG_KEYS` in that order as plain floats (lists when called with several samples).
+
+It never raises and never returns None: any failure becomes reward 0 with `status_error` = 1.
+It does not use CUDA.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from lead_recipes.grading import REWARD_LOG_KEYS, Grade, get_grader, reward_extra_logs
+
+
+def response_text(query: Any, prompt: Any) -> str:
+    """The response part of OpenRLHF's `query` (prompt + response): the text after the prompt."""
+    q = query if isinstance(query, str) else ("" if query is None else str(query))
+    p = prompt if isinstance(prompt, str) else ""
+    if p:
+        if q.startswith(p):
+            return q[len(p):]
+        i = q.find(p)
+        if i >= 0:
+            return q[i + len(p):]
+    return q
+
+
+def _is_repetitive(text: str) -> bool:
+    try:
+        from lead_recipes.repetition import is_repetitive
+        return bool(is_repetitive(text))
+    except Exception:  # noqa: BLE001 - a logging signal must never cost the reward
+        return False
+
+
+def _as_float_vector(values: list[float]):
+    try:
+        import torch
+        return torch.tensor(values, dtype=torch.float32)
+    except ImportError:  # base install without torch (e.g. a grading-only box): plain lists work for OpenRLHF too
+        return list(values)
+
+
+def grade_samples(queries: Sequence[Any], prompts: Sequence[Any] | None, labels: Sequence[Any] | None
+                  ) -> tuple[list[float], list[dict[str, float]]]:
+    """Rewards and per-sample extra_logs for parallel lists; the list lengths follow `queries`. Never raises."""
+    n = len(queries) if queries is not None else 0
+    prompts = list(prompts) if prompts is not None else []
+    labels = list(labels) if labels is not None else []
+    texts = [response_text(queries[i], prompts[i] if i < len(prompts) else "") for i in range(n)]
+    try:
+        grader = get_grader()
+        futures = [grader.submit(labels[i] if i < len(labels) else None, texts[i]) for i in range(n)]
+        grades = [f.result() for f in futures]
+    except Exception:  # noqa: BLE001
+        grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
+    logs = [reward_extra_logs(g, _is_repetitive(t)) for g, t in zip(grades, texts)]
+    return [1.0 if g.correct else 0.0 for g in grades], logs
+
+
+def reward_func(queries, prompts, labels, **kwargs) -> dict:
+    """OpenRLHF's reward hook (see module docstring)."""
+    try:
+        rewards, logs = grade_samples(queries, prompts, labels)
+    except Exception:  # noqa: BLE001 - belt and braces: OpenRLHF turns an exception into reward=None
+        n = len(queries) if isinstance(queries, (list, tuple)) else 1
+        rewards = [0.0] * max(n, 1)
+        logs = [reward_extra_logs(Grade(False, "error", None, 0.0), False) for _ in rewards]
+    if len(rewards) == 1:
+        extra = dict(logs[0])
+    else:
+        extra = {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS}
+    return {"rewards": _as_float_vector(rewards), "scores": _as_float_vector(rewards), "extra_logs": extra}
