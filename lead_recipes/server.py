@@ -1,0 +1,239 @@
+"""`lead-recipes serve`: the remote reward server, speaking OpenRLHF's remote-RM protocol.
+
+Routes:
+- `POST /get_reward` `{"query": [str], "prompts": [str], "labels": [any]}` → `{"rewards": [float], "scores": [float],
+  "extra_logs": {key: [float]}}` with the keys of `REWARD_LOG_KEYS` in order (the route and payload of OpenRLHF's
+  `serve_rm`, so `--reward.remote_url http://H:P/get_reward` works unchanged; empty lists give empty lists).
+- `GET /health` → 200 `{"status": "ok", ...}` once the grader pool is up and has graded a warm-up answer, 503 before.
+- `GET /stats` → requests, per-status counts, latency p50/p90/p99, worker restarts, in-flight and queued requests.
+
+Guarantees: binds 127.0.0.1 unless `--host` says otherwise; a malformed request (invalid JSON, wrong shapes, too big,
+too many samples, bad token) gets a 4xx JSON `{"error": ...}`; a bad *sample* in a good request gets reward 0 and
+its status (`error`, `no_answer`, `timeout`), never a 5xx; grading concurrency is bounded (`--serve.max_concurrency`
+requests grade at once, at most `--serve.max_queue` wait, beyond that 503 + Retry-After); optional shared token
+(`--token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`; /health stays open); SIGTERM
+or SIGINT stops accepting, lets in-flight requests finish (up to `--serve.shutdown_timeout_s`), exits 0.
+It does not batch several requests into one response, and it holds no state between requests except statistics.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import hmac
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from lead_recipes.grading import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
+from lead_recipes.reward_func import _is_repetitive, response_text
+
+log = logging.getLogger("lead_recipes.server")
+TOKEN_ENV = "LEAD_RECIPES_SERVE_TOKEN"
+
+
+class RewardRequest(BaseModel):
+    """The envelope only: sample contents are checked per sample (a bad sample is graded `error`, not a 4xx)."""
+    model_config = ConfigDict(extra="ignore")
+    query: list[Any]
+    prompts: list[Any] | None = None
+    labels: list[Any] | None = None
+
+
+def _error(status: int, message: str, **headers: str) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers or None)
+
+
+def _percentile(sorted_vals: list[float], q: float) -> float:
+    if not sorted_vals:
+        return 0.0
+    i = min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))
+    return sorted_vals[i]
+
+
+class RewardServer:
+    """State of one server: the grader, limits, statistics. `app()` builds the aiohttp application."""
+
+    def __init__(self, grader: Grader, *, token: str | None = None, max_concurrency: int = 512,
+                 max_queue: int = 8192, max_samples: int = 4096):
+        self.grader = grader
+        self.token = token or None
+        self.max_queue = max_queue
+        self.max_samples = max_samples
+        self.sem = asyncio.Semaphore(max_concurrency)
+        self.ready = False
+        self.started = time.time()
+        self.requests = collections.Counter()      # by HTTP status code
+        self.samples = collections.Counter()       # by grade status
+        self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
+        self.waiting = 0
+        self.inflight = 0
+
+    # -------------------------------------------------------------- app
+    def app(self, max_request_bytes: int) -> web.Application:
+        app = web.Application(client_max_size=max_request_bytes, middlewares=[self._middleware])
+        app.router.add_post("/get_reward", self.get_reward)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/stats", self.stats)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    async def _on_startup(self, app: web.Application) -> None:
+        asyncio.get_running_loop().create_task(self._warm_up())
+
+    async def _warm_up(self) -> None:
+        g = await asyncio.to_thread(self.grader.start().grade, "\\frac{1}{2}", given_answer="0.5")
+        self.ready = g.status == "correct"
+        if not self.ready:
+            log.error("grader warm-up failed: %s", g)
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        await asyncio.to_thread(self.grader.close)
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler):
+        t0 = time.perf_counter()
+        resp: web.StreamResponse | None = None
+        try:
+            if self.token and request.path != "/health":
+                got = request.headers.get("Authorization", "")
+                if not hmac.compare_digest(got.encode(), f"Bearer {self.token}".encode()):
+                    resp = _error(401, "missing or wrong token (send `Authorization: Bearer <token>`)")
+                    return resp
+            try:
+                resp = await handler(request)
+            except web.HTTPException as e:  # 404/405/413 from aiohttp itself: same JSON error shape
+                resp = _error(e.status, e.reason or "error")
+            except Exception as e:  # noqa: BLE001 - last resort; graded samples never get here
+                log.exception("internal error")
+                resp = _error(500, f"internal error: {type(e).__name__}")
+            return resp
+        finally:
+            if request.path == "/get_reward":
+                self.requests[resp.status if resp is not None else 499] += 1
+                self.latencies.append(time.perf_counter() - t0)
+
+    # -------------------------------------------------------------- routes
+    async def health(self, request: web.Request) -> web.Response:
+        body = {"status": "ok" if self.ready else "starting", "workers": self.grader.workers,
+                "timeout_s": self.grader.timeout_s}
+        return web.json_response(body, status=200 if self.ready else 503)
+
+    async def stats(self, request: web.Request) -> web.Response:
+        lat = sorted(self.latencies)
+        g = self.grader.stats()
+        return web.json_response({
+            "uptime_s": time.time() - self.started,
+            "requests": sum(self.requests.values()),
+            "responses_by_code": {str(k): v for k, v in sorted(self.requests.items())},
+            "samples_by_status": {s: self.samples.get(s, 0) for s in STATUSES},
+            "latency_s": {"p50": _percentile(lat, 0.5), "p90": _percentile(lat, 0.9), "p99": _percentile(lat, 0.99),
+                          "window": len(lat)},
+            "worker_restarts": g["worker_restarts"], "inflight": self.inflight, "queued": self.waiting,
+            "grader": g})
+
+    async def get_reward(self, request: web.Request) -> web.Response:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as e:
+            return _error(413, f"request body over {e.max_size} bytes (--serve.max_request_mb)")
+        try:
+            body = json.loads(raw.decode("utf-8", "replace"))  # invalid UTF-8 → U+FFFD: the sample is still graded
+        except (json.JSONDecodeError, RecursionError) as e:
+            return _error(400, f"body is not valid JSON: {e}")
+        try:
+            req = RewardRequest.model_validate(body)
+        except ValidationError as e:
+            errs = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'body'}: {x['msg']}" for x in e.errors()[:5])
+            return _error(422, f"expected {{'query': [str], 'prompts': [str], 'labels': [any]}}: {errs}")
+        n = len(req.query)
+        for name, lst in (("prompts", req.prompts), ("labels", req.labels)):
+            if lst is not None and len(lst) != n:
+                return _error(422, f"`{name}` has {len(lst)} items but `query` has {n}")
+        if req.labels is None and n:
+            return _error(422, "`labels` (the gold answers) is required")
+        if n > self.max_samples:
+            return _error(413, f"{n} samples in one request; the limit is {self.max_samples} (--serve.max_samples)")
+        if self.waiting >= self.max_queue:
+            return _error(503, "server overloaded, retry", **{"Retry-After": "1"})
+        self.waiting += 1
+        try:
+            await self.sem.acquire()
+        finally:
+            self.waiting -= 1
+        self.inflight += 1
+        try:
+            rewards, logs = await self._grade(req, n)
+        finally:
+            self.inflight -= 1
+            self.sem.release()
+        return web.json_response({"rewards": rewards, "scores": list(rewards),
+                                  "extra_logs": {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS}})
+
+    async def _grade(self, req: RewardRequest, n: int) -> tuple[list[float], list[dict[str, float]]]:
+        prompts = req.prompts or [""] * n
+        texts = [response_text(req.query[i], prompts[i]) for i in range(n)]
+        futures = [asyncio.wrap_future(self.grader.submit(req.labels[i], texts[i])) for i in range(n)]
+        grades: list[Grade] = []
+        for r in await asyncio.gather(*futures, return_exceptions=True):
+            grades.append(r if isinstance(r, Grade) else Grade(False, "error", None, 0.0))
+        logs = []
+        for g, t in zip(grades, texts):
+            self.samples[g.status] += 1
+            logs.append(reward_extra_logs(g, _is_repetitive(t)))
+        return [1.0 if g.correct else 0.0 for g in grades], logs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lead-recipes serve", description=__doc__.splitlines()[0], allow_abbrev=False)
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)")
+    p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--token", default=None, help=f"shared token (default: env {TOKEN_ENV}; none = no auth)")
+    p.add_argument("--serve.max_concurrency", dest="serve.max_concurrency", type=int, default=512,
+                   help="requests graded at once; more wait")
+    p.add_argument("--serve.max_queue", dest="serve.max_queue", type=int, default=8192,
+                   help="requests allowed to wait; beyond this 503 + Retry-After")
+    p.add_argument("--serve.max_request_mb", dest="serve.max_request_mb", type=float, default=16.0,
+                   help="request body limit in MiB (413 above)")
+    p.add_argument("--serve.max_samples", dest="serve.max_samples", type=int, default=4096,
+                   help="samples per request (413 above)")
+    p.add_argument("--serve.shutdown_timeout_s", dest="serve.shutdown_timeout_s", type=float, default=30.0,
+                   help="on SIGTERM/SIGINT, how long in-flight requests may take to finish")
+    p.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
+                   help="per-answer hard limit, counted from when a worker starts it")
+    p.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
+                   help="grader worker processes (default: usable CPUs, at most 8)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = vars(build_parser().parse_args(argv))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    token = args["token"] or os.environ.get(TOKEN_ENV) or None
+    grader = Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"])
+
+    async def make_app() -> web.Application:
+        server = RewardServer(grader, token=token, max_concurrency=args["serve.max_concurrency"],
+                              max_queue=args["serve.max_queue"], max_samples=args["serve.max_samples"])
+        return server.app(int(args["serve.max_request_mb"] * 2 ** 20))
+
+    print(f"lead-recipes serve: http://{args['host']}:{args['port']}/get_reward "
+          f"(auth {'on' if token else 'off'}; GET /health, /stats)", flush=True)
+    # run_app turns SIGTERM/SIGINT into a graceful stop: close the listener, wait for in-flight handlers up to
+    # shutdown_timeout, run on_cleanup (closes the grader pool), return normally → exit 0.
+    web.run_app(make_app(), host=args["host"], port=args["port"], print=None, access_log=None,
+                shutdown_timeout=args["serve.shutdown_timeout_s"], handle_signals=True)
+    print("lead-recipes serve: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
