@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bootstrap.sh — the one set-up path: builds .venv at the repo root from the project's own files, then runs a
-# subcommand inside it. Idempotent: the venv is rebuilt only when pyproject.toml, the requirement files or this
+# subcommand inside it. Idempotent: the venv is rebuilt only when pyproject.toml, the requirement files or the
 # install steps (BOOTSTRAP_VERSION) change: a hash stamp in .venv/.bootstrap-stamp.
 #
 #   bash launchers/bootstrap.sh train [lead-recipes train flags]   # the main job (embedded default recipe)
