@@ -1,0 +1,367 @@
+"""`lead-recipes data`: build OpenRLHF prompt datasets and the GRPO-LEAD stage-2 curriculum.
+
+`build` reads a source (local JSONL/JSON/parquet, or a Hugging Face hub dataset id), selects problems (presets:
+`math-l35` = SimpleRL-Zoo's MATH level 3-5, `math` = full MATH with level/subject/split filters, `deepscaler` =
+GRPO-LEAD-style difficulty / numeric-answer filters, `jsonl` = any source with a field mapping), removes duplicate
+problems and problems of the evaluation benchmarks (MATH-500, AIME 2024/2025, AMC 2023, OlympiadBench; normalised
+text match), applies a paper prompt template and writes JSONL rows `{"prompt", "label", "id", ...}` for
+`--data.input_key prompt --data.label_key label` (plus `--data.apply_chat_template`). A JSON report lists every
+removed problem and why.
+`curriculum` reads the per-problem records the trainer appends to `recipe_problems.jsonl` (contract C), keeps the
+problems whose accuracy is <= a threshold (GRPO-LEAD: 0.75) and merges them with other sets.
+It does not download anything itself except through `datasets` for hub ids, and never grades.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable
+
+# Prompt templates (algorithms.md §1.7, §4.2). {problem} is the problem text; the result is the user turn.
+TEMPLATES = {
+    "lead": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
+    "r1": "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
+    "sober": ("Solve the following math problem efficiently and clearly. The last line of your response should be "
+              "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
+              "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
+              "problem. Think step by step before answering.\n\n{problem}"),
+    "none": "{problem}",
+}
+PRESETS = ("math-l35", "math", "deepscaler", "jsonl")
+BENCHMARK_NAMES = ("aime2024", "aime2025", "amc2023", "math500", "olympiadbench")
+_LATEX_NOISE = re.compile(r"\\left|\\right|\\displaystyle|\\[,;:! ]|\\\[|\\\]|\\\(|\\\)|[\s${}.,;:!?]")
+
+
+def normalize_problem(text: str) -> str:
+    """Text key for de-duplication and benchmark matching: lower case, without whitespace, `$`, braces, sentence
+    punctuation, display-math delimiters and \\left/\\right/\\displaystyle; `\\dfrac`/`\\tfrac` read as `\\frac`.
+    Operators, digits and letters are kept, so 'z^4 - z^2' and 'z^4 + z^2' stay different problems."""
+    text = text.lower().replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    return _LATEX_NOISE.sub("", text)
+
+
+# ---------------------------------------------------------------- reading sources
+def read_rows(source: str, split: str = "train") -> list[dict]:
+    """Rows of a local .jsonl/.json/.parquet file, or of a hub dataset (`datasets.load_dataset(source, split)`)."""
+    path = Path(source)
+    if path.exists():
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+            return pq.read_table(path).to_pylist()
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json" and text.lstrip().startswith("["):
+            return json.loads(text)
+        rows = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        return rows
+    if source.startswith(("/", ".")) or source.endswith((".jsonl", ".json", ".parquet")):
+        raise FileNotFoundError(f"source {source} does not exist")
+    try:
+        import datasets
+    except ImportError:
+        raise ImportError(f"{source!r} is not a local file; loading it from the hub needs `datasets`") from None
+    return list(datasets.load_dataset(source, split=split))
+
+
+def _level(value) -> int | None:
+    match = re.search(r"\d+", str(value)) if value is not None else None
+    return int(match.group()) if match else None
+
+
+def _is_numeric(answer: str) -> bool:
+    return re.fullmatch(r"-?\d+(\.\d+)?|-?\\frac\{\d+\}\{\d+\}|-?\d+/\d+", answer.replace(",", "").strip()) is not None
+
+
+def select(rows: list[dict], args) -> tuple[list[dict], dict]:
+    """Apply the preset's filters; returns (kept rows as {"id","problem","answer",...}, counts of dropped rows)."""
+    dropped: dict[str, int] = defaultdict(int)
+    levels = {int(x) for x in args.levels.split(",")} if args.levels else None
+    subjects = {s.strip().lower() for s in args.subjects.split(",")} if args.subjects else None
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            problem, answer = row[args.problem_key], row[args.answer_key]
+        except KeyError as exc:
+            raise ValueError(f"row {i}: no field {exc} (set --problem-key/--answer-key); fields: {sorted(row)}") \
+                from None
+        if isinstance(answer, (list, tuple)):
+            answer = ", ".join(str(a) for a in answer)
+        problem, answer = str(problem or "").strip(), str(answer if answer is not None else "").strip()
+        if not problem or not answer or answer == "None":
+            dropped["empty problem or answer"] += 1
+            continue
+        if levels is not None and _level(row.get("level")) not in levels:
+            dropped["level filter"] += 1
+            continue
+        if subjects is not None and str(row.get("subject", row.get("type", ""))).strip().lower() not in subjects:
+            dropped["subject filter"] += 1
+            continue
+        if args.split_filter and str(row.get("split", "")) != args.split_filter:
+            dropped["split filter"] += 1
+            continue
+        if args.min_difficulty is not None or args.max_difficulty is not None:
+            try:
+                difficulty = float(row.get("difficulty"))
+            except (TypeError, ValueError):
+                dropped["no difficulty"] += 1
+                continue
+            if (args.min_difficulty is not None and difficulty < args.min_difficulty) or \
+                    (args.max_difficulty is not None and difficulty > args.max_difficulty):
+                dropped["difficulty filter"] += 1
+                continue
+        if args.numeric_only and not _is_numeric(answer):
+            dropped["non-numeric answer"] += 1
+            continue
+        rid = str(row.get(args.id_key, f"{Path(str(args.source)).stem}-{i}"))
+        kept = {"id": rid, "problem": problem, "answer": answer}
+        for extra in ("level", "subject", "difficulty", "source"):
+            if row.get(extra) is not None:
+                kept[extra] = row[extra]
+        out.append(kept)
+    return out, dict(dropped)
+
+
+def benchmark_index(names: Iterable[str], benchmarks_dir: str | None) -> dict[str, list[str]]:
+    """normalised problem text -> ["benchmark:id", ...] for the evaluation benchmarks (same loader as eval)."""
+    from evaluation.benchmarks import load_benchmarks
+    index: dict[str, list[str]] = defaultdict(list)
+    for name, problems in load_benchmarks(list(names), data_dir=benchmarks_dir).items():
+        for p in problems:
+            index[normalize_problem(p.problem)].append(f"{name}:{p.id}")
+    return index
+
+
+def clean(rows: list[dict], bench: dict[str, list[str]] | None, dedup: bool) -> tuple[list[dict], list[dict]]:
+    """Drop duplicates (first occurrence kept) and benchmark problems; returns (kept, removed-with-reason)."""
+    kept, removed, seen = [], [], {}
+    for row in rows:
+        key = normalize_problem(row["problem"])
+        if bench is not None and key in bench:
+            removed.append({"id": row["id"], "reason": "benchmark", "matches": bench[key],
+                            "problem": row["problem"][:200]})
+        elif dedup and key in seen:
+            removed.append({"id": row["id"], "reason": "duplicate", "duplicate_of": seen[key],
+                            "problem": row["problem"][:200]})
+        else:
+            seen.setdefault(key, row["id"])
+            kept.append(row)
+    return kept, removed
+
+
+def render(row: dict, template: str, fmt: str, system: str | None) -> dict:
+    text = TEMPLATES.get(template, template).format(problem=row["problem"])
+    if fmt == "messages":
+        prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+    else:
+        prompt = text
+    return {"prompt": prompt, "label": row["answer"], **{k: v for k, v in row.items() if k != "answer"}}
+
+
+def write_jsonl(path: str, rows: Iterable[dict]) -> int:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp, n = f"{path}.tmp", 0
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    os.replace(tmp, path)  # a crash never leaves a half-written dataset under the final name
+    return n
+
+
+# ---------------------------------------------------------------- curriculum (GRPO-LEAD stage 2)
+def prompt_sha1(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def problem_accuracy(records: Iterable[dict], since_step: int = 0) -> dict[str, dict]:
+    """Aggregate contract-C records per problem: {key: {"correct", "total", "accuracy"}} keyed by prompt_sha1
+    (and by "problem" as well, when it differs), over steps >= since_step."""
+    acc: dict[str, dict] = {}
+    for i, rec in enumerate(records):
+        try:
+            step, correct, total = int(rec["step"]), int(rec["correct"]), int(rec["total"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"record {i}: needs integer step/correct/total (contract C), got {rec}") from None
+        if step < since_step or total <= 0:
+            continue
+        if not 0 <= correct <= total:
+            raise ValueError(f"record {i}: correct={correct} outside [0, total={total}]")
+        keys = {str(rec.get("prompt_sha1") or ""), str(rec.get("problem") or "")} - {""}
+        if not keys:
+            raise ValueError(f"record {i}: neither prompt_sha1 nor problem is set")
+        entry = {"correct": 0, "total": 0}
+        for key in keys:
+            entry = acc.setdefault(key, entry)
+        for key in keys:
+            acc[key] = entry
+        entry["correct"] += correct
+        entry["total"] += total
+    for entry in acc.values():
+        entry["accuracy"] = entry["correct"] / entry["total"]
+    return acc
+
+
+def row_keys(row: dict, chat_template=None) -> list[str]:
+    """The keys a trainer record may carry for this dataset row (contract C / lead_recipes.seam): the sha1 (and its
+    16-hex "problem" prefix) of the prompt as written and, with a tokenizer, as OpenRLHF renders it through the
+    chat template; and the row id. Labels are never used: many problems share an answer."""
+    prompt = row.get("prompt")
+    texts = [prompt] if isinstance(prompt, str) else []
+    if chat_template is not None and prompt is not None:
+        chat = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        texts.append(chat_template(chat, tokenize=False, add_generation_prompt=True))
+    keys = []
+    for text in texts:
+        sha = prompt_sha1(text)
+        keys += [sha, sha[:16]]
+    return keys + ([str(row["id"])] if row.get("id") is not None else [])
+
+
+def curriculum(args) -> int:
+    records = read_rows(args.problems)
+    acc = problem_accuracy(records, args.since_step)
+    template = None
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+        template = AutoTokenizer.from_pretrained(args.tokenizer).apply_chat_template
+    dataset = read_rows(args.dataset)
+    picked, matched, report = [], 0, []
+    for row in dataset:
+        hit = next((acc[k] for k in row_keys(row, template) if k in acc), None)
+        if hit is None:
+            continue
+        matched += 1
+        if hit["total"] >= args.min_attempts and hit["accuracy"] <= args.threshold:
+            picked.append(row)
+            report.append({"id": row.get("id"), "accuracy": hit["accuracy"], "total": hit["total"]})
+    if matched == 0:
+        print(f"lead-recipes data curriculum: none of the {len(dataset)} rows of {args.dataset} matches a record in "
+              f"{args.problems} ({len(acc)} problem keys); is it the stage-1 dataset? (chat-templated prompt hashes "
+              "need --tokenizer)", file=sys.stderr)
+        return 2
+    merged = list(picked)
+    seen = {normalize_problem(str(r.get("problem", r.get("prompt")))) for r in picked}
+    merged_from = {}
+    for path in args.merge:
+        n = 0
+        for row in read_rows(path):
+            key = normalize_problem(str(row.get("problem", row.get("prompt"))))
+            if key not in seen:
+                seen.add(key)
+                merged.append(row)
+                n += 1
+        merged_from[path] = n
+    written = write_jsonl(args.out, merged)
+    summary = {"records": len(records), "problems_with_records": len(acc), "dataset_rows": len(dataset),
+               "matched": matched, "selected": len(picked), "threshold": args.threshold, "merged": merged_from,
+               "written": written, "out": args.out, "selected_problems": report}
+    _report(args, summary)
+    print(f"curriculum: {len(picked)} of {matched} matched problems have accuracy <= {args.threshold}; "
+          f"+{sum(merged_from.values())} merged -> {written} rows in {args.out}")
+    return 0
+
+
+# ---------------------------------------------------------------- CLI
+def build(args) -> int:
+    preset_defaults = {"math-l35": {"levels": None}, "math": {"levels": "3,4,5"}, "deepscaler": {}, "jsonl": {}}
+    for key, value in preset_defaults[args.preset].items():
+        if getattr(args, key) is None and value is not None:
+            setattr(args, key, value)
+    rows = read_rows(args.source, args.split)
+    selected, dropped = select(rows, args)
+    bench = None if args.no_decontaminate else benchmark_index(args.benchmarks.split(","), args.benchmarks_dir)
+    kept, removed = clean(selected, bench, dedup=not args.no_dedup)
+    if args.limit:
+        kept = kept[:args.limit]
+    written = write_jsonl(args.out, (render(r, args.template, args.format, args.system) for r in kept))
+    by_bench: dict[str, int] = defaultdict(int)
+    for r in removed:
+        for m in r.get("matches", []):
+            by_bench[m.split(":")[0]] += 1
+    summary = {"preset": args.preset, "source": args.source, "read": len(rows), "selected": len(selected),
+               "dropped_by_filter": dropped, "removed_duplicates": sum(r["reason"] == "duplicate" for r in removed),
+               "removed_benchmark": sum(r["reason"] == "benchmark" for r in removed),
+               "removed_benchmark_by_name": dict(by_bench), "written": written, "out": args.out,
+               "template": args.template, "removed": removed}
+    _report(args, summary)
+    print(f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {summary['removed_duplicates']} "
+          f"duplicates and {summary['removed_benchmark']} benchmark problems {dict(by_bench)}, wrote {written} "
+          f"rows to {args.out}")
+    return 0
+
+
+def _report(args, summary: dict) -> None:
+    path = args.report or f"{args.out}.report.json"
+    Path(path).write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+    print(f"report: {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lead-recipes data", allow_abbrev=False,
+                                description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="select, clean and template a prompt dataset")
+    b.add_argument("--preset", choices=PRESETS, required=True)
+    b.add_argument("--source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
+    b.add_argument("--split", default="train", help="hub split (default train)")
+    b.add_argument("--out", required=True, help="output JSONL")
+    b.add_argument("--report", help="JSON report path (default OUT.report.json)")
+    b.add_argument("--problem-key", default="problem")
+    b.add_argument("--answer-key", default="answer")
+    b.add_argument("--id-key", default="id")
+    b.add_argument("--levels", help="comma-separated MATH levels (preset math: 3,4,5)")
+    b.add_argument("--subjects", help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'")
+    b.add_argument("--split-filter", help="keep rows whose `split` field equals this (MATH: train/test)")
+    b.add_argument("--min-difficulty", type=float, help="GRPO-LEAD: 2.5 on DeepScaleR")
+    b.add_argument("--max-difficulty", type=float)
+    b.add_argument("--numeric-only", action="store_true", help="keep integer/decimal/simple-fraction answers only")
+    b.add_argument("--template", default="lead",
+                   help=f"{', '.join(TEMPLATES)} or a custom string with {{problem}} (default lead)")
+    b.add_argument("--format", choices=("text", "messages"), default="text",
+                   help="prompt as text (use --data.apply_chat_template) or chat messages")
+    b.add_argument("--system", help="system message (messages format only)")
+    b.add_argument("--benchmarks", default=",".join(BENCHMARK_NAMES), help="benchmarks to remove")
+    b.add_argument("--benchmarks-dir", default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR"),
+                   help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub)")
+    b.add_argument("--no-decontaminate", action="store_true", help="keep benchmark problems")
+    b.add_argument("--no-dedup", action="store_true", help="keep duplicate problems")
+    b.add_argument("--limit", type=int, help="write at most N rows")
+    c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
+    c.add_argument("--problems", required=True, help="recipe_problems.jsonl written by the trainer (contract C)")
+    c.add_argument("--dataset", required=True, help="the stage-1 prompt dataset (lead-recipes data build output)")
+    c.add_argument("--threshold", type=float, default=0.75, help="keep accuracy <= this (default 0.75)")
+    c.add_argument("--min-attempts", type=int, default=1, help="ignore problems with fewer graded rollouts")
+    c.add_argument("--since-step", type=int, default=0, help="use records from this step on")
+    c.add_argument("--merge", action="append", default=[], help="JSONL set to merge (repeatable; de-duplicated)")
+    c.add_argument("--tokenizer", help="tokenizer whose chat template the trainer applied (to match its hashes)")
+    c.add_argument("--out", required=True)
+    c.add_argument("--report")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "build" and "{problem}" not in TEMPLATES.get(args.template, args.template):
+        print(f"lead-recipes data: --template {args.template!r} is neither {list(TEMPLATES)} nor contains {{problem}}",
+              file=sys.stderr)
+        return 2
+    try:
+        return build(args) if args.command == "build" else curriculum(args)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        print(f"lead-recipes data {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
