@@ -58,20 +58,21 @@ def efficiency_reward(lengths: torch.Tensor, target: torch.Tensor) -> torch.Tens
 def psi_statistics(correct: torch.Tensor, r_l: torch.Tensor, alpha: float) -> dict[str, float]:
     """Eqs. 4–6 on the raw rewards (not the advantages). Returns the named scalars, Ψ_c and Ψ_l included."""
     rc = correct.to(torch.float64)
-    mu_qc = rc.mean(1)
+    mu_qc = rc.sum(1) / rc.shape[1]
     mu_c = float(mu_qc.mean())
-    sigma_c = math.sqrt(float(rc.var(1, unbiased=False).mean() + (mu_qc - mu_c).square().mean()) + LTV_EPS)
+    # population variance of a {0,1} row is μ(1 − μ); torch.var over a short row is ~30× slower
+    sigma_c = math.sqrt(float((mu_qc * (1 - mu_qc)).mean() + (mu_qc - mu_c).square().mean()) + LTV_EPS)
     n = rc.sum(1)
-    solved = n > 0
+    solved = (n > 0).to(torch.float64)
     n_solved = int(solved.sum())
     if n_solved == 0:
         mu_l = sigma_l = 0.0
-    else:
+    else:  # masked sums instead of boolean indexing (same values, several times faster on small rows)
         mu_ql = (r_l * rc).sum(1) / n.clamp(min=1)
         v_ql = ((r_l - mu_ql.unsqueeze(1)).square() * rc).sum(1) / n.clamp(min=1)
-        mu_ql, v_ql = mu_ql[solved], v_ql[solved]
-        mu_l = float(mu_ql.mean())
-        sigma_l = math.sqrt(float(v_ql.mean() + (mu_ql - mu_l).square().mean()) + LTV_EPS)
+        mu_l = float((mu_ql * solved).sum()) / n_solved
+        sigma_l = math.sqrt(float((v_ql * solved).sum() + ((mu_ql - mu_l).square() * solved).sum()) / n_solved
+                            + LTV_EPS)
     cv_c = sigma_c / (abs(mu_c) + CV_EPS)
     cv_l = sigma_l / (abs(mu_l) + CV_EPS)
     cvt_c = cv_c / (cv_c + cv_l + PSI_EPS)
@@ -93,7 +94,8 @@ def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadCo
     stats = psi_statistics(correct, r_l, cfg.alpha)
     stats.update(controller.update(stats["psi_c"], stats["psi_l"]))
     lam_c, lam_l = controller.lambda_c, controller.lambda_l
-    combined = lam_c * group_normalize(r_c) + lam_l * group_normalize(r_l)
+    a_c, a_l = group_normalize(torch.stack([r_c, r_l]))     # both channels in one pass (Eq. 2)
+    combined = lam_c * a_c + lam_l * a_l
     adv, w_mean, w_std = whiten(combined, lengths, cfg.whiten)
     stats.update({"ema_w_c": controller.w_c, "ema_w_l": controller.w_l, "lambda_c": lam_c, "lambda_l": lam_l,
                   "target_length_mean": float(target.mean()), "reward_c_mean": float(r_c.mean()),

@@ -1,0 +1,102 @@
+"""Benchmark: per-method advantage computation vs OpenRLHF's stock `group_norm` arithmetic, same tensors, same run.
+
+Batch: 1,024 prompts × 8 rollouts, lengths uniform in [1, 4096] tokens (5% truncated at the cap), correctness
+Bernoulli with a per-prompt rate. Anchor: OpenRLHF 0.11.2 `experience_maker.py` group_norm, three lines re-typed
+here because they are inline in `compute_advantages_and_returns` (not importable on their own):
+    r = rewards.reshape(-1, n); (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
+Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the seam calls) and the bare
+method function (the arithmetic alone). Medians of --reps timed calls after warm-up; ratio = median / anchor median.
+
+    .venv/bin/python tests/benchmarks/bench_methods.py [--prompts 1024] [--n 8] [--reps 200] [--threads 1]
+
+Not collected by pytest (no test_ prefix). The machine is shared; absolute numbers are noisy, ratios less so.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from lead_recipes.flags import merge_recipe
+from lead_recipes.methods import METHODS, RolloutBatch, build_method
+from lead_recipes.methods.common import check_batch
+from lead_recipes.methods.config import GdpoConfig, GrpoLeadConfig, LeadConfig, ScalarizedConfig, ShorterBetterConfig
+
+
+def make_batch(prompts: int, n: int, cap: int, seed: int = 0) -> RolloutBatch:
+    g = torch.Generator().manual_seed(seed)
+    p = torch.rand(prompts, 1, generator=g)
+    correct = torch.rand(prompts, n, generator=g) < p
+    lengths = torch.randint(1, cap + 1, (prompts, n), generator=g).to(torch.float32)
+    lengths[torch.rand(prompts, n, generator=g) < 0.05] = cap
+    return RolloutBatch(correct, lengths, cap)
+
+
+def stock_group_norm(rewards: torch.Tensor, n: int) -> torch.Tensor:
+    r = rewards.reshape(-1, n)
+    return (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
+
+
+def median_s(fn, reps: int) -> float:
+    for _ in range(max(3, reps // 10)):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bare_functions(b: RolloutBatch):
+    """The method functions alone on a pre-validated batch (controllers fresh each call)."""
+    from lead_recipes.controllers import LeadController
+    from lead_recipes.methods.gdpo import gdpo
+    from lead_recipes.methods.grpo import grpo, grpo_scalarized
+    from lead_recipes.methods.grpo_lead import grpo_lead
+    from lead_recipes.methods.lead import lead
+    from lead_recipes.methods.leash import leash
+    from lead_recipes.methods.shorter_better import shorter_better
+    c, l, cap = b.correct, b.lengths, b.max_new_tokens
+    return {
+        "grpo": lambda: grpo(c, l),
+        "grpo-scalarized": lambda: grpo_scalarized(c, l, cap, ScalarizedConfig(), LeadConfig()),
+        "gdpo": lambda: gdpo(c, l, cap, GdpoConfig(), LeadConfig()),
+        "lead": lambda: lead(c, l, cap, LeadConfig(), LeadController()),
+        "grpo-lead": lambda: grpo_lead(c, l, b.truncated, None, GrpoLeadConfig()),
+        "leash": lambda: leash(c, l, 4096.0, 0.1),
+        "shorter-better": lambda: shorter_better(c, l, ShorterBetterConfig()),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prompts", type=int, default=1024)
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--cap", type=int, default=4096)
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    batch = make_batch(args.prompts, args.n, args.cap)
+    rewards = batch.correct.to(torch.float32).reshape(-1)
+    anchor = median_s(lambda: stock_group_norm(rewards, args.n), args.reps)
+    checked = check_batch(batch)
+    bare = bare_functions(checked)
+    rows = [("stock group_norm (anchor)", anchor, None)]
+    for name in METHODS:
+        m = build_method(merge_recipe({"method": name}))
+        rows.append((f"{name}: Method.step", median_s(lambda: m.step(batch), args.reps), None))
+        rows.append((f"{name}: function only", median_s(bare[name], args.reps), None))
+    print(f"# {args.prompts} prompts x {args.n} rollouts, lengths ≤ {args.cap}, torch {torch.__version__}, "
+          f"{args.threads} thread(s), {args.reps} reps; shared noisy machine")
+    print(f"| {'computation':<34} | {'median µs':>10} | {'× stock':>8} |")
+    print(f"|{'-' * 36}|{'-' * 12}|{'-' * 10}|")
+    for label, t, _ in rows:
+        print(f"| {label:<34} | {t * 1e6:>10.1f} | {t / anchor:>8.1f} |")
+
+
+if __name__ == "__main__":
+    main()
