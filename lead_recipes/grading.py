@@ -359,6 +359,13 @@ class Grader:
                     "pending": len(self._pending), "inflight_chunks": self._inflight, "cache_entries": len(self._cache),
                     "workers": self.workers, "pool_started": self._pool is not None}
 
+    def worker_pids(self) -> list[int]:
+        """PIDs of the live worker processes (read from pebble's pool manager; [] if unavailable)."""
+        try:
+            return sorted(self._pool._pool_manager.worker_manager.workers)
+        except AttributeError:
+            return []
+
     def clear_cache(self) -> None:
         """Forget cached verdicts (benchmarks; a long-running server keeps them)."""
         with self._lock:

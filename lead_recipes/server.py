@@ -11,7 +11,8 @@ Guarantees: binds 127.0.0.1 unless `--host` says otherwise; a malformed request 
 too many samples, bad token) gets a 4xx JSON `{"error": ...}`; a bad *sample* in a good request gets reward 0 and
 its status (`error`, `no_answer`, `timeout`), never a 5xx; grading concurrency is bounded (`--serve.max_concurrency`
 requests grade at once, at most `--serve.max_queue` wait, beyond that 503 + Retry-After); optional shared token
-(`--token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`; /health stays open); SIGTERM
+(`--token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`, or `?token=T` in the URL since
+OpenRLHF's client sends no headers; /health stays open); SIGTERM
 or SIGINT stops accepting, lets in-flight requests finish (up to `--serve.shutdown_timeout_s`), exits 0.
 It does not batch several requests into one response, and it holds no state between requests except statistics.
 """
@@ -103,8 +104,11 @@ class RewardServer:
         resp: web.StreamResponse | None = None
         try:
             if self.token and request.path != "/health":
+                # OpenRLHF's client cannot send headers, so `?token=T` in --reward.remote_url works too.
                 got = request.headers.get("Authorization", "")
-                if not hmac.compare_digest(got.encode(), f"Bearer {self.token}".encode()):
+                want = f"Bearer {self.token}".encode()
+                if not (hmac.compare_digest(got.encode(), want)
+                        or hmac.compare_digest(request.query.get("token", "").encode(), self.token.encode())):
                     resp = _error(401, "missing or wrong token (send `Authorization: Bearer <token>`)")
                     return resp
             try:
