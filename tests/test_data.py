@@ -1,0 +1,213 @@
+"""`lead-recipes data` on ../shared/data: MATH level 3-5 selection, benchmark de-contamination with a report,
+filters, templates, and the GRPO-LEAD stage-2 curriculum selector on contract-C records."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from lead_recipes import data
+
+
+def read(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def run(*argv) -> int:
+    return data.main([str(a) for a in argv])
+
+
+@pytest.fixture(scope="module")
+def l35(shared_data, tmp_path_factory):
+    """math-l35 built once: (rows, report)."""
+    out = tmp_path_factory.mktemp("l35") / "l35.jsonl"
+    assert run("build", "--preset", "math-l35", "--source", shared_data / "train/math_level3to5.jsonl",
+               "--benchmarks-dir", shared_data / "benchmarks", "--out", out) == 0
+    return read(out), json.loads(open(f"{out}.report.json").read())
+
+
+def bench_keys(shared_data):
+    keys = {}
+    for name in data.BENCHMARK_NAMES:
+        for row in read(shared_data / "benchmarks" / f"{name}.jsonl"):
+            keys[data.normalize_problem(row["problem"])] = f"{name}:{row['id']}"
+    return keys
+
+
+def test_math_level_3_to_5_selects_8521_problems(l35):
+    assert l35[1]["read"] == l35[1]["selected"] == 8521
+
+
+def test_math_level_3_to_5_without_cleaning_writes_8521_rows(shared_data, tmp_path):
+    out = tmp_path / "raw.jsonl"
+    assert run("build", "--preset", "math-l35", "--source", shared_data / "train/math_level3to5.jsonl",
+               "--no-dedup", "--no-decontaminate", "--out", out) == 0
+    rows = read(out)
+    assert len(rows) == 8521 and len({r["id"] for r in rows}) == 8521
+
+
+def test_benchmark_overlap_is_reported_and_removed(l35, shared_data):
+    rows, report = l35
+    keys = bench_keys(shared_data)
+    assert not [r["id"] for r in rows if data.normalize_problem(r["problem"]) in keys]
+    removed = [r for r in report["removed"] if r["reason"] == "benchmark"]
+    assert report["removed_benchmark"] == len(removed) > 0
+    source = {r["id"]: r for r in read(shared_data / "train/math_level3to5.jsonl")}
+    for r in removed:  # each reported match really is that benchmark problem
+        assert keys[data.normalize_problem(source[r["id"]]["problem"])] in r["matches"]
+    assert len(rows) == 8521 - len(report["removed"])
+
+
+def test_duplicates_keep_the_first_occurrence_and_are_reported(l35):
+    rows, report = l35
+    dups = [r for r in report["removed"] if r["reason"] == "duplicate"]
+    kept = {r["id"] for r in rows}
+    assert dups and all(d["duplicate_of"] in kept and d["id"] not in kept for d in dups)
+    assert len({data.normalize_problem(r["problem"]) for r in rows}) == len(rows)
+
+
+def test_full_math_levels_3_to_5_removes_every_math500_problem_of_those_levels(shared_data, tmp_path):
+    out = tmp_path / "math.jsonl"
+    assert run("build", "--preset", "math", "--source", shared_data / "train/math_full.jsonl",
+               "--benchmarks-dir", shared_data / "benchmarks", "--out", out) == 0
+    report = json.loads(open(f"{out}.report.json").read())
+    m500 = [r for r in read(shared_data / "benchmarks/math500.jsonl") if int(r["level"]) in (3, 4, 5)]
+    assert report["removed_benchmark_by_name"]["math500"] == len(m500)
+    assert {int(r["level"]) for r in read(out)} == {3, 4, 5}
+
+
+def test_subject_level_and_split_filters_select_exactly_the_matching_rows(shared_data, tmp_path):
+    out = tmp_path / "nt.jsonl"
+    assert run("build", "--preset", "math", "--source", shared_data / "train/math_full.jsonl", "--levels", "5",
+               "--subjects", "Number Theory", "--split-filter", "train", "--no-decontaminate", "--no-dedup",
+               "--out", out) == 0
+    expected = [r["id"] for r in read(shared_data / "train/math_full.jsonl")
+                if r["level"] == 5 and r["subject"] == "Number Theory" and r["split"] == "train"]
+    assert [r["id"] for r in read(out)] == expected
+
+
+def test_deepscaler_difficulty_filter_keeps_only_problems_at_or_above_it(shared_data, tmp_path):
+    out = tmp_path / "ds.jsonl"
+    assert run("build", "--preset", "deepscaler", "--source", shared_data / "train/grpo_lead_stage2_3.jsonl",
+               "--min-difficulty", 3.5, "--no-decontaminate", "--no-dedup", "--out", out) == 0
+    src = read(shared_data / "train/grpo_lead_stage2_3.jsonl")
+    assert len(read(out)) == sum(float(r["difficulty"]) >= 3.5 for r in src) > 0
+
+
+@pytest.mark.parametrize("template, marker", [
+    ("lead", "Let's think step by step and output the final answer within \\boxed{}."),
+    ("r1", "Please reason step by step, and put your final answer within \\boxed{}."),
+    ("sober", "Therefore, the final answer is: $\\boxed{ANSWER}$. I hope it is correct"),
+])
+def test_paper_templates_wrap_the_problem(template, marker):
+    row = data.render({"id": "x", "problem": "What is 1+1?", "answer": "2"}, template, "text", None)
+    assert marker in row["prompt"] and "What is 1+1?" in row["prompt"] and row["label"] == "2"
+
+
+def test_messages_format_writes_chat_turns_with_the_system_prompt():
+    row = data.render({"id": "x", "problem": "P", "answer": "2"}, "r1", "messages", "be brief")
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"] and row["prompt"][1]["content"].startswith("P")
+
+
+def test_normalisation_ignores_typesetting_but_not_operators():
+    assert data.normalize_problem("Compute $x^{4}+j x^{2}$.") == data.normalize_problem("Compute $x^4 + jx^2.$")
+    assert data.normalize_problem("\\dfrac{1}{2}") == data.normalize_problem("\\frac12")
+    assert data.normalize_problem("roots of $z^4 - z^2 + 1$") != data.normalize_problem("roots of $z^4 + z^2 + 1$")
+
+
+def test_field_mapping_error_names_the_missing_field(shared_data, tmp_path, capsys):
+    assert run("build", "--preset", "jsonl", "--source", shared_data / "train/deepscaler_aime_1983_2023.jsonl",
+               "--problem-key", "question", "--no-decontaminate", "--out", tmp_path / "x.jsonl") == 2
+    assert "'question'" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
+
+
+def test_malformed_source_line_is_named(tmp_path, capsys):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"problem": "a", "answer": "1"}\n{not json\n')
+    assert run("build", "--preset", "jsonl", "--source", src, "--no-decontaminate", "--out", tmp_path / "o.jsonl") == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- curriculum
+def sha1(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+@pytest.fixture()
+def stage1(l35, tmp_path):
+    rows = l35[0][:6]
+    path = tmp_path / "stage1.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows, path
+
+
+def records(rows, spec):
+    """Contract-C records: spec = {row index: [(step, correct, total), ...]} keyed like the seam does."""
+    out = []
+    for i, steps in spec.items():
+        for step, correct, total in steps:
+            out.append({"step": step, "problem": sha1(rows[i]["prompt"])[:16], "prompt_sha1": sha1(rows[i]["prompt"]),
+                        "correct": correct, "total": total, "mean_length": 100.0})
+    return out
+
+
+def test_curriculum_picks_problems_at_or_below_the_threshold_and_merges(stage1, tmp_path):
+    rows, path = stage1
+    recs = records(rows, {0: [(1, 6, 8)],                 # 0.75: kept (<=)
+                          1: [(1, 7, 8)],                 # 0.875: dropped
+                          2: [(1, 4, 8), (2, 8, 8)],      # 12/16 = 0.75 over both steps: kept
+                          3: [(1, 8, 8), (2, 0, 8)],      # 0.5: kept
+                          4: [(1, 0, 8)]})                # 0.0: kept; row 5 has no record: not selected
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text(json.dumps({"prompt": "new problem", "label": "3", "problem": "new problem"}) + "\n"
+                     + json.dumps(rows[0]) + "\n")   # a duplicate of a selected problem is not merged twice
+    out = tmp_path / "stage2.jsonl"
+    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--threshold", 0.75,
+               "--merge", extra, "--out", out) == 0
+    got = [r.get("id", r["prompt"]) for r in read(out)]
+    assert got == [rows[0]["id"], rows[2]["id"], rows[3]["id"], rows[4]["id"], "new problem"]
+
+
+def test_curriculum_since_step_uses_only_later_records(stage1, tmp_path):
+    rows, path = stage1
+    recs = records(rows, {0: [(1, 0, 8), (5, 8, 8)], 1: [(1, 8, 8), (5, 0, 8)]})
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "s2.jsonl"
+    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--since-step", 5,
+               "--out", out) == 0
+    assert [r["id"] for r in read(out)] == [rows[1]["id"]]
+
+
+def test_curriculum_without_any_matching_record_is_an_error(stage1, tmp_path, capsys):
+    _, path = stage1
+    (tmp_path / "p.jsonl").write_text(json.dumps({"step": 1, "problem": "zz", "prompt_sha1": "0" * 40,
+                                                  "correct": 1, "total": 8, "mean_length": 1.0}) + "\n")
+    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--out", tmp_path / "o") == 2
+    assert "none of the 6 rows" in capsys.readouterr().err
+
+
+def test_curriculum_rejects_impossible_counts(stage1, tmp_path, capsys):
+    _, path = stage1
+    (tmp_path / "p.jsonl").write_text(json.dumps({"step": 1, "problem": "a", "prompt_sha1": "b",
+                                                  "correct": 9, "total": 8, "mean_length": 1.0}) + "\n")
+    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--out", tmp_path / "o") == 2
+    assert "correct=9" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_curriculum_matches_hashes_of_prompts_as_openrlhf_renders_them(stage1, tiny_qwen2, tmp_path):
+    """The trainer hashes the prompt OpenRLHF built (chat template applied); --tokenizer reproduces it."""
+    from openrlhf.datasets.prompts_dataset import preprocess_data
+    from transformers import AutoTokenizer
+    rows, path = stage1
+    tok = AutoTokenizer.from_pretrained(tiny_qwen2)
+    rendered = [preprocess_data(r, None, "prompt", "label", tok.apply_chat_template)[0] for r in rows]
+    recs = [{"step": 1, "problem": sha1(p)[:16], "prompt_sha1": sha1(p), "correct": c, "total": 8,
+             "mean_length": 1.0} for p, c in zip(rendered, (8, 2, 8, 8, 1, 8))]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "s2.jsonl"
+    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--tokenizer", tiny_qwen2,
+               "--out", out) == 0
+    assert [r["id"] for r in read(out)] == [rows[1]["id"], rows[4]["id"]]
