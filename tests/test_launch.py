@@ -1,0 +1,88 @@
+"""`lead-recipes launch`: the rendered train / sbatch / ray-job commands, overrides, refusal on a broken recipe or
+a missing dataset, and a real `--local` run of the training step in dry-run mode. (Submission to real Slurm is in
+test_slurm.py; `ray job submit` needs a Ray dashboard and is checked as rendered text only.)"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from launchers import launch
+from launchers.recipe import load_recipe
+
+
+def section(out: str, name: str) -> list[str]:
+    lines = out.splitlines()
+    return shlex.split(lines[lines.index(f"# {name}:") + 1])
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("LEAD_RECIPES_RUN_DIR", str(tmp_path / "run"))
+
+
+def test_dry_run_prints_the_train_command_of_the_recipe_with_overrides(capsys, tmp_path):
+    assert launch.main(["lead-1.5b", "--dry-run", "--set", "recipe.lead.aggregator=min_correct"]) == 0
+    cmd = section(capsys.readouterr().out, "command")
+    assert cmd == ["lead-recipes", "train", *load_recipe("lead-1.5b", ["recipe.lead.aggregator=min_correct"])
+                   .train_argv()]
+    assert cmd[cmd.index("--recipe.lead.aggregator") + 1] == "min_correct"
+    assert not (tmp_path / "run").exists()          # nothing written, nothing started
+
+
+def test_slurm_render_takes_resources_from_the_recipe_and_flags_override_them(capsys, tmp_path):
+    assert launch.main(["lead-1.5b", "--slurm", "--dry-run", "--nodes", "2", "--partition", "gpu", "--account",
+                        "acc", "--time", "01:00:00", "--set", "actor.num_nodes=2", "--set", "ref.num_nodes=2",
+                        "--set", "vllm.num_engines=8", "--set", "resources.nodes=2"]) == 0
+    sub = section(capsys.readouterr().out, "submit")
+    head, cmd = sub[:sub.index("--")], sub[sub.index("--") + 1:]
+    for opt in ("--nodes=2", "--partition=gpu", "--account=acc", "--time=01:00:00", "--gpus-per-node=4",
+                "--requeue", "--signal=B:USR1@600", "--ntasks-per-node=1"):
+        assert opt in head, opt
+    assert head[0] == "sbatch" and head[head.index(str(launch.SBATCH_SCRIPT)) + 1:][:2] == ["--run-dir",
+                                                                                           str(tmp_path / "run")]
+    assert cmd[1:] == ["train", *load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2",
+                                                           "vllm.num_engines=8", "resources.nodes=2"]).train_argv()]
+
+
+def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(capsys):
+    assert launch.main(["lead-1.5b", "--slurm", "--dry-run", "--gpus-per-node", "0", "--train-mode", "dry-run"]) == 0
+    sub = section(capsys.readouterr().out, "submit")
+    assert not [a for a in sub if a.startswith("--gpus-per-node=")]
+    assert sub[sub.index("--train-mode") + 1] == "dry-run" and "--dry-run" not in sub
+
+
+def test_ray_address_renders_a_ray_job_submission(capsys):
+    assert launch.main(["leash-1.5b", "--ray-address", "http://10.0.0.1:8265", "--dry-run", "--no-wait"]) == 0
+    sub = section(capsys.readouterr().out, "submit")
+    assert sub[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.1:8265"] and "--no-wait" in sub
+    assert sub[sub.index("--") + 1:] == ["lead-recipes", "train", *load_recipe("leash-1.5b").train_argv()]
+
+
+def test_sft_recipe_renders_a_deepspeed_train_sft_command(capsys):
+    assert launch.main(["grpo-lead-14b-sft", "--dry-run"]) == 0
+    assert section(capsys.readouterr().out, "command")[:3] == ["deepspeed", "--module", "openrlhf.cli.train_sft"]
+
+
+def test_broken_override_exits_2_naming_the_key(capsys):
+    assert launch.main(["lead-1.5b", "--dry-run", "--set", "actor.adam.lrate=1"]) == 2
+    assert "'actor.adam.lrate'" in capsys.readouterr().err
+
+
+def test_missing_dataset_refuses_to_run_and_prints_the_data_command(capsys, tmp_path):
+    assert launch.main(["lead-1.5b", "--local"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "data" / "math_l35_lead.jsonl") in err and "lead-recipes data build --preset math-l35" in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_local_launch_runs_the_real_train_command_in_dry_run_mode(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--local",
+                           "--train-mode", "dry-run"], capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '"method": "lead"' in proc.stdout and "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" in proc.stdout
+    assert (tmp_path / "run" / "launch.json").exists()
