@@ -51,8 +51,10 @@ def add_recipe_flags(parser: argparse.ArgumentParser) -> None:
                 kw["action"] = "store_true"
             else:
                 kw["type"] = typ
+                kw["metavar"] = typ.__name__.upper()
                 if "choices" in f.metadata:
                     kw["choices"] = f.metadata["choices"]
+                    kw["metavar"] = "{" + ",".join(f.metadata["choices"]) + "}"
             g.add_argument(_flag(section, f.name), **kw)
 
 

@@ -106,7 +106,8 @@ def whiten(a: torch.Tensor, lengths: torch.Tensor, mode: str = "token") -> tuple
         raise ValueError(f"BatchWhiten needs more than 1 {mode} in the batch, got {float(n)}")
     mean = (w * a).sum() / n
     var = (w * (a - mean).square()).sum() / (n - 1)
-    return (a - mean) * torch.rsqrt(var + WHITEN_EPS), float(mean), float(var.sqrt())
+    stats = torch.stack([mean, var]).tolist()
+    return (a - mean) * torch.rsqrt(var + WHITEN_EPS), stats[0], math.sqrt(stats[1])
 
 
 BASE_STATS = ("accuracy", "mean_length", "truncated_frac", "reward_mean", "reward_std", "advantage_mean",
