@@ -78,6 +78,7 @@ class RewardServer:
 
     # -------------------------------------------------------------- app
     def app(self, max_request_bytes: int) -> web.Application:
+        self.max_request_bytes = max_request_bytes
         app = web.Application(client_max_size=max_request_bytes, middlewares=[self._middleware])
         app.router.add_post("/get_reward", self.get_reward)
         app.router.add_get("/health", self.health)
@@ -146,8 +147,8 @@ class RewardServer:
     async def get_reward(self, request: web.Request) -> web.Response:
         try:
             raw = await request.read()
-        except web.HTTPRequestEntityTooLarge as e:
-            return _error(413, f"request body over {e.max_size} bytes (--serve.max_request_mb)")
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, f"request body over {self.max_request_bytes} bytes (--serve.max_request_mb)")
         try:
             body = json.loads(raw.decode("utf-8", "replace"))  # invalid UTF-8 → U+FFFD: the sample is still graded
         except (json.JSONDecodeError, RecursionError) as e:

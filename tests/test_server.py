@@ -1,0 +1,182 @@
+"""`lead-recipes serve` run for real on a 127.0.0.1 port (a subprocess started here), spoken to by OpenRLHF's own
+remote-RM client (`SingleTurnAgentExecutor._fetch_rewards_via_http`) and by raw aiohttp for the error paths."""
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import aiohttp
+import pytest
+
+from lead_recipes.grading import REWARD_LOG_KEYS
+
+TOKEN = "s3cret-token"
+PROMPT = "<|im_start|>user\nCompute 6*7. Box the answer.<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(*extra: str) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--port", str(port),
+                             "--grade.timeout_s", "2", "--grade.workers", "2", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise AssertionError("server did not become healthy")
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc, base = _start("--token", TOKEN, "--serve.max_request_mb", "4")
+    yield base
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+
+
+async def _post(url: str, body, headers=None) -> tuple[int, dict]:
+    async with aiohttp.ClientSession() as s:
+        kw = {"data": body} if isinstance(body, (bytes, str)) else {"json": body}
+        async with s.post(url, headers=headers, **kw) as r:
+            return r.status, await r.json(content_type=None)
+
+
+def post(url: str, body, headers=None) -> tuple[int, dict]:
+    return asyncio.run(_post(url, body, headers))
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+# ------------------------------------------------------------------------------------------------ protocol
+def test_openrlhf_client_gets_rewards_and_fixed_extra_logs(server):
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+    ex = SingleTurnAgentExecutor(f"{server}/get_reward?token={TOKEN}")
+    right = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "<think>hm</think>\\boxed{42}"], [PROMPT], ["42"]))[0]
+    wrong = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "\\boxed{41}"], [PROMPT], [42]))[0]
+    assert right["rewards"] == [1.0] and right["scores"] == [1.0]
+    assert wrong["rewards"] == [0.0] and wrong["extra_logs"]["status_wrong"] == [1.0]
+    assert list(right["extra_logs"]) == list(REWARD_LOG_KEYS) == list(wrong["extra_logs"])
+
+
+def test_empty_lists_give_empty_lists(server):
+    code, body = post(server + "/get_reward", {"query": [], "prompts": [], "labels": []}, AUTH)
+    assert code == 200 and body["rewards"] == [] and body["scores"] == []
+    assert all(body["extra_logs"][k] == [] for k in REWARD_LOG_KEYS)
+
+
+def test_health_is_open_and_json(server):
+    with urllib.request.urlopen(server + "/health", timeout=5) as r:
+        assert r.status == 200 and json.loads(r.read())["status"] == "ok"
+
+
+# ------------------------------------------------------------------------------------------------ errors
+@pytest.mark.parametrize("body,code", [
+    (b"{not json", 400),
+    ({"query": "not a list", "labels": ["1"]}, 422),
+    ({"query": ["a", "b"], "prompts": ["p"], "labels": ["1", "2"]}, 422),
+    ({"query": ["a"], "prompts": ["p"]}, 422),
+    ([1, 2, 3], 422),
+])
+def test_malformed_requests_get_a_clear_4xx_json_error(server, body, code):
+    got, payload = post(server + "/get_reward", body, AUTH)
+    assert got == code and isinstance(payload.get("error"), str) and payload["error"]
+
+
+def test_oversized_request_gets_413_json(server):
+    big = {"query": ["x" * (5 * 2 ** 20)], "prompts": [""], "labels": ["1"]}
+    code, payload = post(server + "/get_reward", big, AUTH)
+    assert code == 413 and "error" in payload
+
+
+def test_missing_or_wrong_token_is_401(server):
+    body = {"query": [PROMPT + "\\boxed{42}"], "prompts": [PROMPT], "labels": ["42"]}
+    assert post(server + "/get_reward", body)[0] == 401
+    assert post(server + "/get_reward", body, {"Authorization": "Bearer nope"})[0] == 401
+    assert post(server + "/get_reward", body, AUTH)[0] == 200
+
+
+def test_bad_samples_in_a_good_request_get_reward_zero_with_status(server):
+    body = {"query": [PROMPT + "\\boxed{42}", 12345, None, PROMPT + "\\boxed{42}"],
+            "prompts": [PROMPT, None, PROMPT, PROMPT], "labels": [None, "42", "42", "42"]}
+    code, out = post(server + "/get_reward", body, AUTH)
+    assert code == 200 and out["rewards"] == [0.0, 0.0, 0.0, 1.0]
+    assert out["extra_logs"]["status_error"] == [1.0, 0.0, 0.0, 0.0]
+    assert out["extra_logs"]["status_no_answer"] == [0.0, 1.0, 1.0, 0.0]
+
+
+def test_invalid_utf8_in_the_body_is_graded_not_rejected(server):
+    raw = b'{"query": ["\xff\xfe junk \\\\boxed{42}"], "prompts": [""], "labels": ["42"]}'
+    code, out = post(server + "/get_reward", raw, {**AUTH, "Content-Type": "application/json"})
+    assert code == 200 and out["rewards"] == [1.0]
+
+
+def test_one_megabyte_response_is_graded(server):
+    q = PROMPT + "think " * 200_000 + "\\boxed{42}"
+    code, out = post(server + "/get_reward", {"query": [q], "prompts": [PROMPT], "labels": ["42"]}, AUTH)
+    assert code == 200 and out["rewards"] == [1.0]
+
+
+# ------------------------------------------------------------------------------------------------ load + stats
+def test_concurrent_requests_all_succeed_with_their_own_rewards(server):
+    async def run():
+        async with aiohttp.ClientSession(headers=AUTH) as s:
+            async def one(i):
+                body = {"query": [PROMPT + f"\\boxed{{{i % 7}}}"], "prompts": [PROMPT], "labels": [str(i % 4)]}
+                async with s.post(server + "/get_reward", json=body) as r:
+                    return r.status, (await r.json())["rewards"][0]
+            return await asyncio.gather(*[one(i) for i in range(300)])
+
+    res = asyncio.run(run())
+    assert all(code == 200 for code, _ in res)
+    assert [r for _, r in res] == [1.0 if i % 7 == i % 4 else 0.0 for i in range(300)]
+
+
+def test_stats_report_requests_statuses_latency_and_restarts(server):
+    post(server + "/get_reward", {"query": ["\\boxed{1}"], "prompts": [""], "labels": ["1"]}, AUTH)
+    req = urllib.request.Request(server + "/stats", headers=AUTH)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        st = json.loads(r.read())
+    assert st["requests"] >= 1 and st["responses_by_code"]["200"] >= 1
+    assert st["samples_by_status"]["correct"] >= 1
+    assert 0 < st["latency_s"]["p50"] <= st["latency_s"]["p90"] <= st["latency_s"]["p99"]
+    assert st["worker_restarts"] >= 0 and "inflight" in st
+
+
+# ------------------------------------------------------------------------------------------------ shutdown
+@pytest.mark.timeout(120)
+def test_sigterm_finishes_in_flight_requests_then_exits_zero():
+    proc, base = _start()
+    try:
+        async def run():
+            bomb = {"query": ["\\boxed{9^{9^{9^{9^{9^{9}}}}}}"], "prompts": [""], "labels": ["1"]}
+            task = asyncio.create_task(_post(base + "/get_reward", bomb))
+            await asyncio.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            return await task
+
+        code, out = asyncio.run(run())
+        assert code == 200 and out["extra_logs"]["status_timeout"] == [1.0]
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
