@@ -83,9 +83,12 @@ def merge_recipe(recipe: Any) -> types.SimpleNamespace:
             ns.method = value
         elif key in SECTIONS:
             sec = getattr(ns, key)
+            types_ = {f.name: _base_type(f) for f in _fields(key)}
             for name, v in _as_mapping(value).items():
-                if not hasattr(sec, name):
+                if name not in types_:
                     raise ValueError(f"{_flag(key, name)} is not a recipe flag")
+                if types_[name] is float and isinstance(v, int) and not isinstance(v, bool):
+                    v = float(v)   # YAML `4096` for a float flag: keep controller state plain floats
                 setattr(sec, name, v)
         else:
             raise ValueError(f"--recipe.{key} is not a recipe flag or section")

@@ -110,3 +110,9 @@ def test_importing_flags_does_not_import_torch():
     code = "import sys, lead_recipes.flags; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_integer_values_for_float_flags_become_floats():
+    ns = merge_recipe({"leash": {"target_length": 4096, "lambda_init": 0}, "lead": {"b_max": 4000}})
+    assert type(ns.leash.target_length) is float and type(ns.leash.lambda_init) is float
+    assert type(ns.lead.b_max) is int

@@ -70,3 +70,12 @@ def test_shorter_better_unsolved_sol_is_mean_of_all_lengths():
 
 def test_shorter_better_single_correct_rollout_gets_exactly_alpha():
     assert step("shorter-better", [[0, 1, 0]], [[10, 777, 30]]).rewards[0, 1] == 2.0
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=st.floats(-1e6, 1e6, allow_nan=False), g=st.integers(2, 16), m=st.integers(1, 3))
+def test_all_equal_rows_of_any_value_normalise_to_exact_zero(value, g, m):
+    assert group_normalize(torch.full((m, g), value, dtype=torch.float64)).abs().sum() == 0

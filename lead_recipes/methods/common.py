@@ -86,14 +86,15 @@ def check_output(out: MethodOutput, keys: tuple[str, ...]) -> None:
 
 
 def group_normalize(r: torch.Tensor, eps: float = GROUP_EPS) -> torch.Tensor:
-    """A = (r − mean_g r) / (std_g r + ε) per row (unbiased std over all G); a row whose rewards are all equal
-    gets exactly 0 (§8; the explicit mask avoids 1e-17/ε residues from the float mean). The std is spelled out
-    because torch.std over a short inner dimension is ~30× slower than these five ops (bench_methods.py)."""
+    """A = (r − mean_g r) / (std_g r + ε) per row (unbiased std over all G). Rewards are shifted by the row's first
+    value before averaging, so a row whose rewards are all equal gets exactly 0 (§8) with no float residue of the
+    mean, and no extra mask. The std is spelled out: torch.std over a short inner dimension is ~30× slower than
+    these ops (bench_methods.py)."""
     g = r.shape[-1]
-    d = r - r.sum(-1, keepdim=True) / g
+    shifted = r - r[..., :1]
+    d = shifted - shifted.sum(-1, keepdim=True) / g
     std = ((d * d).sum(-1, keepdim=True) / (g - 1)).sqrt()
-    lo, hi = torch.aminmax(r, dim=-1, keepdim=True)
-    return d / (std + eps) * (hi != lo).to(r.dtype)
+    return d / (std + eps)
 
 
 def whiten(a: torch.Tensor, lengths: torch.Tensor, mode: str = "token") -> tuple[torch.Tensor, float, float]:
