@@ -1,0 +1,332 @@
+"""The experience-maker seam on real OpenRLHF objects and real rollouts (../shared/data/rollouts, graded by the
+package grader, lengths from the tiny Qwen2 tokenizer): advantages equal the method function's output for every
+method after OpenRLHF's own micro-batch reordering, γ = 1 returns equal OpenRLHF's loop, regrouping and failure
+paths, and the version/signature guard. Trainer save/restore lives in test_train_resume.py-style tests at the end
+(they start Ray once for this module)."""
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import random
+from types import SimpleNamespace as NS
+
+import pytest
+import torch
+
+from openrlhf.models.utils import compute_reward
+from openrlhf.trainer.ppo_utils.experience import Experience
+from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
+
+from lead_recipes import seam
+from lead_recipes.flags import default_recipe
+from lead_recipes.grading import REWARD_LOG_KEYS, get_grader
+from lead_recipes.methods import METHODS, RolloutBatch, build_method
+from lead_recipes.repetition import is_repetitive
+
+N = 8            # samples per prompt in the shared rollouts
+CAP = 768        # rollout cap for these tests (tiny tokenizer: many responses exceed it and count as truncated)
+PROMPTS = 40     # of the 100 groups, to keep the module quick
+
+
+def make_args(method="lead", cap=CAP, n=N, **reward):
+    recipe = default_recipe()
+    recipe.method = method
+    return NS(algo=NS(advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False),
+                      kl=NS(use_loss=False, estimator="k1")),
+              rollout=NS(n_samples_per_prompt=n, max_new_tokens=cap, micro_batch_size=4, max_tokens_per_gpu=6000),
+              reward=NS(clip_range=(-10, 10), overlong_buffer_len=reward.get("overlong_buffer_len"),
+                        overlong_penalty_factor=1.0, stop_properly_penalty_coef=None),
+              data=NS(max_len=cap + 256), train=NS(dynamic_batch_enable=True),
+              actor=NS(num_nodes=1, num_gpus_per_node=2), ds=NS(ring_attn_size=1, tensor_parallel_size=1),
+              ckpt=NS(path="unused"), recipe=recipe)
+
+
+def maker(args, kl_coef=0.0, cls=seam.RecipeExperienceMaker, tokenizer=None):
+    return cls(None, None, None, None, FixedKLController(kl_coef), NS(args=args), tokenizer or NS(pad_token_id=0))
+
+
+@pytest.fixture(scope="module")
+def rollouts(shared_data, tiny_qwen2):
+    """Per-sample records: problem q, sample j, prompt, label, token ids of the response, grade info."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tiny_qwen2)
+    groups = [json.loads(line) for line in (shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl").open()]
+    groups = groups[:PROMPTS]
+    items = [(g["answer"], s["response"], None) for g in groups for s in g["samples"]]
+    grades = get_grader().grade_many(items)
+    records = []
+    for q, g in enumerate(groups):
+        prompt = g["system_prompt"] + "\n" + g["problem"]
+        prompt_ids = tok(prompt)["input_ids"][:200]
+        for j, s in enumerate(g["samples"]):
+            grade = grades[q * N + j]
+            resp_ids = tok(s["response"])["input_ids"] + [tok.eos_token_id]
+            truncated = len(resp_ids) > CAP
+            info = {"correct": float(grade.correct), "repetitive": float(is_repetitive(s["response"]))}
+            info.update({f"status_{st}": float(grade.status == st) for st in
+                         ("correct", "wrong", "no_answer", "timeout", "error")})
+            info["grade_latency_s"] = float(grade.latency_s)
+            assert tuple(info) == REWARD_LOG_KEYS
+            records.append(dict(q=q, j=j, prompt=prompt, label=g["answer"], prompt_ids=prompt_ids,
+                                resp_ids=resp_ids[:CAP], truncated=truncated, info=info))
+    assert any(r["info"]["correct"] for r in records) and not all(r["info"]["correct"] for r in records)
+    return records
+
+
+def to_experience(rec, sample_id):
+    """One rollout as SamplesGenerator._process_response_into_experience builds it (B = 1)."""
+    ids = rec["prompt_ids"] + rec["resp_ids"]
+    seq = torch.tensor(ids)
+    action_mask = torch.zeros(len(ids) - 1, dtype=torch.long)
+    action_mask[len(rec["prompt_ids"]) - 1:] = 1
+    info = {k: torch.tensor([v]) for k, v in rec["info"].items()}
+    info["reward"] = torch.tensor([rec["info"]["correct"]])
+    info["sample_id"] = torch.tensor([float(sample_id)])
+    return Experience(sequences=seq[None], attention_mask=torch.ones_like(seq)[None], action_mask=action_mask[None],
+                      rewards=torch.tensor([rec["info"]["correct"]]), scores=torch.tensor([rec["info"]["correct"]]),
+                      response_length=torch.tensor([len(rec["resp_ids"])]), truncated=torch.tensor([rec["truncated"]]),
+                      total_length=torch.tensor([float(len(ids))]), prompts=[rec["prompt"]], labels=[rec["label"]],
+                      info=info)
+
+
+def micro_batches(records, args, seed=0, kl_scale=0.0):
+    """Groups in a random order (as ray.wait returns prompts), each group's samples contiguous and shuffled, then
+    OpenRLHF's own split_rollout_samples (dynamic batching: seq-len balanced partitions reorder the samples)."""
+    rng = random.Random(seed)
+    by_q = {}
+    for sid, rec in enumerate(records):
+        by_q.setdefault(rec["q"], []).append(sid)
+    order = list(by_q)
+    rng.shuffle(order)
+    samples = []
+    for q in order:
+        members = by_q[q][:]
+        rng.shuffle(members)
+        samples += [to_experience(records[sid], sid) for sid in members]
+    exps = maker(args, cls=RemoteExperienceMaker).split_rollout_samples(samples)
+    g = torch.Generator().manual_seed(seed)
+    for e in exps:  # what make_experience attaches without a reference model (kl = 0), or a synthetic KL
+        e.kl = torch.randn(e.action_mask.shape, generator=g) * kl_scale * e.action_mask
+    return exps
+
+
+def expected_output(records, method_name, cap=CAP):
+    """The method function on the batch in problem order, built from the records (not from `index`)."""
+    qs = sorted({r["q"] for r in records})
+    pos = {q: i for i, q in enumerate(qs)}
+    shape = (len(qs), N)
+    correct, lengths, trunc, rep = (torch.zeros(shape, dtype=torch.bool), torch.zeros(shape),
+                                    torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool))
+    for r in records:
+        i, j = pos[r["q"]], r["j"]
+        correct[i, j], lengths[i, j] = bool(r["info"]["correct"]), min(len(r["resp_ids"]), cap)
+        trunc[i, j], rep[i, j] = r["truncated"], bool(r["info"]["repetitive"])
+    out = build_method(make_args(method_name).recipe).step(
+        RolloutBatch(correct=correct, lengths=lengths, max_new_tokens=cap, truncated=trunc, repetitive=rep))
+    return {sid: (out.advantages[pos[r["q"]], r["j"]].item(), out.rewards[pos[r["q"]], r["j"]].item())
+            for sid, r in enumerate(records)}, out
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_seam_advantages_equal_method_output_after_openrlhf_reordering(rollouts, method):
+    args = make_args(method)
+    exps = micro_batches(rollouts, args)
+    assert [int(i) for e in exps for i in e.info["sample_id"]] != sorted(range(len(rollouts)))  # really reordered
+    seam_maker = maker(args)
+    seam_maker.compute_advantages_and_returns(exps)
+    expected, _ = expected_output(rollouts, method)
+    for e in exps:
+        for b, sid in enumerate(e.info["sample_id"].long().tolist()):
+            adv = expected[sid][0]
+            mask = e.action_mask[b].bool()
+            assert torch.allclose(e.advantages[b][mask], torch.full((int(mask.sum()),), adv), atol=1e-5), sid
+            assert e.info["recipe_advantage"][b].item() == pytest.approx(adv, abs=1e-5)
+            assert e.info["recipe_reward"][b].item() == pytest.approx(expected[sid][1], abs=1e-5)
+
+
+def test_permuting_rollouts_permutes_advantages(rollouts):
+    per_seed = []
+    for seed in (1, 2):
+        exps = micro_batches(rollouts, make_args("lead"), seed=seed)
+        maker(make_args("lead")).compute_advantages_and_returns(exps)
+        per_seed.append({int(s): e.info["recipe_advantage"][b].item()
+                         for e in exps for b, s in enumerate(e.info["sample_id"])})
+    assert per_seed[0].keys() == per_seed[1].keys()
+    assert all(per_seed[0][k] == pytest.approx(per_seed[1][k], abs=1e-5) for k in per_seed[0])
+
+
+def test_per_token_returns_equal_openrlhf_compute_reward_and_loop_without_kl_in_reward(rollouts):
+    # kl = 0 in the reward (no reference model, or --algo.kl.use_loss): one non-zero per row, so exactly equal
+    args = make_args("grpo")
+    exps = micro_batches(rollouts, args)
+    seam_maker = maker(args, kl_coef=0.01)
+    seam_maker.compute_advantages_and_returns(exps)
+    for e in exps:
+        reward = compute_reward(e.info["recipe_advantage"], 0.01, torch.zeros(e.action_mask.shape),
+                                action_mask=e.action_mask, reward_clip_range=(-10, 10))
+        want = RemoteExperienceMaker.get_cumulative_returns(None, reward, e.action_mask, 1.0)
+        assert torch.equal(e.returns, want)
+        assert torch.equal(e.advantages, e.returns)
+        assert torch.equal(e.info["return"], reward.sum(-1))
+        assert e.kl is None
+
+
+def test_per_token_returns_with_kl_in_reward_match_openrlhf_loop_within_its_rounding(rollouts):
+    """With KL in the reward every token adds a term; OpenRLHF's loop accumulates float32 rounding (~1e-6 over
+    ~1k tokens), the cumsum accumulates in float64. Ours is within 1e-6 of the exact sum and never further from
+    the loop than the loop is from the exact sum (+1e-6)."""
+    args = make_args("grpo")
+    exps = micro_batches(rollouts, args, kl_scale=0.05)
+    kls = [e.kl.clone() for e in exps]
+    maker(args, kl_coef=0.1).compute_advantages_and_returns(exps)
+    for e, kl in zip(exps, kls):
+        reward = compute_reward(e.info["recipe_advantage"], 0.1, kl, action_mask=e.action_mask,
+                                reward_clip_range=(-10, 10))
+        loop = RemoteExperienceMaker.get_cumulative_returns(None, reward, e.action_mask, 1.0)
+        exact = (e.action_mask * reward.double()).flip(-1).cumsum(-1).flip(-1)
+        assert (e.returns.double() - exact).abs().max() <= 1e-6
+        loop_err = (loop.double() - exact).abs().max().item()
+        assert (e.returns - loop).abs().max().item() <= loop_err + 1e-6
+        assert torch.allclose(e.info["return"], reward.sum(-1), atol=1e-6)
+
+
+def _realistic_rewards(dtype, rows=16, width=1500, seed=0):
+    """compute_reward's output shape of values: small per-token KL terms plus one outcome value at EOS."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.zeros(rows, width, dtype=torch.bool)
+    ends = torch.randint(1, width - 50, (rows,), generator=g)
+    mask[torch.arange(width)[None, :] < ends[:, None]] = True
+    rewards = torch.randn(rows, width, generator=g) * 1e-4
+    rewards[torch.arange(rows), ends - 1] += torch.randn(rows, generator=g) * 2
+    return rewards.to(dtype), mask
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_vectorised_cumulative_returns_equal_openrlhf_loop(dtype):
+    rewards, mask = _realistic_rewards(dtype)
+    ours = maker(make_args()).get_cumulative_returns(rewards, mask, 1.0)
+    stock = RemoteExperienceMaker.get_cumulative_returns(None, rewards, mask, 1.0)
+    assert ours.dtype == stock.dtype == dtype
+    # the loop adds in `dtype` (float32 rounding accumulates over ~1k tokens); the cumsum accumulates in float64
+    exact = (mask * rewards.double()).flip(-1).cumsum(-1).flip(-1)
+    loop_err = (stock.double() - exact).abs().max().item()
+    assert (ours.double() - exact).abs().max() <= 1e-6
+    assert (ours.double() - stock.double()).abs().max() <= loop_err + 1e-6
+    if dtype == torch.float64:
+        assert (ours - stock).abs().max() <= 1e-9
+
+
+def test_vectorised_cumulative_returns_keep_bf16_dtype_within_one_rounding():
+    rewards, mask = _realistic_rewards(torch.bfloat16)
+    ours = maker(make_args()).get_cumulative_returns(rewards, mask, 1.0)
+    stock = RemoteExperienceMaker.get_cumulative_returns(None, rewards, mask, 1.0)
+    assert ours.dtype == torch.bfloat16
+    assert torch.allclose(ours.float(), stock.float(), rtol=2 ** -7, atol=1e-6)
+
+
+def test_gamma_below_one_falls_back_to_openrlhf_loop():
+    rewards, mask = torch.randn(4, 50), torch.ones(4, 50, dtype=torch.bool)
+    ours = maker(make_args()).get_cumulative_returns(rewards, mask, 0.9)
+    assert torch.equal(ours, RemoteExperienceMaker.get_cumulative_returns(None, rewards, mask, 0.9))
+
+
+def test_dapo_overlong_penalty_is_added_to_method_advantage(rollouts):
+    args = make_args("grpo", overlong_buffer_len=256)
+    exps = micro_batches(rollouts, args)
+    lengths = {int(s): e.response_length[b].item() for e in exps for b, s in enumerate(e.info["sample_id"])}
+    maker(args).compute_advantages_and_returns(exps)
+    expected, _ = expected_output(rollouts, "grpo")
+    for e in exps:
+        for b, sid in enumerate(e.info["sample_id"].long().tolist()):
+            penalty = -min(max(lengths[sid] - (CAP - 256), 0), 256) / 256
+            assert e.info["recipe_advantage"][b].item() == pytest.approx(expected[sid][0] + penalty, abs=1e-5)
+
+
+def test_mixed_prompt_group_is_rejected(rollouts):
+    args = make_args("grpo")
+    exps = micro_batches(rollouts[: 2 * N], args)
+    a, b = exps[0], exps[-1]
+    a.index[0], b.index[-1] = b.index[-1], a.index[0]  # swap two samples of different prompts across groups
+    if a.prompts[0] == b.prompts[-1]:
+        pytest.skip("picked two samples of the same prompt")
+    with pytest.raises(ValueError, match="mixes"):
+        maker(args).compute_advantages_and_returns(exps)
+
+
+def test_non_permutation_indices_are_rejected(rollouts):
+    exps = micro_batches(rollouts[: 2 * N], make_args("grpo"))
+    exps[0].index[0] = exps[-1].index[-1]
+    with pytest.raises(ValueError, match="permutation"):
+        maker(make_args("grpo")).compute_advantages_and_returns(exps)
+
+
+def test_missing_correct_key_names_the_reward_function(rollouts):
+    exps = micro_batches(rollouts[: 2 * N], make_args("grpo"))
+    del exps[0].info["correct"]
+    with pytest.raises(ValueError, match="reward function"):
+        maker(make_args("grpo")).compute_advantages_and_returns(exps)
+
+
+def test_non_group_estimator_is_refused():
+    args = make_args()
+    args.algo.advantage.estimator = "reinforce_baseline"
+    with pytest.raises(ValueError, match="group_norm"):
+        maker(args)
+
+
+def test_stats_count_grading_statuses_and_problems_are_recorded(rollouts):
+    args = make_args("lead")
+    exps = micro_batches(rollouts, args)
+    m = maker(args)
+    m.compute_advantages_and_returns(exps)
+    n_correct = sum(r["info"]["correct"] for r in rollouts)
+    assert m.last_stats["recipe/grading/correct_count"] == n_correct
+    assert sum(m.last_stats[f"recipe/grading/{s}_count"] for s in ("correct", "wrong", "no_answer", "timeout",
+                                                                   "error")) == len(rollouts)
+    assert m.last_stats["recipe/grading/status_missing"] == 0.0
+    assert m.last_stats["recipe/correct_rate"] == pytest.approx(n_correct / len(rollouts))
+    assert any(k.startswith("recipe/lead/") for k in m.last_stats)
+    assert len(m.last_problems) == PROMPTS
+    assert sum(p["correct"] for p in m.last_problems) == n_correct
+    assert {p["total"] for p in m.last_problems} == {N}
+
+
+def test_recipe_state_is_json_and_pickle_safe():
+    method = build_method(make_args("leash").recipe)
+    state = seam.recipe_client_state(method, "abc123")
+    assert json.loads(json.dumps(state)) == state
+    assert pickle.loads(pickle.dumps(make_args("lead").recipe)) == make_args("lead").recipe
+
+
+def test_resumed_checkpoint_without_recipe_state_is_an_error():
+    method = build_method(make_args("lead").recipe)
+    with pytest.raises(RuntimeError, match="refusing"):
+        seam.restore_recipe_state(method, {"global_step": 5})
+    assert seam.restore_recipe_state(method, {"global_step": 0}) is False
+
+
+def test_recipe_state_of_another_method_is_refused():
+    state = seam.recipe_client_state(build_method(make_args("lead").recipe), None)
+    with pytest.raises(RuntimeError, match="leash"):
+        seam.restore_recipe_state(build_method(make_args("leash").recipe), {"global_step": 3, "recipe": state})
+
+
+def test_version_guard_passes_on_installed_openrlhf():
+    seam.check_openrlhf()
+
+
+def test_version_guard_names_a_changed_signature(monkeypatch):
+    def changed(self, rewards, action_mask, gamma, extra):  # pragma: no cover - never called
+        return rewards
+    monkeypatch.setattr(RemoteExperienceMaker, "get_cumulative_returns", changed)
+    with pytest.raises(seam.OpenRLHFMismatch, match="get_cumulative_returns"):
+        seam.check_openrlhf()
+
+
+def test_version_guard_names_a_different_version(monkeypatch):
+    real = seam.importlib.metadata.version
+    monkeypatch.setattr(seam.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name))
+    with pytest.raises(seam.OpenRLHFMismatch, match="0.12.0"):
+        seam.check_openrlhf()
