@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import collections
 import concurrent.futures as cf
+import math
 import multiprocessing
 import os
 import re
@@ -160,6 +161,35 @@ def fast_verdict(gold: str, pred: str) -> bool | None:
     if gold == pred and _SAFE_IDENTICAL_RE.fullmatch(gold) and _balanced(gold):
         return True
     return None
+
+
+_POW_CHAIN_RE = re.compile(r"\d+(?:\s*\^\s*\{?\s*\(?\s*\d+)+")
+_BIG_FACTORIAL_RE = re.compile(r"\d{6,}\s*\)?\s*!")
+_EXPLOSIVE_DIGITS = 1e6
+
+
+def explosive(ans: str) -> bool:
+    """True when `ans` holds an integer power tower or factorial with more than ~10^6 digits (`9^{9^{9^9}}`,
+    `2^{10^{7}}`, `(10^{6})!`). sympy would build that integer in C, where no signal interrupts it; math-verify
+    cannot finish either (its verdict is a timeout, i.e. False), so we answer `timeout` without starting it."""
+    if _BIG_FACTORIAL_RE.search(ans):
+        return True
+    for m in _POW_CHAIN_RE.finditer(ans):
+        nums = [int(x) for x in re.findall(r"\d+", m.group(0)[:200])]
+        log10_v = 0.0                  # log10 of the tower's value, evaluated from the top exponent down
+        for i, n in enumerate(reversed(nums)):
+            if i == 0:
+                log10_v = math.log10(n) if n > 0 else 0.0
+                continue
+            if n <= 1:
+                log10_v = 0.0
+                continue
+            if log10_v > 300:          # the exponent alone has > 300 digits: the value is astronomically large
+                return True
+            log10_v = 10 ** log10_v * math.log10(n)
+        if log10_v > _EXPLOSIVE_DIGITS:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------------- worker side
@@ -332,6 +362,8 @@ class Grader:
                 return self._done(out, "error", extracted, t0)
             key = (gold_n, extracted)
             verdict = fast_verdict(gold_n, extracted)
+            if verdict is None and extracted != gold_n and explosive(extracted):
+                return self._done(out, "timeout", extracted, t0)
             if verdict is None:
                 with self._lock:
                     verdict = self._cache.get(key)

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lead_recipes.grading import (REWARD_LOG_KEYS, STATUSES, Grade, Grader, _worker_chunk, extract_final_answer,
-                                  fast_verdict, get_grader, normalize_answer, reward_extra_logs)
+from lead_recipes.grading import (REWARD_LOG_KEYS, STATUSES, Grade, Grader, _worker_chunk, explosive,
+                                  extract_final_answer, fast_verdict, get_grader, normalize_answer, reward_extra_logs)
 
 TIMEOUT_S = 2.0
 HARD_S = TIMEOUT_S + 0.5 + 0.25   # soft limit + grace + chunk budget (grading.py)
@@ -210,6 +210,21 @@ def test_power_tower_bomb_times_out_within_the_limit(grader):
     assert g.status == "timeout" and time.perf_counter() - t < HARD_S + 0.5
 
 
+@pytest.mark.parametrize("bomb", [r"2^{2^{100}}", r"10^{10^{7}}", r"9^{9^{9^{9}}}", "1000000!"])
+def test_explosive_integer_powers_are_timeout_without_starting_sympy(grader, bomb):
+    before = grader.stats()["worker_restarts"]
+    g = grader.grade("1", rf"so \boxed{{{bomb}}}")
+    assert explosive(bomb) and g.status == "timeout" and g.latency_s < 0.1
+    assert grader.stats()["worker_restarts"] == before
+
+
+def test_moderate_powers_are_still_verified(grader):
+    assert not explosive(r"2^{1000}") and not explosive(r"3^{3^{3}}") and not explosive(r"x^{2^{100}}")
+    assert grader.grade("1024", given_answer=r"2^{10}").status == "correct"
+    assert grader.grade(r"3^{27}", given_answer=r"3^{3^{3}}").status == "correct"
+    assert grader.grade(r"2^{2^{100}}", given_answer=r"2^{2^{100}}").status == "correct"  # identical: fast path
+
+
 def test_300_term_sum_bomb_times_out_within_the_limit(grader):
     t = time.perf_counter()
     g = grader.grade("1", given_answer="+".join(f"x^{{{i}}}" for i in range(300)))
@@ -218,7 +233,7 @@ def test_300_term_sum_bomb_times_out_within_the_limit(grader):
 
 def test_bomb_in_a_batch_does_not_change_its_neighbours(grader):
     items = [(str(i), None, str(i)) for i in range(20)]
-    items[7] = ("1", None, r"9^{9^{9^{9^{9^{9}}}}}")
+    items[7] = ("1", None, "+".join(f"x^{{{i}}}" for i in range(300)))  # reaches a worker (not pre-screened)
     items += [(r"\frac{1}{3}", None, r"\frac{2}{6}"), (r"\frac{1}{3}", None, "0.3")]
     got = grader.grade_many(items)
     assert [g.status for g in got] == ["correct"] * 7 + ["timeout"] + ["correct"] * 12 + ["correct", "wrong"]
