@@ -216,7 +216,7 @@ class ReplayBackend:
     name = "replay"
     prompt_mode = "none"
 
-    def __init__(self, path: str | Path, tokenizer=None, chunk_size: int = 4096):
+    def __init__(self, path: str | Path, tokenizer=None, chunk_size: int = 16384):
         from evaluation.benchmarks import read_jsonl_file  # noqa: PLC0415
         self.path, self.tokenizer, self.chunk_size = str(path), tokenizer, chunk_size
         self.rows: dict[tuple, dict] = {}

@@ -65,7 +65,30 @@ def default_ks(n: int) -> list[int]:
 
 def majority_vote(votes: Sequence[Vote], equivalent_many: Callable[[list[tuple[str, str]]], list[bool]]
                   ) -> bool:
-    """Cons@k verdict of one problem (algorithms.md §4.4/§8 convention): True iff the largest answer class is correct.
+    """Cons@k verdict of one problem; see `majority_votes`."""
+    return majority_votes([votes], equivalent_many)[0]
+
+
+def _vote_plan(votes: Sequence[Vote]):
+    """(verdict or None, correct_idx, wrong distinct answers in first-appearance order, first index, counts)."""
+    voting = [(i, v) for i, v in enumerate(votes) if v.answer is not None and not v.truncated]
+    correct_idx = [i for i, v in voting if v.correct]
+    wrong = [(i, v.answer.strip()) for i, v in voting if not v.correct]
+    if not correct_idx:
+        return False, None, None, None, None
+    if len(correct_idx) > len(wrong):
+        return True, None, None, None, None
+    first: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for i, a in wrong:
+        first.setdefault(a, i)
+        count[a] = count.get(a, 0) + 1
+    return None, correct_idx, sorted(first, key=first.get), first, count
+
+
+def majority_votes(problems: Sequence[Sequence[Vote]],
+                   equivalent_many: Callable[[list[tuple[str, str]]], list[bool]]) -> list[bool]:
+    """Cons@k verdicts (algorithms.md §4.4/§8 convention): True iff the largest answer class is correct.
 
     - Unparsable (answer None) and truncated samples do not vote; if none vote, the problem is wrong.
     - Classes are answer-equivalence classes. Every answer graded correct is equivalent to the gold answer, so all
@@ -76,36 +99,27 @@ def majority_vote(votes: Sequence[Vote], equivalent_many: Callable[[list[tuple[s
     - Ties break by the earliest sample index of each class (deterministic; verl's `calc_maj_val` keeps the
       first-inserted key among ties).
     Grader calls are skipped when they cannot change the verdict (no correct vote, or more correct votes than
-    wrong ones)."""
-    voting = [(i, v) for i, v in enumerate(votes) if v.answer is not None and not v.truncated]
-    if not voting:
-        return False
-    correct_idx = [i for i, v in voting if v.correct]
-    wrong = [(i, v.answer.strip()) for i, v in voting if not v.correct]
-    if not correct_idx:
-        return False
-    if len(correct_idx) > len(wrong):
-        return True
-    # Distinct wrong answer strings in order of first appearance, with their vote counts.
-    first: dict[str, int] = {}
-    count: dict[str, int] = {}
-    for i, a in wrong:
-        first.setdefault(a, i)
-        count[a] = count.get(a, 0) + 1
-    distinct = sorted(first, key=first.get)
-    pairs = [(distinct[a], distinct[b]) for b in range(len(distinct)) for a in range(b)]
-    eq = dict(zip(pairs, equivalent_many(pairs))) if pairs else {}
-    classes: list[list[str]] = []            # each class: [representative, members...]
-    for ans in distinct:
-        for cls in classes:
-            if eq[(cls[0], ans)]:
-                cls.append(ans)
-                break
-        else:
-            classes.append([ans])
-    best_wrong = max(((sum(count[a] for a in cls), -first[cls[0]]) for cls in classes), default=(0, 0))
-    right = (len(correct_idx), -correct_idx[0])
-    return right > best_wrong
+    wrong ones), and all needed pairs of all problems go to the grader in one batch."""
+    plans = [_vote_plan(v) for v in problems]
+    needed = sorted({(d[a], d[b]) for verdict, _, d, _, _ in plans if verdict is None
+                     for b in range(len(d)) for a in range(b)})
+    eq = dict(zip(needed, equivalent_many(needed))) if needed else {}
+    out = []
+    for verdict, correct_idx, distinct, first, count in plans:
+        if verdict is not None:
+            out.append(verdict)
+            continue
+        classes: list[list[str]] = []            # each class: [representative, members...]
+        for ans in distinct:
+            for cls in classes:
+                if eq[(cls[0], ans)]:
+                    cls.append(ans)
+                    break
+            else:
+                classes.append([ans])
+        best_wrong = max((sum(count[a] for a in cls), -first[cls[0]]) for cls in classes)
+        out.append((len(correct_idx), -correct_idx[0]) > best_wrong)
+    return out
 
 
 def aes(acc_model: float, len_model: float, acc_base: float, len_base: float,
@@ -155,11 +169,10 @@ def benchmark_metrics(problems: Sequence[Sequence[dict]], equivalent_many, ks: S
     seed_std = mean_and_stderr(seed_accs)[1] * math.sqrt(n) if n > 1 else 0.0
     samples = [s for p in problems for s in p]
     total = len(samples)
-    cons = {}
-    for k in ks:
-        verdicts = [majority_vote([Vote(s["extracted"], bool(s["truncated"]), bool(s["correct"])) for s in p[:k]],
-                                  equivalent_many) for p in problems]
-        cons[str(k)] = sum(verdicts) / len(verdicts)
+    votes = [[Vote(s["extracted"], bool(s["truncated"]), bool(s["correct"])) for s in p] for p in problems]
+    verdicts = majority_votes([v[:k] for k in ks for v in votes], equivalent_many)
+    m = len(problems)
+    cons = {str(k): sum(verdicts[j * m:(j + 1) * m]) / m for j, k in enumerate(ks)}
     return {
         "accuracy": acc,
         "accuracy_stderr": se,
