@@ -84,3 +84,19 @@ def test_replay_from_rollouts_grades_and_chunks_the_shared_file(tmp_path, capsys
 def test_replay_needs_exactly_one_input(tmp_path):
     with pytest.raises(SystemExit):
         cli_main(["replay", "-o", str(tmp_path / "o.jsonl")])
+
+
+def test_from_rollouts_counts_lengths_with_a_real_tokenizer(tmp_path, tiny_qwen2):
+    from transformers import AutoTokenizer
+    texts = ["The sum is \\boxed{3}.", "I think it is \\boxed{4} after a long detour of thought.",
+             "Let x = 1. Then x + 2 = 3, so \\boxed{3}.", "no idea"]
+    src = tmp_path / "rollouts.jsonl"
+    src.write_text(json.dumps({"id": "a", "problem": "1+2?", "answer": "3",
+                               "samples": [{"response": t} for t in texts]}) + "\n")
+    built, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
+    assert cli_main(["replay", "--from-rollouts", str(src), "--tokenizer", str(tiny_qwen2), "-o", str(out),
+                     "--write-input", str(built), "--recipe.method", "grpo-lead"]) == 0
+    group = json.loads(built.read_text())["groups"][0]
+    tok = AutoTokenizer.from_pretrained(str(tiny_qwen2))
+    assert group["lengths"] == [len(tok.encode(t, add_special_tokens=False)) + 1 for t in texts]
+    assert group["correct"] == [True, False, True, False]
