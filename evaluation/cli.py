@@ -23,6 +23,16 @@ def _int_list(text: str) -> list[int]:
     return vals
 
 
+def _field_map(text: str) -> dict:
+    out = {}
+    for part in text.split(","):
+        key, _, col = part.partition("=")
+        if key.strip() not in ("id", "problem", "answer") or not col.strip():
+            raise argparse.ArgumentTypeError(f"expected id=COL,problem=COL,answer=COL, got {text!r}")
+        out[key.strip()] = col.strip()
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lead-recipes eval", description=__doc__.split("\n")[0],
                                 epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
@@ -32,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated: names (%(default)s), or name=path.jsonl / name=hf:owner/dataset:split")
     p.add_argument("--preset", default="sober", choices=sorted(PRESETS))
     p.add_argument("--data-dir", help="directory with <benchmark>.jsonl files (default: the HF hub copies)")
+    p.add_argument("--field-map", type=_field_map, help="column names for custom/hub sources, e.g. "
+                   "problem=question,answer=final_answer,id=unique_id")
     p.add_argument("--output", required=True, help="run directory (rerun the same command to resume)")
     p.add_argument("--base", help="base-model run directory or summary.json: adds AES to the summary")
     g = p.add_argument_group("protocol overrides (default: the preset's value; all recorded in summary.json)")
@@ -118,7 +130,7 @@ def run_main(argv: list[str]) -> int:
                                 prompt_template=args.prompt_template,
                                 chat_template_enable=args.chat_template_enable, system_prompt=args.system_prompt)
         specs = [s.strip() for s in args.benchmarks.split(",") if s.strip()]
-        benchmarks = load_benchmarks(specs, args.data_dir, args.limit)
+        benchmarks = load_benchmarks(specs, args.data_dir, args.limit, args.field_map)
         sources = {parse_spec(s)[0]: (parse_spec(s)[1] or
                                       (str(Path(args.data_dir) / f"{parse_spec(s)[0]}.jsonl") if args.data_dir
                                        else "hf-hub default")) for s in specs}

@@ -180,3 +180,28 @@ def test_import_evaluation_does_not_import_the_training_stack():
             "if m in sys.modules]\nprint(bad)\nsys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_custom_benchmark_field_map_and_base_aes_through_the_cli(rollouts, tiny_qwen2, tmp_path):
+    d, groups = rollouts
+    (tmp_path / "renamed.jsonl").write_text("".join(json.dumps({"uid": g["id"], "question": g["problem"],
+                                                                "final_answer": [g["answer"]]}) + "\n"
+                                                    for g in groups[:4]))
+    common = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
+              f"math100={tmp_path / 'renamed.jsonl'}", "--field-map", "id=uid,problem=question,answer=final_answer",
+              "--max-new-tokens", "4096", "--tokenizer", str(tiny_qwen2), "--no-progress_enable", "--no-plots_enable"]
+    assert cli.main(common + ["--n", "2", "--output", str(tmp_path / "base")]) == 0
+    assert cli.main(common + ["--n", "8", "--output", str(tmp_path / "model"), "--base", str(tmp_path / "base")]) == 0
+    model = json.loads((tmp_path / "model" / "summary.json").read_text())
+    base = json.loads((tmp_path / "base" / "summary.json").read_text())
+    assert model["benchmarks"]["math100"]["n_problems"] == 4
+    want = metrics.aes(model["average"]["accuracy"], model["average"]["mean_length"], base["average"]["accuracy"],
+                       base["average"]["mean_length"])
+    assert model["aes"]["overall"] == want
+    assert "AES" in (tmp_path / "model" / "report.md").read_text()
+
+
+def test_lead_recipes_eval_dispatch_reports_bad_input_clearly(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "eval", "compare", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "not found" in res.stderr
