@@ -389,7 +389,8 @@ class Grader:
         with self._lock:
             return {"counts": {s: self.counts.get(s, 0) for s in STATUSES}, "worker_restarts": self.worker_restarts,
                     "pending": len(self._pending), "inflight_chunks": self._inflight, "cache_entries": len(self._cache),
-                    "workers": self.workers, "pool_started": self._pool is not None}
+                    "workers": self.workers, "pool_started": self._pool is not None,
+                    "worker_pids": self.worker_pids()}
 
     def worker_pids(self) -> list[int]:
         """PIDs of the live worker processes (read from pebble's pool manager; [] if unavailable)."""
