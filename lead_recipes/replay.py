@@ -221,6 +221,8 @@ def main(argv: list[str]) -> int:
                 Path(args.write_input).write_text("".join(json.dumps(r) + "\n" for r in records))
         else:
             records = read_jsonl(Path(args.input))
+        if not records:
+            raise ValueError(f"{args.input or args.from_rollouts}: no steps to replay")
         lines = replay(records, method, args.max_new_tokens)
     except (ValueError, OSError) as e:
         print(f"lead-recipes replay: {e}", file=sys.stderr)

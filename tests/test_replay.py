@@ -100,3 +100,17 @@ def test_from_rollouts_counts_lengths_with_a_real_tokenizer(tmp_path, tiny_qwen2
     tok = AutoTokenizer.from_pretrained(str(tiny_qwen2))
     assert group["lengths"] == [len(tok.encode(t, add_special_tokens=False)) + 1 for t in texts]
     assert group["correct"] == [True, False, True, False]
+
+
+def test_empty_input_is_an_error(tmp_path, capsys):
+    src = tmp_path / "empty.jsonl"
+    src.write_text("\n")
+    assert cli_main(["replay", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert "no steps to replay" in capsys.readouterr().err
+
+
+def test_non_json_line_names_the_line(tmp_path, capsys):
+    src = tmp_path / "bad.jsonl"
+    src.write_text(json.dumps(STEPS[0]) + "\n{not json\n")
+    assert cli_main(["replay", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert "bad.jsonl:2: not JSON" in capsys.readouterr().err
