@@ -66,7 +66,13 @@ class Method:
         check_output(out, self.STATS_KEYS)
         return out
 
+    @classmethod
+    def from_recipe(cls, ns: Any) -> "Method":  # pragma: no cover - abstract
+        """Build from a validated nested recipe namespace (its section of --recipe.* flags)."""
+        raise NotImplementedError
+
     def _step(self, batch: RolloutBatch) -> MethodOutput:  # pragma: no cover - abstract
+        """The method on a batch already validated by `check_batch` (bool flags, float64 lengths)."""
         raise NotImplementedError
 
     # -- checkpoint state: {"method": name, "version": 1, "controller": {...} | None}, JSON-able --
