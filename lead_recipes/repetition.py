@@ -3,9 +3,13 @@
 A response is repetitive when, for some n ≤ 30, its whitespace-split words cut into non-overlapping n-word chunks
 (aligned at offset 0) contain ≥ 10 identical adjacent chunks, or when one whitespace token has ≥ 120 characters.
 Reference: `aeroplanepaper/GRPO-LEAD deepscaler/rewards/math_reward.py` (`max_continuous_ngram`,
-`find_largest_word`). Pure string work: no regex backtracking, no eval; O(30 · words).
+`find_largest_word`). Pure string work: no regex backtracking, no eval; O(30 · words). `is_repetitive` compares
+chunks in numpy over exact word ids (the reward path calls it once per sample); `longest_chunk_run` is the plain
+Python statement of the rule, kept as the reference the fast path is tested against.
 """
 from __future__ import annotations
+
+import numpy as np
 
 MAX_N = 30
 MIN_REPEATS = 10
@@ -29,10 +33,25 @@ def longest_chunk_run(words: list[str], n: int) -> int:
 
 def is_repetitive(text: str, max_n: int = MAX_N, min_repeats: int = MIN_REPEATS,
                   max_token_chars: int = MAX_TOKEN_CHARS) -> bool:
-    """True when `text` (a response, not prompt+response) loops; see the module docstring."""
+    """True when `text` (a response, not prompt+response) loops; see the module docstring. Same answer as
+    `any(longest_chunk_run(text.split(), n) >= min_repeats for n in 1..max_n)` or a long token."""
     words = text.split()
     if not words:
         return False
-    if max(len(w) for w in words) >= max_token_chars:
+    if max(map(len, words)) >= max_token_chars or min_repeats <= 1:
         return True
-    return any(longest_chunk_run(words, n) >= min_repeats for n in range(1, max_n + 1))
+    vocab: dict[str, int] = {}
+    ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int64, count=len(words))
+    need = min_repeats - 1            # min_repeats equal chunks in a row = min_repeats − 1 equal adjacent pairs
+    for n in range(1, max_n + 1):
+        m = len(ids) // n             # whole chunks at offsets 0, n, 2n, …
+        if m < min_repeats:
+            break
+        chunks = ids[:m * n].reshape(m, n)
+        same = (chunks[1:] == chunks[:-1]).all(axis=1)
+        if same.sum() < need:
+            continue
+        run = np.concatenate(([0], np.cumsum(same)))
+        if (run[need:] - run[:-need]).max() >= need:
+            return True
+    return False

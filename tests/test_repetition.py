@@ -58,3 +58,17 @@ def test_any_periodic_loop_of_period_at_most_30_with_enough_repeats_is_caught(vo
     # a loop of period p repeated ≥ 10 + 1 times after any prefix still has ≥ 10 aligned repeats at n = p
     text = " ".join(head + vocab * (reps + 1))
     assert is_repetitive(text)
+
+
+def _reference(text: str) -> bool:
+    ws = text.split()
+    return bool(ws) and (max(map(len, ws)) >= 120 or any(longest_chunk_run(ws, n) >= 10 for n in range(1, 31)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(words_=st.lists(st.sampled_from(["a", "b", "c", "ab", "\\boxed{1}"]), max_size=400),
+       period=st.integers(1, 35), reps=st.integers(0, 14), cut=st.integers(0, 40))
+def test_fast_detector_agrees_with_the_plain_python_rule(words_, period, reps, cut):
+    loop = (words_[:period] or ["z"]) * reps
+    text = " ".join(words_[:cut] + loop + words_[cut:])
+    assert is_repetitive(text) == _reference(text)
