@@ -9,11 +9,13 @@ It does not build prompts, generate or grade.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 EXPECTED_COUNTS = {"aime2024": 30, "aime2025": 30, "amc2023": 40, "math500": 500, "olympiadbench": 675}
 BENCHMARKS = tuple(EXPECTED_COUNTS)
+_MATH_DOLLAR = re.compile(r"(?<!\\)\$")
 
 # Known hub copies with their field names ("hf:" sources). Users can pass any other with an explicit mapping.
 HUB_DEFAULTS = {
@@ -21,7 +23,8 @@ HUB_DEFAULTS = {
     "aime2025": ("yentinglin/aime_2025", "train", {"id": "id", "problem": "problem", "answer": "answer"}),
     "amc2023": ("math-ai/amc23", "test", {"id": "id", "problem": "question", "answer": "answer"}),
     "math500": ("HuggingFaceH4/MATH-500", "test", {"id": "unique_id", "problem": "problem", "answer": "answer"}),
-    "olympiadbench": ("Hothan/OlympiadBench", "train", {"id": "id", "problem": "question", "answer": "final_answer"}),
+    "olympiadbench": ("Hothan/OlympiadBench", "train", {"id": "id", "problem": "question", "answer": "final_answer"},
+                      "OE_TO_maths_en_COMP"),
 }
 
 
@@ -36,10 +39,11 @@ class Problem:
 
 def _normalize_answer(value) -> str:
     """Gold answers arrive as strings, numbers or lists (OlympiadBench `final_answer`); join lists with ", "
-    and strip `$` as PROVENANCE.md does for the shared copy."""
+    and drop math-mode `$` delimiters as PROVENANCE.md does for the shared copy. An escaped `\\$` (MATH's
+    "\\$36") is currency and stays."""
     if isinstance(value, (list, tuple)):
         value = ", ".join(str(v) for v in value)
-    return str(value).replace("$", "").strip()
+    return _MATH_DOLLAR.sub("", str(value)).strip()
 
 
 def _rows_to_problems(name: str, rows, mapping: dict, origin: str) -> list[Problem]:
@@ -83,8 +87,9 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def load_benchmark(spec: str, data_dir: str | Path | None = None, limit: int | None = None,
                    field_map: dict | None = None) -> list[Problem]:
     """Load one benchmark. `spec` is a name (`math500`: read `<data_dir>/math500.jsonl`; with no data_dir, the hub
-    default above), `name=/path/file.jsonl` (custom set) or `name=hf:owner/dataset[:split]` (hub, with
-    `field_map` {"id","problem","answer"} → column names, defaulting to the known mapping).
+    default above), `name=/path/file.jsonl` (custom set) or `name=hf:owner/dataset[:split[:config]]` (hub, with
+    `field_map` {"id","problem","answer"} → column names, defaulting to the known mapping; `:config` selects a
+    dataset configuration).
     Count check: the five named benchmarks must have their expected size (ValueError otherwise)."""
     name, source = parse_spec(spec)
     if source is None and name not in EXPECTED_COUNTS:
@@ -114,22 +119,26 @@ def load_benchmark(spec: str, data_dir: str | Path | None = None, limit: int | N
 
 
 def _load_hub(name: str, dataset: str | None, field_map: dict | None) -> list[Problem]:
-    """Hub loading via `datasets` (lazy import: the base install does not need it)."""
-    split = None
+    """Hub loading via `datasets` (lazy import: the base install does not need it). `dataset` is
+    "owner/name[:split[:config]]"; without it the HUB_DEFAULTS entry is used. The defaults were written from the
+    dataset cards and are not exercised by the offline tests: check the counts error if one has moved."""
+    config = None
     if dataset is None:
         if name not in HUB_DEFAULTS:
             raise ValueError(f"no hub default for {name!r}; pass {name}=hf:owner/dataset:split")
-        dataset, split, mapping = HUB_DEFAULTS[name]
+        dataset, split, mapping = HUB_DEFAULTS[name][:3]
+        config = HUB_DEFAULTS[name][3] if len(HUB_DEFAULTS[name]) > 3 else None
     else:
-        dataset, _, split = dataset.partition(":")
+        dataset, _, rest = dataset.partition(":")
+        split, _, config = rest.partition(":")
         mapping = HUB_DEFAULTS.get(name, (None, None, {"id": "id", "problem": "problem", "answer": "answer"}))[2]
     mapping = dict(mapping, **(field_map or {}))
     try:
         import datasets  # noqa: PLC0415 - optional dependency, only for hub sources
     except ImportError as e:
         raise ImportError("loading from the hub needs `datasets` (pip install 'lead-recipes[eval]')") from e
-    ds = datasets.load_dataset(dataset, split=split or "test")
-    return _rows_to_problems(name, ds, mapping, f"hf:{dataset}:{split}")
+    ds = datasets.load_dataset(dataset, config or None, split=split or "test")
+    return _rows_to_problems(name, ds, mapping, f"hf:{dataset}:{split}:{config or ''}")
 
 
 def load_benchmarks(specs, data_dir=None, limit=None, field_map=None) -> dict[str, list[Problem]]:

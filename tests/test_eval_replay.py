@@ -13,11 +13,11 @@ from evaluation import cli, metrics, store
 from evaluation.benchmarks import EXPECTED_COUNTS, load_benchmark
 
 # Every per-sample disagreement with the file's own labels was inspected by hand (see /tmp/team/readme_eval.md):
-#  - qwen25math_cot100-26 (all 8): gold "\$6" (escaped dollar) vs pred "6"; the harness says correct, our grader
-#    says wrong — a grader false negative on an escaped-dollar gold, reported to the grading owner.
 #  - qwen25math_cot100-72 sample 7: gold "10{,}000" vs pred "10000"; the harness says wrong, we say correct — the
 #    harness's false negative (10{,}000 is 10000).
-REVIEWED_DISAGREEMENTS = {("qwen25math_cot100-26", s) for s in range(8)} | {("qwen25math_cot100-72", 7)}
+# (qwen25math_cot100-26, gold "\$6", used to disagree on all 8 samples because the loader stripped the escaped
+# dollar to "\6"; test_escaped_dollar_gold_is_kept guards that fix.)
+REVIEWED_DISAGREEMENTS = {("qwen25math_cot100-72", 7)}
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +142,11 @@ def test_shared_benchmarks_load_with_expected_counts(shared_data):
     for name, count in EXPECTED_COUNTS.items():
         probs = load_benchmark(name, shared_data / "benchmarks")
         assert len(probs) == count and len({p.id for p in probs}) == count
+
+
+def test_escaped_dollar_gold_is_kept(shared_data):
+    golds = [p.answer for p in load_benchmark("math500", shared_data / "benchmarks")]
+    assert "\\$36" in golds and sum("\\$" in g for g in golds) == 3
 
 
 def test_benchmark_with_wrong_count_is_rejected(shared_data, tmp_path):
