@@ -232,6 +232,54 @@ def _parse(ans: str):
     return parse("\\boxed{" + ans + "}", extraction_config=_LATEX_CONFIG, parsing_timeout=None)
 
 
+_PROBE_POINTS = ((1.1370718, 0.6180339, 2.7182818, 1.4142135), (2.3025850, 1.7320508, 0.5772156, 3.1415926))
+_DOMAIN_FLAGS = ("is_integer", "is_rational", "is_irrational", "is_algebraic", "is_transcendental", "is_negative",
+                 "is_nonpositive", "is_zero", "is_imaginary")
+
+
+def _certainly_unequal(g: list, p: list) -> bool:
+    """True when math-verify's `verify(g, p)` is certainly False, so its `simplify` (tens of ms per wrong answer)
+    can be skipped: both parses are [real-valued expression, string] with different strings, and `gold - pred`
+    evaluates (30 digits) to a clearly non-zero real number (> 1e-4 absolute and 1e-6 relative) — for constants
+    directly, with free symbols (real, at most 4, no integer/sign assumptions) at one of two fixed probe points, which
+    proves the difference is not identically zero. verify's True paths for two such expressions are structural
+    equality, 6-decimal rounding, `(a-b).evalf() == 0` and `simplify(a-b) == 0`; none can then hold. Symbols
+    (verify's special symbol matching), relations, sets, tuples, matrices, percentages (9% == 9 in verify) and
+    anything non-real or non-finite are left to verify. Property-tested against verify in tests/test_grading.py."""
+    import sympy
+    from sympy.matrices.expressions import MatrixExpr
+    if len(g) != 2 or len(p) != 2 or not isinstance(g[1], str) or not isinstance(p[1], str):
+        return False
+    if g[1].strip() == p[1].strip():
+        return False
+    a, b = g[0], p[0]
+    for e in (a, b):
+        if (not isinstance(e, sympy.Expr) or isinstance(e, (MatrixExpr, sympy.Symbol))
+                or e.has(sympy.UnevaluatedExpr)):
+            return False
+    syms = sorted(a.free_symbols | b.free_symbols, key=str)
+    if len(syms) > 4 or any(not isinstance(x, sympy.Symbol) or x.is_real is not True
+                            or any(getattr(x, f) for f in _DOMAIN_FLAGS) for x in syms):
+        return False
+    for point in (_PROBE_POINTS if syms else _PROBE_POINTS[:1]):
+        sub = {x: sympy.Float(v, 30) for x, v in zip(syms, point)}
+        vals = []
+        for e in (a, b):
+            try:
+                v = complex(sympy.N(e.subs(sub) if sub else e, 30))
+            except (TypeError, ValueError, ArithmeticError, AttributeError):
+                return False
+            if abs(v.imag) > 1e-12 or not math.isfinite(v.real):
+                vals = []
+                break
+            vals.append(v.real)
+        if vals:
+            diff = abs(vals[0] - vals[1])
+            if diff > 1e-4 and diff > 1e-6 * max(abs(vals[0]), abs(vals[1])):
+                return True
+    return False
+
+
 def _judge(gold: str, pred: str) -> bool:
     from math_verify import verify
     g = _GOLD_CACHE.get(gold)
@@ -242,7 +290,10 @@ def _judge(gold: str, pred: str) -> bool:
             _GOLD_CACHE.popitem(last=False)
     else:
         _GOLD_CACHE.move_to_end(gold)
-    return bool(verify(g, _parse(pred), timeout_seconds=None))
+    p = _parse(pred)
+    if _certainly_unequal(g, p):
+        return False
+    return bool(verify(g, p, timeout_seconds=None))
 
 
 def _worker_chunk(pairs: list[tuple[str, str]], item_timeout_s: float, budget_s: float) -> list[tuple[str, bool]]:

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lead_recipes.grading import (REWARD_LOG_KEYS, STATUSES, Grade, Grader, _worker_chunk, explosive,
+from lead_recipes.grading import (REWARD_LOG_KEYS, STATUSES, Grade, Grader, _certainly_unequal, _parse, _worker_chunk,
+                                  explosive,
                                   extract_final_answer, fast_verdict, get_grader, normalize_answer, reward_extra_logs)
 
 TIMEOUT_S = 2.0
@@ -159,6 +160,53 @@ def test_identical_string_fast_path_never_contradicts_math_verify(s):
         cfg = [LatexExtractionConfig()]
         g = parse("\\boxed{" + s + "}", cfg, parsing_timeout=None)
         assert verify(g, parse("\\boxed{" + s + "}", cfg, parsing_timeout=None), timeout_seconds=None) == v
+
+
+def _mv(gold: str, pred: str) -> bool:
+    from math_verify import verify
+    return bool(verify(_parse(gold), _parse(pred), timeout_seconds=None))
+
+
+@pytest.mark.parametrize("gold,pred", [
+    ("1", r"\sin^2 x + \cos^2 x"), (r"|x|", r"\sqrt{x^2}"), (r"\frac{1}{\sqrt{n}}", r"\sqrt{1/n}"), (r"50\%", "50"),
+    (r"\frac13", "0.333333"), ("x=2", "2"), ("(1,2)", "(1, 2)"), ("k", "3"), (r"\binom{n}{2}", r"\frac{n(n-1)}{2}"),
+    ("1000000", "1000001"), (r"\{1,2\}", "1"), (r"2\pi", r"\frac{4\pi}{2}"),
+])
+def test_unequal_shortcut_abstains_where_math_verify_might_say_equal(gold, pred):
+    assert _certainly_unequal(_parse(gold), _parse(pred)) is False
+
+
+@pytest.mark.parametrize("gold,pred", [
+    ("42", r"\frac{\pi}{3}"), (r"2\sqrt{3}", r"3\sqrt{2}"), (r"\frac{3}{8}", "-3x^4+5x^2-8x"), ("x^2+1", "x^2+2"),
+    ("x+y", "x-y"), (r"\sin x", r"\cos x"),
+])
+def test_unequal_shortcut_fires_on_clearly_different_values_and_agrees(gold, pred):
+    assert _certainly_unequal(_parse(gold), _parse(pred)) is True and _mv(gold, pred) is False
+
+
+_ATOMS = ["1", "2", "3", "7", "x", "y", r"\pi", "0.5", r"\sqrt{2}", r"\sqrt{x}", r"\frac{1}{2}", r"\frac{x}{3}"]
+
+
+@st.composite
+def _expr(draw, depth=2):
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from(_ATOMS))
+    a, b = draw(_expr(depth - 1)), draw(_expr(depth - 1))
+    op = draw(st.sampled_from(["+", "-", "*", "/", "^", "sqrt"]))
+    if op == "/":
+        return rf"\frac{{{a}}}{{{b}}}"
+    if op == "^":
+        return f"({a})^{{2}}"
+    if op == "sqrt":
+        return rf"\sqrt{{{a}}}"
+    return f"({a}){op}({b})"
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gold=_expr(), pred=_expr())
+def test_unequal_shortcut_never_contradicts_math_verify(gold, pred):
+    if _certainly_unequal(_parse(gold), _parse(pred)):
+        assert _mv(gold, pred) is False
 
 
 def test_statuses_for_missing_answer_and_missing_gold(grader):
