@@ -5,9 +5,15 @@ Bernoulli with a per-prompt rate. Anchor: OpenRLHF 0.11.2 `experience_maker.py` 
 here because they are inline in `compute_advantages_and_returns` (not importable on their own):
     r = rewards.reshape(-1, n); (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
 Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the seam calls) and the bare
-method function (the arithmetic alone). Medians of --reps timed calls after warm-up; ratio = median / anchor median.
+method function (the arithmetic alone). Medians of --reps round-robin timed calls (every row once per round, so
+load drift hits all rows alike) after warm-up; ratio = median / anchor median.
 
     .venv/bin/python tests/benchmarks/bench_methods.py [--prompts 1024] [--n 8] [--reps 200] [--threads 1]
+                                                       [--broadcast-reps 11]
+
+A second table (--broadcast-reps > 0) adds what the trainer does next on the same batch — broadcasting each rollout's
+advantage over its 4k-token action mask ([8,192 × 4,096] float32) — to both the anchor and each `Method.step`, for
+the end-to-end picture of the group step.
 
 Not collected by pytest (no test_ prefix). The machine is shared; absolute numbers are noisy, ratios less so.
 """
@@ -39,15 +45,19 @@ def stock_group_norm(rewards: torch.Tensor, n: int) -> torch.Tensor:
     return (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
 
 
-def median_s(fn, reps: int) -> float:
+def interleaved_medians(fns: dict, reps: int) -> dict[str, float]:
+    """Median seconds per call of each fn, timed round-robin (one call of each per round) so that load drift on a
+    shared machine hits every row alike, after a few warm-up rounds."""
     for _ in range(max(3, reps // 10)):
-        fn()
-    times = []
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def bare_functions(b: RolloutBatch):
@@ -78,24 +88,44 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--broadcast-reps", type=int, default=11)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     batch = make_batch(args.prompts, args.n, args.cap)
     rewards = batch.correct.to(torch.float32).reshape(-1)
-    anchor = median_s(lambda: stock_group_norm(rewards, args.n), args.reps)
     checked = check_batch(batch)
     bare = bare_functions(checked)
-    rows = [("stock group_norm (anchor)", anchor, None)]
-    for name in METHODS:
-        m = build_method(merge_recipe({"method": name}))
-        rows.append((f"{name}: Method.step", median_s(lambda: m.step(batch), args.reps), None))
-        rows.append((f"{name}: function only", median_s(bare[name], args.reps), None))
+    methods = {name: build_method(merge_recipe({"method": name})) for name in METHODS}
+    fns = {"stock group_norm (anchor)": lambda: stock_group_norm(rewards, args.n)}
+    for name, m in methods.items():
+        fns[f"{name}: Method.step"] = (lambda m=m: m.step(batch))
+        fns[f"{name}: function only"] = bare[name]
+    med = interleaved_medians(fns, args.reps)
+    anchor = med["stock group_norm (anchor)"]
     print(f"# {args.prompts} prompts x {args.n} rollouts, lengths ≤ {args.cap}, torch {torch.__version__}, "
-          f"{args.threads} thread(s), {args.reps} reps; shared noisy machine")
+          f"{args.threads} thread(s), {args.reps} interleaved reps; shared noisy machine")
     print(f"| {'computation':<34} | {'median µs':>10} | {'× stock':>8} |")
     print(f"|{'-' * 36}|{'-' * 12}|{'-' * 10}|")
-    for label, t, _ in rows:
+    for label, t in med.items():
         print(f"| {label:<34} | {t * 1e6:>10.1f} | {t / anchor:>8.1f} |")
+    if args.broadcast_reps > 0:
+        mask = (torch.arange(args.cap).unsqueeze(0) < batch.lengths.reshape(-1, 1)).to(torch.float32)
+        out = torch.empty_like(mask)   # reused: keeps the allocator (and its noise) out of the timing
+
+        def broadcast(adv: torch.Tensor) -> torch.Tensor:
+            return torch.mul(adv.reshape(-1, 1).to(torch.float32), mask, out=out)
+
+        fns = {"stock group_norm + broadcast": lambda: broadcast(stock_group_norm(rewards, args.n))}
+        for name, m in methods.items():
+            fns[f"{name} + broadcast"] = (lambda m=m: broadcast(m.step(batch).advantages))
+        med = interleaved_medians(fns, args.broadcast_reps)
+        base = med["stock group_norm + broadcast"]
+        print(f"\n# + broadcast over the action mask [{mask.shape[0]} x {mask.shape[1]}], "
+              f"{args.broadcast_reps} interleaved reps")
+        print(f"| {'computation':<34} | {'median ms':>10} | {'× stock':>8} |")
+        print(f"|{'-' * 36}|{'-' * 12}|{'-' * 10}|")
+        for label, t in med.items():
+            print(f"| {label:<34} | {t * 1e3:>10.1f} | {t / base:>8.2f} |")
 
 
 if __name__ == "__main__":
