@@ -152,14 +152,47 @@ def _balanced(s: str) -> bool:
     return depth == 0
 
 
+_DEC_RE = re.compile(r"(-?)([0-9]{1,12})(?:\.([0-9]{1,8}))?")
+_FRAC_RE = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})")
+
+
+def _rational(s: str):
+    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\dfrac{-1}{2}`, `7/4`) as an exact
+    Fraction, or None for anything else."""
+    from fractions import Fraction
+    m = _DEC_RE.fullmatch(s)
+    if m:
+        v = Fraction(int(m.group(2)) * 10 ** len(m.group(3) or "") + int(m.group(3) or 0), 10 ** len(m.group(3) or ""))
+        return -v if m.group(1) else v
+    m = _FRAC_RE.fullmatch(s)
+    if m:
+        sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) is not None else m.group(4, 5, 6)
+        if int(den) == 0:
+            return None
+        v = Fraction(int(num), int(den))
+        return -v if sign else v
+    return None
+
+
 def fast_verdict(gold: str, pred: str) -> bool | None:
     """A verdict math-verify is known to give, without calling it, or None. Integers of ≤ 15 digits compare as
-    integers (math-verify parses both exactly); identical brace-balanced strings from a plain LaTeX alphabet are
-    equal (math-verify's string fallback compares them equal even when sympy cannot parse them)."""
+    integers; plain decimal/fraction literals compare as exact rationals — equal → True, different by more than 1e-4
+    absolute and 1e-6 relative → False (verify's paths for two numbers are exact equality, 6-decimal rounding and
+    simplify of the difference), anything in between → None; identical brace-balanced strings from a plain LaTeX
+    alphabet are equal (verify's string fallback compares them equal even when sympy cannot parse them).
+    Property-tested against math-verify in tests/test_grading.py."""
     if _INT_RE.fullmatch(gold) and _INT_RE.fullmatch(pred):
         return int(gold) == int(pred)
     if gold == pred and _SAFE_IDENTICAL_RE.fullmatch(gold) and _balanced(gold):
         return True
+    if len(gold) <= 40 and len(pred) <= 40:
+        a, b = _rational(gold), _rational(pred)
+        if a is not None and b is not None:
+            if a == b:
+                return True
+            diff = abs(a - b)
+            if diff > 1e-4 and diff > 1e-6 * max(abs(a), abs(b)):
+                return False
     return None
 
 

@@ -145,6 +145,38 @@ def test_integer_fast_path_matches_math_verify(a, b, same):
     assert fast_verdict(str(a), str(b)) == mv
 
 
+@st.composite
+def _literal(draw, value=None):
+    from fractions import Fraction
+    v = value if value is not None else Fraction(draw(st.integers(-5000, 5000)), draw(st.sampled_from([1, 2, 3, 4, 8, 10, 25, 7])))
+    form = draw(st.sampled_from(["dec", "frac", "dfrac", "slash", "int0"]))
+    sign = "-" if v < 0 else ""
+    a = abs(v)
+    if form == "dec" and (a * 10 ** 6).denominator == 1:
+        text = f"{float(a):.6f}".rstrip("0").rstrip(".") if a.denominator != 1 else str(a.numerator)
+        return sign + (text if "." in text or a.denominator == 1 else text)
+    if form == "int0" and a.denominator == 1:
+        return sign + "0" * draw(st.integers(0, 2)) + str(a.numerator)
+    if form == "slash":
+        return f"{sign}{a.numerator}/{a.denominator}"
+    return f"{sign}\\{'d' if form == 'dfrac' else ''}frac{{{a.numerator}}}{{{a.denominator}}}"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), same=st.booleans())
+def test_rational_literal_fast_path_matches_math_verify(data, same):
+    gold = data.draw(_literal())
+    pred = data.draw(_literal(value=_rational_of(gold))) if same else data.draw(_literal())
+    v = fast_verdict(gold, pred)
+    if v is not None:
+        assert v == _mv(gold, pred), (gold, pred)
+
+
+def _rational_of(s):
+    from lead_recipes.grading import _rational
+    return _rational(s)
+
+
 _LATEXISH = st.lists(st.sampled_from(list("0123456789xyabnk+-*/^_(),.[]{}= ") + [r"\frac", r"\sqrt", r"\pi", r"\text",
                                                                                   r"\le", "\\"]),
                      min_size=1, max_size=12).map("".join)
