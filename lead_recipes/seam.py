@@ -54,6 +54,7 @@ GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening up
 STATUS_KEYS = ("status_correct", "status_wrong", "status_no_answer", "status_timeout", "status_error")
 PROBLEMS_FILE = "recipe_problems.jsonl"
 WANDB_ID_FILE = "recipe_wandb_run_id.txt"
+CHUNK_ROWS = 512  # rows per batched compute_reward/returns call: 512 x 4k tokens x 4 B = 8 MiB per tensor
 
 # (object, method) -> parameter names we rely on; checked at start-up against the installed OpenRLHF
 _SIGNATURES = {
@@ -96,6 +97,19 @@ def check_openrlhf() -> None:
             problems.append(f"openrlhf/cli/train_ppo_ray.py no longer contains {needle!r}")
     if problems:
         raise OpenRLHFMismatch("OpenRLHF does not match what lead-recipes patches:\n  - " + "\n  - ".join(problems))
+
+
+def _row_chunks(experiences, max_rows):
+    """Consecutive index lists of experiences holding up to max_rows rows each (at least one experience)."""
+    chunk, rows = [], 0
+    for i, e in enumerate(experiences):
+        if chunk and rows + len(e.action_mask) > max_rows:
+            yield chunk
+            chunk, rows = [], 0
+        chunk.append(i)
+        rows += len(e.action_mask)
+    if chunk:
+        yield chunk
 
 
 def _import(name):
@@ -169,16 +183,33 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         for i, experience in enumerate(experiences):
             experience.info["recipe_reward"] = per_sample["reward"][i].clone()
             experience.info["recipe_advantage"] = per_sample["adv"][i].clone()
-            reward = compute_reward(per_sample["adv"][i], self.kl_ctl.value, experience.kl,
-                                    action_mask=experience.action_mask, reward_clip_range=args.reward.clip_range)
-            experience.returns = self.get_cumulative_returns(reward, experience.action_mask, gamma)
-            experience.advantages = experience.returns.clone()
-            experience.info["return"] = reward.sum(dim=-1)
-            experience.kl = None
+        for chunk in _row_chunks(experiences, CHUNK_ROWS):
+            self._token_returns([experiences[i] for i in chunk], [per_sample["adv"][i] for i in chunk], gamma)
 
         self.last_stats = self._stats(batch, out, shaped, penalty, extra)
         self.last_problems = self._problems(experiences, indices, batch, n)
         return experiences
+
+    def _token_returns(self, experiences, advantages, gamma):
+        """Upstream's per-token loop body (compute_reward → returns → advantages = returns, info["return"]) on
+        several micro-batches at once: right-padded to a common width (padding has mask 0 and KL 0, and every op
+        is row-wise, so each row's values are unchanged), then sliced back. Fewer, larger tensor ops."""
+        width = max(e.action_mask.shape[1] for e in experiences)
+        pad = torch.nn.functional.pad
+        mask = torch.cat([pad(e.action_mask, (0, width - e.action_mask.shape[1])) for e in experiences])
+        kl = torch.cat([pad(e.kl, (0, width - e.kl.shape[1])) for e in experiences])
+        reward = compute_reward(torch.cat(advantages), self.kl_ctl.value, kl, action_mask=mask,
+                                reward_clip_range=self.strategy.args.reward.clip_range)
+        returns = self.get_cumulative_returns(reward, mask, gamma)
+        totals = reward.sum(dim=-1)
+        start = 0
+        for e in experiences:
+            rows, w = e.action_mask.shape
+            e.returns = returns[start:start + rows, :w].clone()
+            e.advantages = e.returns.clone()
+            e.info["return"] = totals[start:start + rows].clone()
+            e.kl = None
+            start += rows
 
     @torch.no_grad()
     def get_cumulative_returns(self, rewards, action_mask, gamma):

@@ -330,3 +330,136 @@ def test_version_guard_names_a_different_version(monkeypatch):
     monkeypatch.setattr(seam.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name))
     with pytest.raises(seam.OpenRLHFMismatch, match="0.12.0"):
         seam.check_openrlhf()
+
+
+# ------------------------------------------------------------------ trainer: checkpointed controller state (Ray)
+import ray  # noqa: E402
+from ray import cloudpickle  # noqa: E402
+
+cloudpickle.register_pickle_by_value(__import__(__name__))  # Ray workers cannot import this test module by name
+
+
+@ray.remote
+class DeepSpeedCheckpointStandIn:
+    """Stands in for PolicyModelActor's checkpoint methods, which need a CUDA DeepSpeed engine: it keeps the
+    client_states dict the trainer sends exactly as DeepSpeed's save_checkpoint(client_state=...) does (torch.save
+    under <ckpt.path>/_actor/<tag>, a `latest` file) and, like init_model_from_pretrained with --ckpt.load_enable,
+    loads the latest one at init for get_checkpoint_states."""
+
+    def __init__(self, world_size, rank, master_addr, master_port):
+        self.args, self.checkpoint_states = None, {}
+
+    def init_model_from_pretrained(self, strategy, *args, **kwargs):
+        import os
+        self.args = strategy.args
+        root = os.path.join(self.args.ckpt.path, "_actor")
+        if self.args.ckpt.load_enable and os.path.exists(os.path.join(root, "latest")):
+            tag = open(os.path.join(root, "latest")).read().strip()
+            self.checkpoint_states = torch.load(os.path.join(root, tag, "client_states.pt"), weights_only=True)
+
+    def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
+        import os
+        root = os.path.join(self.args.ckpt.path, "_actor")
+        os.makedirs(os.path.join(root, tag), exist_ok=True)
+        torch.save(client_states or {}, os.path.join(root, tag, "client_states.pt"))
+        with open(os.path.join(root, "latest"), "w") as f:
+            f.write(tag)
+
+    def get_checkpoint_states(self):
+        return self.checkpoint_states
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def prompt_file(tmp_path_factory, shared_data):
+    path = tmp_path_factory.mktemp("data") / "prompts.jsonl"
+    rows = [json.loads(x) for x in (shared_data / "train" / "math_level3to5.jsonl").open().readlines()[:16]]
+    path.write_text("".join(json.dumps({"prompt": r["problem"], "label": r["answer"]}) + "\n" for r in rows))
+    return path
+
+
+def make_trainer(tiny, prompt_file, ckpt, method, load=False):
+    from openrlhf.trainer.ray.launcher import RayActorGroup
+    from openrlhf.utils import get_strategy
+    from lead_recipes.flags import recipe_namespace
+    import argparse
+    recipe = recipe_namespace(argparse.Namespace(**{"recipe.method": method}))
+    argv = ["--actor.model_name_or_path", str(tiny), "--data.prompt_dataset", str(prompt_file),
+            "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", str(N),
+            "--rollout.max_new_tokens", str(CAP), "--rollout.batch_size", "4", "--train.batch_size", "32",
+            "--algo.advantage.estimator", "group_norm", "--reward.remote_url", "unused/reward_func.py",
+            "--ckpt.path", str(ckpt), "--ckpt.save_steps", "1", "--actor.num_gpus_per_node", "1",
+            "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else [])]
+    args = seam.run_openrlhf(argv, recipe, resolve_only=True)
+    strategy = get_strategy(args)
+    group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
+    ray.get(group.async_init_model_from_pretrained(strategy))
+    return seam.RecipeTrainer(str(tiny), strategy, group, None, None, None, None, do_sample=True,
+                              max_len=CAP + 256, max_new_tokens=CAP, temperature=1.0, top_p=1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("method", ["lead", "leash"])
+def test_restored_trainer_continues_controller_exactly(ray_local, tiny_qwen2, prompt_file, rollouts, tmp_path,
+                                                       method):
+    ckpt = tmp_path / "ckpt"
+    first = make_trainer(tiny_qwen2, prompt_file, ckpt, method)
+    assert isinstance(first.experience_maker, seam.RecipeExperienceMaker)
+    initial = first.recipe_method.state_dict()
+    first.experience_maker.compute_advantages_and_returns(micro_batches(rollouts, make_args(method), seed=3))
+    first._append_problems(1)
+    assert first.recipe_method.state_dict() != initial  # the controller moved
+    client_states = {"episode": 0, "global_step": 1, "total_consumed_prompts": 4, "data_loader_state_dict": {}}
+    first.save_logs_and_checkpoints(1, dict(first.experience_maker.last_stats), client_states)
+    assert client_states["recipe"]["controller"] == first.recipe_method.state_dict()
+
+    second = make_trainer(tiny_qwen2, prompt_file, ckpt, method, load=True)
+    assert second.recipe_method.state_dict() == initial
+    states = second.init_checkpoint_states()
+    second.restore_best_checkpoint_state(states)
+    assert second.recipe_method.state_dict() == first.recipe_method.state_dict()
+
+    step2 = micro_batches(rollouts, make_args(method), seed=4)
+    a, b = copy.deepcopy(step2), copy.deepcopy(step2)
+    first.experience_maker.compute_advantages_and_returns(a)
+    second.experience_maker.compute_advantages_and_returns(b)
+    for x, y in zip(a, b):
+        assert torch.equal(x.advantages, y.advantages)
+    assert second.recipe_method.state_dict() == first.recipe_method.state_dict()
+    assert second.experience_maker.last_stats == first.experience_maker.last_stats
+    lines = [json.loads(x) for x in (ckpt / seam.PROBLEMS_FILE).read_text().splitlines()]
+    assert len(lines) == PROMPTS and {x["step"] for x in lines} == {1}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_fresh_trainer_refuses_checkpoint_without_recipe_state(ray_local, tiny_qwen2, prompt_file, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    first = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead")
+    states = {"episode": 0, "global_step": 2, "total_consumed_prompts": 8, "data_loader_state_dict": {}}
+    # what stock OpenRLHF would have saved: no "recipe" key
+    seam.BasePPOTrainer.save_logs_and_checkpoints(first, 2, {}, states)
+    second = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", load=True)
+    with pytest.raises(RuntimeError, match="no client_states"):
+        second.restore_best_checkpoint_state(second.init_checkpoint_states())
+
+
+def test_wandb_run_id_is_kept_across_a_resume(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    monkeypatch.delenv("WANDB_RESUME", raising=False)
+    args = NS(logger=NS(wandb=NS(key="k")), ckpt=NS(path=str(tmp_path), load_enable=False))
+    first = seam._prepare_wandb_resume(args)
+    monkeypatch.delenv("WANDB_RUN_ID")
+    args.ckpt.load_enable = True
+    assert seam._prepare_wandb_resume(args) == first
+    assert seam.os.environ["WANDB_RUN_ID"] == first and seam.os.environ["WANDB_RESUME"] == "allow"
+    args.ckpt.load_enable = False
+    monkeypatch.delenv("WANDB_RUN_ID")
+    assert seam._prepare_wandb_resume(args) != first  # a fresh run gets a fresh id
