@@ -5,7 +5,7 @@
            15% an equivalent form, 30% another problem's answer), sent from a separate client process.
            Anchor in the same run: a constant-reward aiohttp server (the spec's `serve_rm`-shaped example) with the
            same client and corpus = the HTTP ceiling of this machine.
-2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums, 1 MB responses,
+2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums in tuples, 1 MB responses,
            invalid UTF-8, 50k nested braces, code payloads, null labels, non-string queries, no answer); one grader
            worker is SIGKILLed when 40% of the requests are done. Reports lost requests, non-2xx, p99, peak RSS of the
            server process tree.
@@ -83,8 +83,9 @@ def hostile_body(i: int, rng: random.Random) -> bytes:
     k = i % 10
     if k == 0:
         q = f"\\boxed{{{rng.randint(2, 9)}^{{{rng.randint(2, 9)}^{{{rng.randint(2, 9)}^{{{rng.randint(50, 99)}}}}}}}}}"
-    elif k == 1:
-        q = "\\boxed{" + "+".join(f"x^{{{j}}}" for j in range(rng.randint(300, 400))) + "}"
+    elif k == 1:  # a 300-400-term sum inside a tuple: no shortcut applies, sympy runs into the timeout
+        q = "\\boxed{(1, " + "+".join(f"x^{{{j}}}" for j in range(rng.randint(300, 400))) + ")}"
+        return json.dumps({"query": [q], "prompts": [""], "labels": ["(1, x)"]}).encode()
     elif k == 2:
         q = "think " * 170_000 + "\\boxed{1}"
     elif k == 3:
