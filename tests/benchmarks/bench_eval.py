@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -85,24 +87,28 @@ def make_workload(work: Path, samples: int, cap: int) -> tuple[Path, list[tuple[
     return work / "replay.jsonl", pairs, (work / "replay.jsonl").stat().st_size
 
 
-def run_ours(replay: Path, out: Path, samples: int, cap: int) -> float:
+def run_ours(replay: Path, out: Path, samples: int, cap: int) -> tuple[float, float]:
+    """(wall s, CPU s of the CLI process and its grader workers) for one full CLI run."""
     cmd = [sys.executable, "-m", "evaluation.cli", "--backend", "replay", "--replay.path", str(replay),
            "--data-dir", str(DATA), "--n", str(samples), "--max-new-tokens", str(cap), "--preset", "grpo-lead",
            "--output", str(out), "--no-progress_enable"]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
         raise SystemExit(f"ours failed:\n{res.stderr[-3000:]}")
-    return wall
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
-def run_naive(pairs: list[tuple[str, str]]) -> float:
+def run_naive(pairs: list[tuple[str, str]]) -> tuple[float, float]:
+    """(wall s, CPU s) of serial parse+verify in this process."""
     from math_verify import parse, verify
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for gold, resp in pairs:
         verify(parse(gold), parse(resp))
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> int:
@@ -120,26 +126,34 @@ def main() -> int:
         mean_chars = sum(len(r) for _, r in pairs) / n
         print(f"workload: {n} responses ({size / 1e6:.0f} MB JSONL, mean {mean_chars:.0f} chars), "
               f"built in {time.perf_counter() - t0:.1f} s")
+        load0 = os.getloadavg()[0]
         ours = [run_ours(replay, work / f"run{i}", args.samples, args.max_new_tokens) for i in range(args.reps)]
         summary = json.loads((work / "run0" / "summary.json").read_text())
         rng = random.Random(1)
         subset = rng.sample(pairs, min(args.naive_subset, n))
-        naive = [run_naive(subset) * n / len(subset) for _ in range(args.reps)]
-    med_ours, med_naive = statistics.median(ours), statistics.median(naive)
+        scale = n / len(subset)
+        naive = [tuple(x * scale for x in run_naive(subset)) for _ in range(args.reps)]
+        load1 = os.getloadavg()[0]
+    med = {}
+    for name, runs in (("ours", ours), ("naive", naive)):
+        med[name] = statistics.median(w for w, _ in runs)
+        med[name + "_cpu"] = statistics.median(c for _, c in runs)
     print()
-    print(f"| scorer ({n} responses, {args.samples}/problem, 1,275 problems) | median wall s | runs | ratio |")
-    print("|---|---|---|---|")
+    print(f"| scorer ({n} responses, {args.samples}/problem, 1,275 problems) | median wall s | wall per run | "
+          "median CPU s | wall ratio |")
+    print("|---|---|---|---|---|")
     print(f"| ours: `lead-recipes eval --backend replay` (full CLI: grade + avg@n, pass@k, Cons@1..32, report, "
-          f"plots) | {med_ours:.1f} | {', '.join(f'{x:.1f}' for x in ours)} | 1.0 |")
-    print(f"| naive serial math-verify parse+verify (timed on {len(subset)} responses, extrapolated ×"
-          f"{n / len(subset):.0f}) | {med_naive:.1f} | {', '.join(f'{x:.1f}' for x in naive)} | "
-          f"{med_naive / med_ours:.1f}× slower |")
+          f"plots) | {med['ours']:.1f} | {', '.join(f'{w:.1f}' for w, _ in ours)} | {med['ours_cpu']:.1f} | 1.0 |")
+    print(f"| naive serial math-verify parse+verify (timed on {len(subset)} responses, extrapolated ×{scale:.0f}) | "
+          f"{med['naive']:.1f} | {', '.join(f'{w:.1f}' for w, _ in naive)} | {med['naive_cpu']:.1f} | "
+          f"{med['naive'] / med['ours']:.1f}× slower |")
     print()
     avg = summary["average"]
     print(f"ours: average accuracy {100 * avg['accuracy']:.1f}%, per benchmark "
           + ", ".join(f"{k} {100 * v['accuracy']:.1f}% (cons@32 {100 * v['cons_at_k']['32']:.1f}%)"
                       for k, v in summary["benchmarks"].items()))
-    print(f"target ≤ 60 s for ours: {'met' if med_ours <= 60 else 'NOT met'}; machine: 2 shared cores, noisy")
+    print(f"target ≤ 60 s for ours: {'met' if med['ours'] <= 60 else 'NOT met'}; machine: 2 cores shared with "
+          f"other jobs, load average {load0:.1f} at start, {load1:.1f} at end (noisy)")
     return 0
 
 
