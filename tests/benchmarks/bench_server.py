@@ -3,7 +3,7 @@
 1. load:   8,192 single-sample requests (1,024 MATH prompts x 8 samples, OpenRLHF's pattern) at concurrency 256,
            R1-style responses of ~1-4k tokens (<think> ... </think> summary + \\boxed{answer}; 55% the gold,
            15% an equivalent form, 30% another problem's answer), sent from a separate client process.
-           Anchor in the same run: a constant-reward aiohttp server (the spec's `serve_rm`-shaped example) with the
+           1,024 untimed warm-up requests on other prompts go first. Anchor in the same run: a constant-reward aiohttp server (the spec's `serve_rm`-shaped example) with the
            same client and corpus = the HTTP ceiling of this machine.
 2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums in tuples, 1 MB responses,
            invalid UTF-8, 50k nested braces, code payloads, null labels, non-string queries, no answer); one grader
@@ -250,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--load.requests", dest="load_requests", type=int, default=8192)
     ap.add_argument("--load.concurrency", dest="load_concurrency", type=int, default=256)
+    ap.add_argument("--load.warmup_requests", dest="warmup_requests", type=int, default=1024,
+                    help="untimed requests on other prompts before the measured run")
     ap.add_argument("--soak.requests", dest="soak_requests", type=int, default=20000)
     ap.add_argument("--soak.concurrency", dest="soak_concurrency", type=int, default=512)
     ap.add_argument("--soak.timeout_s", dest="soak_timeout", type=float, default=2.0)
@@ -259,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench_server_"))
     py = sys.executable
-    corpus = build_corpus(args.load_requests // 8, 8)
+    n_warm = args.warmup_requests // 8
+    corpus = build_corpus(args.load_requests // 8 + n_warm, 8)
+    warm = [b for b, _ in corpus[:n_warm * 8]]          # other prompts than the measured ones
+    corpus = corpus[n_warm * 8:]
     bodies = [b for b, _ in corpus]
     expected = [e for _, e in corpus]
     avg_chars = statistics.mean(len(json.loads(b)["query"][0]) for b in bodies[:512])
@@ -281,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     port = _free_port()
     srv = start_server([py, "-m", "lead_recipes.cli", "serve", "--port", str(port), "--grade.workers",
                         str(args.workers)], port)
+    if warm:  # untimed: math-verify's parser (antlr) builds its prediction tables lazily, per worker process
+        run_client(f"http://127.0.0.1:{port}/get_reward", warm, 64, "pooled", tmp).wait()
     cl = run_client(f"http://127.0.0.1:{port}/get_reward", bodies, args.load_concurrency, args.mode, tmp)
     peak = 0.0
     while cl.poll() is None:
