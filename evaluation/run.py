@@ -17,6 +17,7 @@ import json
 import platform
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from evaluation import metrics, store
@@ -84,7 +85,7 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
     requests = _build_requests(gen, benchmarks, done, backend, tokenizer)
     bar = _progress(len(wanted), len(done), progress)
 
-    def sink(results: list[dict]) -> None:
+    def grade_and_append(results: list[dict]) -> None:
         fresh = [r for r in results if (r["benchmark"], r["id"], r["sample"]) not in done]
         for r in fresh:
             r["seed"] = gen.seed + r["sample"]
@@ -94,11 +95,29 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
         rows.extend(fresh)
         bar.update(len(fresh))
 
-    try:
-        if requests:
-            backend.generate(requests, gen, sink)
-    finally:
-        bar.close()
+    # Grading and writing run on one background thread, in arrival order, so the engine generates the next
+    # chunk while the grader pool scores the last one; at most 2 chunks wait, which bounds memory.
+    pending: list[Future] = []
+
+    def sink(results: list[dict]) -> None:
+        while len(pending) >= 2:
+            pending.pop(0).result()
+        pending.append(writer.submit(grade_and_append, list(results)))
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-grade") as writer:
+        try:
+            if requests:
+                backend.generate(requests, gen, sink)
+        finally:
+            errors = []
+            for fut in pending:
+                try:
+                    fut.result()
+                except Exception as e:  # noqa: BLE001 - re-raised below after every finished chunk is written
+                    errors.append(e)
+            bar.close()
+        if errors:
+            raise errors[0]
     missing = wanted - done
     if missing:
         raise RuntimeError(f"{len(missing)} samples are still missing after generation, e.g. {sorted(missing)[:3]}")
