@@ -32,18 +32,23 @@ DEFAULT_RECIPE = "lead-1.5b"
 PROG = "lead-recipes train"
 
 
+class UsageError(Exception):
+    """A bad command line; the message says which flag and why."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line instead of argparse's page-long usage dump
+        raise UsageError(message)
+
+
 def _our_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, allow_abbrev=False, add_help=False,
+    parser = _Parser(prog=PROG, allow_abbrev=False, add_help=False,
                                      description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved command and configuration, exit 0")
     parser.add_argument("--preflight", action="store_true", help="run only the preflight checks (exit 0 if all pass)")
     add_recipe_flags(parser)
     return parser
-
-
-class UsageError(Exception):
-    """A bad command line; the message says which flag and why."""
 
 
 def parse_command_line(argv: list[str]):

@@ -1,0 +1,163 @@
+"""`lead-recipes train`: the command line parses into exactly the namespace OpenRLHF's own train_ppo_ray builds
+(plus args.recipe), bad --recipe flags fail before anything heavy starts, OpenRLHF's validation stays in force,
+--dry-run resolves the embedded default recipe, and the preflight on this GPU-less machine names the missing GPU."""
+from __future__ import annotations
+
+import json
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lead_recipes import train
+from lead_recipes.flags import default_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def base_flags(tmp_path, model="some/model", extra=()):
+    return ["--actor.model_name_or_path", str(model), "--data.prompt_dataset", str(tmp_path / "p.jsonl"),
+            "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", "8",
+            "--rollout.max_new_tokens", "512", "--algo.advantage.estimator", "group_norm",
+            "--reward.remote_url", train._reward_func_path(), "--reward.clip_range", "-5", "5",
+            "--actor.num_gpus_per_node", "1", "--logger.wandb.run_name", "t", *extra]
+
+
+class _Stop(Exception):
+    pass
+
+
+def openrlhf_own_parse(argv):
+    """OpenRLHF's train_ppo_ray run as a script on argv, stopped (by a trace hook, no patching) when its train()
+    is entered; returns the args object train() receives."""
+    captured = {}
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "train" and \
+                frame.f_code.co_filename.endswith("cli/train_ppo_ray.py"):
+            captured["args"] = frame.f_locals["args"]
+            raise _Stop
+        return None
+    old = sys.argv
+    sys.argv = ["train_ppo_ray.py", *argv]
+    sys.settrace(tracer)
+    try:
+        runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
+    except _Stop:
+        pass
+    finally:
+        sys.settrace(None)
+        sys.argv = old
+    return captured["args"]
+
+
+def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
+    from lead_recipes import seam
+    flags = base_flags(tmp_path, extra=["--train.colocate_all", "--vllm.num_engines", "1", "--ds.packing_samples"])
+    ours, recipe, rest, _ = train.parse_command_line(
+        flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:])
+    assert rest == flags
+    args = seam.run_openrlhf(rest, recipe, resolve_only=True)
+    theirs = openrlhf_own_parse(flags)
+    got = train.plain(args)
+    assert got.pop("recipe") == train.plain(recipe)
+    assert got == train.plain(theirs)
+    assert recipe.method == "leash" and recipe.leash.target_length == 3000.0
+
+
+def _run_cli(*argv):
+    code = ("import sys, json; from lead_recipes.train import main; rc = main(sys.argv[1:]); "
+            "print(json.dumps({'rc': rc, 'heavy': [m for m in ('openrlhf', 'ray', 'vllm', 'deepspeed') "
+            "if m in sys.modules]}))")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["--recipe.method", "drpo"], "--recipe.method"),
+    (["--recipe.lead.agregator", "median"], "did you mean --recipe.lead.aggregator"),
+    (["--recipe.lead.beta_ema", "1.5"], "beta_ema"),
+])
+def test_bad_recipe_flags_fail_before_openrlhf_or_ray_is_imported(tmp_path, bad, message):
+    result, err = _run_cli(*base_flags(tmp_path), *bad)
+    assert result["rc"] == 2
+    assert message in err
+    assert result["heavy"] == []
+
+
+def test_openrlhf_validation_stays_in_force(tmp_path, capsys):
+    flags = base_flags(tmp_path)
+    flags[flags.index("--rollout.n_samples_per_prompt") + 1] = "1"
+    assert train.main(flags + ["--dry-run"]) == 2
+    assert "requires n_samples_per_prompt > 1" in capsys.readouterr().err
+
+
+def test_openrlhf_parser_errors_are_reported(tmp_path, capsys):
+    assert train.main(base_flags(tmp_path) + ["--no.such_flag", "--dry-run"]) == 2
+    assert "unrecognized arguments: --no.such_flag" in capsys.readouterr().err
+
+
+def test_estimator_with_critic_is_refused_before_start(tmp_path, capsys):
+    flags = base_flags(tmp_path)
+    flags[flags.index("--algo.advantage.estimator") + 1] = "gae"
+    assert train.main(flags) == 2
+    assert "--algo.advantage.estimator gae" in capsys.readouterr().err
+
+
+def test_dry_run_prints_resolved_command_and_configuration(tmp_path, capsys):
+    import ray
+    assert train.main(base_flags(tmp_path) + ["--recipe.method", "grpo-lead", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    command = out.split("\n")[1]
+    assert command.startswith("lead-recipes train --actor.model_name_or_path some/model")
+    assert "--recipe.method grpo-lead" in command and "--reward.clip_range -5 5" in command
+    config = json.loads(out.split("# configuration after OpenRLHF's validation\n")[1].split("\n# ")[0])
+    assert config["recipe"]["method"] == "grpo-lead"
+    assert config["reward"]["clip_range"] == [-5.0, 5.0]
+    assert config["critic"]["model_name_or_path"] is None  # set by OpenRLHF's own validation for group_norm
+    assert not ray.is_initialized()
+
+
+def test_no_openrlhf_flags_means_the_embedded_lead_recipe(capsys):
+    assert train.main(["--dry-run", "--recipe.lead.alpha", "0.5"]) == 0
+    out = capsys.readouterr().out
+    config = json.loads(out.split("# configuration after OpenRLHF's validation\n")[1].split("\n# ")[0])
+    assert config["actor"]["model_name_or_path"] == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
+    assert config["recipe"]["method"] == "lead"
+    assert config["recipe"]["lead"]["alpha"] == 0.5  # the user's flag wins over the recipe's 1.0
+    assert config["rollout"]["max_new_tokens"] == 4000
+
+
+def test_required_gpus_follows_openrlhf_placement():
+    from types import SimpleNamespace as NS
+    args = NS(actor=NS(num_nodes=1, num_gpus_per_node=4), ref=NS(num_nodes=1, num_gpus_per_node=4),
+              vllm=NS(num_engines=2, tensor_parallel_size=2), algo=NS(kl=NS(init_coef=0.01)),
+              train=NS(colocate_all=True, colocate_actor_ref=False))
+    assert train.required_gpus(args) == 4
+    args.train.colocate_all = False
+    assert train.required_gpus(args) == 12
+    args.train.colocate_actor_ref = True
+    assert train.required_gpus(args) == 8
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_qwen2, shared_data, capsys):
+    rows = [json.loads(x) for x in (shared_data / "train" / "math_level3to5.jsonl").open().readlines()[:4]]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"prompt": r["problem"], "label": r["answer"]}) + "\n"
+                                              for r in rows))
+    flags = base_flags(tmp_path, model=tiny_qwen2, extra=["--ckpt.path", str(tmp_path / "ckpt"),
+                                                          "--ds.attn_implementation", "sdpa"])
+    rc = train.main(flags + ["--preflight"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    status = {m.group(2): (m.group(1), m.group(3)) for m in
+              re.finditer(r"^\[\s*(ok|MISSING)\] (\S+)\s+(.*)$", captured.out, re.M)}
+    assert status["gpu"][0] == "MISSING" and "no CUDA GPU visible" in status["gpu"][1]
+    assert status["ray"][0] == "MISSING" and "0 GPU(s)" in status["ray"][1]
+    for name in ("openrlhf", "data", "model", "reward", "ckpt", "flash-attn"):
+        assert status[name][0] == "ok", status[name]
+    assert "cannot start training, missing: gpu: no CUDA GPU visible" in captured.err
