@@ -41,6 +41,7 @@ _SCAN_LIMIT = 4 * MAX_ANSWER_CHARS  # brace matching gives up this far after `\b
 _MAX_BOX_TRIES = 64              # unclosed `\boxed{` occurrences tried, newest first
 _GRACE_S = 0.5                   # hard timeout = soft timeout + this
 _CHUNK_BUDGET_S = 0.25           # a worker stops starting new items of a chunk after this long
+_HEAVY_CHARS = 256               # gold + answer longer than this: graded alone, in the heavy lane
 
 
 @dataclass(frozen=True)
@@ -372,7 +373,9 @@ class _Job:
     def __init__(self, key: tuple[str, str]):
         self.key = key
         self.future: cf.Future = cf.Future()
-        self.solo = False      # after its chunk failed: re-run alone so a bomb or crash is pinned to one item
+        # Heavy jobs (long answers, or re-runs after their chunk failed) go alone and through at most workers - 1
+        # workers at a time, so a stream of sympy bombs can never occupy every worker.
+        self.solo = len(key[0]) + len(key[1]) > _HEAVY_CHARS
         self.crashes = 0
 
 
@@ -405,7 +408,9 @@ class Grader:
         self._cache_size = cache_size
         self._lock = threading.RLock()
         self._pool = None
-        self._pending: collections.deque[_Job] = collections.deque()
+        self._pending: collections.deque[_Job] = collections.deque()   # normal jobs, chunked
+        self._heavy: collections.deque[_Job] = collections.deque()     # solo jobs, at most workers - 1 at once
+        self._heavy_inflight = 0
         self._jobs: dict[tuple[str, str], _Job] = {}  # pending or in flight, by key
         self._inflight = 0
         self._closed = False
@@ -472,7 +477,7 @@ class Grader:
     def stats(self) -> dict:
         with self._lock:
             return {"counts": {s: self.counts.get(s, 0) for s in STATUSES}, "worker_restarts": self.worker_restarts,
-                    "pending": len(self._pending), "inflight_chunks": self._inflight, "cache_entries": len(self._cache),
+                    "pending": len(self._pending) + len(self._heavy), "inflight_chunks": self._inflight, "cache_entries": len(self._cache),
                     "workers": self.workers, "pool_started": self._pool is not None,
                     "worker_pids": self.worker_pids()}
 
@@ -501,6 +506,7 @@ class Grader:
             jobs = list(self._jobs.values())
             self._jobs.clear()
             self._pending.clear()
+            self._heavy.clear()
         if pool is not None:
             pool.stop()
             pool.join(timeout=5)
@@ -538,23 +544,29 @@ class Grader:
                 job = _Job(key)
                 if self._cache_size:  # cache off (benchmarks): every request is verified on its own
                     self._jobs[key] = job
-                self._pending.append(job)
+                (self._heavy if job.solo else self._pending).append(job)
         self._pump()
         return job
 
     def _pump(self) -> None:
-        """Send queued jobs to the pool, in chunks, keeping at most workers + 1 chunks in flight."""
+        """Send queued jobs to the pool, keeping at most workers + 1 chunks in flight: heavy jobs one by one through
+        at most max(1, workers - 1) slots, normal jobs in chunks spread over the free workers."""
         while True:
             with self._lock:
-                if self._closed or not self._pending or self._inflight >= self.workers + 1:
+                if self._closed or self._inflight >= self.workers + 1:
                     return
-                # Spread what is queued over the free worker slots, so a burst of 50 uses both workers.
-                size = min(self.chunk_size, -(-len(self._pending) // max(1, self.workers - self._inflight)))
-                chunk = [self._pending.popleft()]
-                if not chunk[0].solo:
-                    while self._pending and len(chunk) < size and not self._pending[0].solo:
+                if self._heavy and self._heavy_inflight < max(1, self.workers - 1):
+                    chunk, heavy = [self._heavy.popleft()], True
+                elif self._pending:
+                    # Spread what is queued over the free worker slots, so a burst of 50 uses both workers.
+                    size = min(self.chunk_size, -(-len(self._pending) // max(1, self.workers - self._inflight)))
+                    chunk, heavy = [self._pending.popleft()], False
+                    while self._pending and len(chunk) < size:
                         chunk.append(self._pending.popleft())
+                else:
+                    return
                 self._inflight += 1
+                self._heavy_inflight += heavy
                 try:
                     pool = self._ensure_pool()
                     hard = self.timeout_s + _GRACE_S + (_CHUNK_BUDGET_S if len(chunk) > 1 else 0.0)
@@ -564,9 +576,9 @@ class Grader:
                     fut = cf.Future()
                     fut.set_exception(exc)
                     self._pool = None
-            fut.add_done_callback(lambda f, chunk=chunk: self._on_chunk_done(chunk, f))
+            fut.add_done_callback(lambda f, chunk=chunk, heavy=heavy: self._on_chunk_done(chunk, f, heavy))
 
-    def _on_chunk_done(self, chunk: list[_Job], fut) -> None:
+    def _on_chunk_done(self, chunk: list[_Job], fut, heavy: bool) -> None:
         from pebble import ProcessExpired
         finished: list[tuple[_Job, str]] = []
         requeue: list[_Job] = []
@@ -595,6 +607,7 @@ class Grader:
                     finished.append((job, "error"))
         with self._lock:
             self._inflight -= 1
+            self._heavy_inflight -= heavy
             for job, status in finished:
                 self._jobs.pop(job.key, None)
                 if status in ("correct", "wrong") and self._cache_size:
@@ -602,7 +615,7 @@ class Grader:
                     if len(self._cache) > self._cache_size:
                         self._cache.popitem(last=False)
             for job in reversed(requeue):
-                self._pending.appendleft(job)
+                (self._heavy if job.solo else self._pending).appendleft(job)
         for job, status in finished:
             job.future.set_result(status)
         self._pump()

@@ -322,6 +322,20 @@ def test_bomb_in_a_batch_does_not_change_its_neighbours(grader):
     assert [g.status for g in got] == ["correct"] * 7 + ["timeout"] + ["correct"] * 12 + ["correct", "wrong"]
 
 
+def test_a_stream_of_bombs_never_blocks_normal_answers():
+    g = Grader(timeout_s=1.0, workers=2).start()
+    try:
+        g.grade("1", given_answer="1.0")
+        bombs = [g.submit(f"(1, x^{{{k}}})", given_answer=f"(1, {SUM_300}+{k})") for k in range(4)]
+        normal = [g.submit(f"x+{i}", rf"\boxed{{{i}+x}}") for i in range(1, 31)]  # no shortcut: workers grade
+        got = [f.result(timeout=30) for f in normal]
+        assert all(x.status == "correct" for x in got)
+        assert max(x.latency_s for x in got) < 1.0           # the heavy lane holds at most one of the two workers
+        assert sum(f.done() for f in bombs) < len(bombs)     # while the bombs are still queued behind each other
+    finally:
+        g.close()
+
+
 def test_one_megabyte_response_is_graded_quickly(grader):
     text = ("Let us think step by step. " * 40_000)[:1_000_000] + r" Hence \boxed{\frac{3}{4}}."
     t = time.perf_counter()
