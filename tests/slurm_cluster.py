@@ -40,11 +40,16 @@ def _free_port() -> int:
 
 
 class SlurmCluster:
-    """Start with `start()`; `env` is the environment for sbatch/squeue/scontrol (SLURM_CONF set)."""
+    """Start with `start()`; `env` is the environment for sbatch/squeue/scontrol (SLURM_CONF set).
+    nodes=1: one node "localhost" (the cpu-stack.md recipe). nodes>1: nodes n1..nN, each its own slurmd on
+    127.0.0.1 with its own port, spool and pid file — several Slurm nodes on one machine, so multi-node job
+    scripts (a Ray head plus workers) run for real; `cpus` is then per node."""
 
-    def __init__(self, root: Path, cpus: int | None = None):
+    def __init__(self, root: Path, cpus: int | None = None, nodes: int = 1):
         self.root = Path(root).resolve()
-        self.cpus = cpus or max(1, os.cpu_count() or 1)
+        self.nodes = nodes
+        self.names = ["localhost"] if nodes == 1 else [f"n{i + 1}" for i in range(nodes)]
+        self.cpus = cpus or (max(1, os.cpu_count() or 1) if nodes == 1 else 1)
         self.conf = self.root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self._munged_started = False
@@ -54,17 +59,24 @@ class SlurmCluster:
         s = self.root
         for d in ("state", "spool"):
             (s / d).mkdir(parents=True, exist_ok=True)
-        self.conf.write_text("\n".join([
+        per_node = "" if self.nodes == 1 else "-%n"
+        lines = [
             "ClusterName=leadtest", "SlurmctldHost=localhost", "AuthType=auth/munge", "CredType=cred/munge",
             "SlurmUser=root", "SlurmdUser=root", f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
-            f"StateSaveLocation={s}/state", f"SlurmdSpoolDir={s}/spool", f"SlurmctldPidFile={s}/slurmctld.pid",
-            f"SlurmdPidFile={s}/slurmd.pid", f"SlurmctldLogFile={s}/slurmctld.log", f"SlurmdLogFile={s}/slurmd.log",
+            f"StateSaveLocation={s}/state", f"SlurmdSpoolDir={s}/spool{per_node}",
+            f"SlurmctldPidFile={s}/slurmctld.pid", f"SlurmdPidFile={s}/slurmd{per_node}.pid",
+            f"SlurmctldLogFile={s}/slurmctld.log", f"SlurmdLogFile={s}/slurmd{per_node}.log",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none", "SchedulerType=sched/backfill",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
-            "SlurmctldTimeout=30", "SlurmdTimeout=30", "MinJobAge=600", "KillWait=10",
-            f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=4000 State=UNKNOWN",
-            "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP", ""]))
+            "SlurmctldTimeout=30", "SlurmdTimeout=30", "MinJobAge=600", "KillWait=10"]
+        if self.nodes == 1:
+            lines.append(f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=4000 State=UNKNOWN")
+        else:
+            lines += [f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} CPUs={self.cpus} "
+                      "RealMemory=4000 State=UNKNOWN" for n in self.names]
+        lines += [f"PartitionName=debug Nodes={','.join(self.names)} Default=YES MaxTime=INFINITE State=UP", ""]
+        self.conf.write_text("\n".join(lines))
 
     def _munge_ok(self) -> bool:
         munge = subprocess.run([which("munge"), "-n"], capture_output=True)
@@ -82,8 +94,9 @@ class SlurmCluster:
             self._wait(self._munge_ok, timeout, "munged")
         subprocess.run([which("slurmctld")], env=self.env, check=True)
         self._pids.append(self._pid("slurmctld"))
-        subprocess.run([which("slurmd"), "-N", "localhost"], env=self.env, check=True)
-        self._pids.append(self._pid("slurmd"))
+        for name in self.names:
+            subprocess.run([which("slurmd"), "-N", name], env=self.env, check=True)
+            self._pids.append(self._pid("slurmd" if self.nodes == 1 else f"slurmd-{name}"))
         self._wait(self._node_idle, timeout, "the Slurm node to become idle")
         return self
 
@@ -93,11 +106,13 @@ class SlurmCluster:
         return int(path.read_text().strip())
 
     def _node_idle(self) -> bool:
-        out = subprocess.run([which("sinfo"), "-h", "-o", "%t"], env=self.env, capture_output=True, text=True)
-        state = out.stdout.strip()
-        if state.startswith("drain"):
-            self.scontrol("update", "nodename=localhost", "state=resume")
-        return state in ("idle", "mix", "alloc")
+        out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
+                             text=True)
+        states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+        for name, state in states.items():
+            if state.startswith("drain"):  # saved state can keep a drain across restarts
+                self.scontrol("update", f"nodename={name}", "state=resume")
+        return len(states) == self.nodes and all(st in ("idle", "mix", "alloc") for st in states.values())
 
     @staticmethod
     def _wait(pred, timeout: float, what: str) -> None:
@@ -137,6 +152,13 @@ class SlurmCluster:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job_id} not in {states} (restarts >= {restarts}) after {timeout}s: {info}")
             time.sleep(0.5)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the controller's and the nodes' logs (for failure messages)."""
+        out = []
+        for log in sorted(self.root.glob("slurm*.log")):
+            out.append(f"== {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
+        return "\n".join(out)
 
     def stop(self) -> None:
         for pid in reversed(self._pids):

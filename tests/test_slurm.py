@@ -1,7 +1,8 @@
-"""Slurm scripts: static checks (bash -n, shellcheck, strict mode, --help, launch header) and, on a real
-single-node Slurm started here (tests/slurm_cluster.py), the real slurm/train.sbatch submitted by
-`lead-recipes launch --slurm` with the training step in dry-run mode (no GPU here: 0 GPUs per node), a
-USR1-preemption -> requeue -> resume cycle, and the evaluation job array."""
+"""Slurm scripts: static checks (bash -n, shellcheck, strict mode, --help, launch header) and, on a real Slurm
+started here (tests/slurm_cluster.py: two slurmd nodes on this one machine), the real slurm/train.sbatch submitted
+by `lead-recipes launch --slurm` with the training step in dry-run mode (no GPU here: 0 GPUs per node): a 1-node
+job with its reward server, a 2-node job (Ray head + worker) through a USR1-preemption -> requeue -> resume cycle,
+and the evaluation job array."""
 from __future__ import annotations
 
 import json
@@ -60,7 +61,7 @@ def slurm():
     if reason:
         pytest.skip(reason)
     root = Path(tempfile.mkdtemp(prefix="lrs", dir="/tmp"))  # short: Ray's socket paths live under it
-    cluster = SlurmCluster(root / "slurm").start()
+    cluster = SlurmCluster(root / "slurm", nodes=2).start()
     cluster.env.update(TMPDIR=str(root), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     cluster.root_tmp = root
     yield cluster
@@ -121,7 +122,7 @@ def wait_for(pred, timeout: float, what: str):
 @pytest.mark.timeout(400)
 def test_train_job_brings_up_ray_and_reward_server_then_runs_the_resolved_command_and_cleans_up(slurm):
     run_dir, port = slurm.root_tmp / "e2e", free_port()
-    job = submit(slurm, run_dir, "--reward-port", str(port), "--reward-placement", "every_node")
+    job = submit(slurm, run_dir, "--nodes", "1", "--reward-port", str(port), "--reward-placement", "every_node")
     info = slurm.wait_state(job, DONE, timeout=360)
     out = job_output(run_dir, job)
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", out[-3000:]
@@ -138,9 +139,9 @@ def test_train_job_brings_up_ray_and_reward_server_then_runs_the_resolved_comman
 
 @pytest.mark.slow
 @pytest.mark.timeout(500)
-def test_usr1_checkpoint_marks_requeues_and_the_next_run_resumes_with_ckpt_load_enable(slurm):
-    run_dir = slurm.root_tmp / "requeue"
-    job = submit(slurm, run_dir, "--reward-placement", "none")
+def test_two_node_job_survives_usr1_by_marking_requeueing_and_resuming_with_ckpt_load_enable(slurm):
+    run_dir, port = slurm.root_tmp / "requeue", free_port()
+    job = submit(slurm, run_dir, "--nodes", "2", "--reward-placement", "head", "--reward-port", str(port))
     # The trainer's last DeepSpeed checkpoint tag (what OpenRLHF writes to <ckpt.path>/_actor/latest).
     (run_dir / "ckpt" / "_actor").mkdir(parents=True)
     (run_dir / "ckpt" / "_actor" / "latest").write_text("global_step40")
@@ -152,16 +153,19 @@ def test_usr1_checkpoint_marks_requeues_and_the_next_run_resumes_with_ckpt_load_
     slurm.scontrol("update", f"jobid={job}", "starttime=now")
     info = slurm.wait_state(job, DONE, timeout=300, restarts=1)
     out = job_output(run_dir, job)
-    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out[-3000:]
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", (info, out[-3000:], slurm.log_tail())
+    assert len(re.findall(r"ray ready: 2/2 nodes, 0/0 GPUs registered", out)) == 2   # head + worker, both runs
     mark = json.loads((run_dir / "state" / "preempted.json").read_text())
     assert (mark["signal"], mark["run"], mark["latest_checkpoint"]) == ("USR1", 0, "global_step40")
     first, second = commands(out)
-    assert "--ckpt.load_enable" not in first
-    assert second == expected_command(run_dir, "--ckpt.load_enable", "--dry-run")
+    url = ["--reward.remote_url", f"http://127.0.0.1:{port}/get_reward"]
+    assert first == expected_command(run_dir, *url, "--dry-run")
+    assert second == expected_command(run_dir, *url, "--ckpt.load_enable", "--dry-run")
     ids = re.findall(r"W&B run id (\w+)", out)
     assert len(ids) == 2 and ids[0] == ids[1]
     assert {p.name for p in (run_dir / "logs").iterdir()} == {f"job-{job}-run0", f"job-{job}-run1"}
-    assert leftovers(slurm, job) == []
+    assert (run_dir / "logs" / f"job-{job}-run1" / "ray-worker-0.log").exists()
+    assert leftovers(slurm, job, port) == []
 
 
 @pytest.mark.slow
