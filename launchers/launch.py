@@ -71,7 +71,9 @@ def lead_recipes_exe() -> str:
 def train_command(recipe, mode: str = "run", exe: str = "lead-recipes") -> list[str]:
     cmd = recipe.command()
     if recipe.entrypoint == "train":
-        cmd = [exe, *cmd[1:]] + {"run": [], "dry-run": ["--dry-run"], "preflight": ["--preflight"]}[mode]
+        return [exe, *cmd[1:]] + {"run": [], "dry-run": ["--dry-run"], "preflight": ["--preflight"]}[mode]
+    if exe != "lead-recipes" and (Path(exe).parent / cmd[0]).exists():   # e.g. the venv's deepspeed launcher
+        cmd[0] = str(Path(exe).parent / cmd[0])
     return cmd
 
 

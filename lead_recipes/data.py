@@ -83,6 +83,20 @@ def _is_numeric(answer: str) -> bool:
     return re.fullmatch(r"-?\d+(\.\d+)?|-?\\frac\{\d+\}\{\d+\}|-?\d+/\d+", answer.replace(",", "").strip()) is not None
 
 
+def field(row: dict, key: str):
+    """row[key], where a dotted key reaches into nested mappings ('reward_model.ground_truth') and a chat-message
+    list yields the content of its last user turn (hub sets that store the problem as messages)."""
+    value = row
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(key)
+        value = value[part]
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
+        users = [m["content"] for m in value if m.get("role", "user") == "user"]
+        value = users[-1] if users else value[-1]["content"]
+    return value
+
+
 def select(rows: list[dict], args) -> tuple[list[dict], dict]:
     """Apply the preset's filters; returns (kept rows as {"id","problem","answer",...}, counts of dropped rows)."""
     dropped: dict[str, int] = defaultdict(int)
@@ -91,7 +105,7 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
     out = []
     for i, row in enumerate(rows):
         try:
-            problem, answer = row[args.problem_key], row[args.answer_key]
+            problem, answer = field(row, args.problem_key), field(row, args.answer_key)
         except KeyError as exc:
             raise ValueError(f"row {i}: no field {exc} (set --problem-key/--answer-key); fields: {sorted(row)}") \
                 from None
@@ -123,7 +137,10 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
         if args.numeric_only and not _is_numeric(answer):
             dropped["non-numeric answer"] += 1
             continue
-        rid = str(row.get(args.id_key, f"{Path(str(args.source)).stem}-{i}"))
+        try:
+            rid = str(field(row, args.id_key))
+        except KeyError:
+            rid = f"{Path(str(args.source)).stem}-{i}"
         kept = {"id": rid, "problem": problem, "answer": answer}
         for extra in ("level", "subject", "difficulty", "source"):
             if row.get(extra) is not None:
@@ -317,8 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--split", default="train", help="hub split (default train)")
     b.add_argument("--out", required=True, help="output JSONL")
     b.add_argument("--report", help="JSON report path (default OUT.report.json)")
-    b.add_argument("--problem-key", default="problem")
-    b.add_argument("--answer-key", default="answer")
+    b.add_argument("--problem-key", default="problem", help="field with the problem (dotted for nested; a chat "
+                   "message list gives its last user turn)")
+    b.add_argument("--answer-key", default="answer", help="field with the gold answer (dotted for nested)")
     b.add_argument("--id-key", default="id")
     b.add_argument("--levels", help="comma-separated MATH levels (preset math: 3,4,5)")
     b.add_argument("--subjects", help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'")

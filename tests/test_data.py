@@ -211,3 +211,14 @@ def test_curriculum_matches_hashes_of_prompts_as_openrlhf_renders_them(stage1, t
     assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--tokenizer", tiny_qwen2,
                "--out", out) == 0
     assert [r["id"] for r in read(out)] == [rows[1]["id"], rows[4]["id"]]
+
+
+def test_nested_fields_and_chat_message_problems_are_mapped(tmp_path):
+    src = tmp_path / "hub_like.jsonl"
+    src.write_text(json.dumps({"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "2+3?"}],
+                               "reward_model": {"ground_truth": "5"}, "extra_info": {"index": 7}}) + "\n")
+    out = tmp_path / "o.jsonl"
+    assert run("build", "--preset", "jsonl", "--source", src, "--problem-key", "prompt", "--answer-key",
+               "reward_model.ground_truth", "--id-key", "extra_info.index", "--template", "none",
+               "--no-decontaminate", "--out", out) == 0
+    assert [(r["prompt"], r["label"], r["id"]) for r in read(out)] == [("2+3?", "5", "7")]

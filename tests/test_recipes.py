@@ -181,3 +181,10 @@ def test_extends_cycle_is_an_error(tmp_path):
     write(tmp_path, "extends: " + str(tmp_path / "a.yaml") + "\n", "b.yaml")
     with pytest.raises(RecipeError, match="cycle"):
         load_recipe(str(tmp_path / "a.yaml"))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if load_recipe(n).data.get("prepare")])
+def test_recipe_data_prepare_is_a_valid_lead_recipes_data_command(name):
+    from lead_recipes.data import build_parser
+    args = build_parser().parse_args(load_recipe(name).data["prepare"])
+    assert args.out == load_recipe(name).openrlhf["data.prompt_dataset"]
