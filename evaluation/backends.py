@@ -94,12 +94,19 @@ class VLLMBackend:
             chunk = requests[start:start + self.chunk_size]
             params = [SamplingParams(n=1, temperature=gen.temperature, top_p=gen.top_p, top_k=gen.top_k,
                                      min_p=gen.min_p, max_tokens=gen.max_new_tokens, seed=r.seed) for r in chunk]
-            outs = self.llm.generate([r.prompt for r in chunk], params, use_tqdm=False)
+            outs = self.llm.generate([self._prompt(r.prompt, gen) for r in chunk], params, use_tqdm=False)
             rows = []
             for req, out in zip(chunk, outs):
                 o = out.outputs[0]
                 rows.append(_row(req, o.text, len(o.token_ids), o.finish_reason, o.finish_reason == "length"))
             sink(rows)
+
+    def _prompt(self, text: str, gen):
+        """A chat-templated prompt already holds the template's BOS (e.g. DeepSeek-R1-Distill's); letting vLLM
+        tokenize the string would add a second one, so it is tokenized here without special tokens."""
+        if gen.chat_template_enable:
+            return {"prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
+        return text
 
     def close(self) -> None:
         self._llm = None
@@ -139,6 +146,8 @@ class OpenAIBackend:
             body["messages"] = list(req.messages)
             return f"{self.base_url}/v1/chat/completions", body
         body["prompt"] = req.prompt
+        if gen.chat_template_enable:
+            body["add_special_tokens"] = False     # vLLM extension: the rendered template already has its BOS
         return f"{self.base_url}/v1/completions", body
 
     def _parse(self, req: GenRequest, data: dict) -> dict:

@@ -210,3 +210,22 @@ def test_lead_recipes_eval_dispatch_reports_bad_input_clearly(tmp_path):
     res = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "eval", "compare", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "not found" in res.stderr
+
+
+def test_replay_missing_generations_is_a_clear_error(rollouts, tmp_path, capsys):
+    d, _ = rollouts
+    argv = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
+            f"math100={d / 'math100.jsonl'}", "--n", "9", "--max-new-tokens", "4096", "--output", str(tmp_path / "r"),
+            "--no-progress_enable", "--no-plots_enable"]
+    assert cli.main(argv) == 2
+    assert "lacks 100 of the requested generations" in capsys.readouterr().err
+
+
+def test_replay_without_token_counts_or_tokenizer_is_a_clear_error(rollouts, tmp_path, capsys):
+    d, _ = rollouts
+    argv = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
+            f"math100={d / 'math100.jsonl'}", "--n", "8", "--max-new-tokens", "4096", "--output", str(tmp_path / "r"),
+            "--no-progress_enable", "--no-plots_enable"]
+    assert cli.main(argv) == 2
+    assert "no num_tokens" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "samples.jsonl").exists() or not (tmp_path / "r" / "samples.jsonl").read_text()
