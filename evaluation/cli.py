@@ -34,7 +34,7 @@ def _field_map(text: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes eval", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="lead-recipes eval", description=" ".join(__doc__.split("\n\n")[0].split()),
                                 epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
     p.add_argument("--backend", required=True, choices=("vllm", "openai", "replay"))
     p.add_argument("--model", help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)")

@@ -145,6 +145,21 @@ def summarize(grouped: dict, scorer, config: dict, gen: GenConfig, base: dict | 
     return summary
 
 
+def redact_argv(argv: list[str]) -> list[str]:
+    """The command line for the record, with API keys replaced by "***" (summary.json gets shared)."""
+    out, hide = [], False
+    for a in argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif a.split("=", 1)[0] in ("--openai.api_key",):
+            hide = "=" not in a
+            out.append(a if hide else a.split("=", 1)[0] + "=***")
+        else:
+            out.append(a)
+    return out
+
+
 def load_summary(run: str | Path) -> dict:
     """summary.json of a run directory (or the file itself)."""
     path = Path(run)
@@ -178,7 +193,7 @@ def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_
     t_gen = time.monotonic() - t0
     grouped = group_samples(rows, benchmarks, gen)
     summary = summarize(grouped, scorer, dict(config, budgets=budgets or [], resumed=resumed,
-                                              argv=sys.argv[1:]), gen, base, budgets, tokenizer)
+                                              argv=redact_argv(sys.argv[1:])), gen, base, budgets, tokenizer)
     summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
     store.write_json(run_dir / "summary.json", summary)
     report.write_run_report(run_dir, summary, plots=plots)

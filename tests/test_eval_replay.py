@@ -229,3 +229,9 @@ def test_replay_without_token_counts_or_tokenizer_is_a_clear_error(rollouts, tmp
     assert cli.main(argv) == 2
     assert "no num_tokens" in capsys.readouterr().err
     assert not (tmp_path / "r" / "samples.jsonl").exists() or not (tmp_path / "r" / "samples.jsonl").read_text()
+
+
+def test_api_keys_never_reach_the_recorded_command_line():
+    from evaluation.run import redact_argv
+    got = redact_argv(["--openai.api_key", "sk-secret", "--n", "2", "--openai.api_key=sk-other"])
+    assert got == ["--openai.api_key", "***", "--n", "2", "--openai.api_key=***"]
