@@ -493,10 +493,18 @@ class Grader:
         with self._lock:
             self._cache.clear()
 
-    def start(self) -> "Grader":
-        """Start the worker pool now (otherwise the first graded answer starts it)."""
+    def start(self, wait_s: float = 120.0) -> "Grader":
+        """Start the worker pool now (otherwise the first graded answer starts it) and wait until the workers have
+        imported math-verify and graded one answer each (at most `wait_s`)."""
         with self._lock:
-            self._ensure_pool()
+            pool = self._ensure_pool()
+        futures = [pool.schedule(_worker_chunk, args=([("x+1", "1+x")], self.timeout_s, _CHUNK_BUDGET_S),
+                                 timeout=wait_s) for _ in range(self.workers)]
+        for f in futures:
+            try:
+                f.result()
+            except Exception:  # noqa: BLE001 - a worker that fails here is replaced; grading itself reports it
+                pass
         return self
 
     def close(self) -> None:

@@ -123,9 +123,10 @@ def test_inside_an_async_ray_actor_the_pool_starts_lazily_and_grades():
                 return [o[0]["rewards"].tolist() for o in outs], get_grader().worker_pids(), os.getpid()
 
         actor = RolloutLike.remote()
-        qs = [PROMPT + "\\boxed{42}", PROMPT + "\\boxed{\\frac{84}{2}}", PROMPT + "\\boxed{41}"]
+        # symbolic answers: no parent-side shortcut applies, so the actor's worker pool must start and grade them
+        qs = [PROMPT + "\\boxed{1+x}", PROMPT + "\\boxed{\\frac{2x+2}{2}}", PROMPT + "\\boxed{x+2}"]
         rewards, pids, actor_pid = ray.get(actor.rewards.remote(str(Path(rf_module.__file__)), qs, [PROMPT] * 3,
-                                                                ["42"] * 3), timeout=240)
+                                                                ["x+1"] * 3), timeout=240)
         assert rewards == [[1.0], [1.0], [0.0]]
         assert pids and actor_pid not in pids
     finally:
