@@ -171,3 +171,15 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     assert len(keys) == len(set(keys)) == 72
     assert lines[:len(before)] == [json.dumps(r, ensure_ascii=False) for r in before]   # earlier samples untouched
     assert json.loads((out / "summary.json").read_text())["benchmarks"]["toy"]["accuracy"] == pytest.approx(4 / 6)   # seeds 0,1,4,5 correct
+
+
+def test_cli_vllm_flags_reach_the_engine_arguments():
+    from evaluation.protocols import resolve
+    args = cli.build_parser().parse_args(["--backend", "vllm", "--model", "m", "--output", "o", "--seed", "7",
+                                          "--vllm.dtype", "bfloat16", "--vllm.tensor_parallel_size", "2",
+                                          "--vllm.max_model_len", "40000", "--vllm.enforce_eager_enable"])
+    backend, tok = cli.make_backend(args, resolve("sober", seed=args.seed))
+    assert tok is None and backend._llm is None          # nothing is loaded before the run starts
+    assert backend.engine_args == {"model": "m", "dtype": "bfloat16", "tensor_parallel_size": 2,
+                                   "max_model_len": 40000, "enforce_eager": True, "seed": 7,
+                                   "gpu_memory_utilization": None}
