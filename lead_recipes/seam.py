@@ -365,6 +365,8 @@ class _RecipeTrainerMixin:
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
         if restore_recipe_state(self.recipe_method, checkpoint_states):
+            logger.info(f"lead-recipes: restored {self.recipe_method.name} state at global_step "
+                        f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}")
             saved_id = checkpoint_states["recipe"].get("wandb_run_id")
             if saved_id and self.recipe_wandb_run_id and saved_id != self.recipe_wandb_run_id:
                 logger.warning(f"checkpoint was logged to W&B run {saved_id}, this run logs to "
