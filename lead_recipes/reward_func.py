@@ -33,31 +33,11 @@ def response_text(query: Any, prompt: Any) -> str:
 
 
 def _is_repetitive(text: str) -> bool:
-    """`lead_recipes.repetition.is_repetitive(text)`, same answer (property-tested against it in
-    tests/test_reward_func.py), ~3x faster: the n-word chunk comparisons run in numpy over word hashes instead of
-    Python list slices (2.7 ms → 0.9 ms on a 4k-token response; the reward server calls it once per request)."""
+    """`lead_recipes.repetition.is_repetitive(text)`; a failure there must never cost the reward (→ False)."""
     try:
-        import numpy as np
-        from lead_recipes.repetition import MAX_N, MAX_TOKEN_CHARS, MIN_REPEATS
-        words = text.split()
-        if not words:
-            return False
-        if max(map(len, words)) >= MAX_TOKEN_CHARS or MIN_REPEATS <= 1:
-            return True
-        a = np.fromiter(map(hash, words), dtype=np.int64, count=len(words))
-        need = MIN_REPEATS - 1                     # equal adjacent chunk pairs in a row = MIN_REPEATS equal chunks
-        for n in range(1, MAX_N + 1):
-            m = len(a) // n                        # whole chunks at offsets 0, n, 2n, ...
-            if m < MIN_REPEATS:
-                break
-            b = a[:m * n].reshape(m, n)
-            eq = (b[1:] == b[:-1]).all(axis=1)
-            if eq.sum() >= need:
-                c = np.concatenate(([0], np.cumsum(eq)))
-                if (c[need:] - c[:-need]).max() >= need:
-                    return True
-        return False
-    except Exception:  # noqa: BLE001 - a logging signal must never cost the reward
+        from lead_recipes.repetition import is_repetitive
+        return bool(is_repetitive(text))
+    except Exception:  # noqa: BLE001
         return False
 
 

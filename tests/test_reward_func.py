@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import lead_recipes.reward_func as rf_module
 from lead_recipes.grading import REWARD_LOG_KEYS
@@ -134,14 +132,3 @@ def test_inside_an_async_ray_actor_the_pool_starts_lazily_and_grades():
         import shutil
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
-
-_WORDS = st.lists(st.sampled_from(["a", "b", "c", "so", "x" * 119, "y" * 120]), min_size=0, max_size=60)
-
-
-@settings(max_examples=300, deadline=None)
-@given(prefix=_WORDS, unit=st.lists(st.sampled_from(["a", "b", "c", "so"]), min_size=1, max_size=31),
-       times=st.integers(0, 14), suffix=_WORDS)
-def test_fast_repetition_check_equals_the_reference_detector(prefix, unit, times, suffix):
-    from lead_recipes.repetition import is_repetitive
-    text = " ".join(prefix + unit * times + suffix)
-    assert rf_module._is_repetitive(text) == is_repetitive(text)
