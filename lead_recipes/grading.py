@@ -411,7 +411,8 @@ class Grader:
         self._pending: collections.deque[_Job] = collections.deque()   # normal jobs, chunked
         self._heavy: collections.deque[_Job] = collections.deque()     # solo jobs, at most workers - 1 at once
         self._heavy_inflight = 0
-        self._jobs: dict[tuple[str, str], _Job] = {}  # pending or in flight, by key
+        self._jobs: dict[tuple[str, str], _Job] = {}  # pending or in flight, by key (shared by equal requests)
+        self._live: dict[int, _Job] = {}              # every unanswered job, so close() can answer them all
         self._inflight = 0
         self._closed = False
         self.worker_restarts = 0
@@ -511,7 +512,8 @@ class Grader:
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
-            jobs = list(self._jobs.values())
+            jobs = list(self._live.values())
+            self._live.clear()
             self._jobs.clear()
             self._pending.clear()
             self._heavy.clear()
@@ -552,6 +554,7 @@ class Grader:
                 job = _Job(key)
                 if self._cache_size:  # cache off (benchmarks): every request is verified on its own
                     self._jobs[key] = job
+                self._live[id(job)] = job
                 (self._heavy if job.solo else self._pending).append(job)
         self._pump()
         return job
@@ -575,15 +578,18 @@ class Grader:
                     return
                 self._inflight += 1
                 self._heavy_inflight += heavy
-                try:
-                    pool = self._ensure_pool()
-                    hard = self.timeout_s + _GRACE_S + (_CHUNK_BUDGET_S if len(chunk) > 1 else 0.0)
-                    fut = pool.schedule(_worker_chunk, args=([j.key for j in chunk], self.timeout_s,
-                                                             _CHUNK_BUDGET_S), timeout=hard)
-                except Exception as exc:  # noqa: BLE001 - pool unusable: drop it, fail nothing silently
-                    fut = cf.Future()
-                    fut.set_exception(exc)
-                    self._pool = None
+                pool = self._pool if self._pool is not None else self._ensure_pool()
+            # Schedule outside our lock: pebble's queue has its own, and graders' callers must not wait on it.
+            hard = self.timeout_s + _GRACE_S + (_CHUNK_BUDGET_S if len(chunk) > 1 else 0.0)
+            try:
+                fut = pool.schedule(_worker_chunk, args=([j.key for j in chunk], self.timeout_s, _CHUNK_BUDGET_S),
+                                    timeout=hard)
+            except Exception as exc:  # noqa: BLE001 - pool unusable: drop it; the chunk fails into the retry path
+                fut = cf.Future()
+                fut.set_exception(exc)
+                with self._lock:
+                    if self._pool is pool:
+                        self._pool = None
             fut.add_done_callback(lambda f, chunk=chunk, heavy=heavy: self._on_chunk_done(chunk, f, heavy))
 
     def _on_chunk_done(self, chunk: list[_Job], fut, heavy: bool) -> None:
@@ -616,8 +622,13 @@ class Grader:
         with self._lock:
             self._inflight -= 1
             self._heavy_inflight -= heavy
+            if self._closed:                      # the pool was stopped under it: answer, never re-queue
+                finished += [(job, "error") for job in requeue]
+                requeue = []
             for job, status in finished:
-                self._jobs.pop(job.key, None)
+                self._live.pop(id(job), None)
+                if self._jobs.get(job.key) is job:
+                    del self._jobs[job.key]
                 if status in ("correct", "wrong") and self._cache_size:
                     self._cache[job.key] = status == "correct"
                     if len(self._cache) > self._cache_size:
@@ -625,7 +636,8 @@ class Grader:
             for job in reversed(requeue):
                 (self._heavy if job.solo else self._pending).appendleft(job)
         for job, status in finished:
-            job.future.set_result(status)
+            if not job.future.done():           # close() may already have answered it
+                job.future.set_result(status)
         self._pump()
 
 

@@ -414,3 +414,13 @@ def test_worker_function_grades_in_process_with_its_own_alarm():
         signal.signal(signal.SIGALRM, old)
     assert got == [("correct", True), ("timeout", False), ("correct", True)]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("cache_size", [100, 0])
+def test_close_answers_every_pending_item(cache_size):
+    g = Grader(timeout_s=3.0, workers=2, cache_size=cache_size).start()
+    futures = [g.submit(f"(1, x^{{{k}}})", given_answer=f"(1, {SUM_300}+{k})") for k in range(3)]
+    futures += [g.submit(f"x+{i}", given_answer=f"{i}+x") for i in range(100)]
+    g.close()
+    got = [f.result(timeout=10) for f in futures]
+    assert all(x.status in ("correct", "error") for x in got)
