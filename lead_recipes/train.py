@@ -345,7 +345,9 @@ def main(argv: list[str]) -> int:
     errors, warnings = recipe_conflicts(args)
     if ours.dry_run:
         print(dry_run_text(openrlhf_argv, recipe, args, warnings + [f"ERROR {e}" for e in errors]))
-        return 0
+        if errors:  # still printed in full, but a dry run of an unrunnable configuration is not a success
+            print(f"{PROG}: error: " + "\n  ".join(errors), file=sys.stderr)
+        return 2 if errors else 0
     for w in warnings:
         print(f"{PROG}: warning: {w}", file=sys.stderr)
     if errors:

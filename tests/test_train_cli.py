@@ -111,7 +111,7 @@ def test_dry_run_prints_resolved_command_and_configuration(tmp_path, capsys):
     import ray
     assert train.main(base_flags(tmp_path) + ["--recipe.method", "grpo-lead", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    command = out.split("\n")[1]
+    command = out.split("# resolved command\n")[1].split("\n")[0]
     assert command.startswith("lead-recipes train --actor.model_name_or_path some/model")
     assert "--recipe.method grpo-lead" in command and "--reward.clip_range -5 5" in command
     config = json.loads(out.split("# configuration after OpenRLHF's validation\n")[1].split("\n# ")[0])
@@ -161,3 +161,13 @@ def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_q
     for name in ("openrlhf", "data", "model", "reward", "ckpt", "flash-attn"):
         assert status[name][0] == "ok", status[name]
     assert "cannot start training, missing: gpu: no CUDA GPU visible" in captured.err
+
+
+def test_dry_run_of_unrunnable_configuration_prints_it_and_exits_2(tmp_path, capsys):
+    flags = [f for f in base_flags(tmp_path)]
+    i = flags.index("--rollout.max_new_tokens")
+    del flags[i:i + 2]
+    assert train.main(flags + ["--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert "# configuration after OpenRLHF's validation" in captured.out
+    assert "--rollout.max_new_tokens is unset" in captured.err
