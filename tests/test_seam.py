@@ -463,3 +463,27 @@ def test_wandb_run_id_is_kept_across_a_resume(tmp_path, monkeypatch):
     args.ckpt.load_enable = False
     monkeypatch.delenv("WANDB_RUN_ID")
     assert seam._prepare_wandb_resume(args) != first  # a fresh run gets a fresh id
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_async_training_actor_installs_the_recipe_and_saves_its_state(ray_local, tiny_qwen2, prompt_file, tmp_path):
+    sync = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "leash")  # for its resolved strategy and group
+    actor = seam.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
+                                     actor_model_group=sync.actor_model_group, critic_model_group=None,
+                                     reward_model_group=None, reference_model_group=None, vllm_engines=None,
+                                     vllm_lock=None, rollout_queue=None, rollout_slots=None)
+    assert isinstance(actor.experience_maker, seam.RecipeExperienceMaker)
+    states = {"episode": 0, "global_step": 1, "total_consumed_prompts": 4, "data_loader_state_dict": {}}
+    actor.save_logs_and_checkpoints(1, {}, states)
+    assert states["recipe"]["method"] == "leash"
+
+
+def test_async_trainer_swaps_training_actor_inside_its_own_process(monkeypatch):
+    import openrlhf.trainer.ppo_trainer_async as pta
+    seen = {}
+    monkeypatch.setattr(pta, "TrainingActor", pta.TrainingActor)  # restored after the test
+    monkeypatch.setattr(seam.PPOTrainerAsync.__ray_actor_class__, "__init__",
+                        lambda self, *a, **k: seen.setdefault("cls", pta.TrainingActor))
+    seam.RecipeAsyncTrainer("model", None, None, None, None, None, None)
+    assert seen["cls"] is seam.RecipeTrainingActorRemote
