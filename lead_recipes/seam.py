@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import importlib.metadata
 import inspect
 import itertools
@@ -90,7 +91,7 @@ def check_openrlhf() -> None:
         if not hasattr(cls, "__ray_actor_class__"):
             problems.append(f"{cls!r} is not a Ray actor class (no __ray_actor_class__)")
     # the two call-time lookups Seam A relies on (see run_openrlhf)
-    src = inspect.getsource(sys.modules.get("openrlhf.cli.train_ppo_ray") or _import("openrlhf.cli.train_ppo_ray"))
+    src = inspect.getsource(sys.modules.get("openrlhf.cli.train_ppo_ray") or importlib.import_module("openrlhf.cli.train_ppo_ray"))
     for needle in ("from openrlhf.utils.config import hierarchize", "from openrlhf.trainer.ppo_trainer import PPOTrainer",
                    "import PPOTrainerAsync as PPOTrainer", "if not ray.is_initialized():"):
         if needle not in src:
@@ -110,15 +111,6 @@ def _row_chunks(experiences, max_rows):
         rows += len(e.action_mask)
     if chunk:
         yield chunk
-
-
-def _import(name):
-    __import__(name)
-    return sys.modules[name]
-
-
-def _prompt_sha1(prompt: str) -> str:
-    return hashlib.sha1(prompt.encode("utf-8")).hexdigest()
 
 
 def _finite(name: str, t: torch.Tensor) -> torch.Tensor:
@@ -293,7 +285,7 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
             if len(group_prompts) != 1:
                 raise ValueError(f"prompt group {q} mixes {len(group_prompts)} different prompts: samples were not "
                                  "regrouped by prompt (OpenRLHF keeps each prompt's n samples contiguous)")
-            sha = _prompt_sha1(prompts[members[0]])
+            sha = hashlib.sha1(prompts[members[0]].encode("utf-8")).hexdigest()
             label = labels[members[0]] if len(labels) == len(prompts) else None
             problem = str(label["id"]) if isinstance(label, dict) and "id" in label else sha[:16]
             records.append({"problem": problem, "prompt_sha1": sha, "correct": int(batch.correct[q].sum()),
@@ -409,7 +401,7 @@ class RecipeAsyncTrainer(PPOTrainerAsync.__ray_actor_class__):
     to happen there (a patch in the driver does not reach a fresh worker)."""
 
     def __init__(self, *args, **kwargs):
-        _import("openrlhf.trainer.ppo_trainer_async").TrainingActor = RecipeTrainingActorRemote
+        importlib.import_module("openrlhf.trainer.ppo_trainer_async").TrainingActor = RecipeTrainingActorRemote
         super().__init__(*args, **kwargs)
 
 
@@ -439,7 +431,7 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: SimpleNamespace, resolve_only
     `args.recipe = recipe` attached by hierarchize and our trainer classes installed. With `resolve_only`, stop at
     the first line of `train()` (before Ray starts) and return the validated nested args."""
     check_openrlhf()
-    config = _import("openrlhf.utils.config")
+    config = importlib.import_module("openrlhf.utils.config")
     original = config.hierarchize
     captured = {}
 
@@ -452,7 +444,7 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: SimpleNamespace, resolve_only
     def stop(*_a, **_k):
         raise StopBeforeTrain(captured.get("args"))
 
-    pt, pta = _import("openrlhf.trainer.ppo_trainer"), _import("openrlhf.trainer.ppo_trainer_async")
+    pt, pta = importlib.import_module("openrlhf.trainer.ppo_trainer"), importlib.import_module("openrlhf.trainer.ppo_trainer_async")
     argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_argv]
     with contextlib.ExitStack() as stack:
         stack.enter_context(_patched(config, "hierarchize", hierarchize_with_recipe))
