@@ -345,6 +345,11 @@ def check_layout(recipe: Recipe) -> None:
     if o.get("ckpt.disable_ds"):
         raise RecipeError(f"{where}: key 'ckpt.disable_ds': resume after preemption needs DeepSpeed checkpoints "
                           "(controller state lives in client_states); remove it")
+    if r["gpus_per_node"]:
+        for key in ("actor.num_gpus_per_node", "ref.num_gpus_per_node", "vllm.tensor_parallel_size"):
+            if key in o and int(o[key]) > r["gpus_per_node"]:
+                raise RecipeError(f"{where}: key '{key}' = {o[key]} exceeds resources.gpus_per_node = "
+                                  f"{r['gpus_per_node']} (a node cannot hold it)")
     g = lambda role: int(o.get(f"{role}.num_nodes", 1)) * int(o.get(f"{role}.num_gpus_per_node", 8))  # noqa: E731
     actor = g("actor")
     engines, tp = o.get("vllm.num_engines"), int(o.get("vllm.tensor_parallel_size", 1))

@@ -2,6 +2,7 @@
 parsers (the installed OpenRLHF CLI's and our --recipe.* flags); broken recipes fail naming the key."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -138,18 +139,20 @@ def test_invalid_value_fails_naming_the_key(override, key):
 @pytest.mark.parametrize("overrides, key", [
     (["vllm.num_engines=2"], "vllm.num_engines"),                          # 2 engines x TP1 != 4 actor GPUs
     (["vllm.tensor_parallel_size=2"], "vllm.num_engines"),                 # 4 x 2 != 4
-    (["resources.gpus_per_node=2"], "resources.gpus_per_node"),            # needs 4 GPUs
+    (["resources.gpus_per_node=2"], "actor.num_gpus_per_node"),            # 4 actor GPUs on a 2-GPU node
     (["train.colocate_all=false", "resources.gpus_per_node=8"], "resources.gpus_per_node"),  # 4+4+4 > 8
     (["ref.num_gpus_per_node=2"], "ref.num_gpus_per_node"),                # colocated ref must match actor
     (["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8", "resources.gpus_per_node=8"], "actor.num_nodes"),
     (["train.dynamic_batch_enable=false", "train.batch_size=100"], "train.batch_size"),
+    (["train.colocate_all=false", "vllm.num_engines=1", "vllm.tensor_parallel_size=8", "resources.nodes=4"],
+     "vllm.tensor_parallel_size"),                                       # TP 8 on 4-GPU nodes
     (["train.batch_size=384"], "train.batch_size"),                        # does not divide 128 x 8
     (["rollout.max_new_tokens=5024"], "rollout.max_new_tokens"),           # = data.max_len
     (["recipe.lead.b_max=8000"], "lead.b_max"),                            # B_max above the rollout cap
     (["ckpt.disable_ds=true"], "ckpt.disable_ds"),                         # resume needs DS checkpoints
 ])
 def test_impossible_layout_fails_before_anything_starts_naming_the_key(overrides, key):
-    with pytest.raises(RecipeError, match=key.replace(".", r"\.")):
+    with pytest.raises(RecipeError, match=rf"key '{re.escape(key)}'"):
         load_recipe("lead-1.5b", overrides)
 
 
