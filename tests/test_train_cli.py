@@ -171,3 +171,28 @@ def test_dry_run_of_unrunnable_configuration_prints_it_and_exits_2(tmp_path, cap
     captured = capsys.readouterr()
     assert "# configuration after OpenRLHF's validation" in captured.out
     assert "--rollout.max_new_tokens is unset" in captured.err
+
+
+def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, monkeypatch):
+    """Launch mode up to train()'s first line (the rest needs GPUs): OpenRLHF's train() sees our trainer classes
+    and args.recipe; everything is restored afterwards."""
+    import ray
+    import openrlhf.trainer.ppo_trainer as pt
+    import openrlhf.trainer.ppo_trainer_async as pta
+    from lead_recipes import seam
+    seen = {}
+
+    class Seen(Exception):
+        pass
+
+    def first_line_of_train():
+        seen["sync"], seen["async"] = pt.PPOTrainer, pta.PPOTrainerAsync
+        raise Seen
+
+    monkeypatch.setattr(ray, "is_initialized", first_line_of_train)
+    _, recipe, rest, _ = train.parse_command_line(base_flags(tmp_path) + ["--recipe.method", "gdpo"])
+    original = pt.PPOTrainer
+    with pytest.raises(Seen):
+        seam.run_openrlhf(rest, recipe)
+    assert seen["sync"] is seam.RecipePPOTrainer and seen["async"] is seam.RecipePPOTrainerAsync
+    assert pt.PPOTrainer is original
