@@ -415,7 +415,8 @@ class Grader:
         self._live: dict[int, _Job] = {}              # every unanswered job, so close() can answer them all
         self._inflight = 0
         self._closed = False
-        self.worker_restarts = 0
+        self.chunk_failures = 0        # chunks lost to a hard timeout or a dead worker (their items were re-run)
+        self._seen_pids: set[int] = set()
         self.counts = collections.Counter()
 
     # ------------------------------------------------------------------ public API
@@ -476,8 +477,10 @@ class Grader:
         return out
 
     def stats(self) -> dict:
+        self.worker_pids()
         with self._lock:
             return {"counts": {s: self.counts.get(s, 0) for s in STATUSES}, "worker_restarts": self.worker_restarts,
+                    "chunk_failures": self.chunk_failures,
                     "pending": len(self._pending) + len(self._heavy), "inflight_chunks": self._inflight, "cache_entries": len(self._cache),
                     "workers": self.workers, "pool_started": self._pool is not None,
                     "worker_pids": self.worker_pids()}
@@ -485,9 +488,17 @@ class Grader:
     def worker_pids(self) -> list[int]:
         """PIDs of the live worker processes (read from pebble's pool manager; [] if unavailable)."""
         try:
-            return sorted(self._pool._pool_manager.worker_manager.workers)
-        except AttributeError:
+            pids = sorted(self._pool._pool_manager.worker_manager.workers)
+        except (AttributeError, RuntimeError):
             return []
+        self._seen_pids.update(pids)
+        return pids
+
+    @property
+    def worker_restarts(self) -> int:
+        """Worker processes replaced so far (killed after a hard timeout, crashed, OOM, SIGKILLed), counted from the
+        distinct worker PIDs seen (sampled on every dispatch and every stats() call)."""
+        return max(0, len(self._seen_pids) - self.workers)
 
     def clear_cache(self) -> None:
         """Forget cached verdicts (benchmarks; a long-running server keeps them)."""
@@ -580,6 +591,7 @@ class Grader:
                 self._heavy_inflight += heavy
                 pool = self._pool if self._pool is not None else self._ensure_pool()
             # Schedule outside our lock: pebble's queue has its own, and graders' callers must not wait on it.
+            self.worker_pids()                    # notice replaced workers (restart statistics)
             hard = self.timeout_s + _GRACE_S + (_CHUNK_BUDGET_S if len(chunk) > 1 else 0.0)
             try:
                 fut = pool.schedule(_worker_chunk, args=([j.key for j in chunk], self.timeout_s, _CHUNK_BUDGET_S),
@@ -605,7 +617,7 @@ class Grader:
             hard_kill = isinstance(exc, (cf.TimeoutError, ProcessExpired))
             with self._lock:
                 if hard_kill:
-                    self.worker_restarts += 1
+                    self.chunk_failures += 1
             if len(chunk) > 1:
                 for job in chunk:
                     job.solo = True
