@@ -1,11 +1,18 @@
 """`lead-recipes launch`: the rendered train / sbatch / ray-job commands, overrides, refusal on a broken recipe or
-a missing dataset, and a real `--local` run of the training step in dry-run mode. (Submission to real Slurm is in
-test_slurm.py; `ray job submit` needs a Ray dashboard and is checked as rendered text only.)"""
+a missing dataset, a real `--local` run and a real `ray job submit` to a Ray head started here, both with the
+training step in dry-run mode. (Submission to real Slurm is in test_slurm.py.)"""
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -85,4 +92,51 @@ def test_local_launch_runs_the_real_train_command_in_dry_run_mode(tmp_path):
                            "--train-mode", "dry-run"], capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert '"method": "lead"' in proc.stdout and "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" in proc.stdout
+    assert (tmp_path / "run" / "launch.json").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A real Ray head with the job server (dashboard) on 127.0.0.1; stopped by PID afterwards."""
+    tmp = tempfile.mkdtemp(prefix="lrj", dir="/tmp")   # short: Ray's socket paths live under it
+    gcs, dash = free_port(), free_port()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
+                             f"--port={gcs}", f"--dashboard-port={dash}", "--include-dashboard=true",
+                             "--num-cpus=1", "--num-gpus=0", f"--temp-dir={tmp}", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    address = f"http://127.0.0.1:{dash}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{address}/api/version", timeout=2)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "Ray head with job server did not start"
+            time.sleep(1)
+    yield address, env, tmp
+    proc.terminate()
+    proc.wait(timeout=60)
+    left = [p for p in subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
+            .splitlines() if tmp in p and not p.startswith("Z")]
+    shutil.rmtree(tmp, ignore_errors=True)
+    assert left == [], left
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ray_address_submits_a_real_ray_job_that_runs_the_train_command(ray_head, tmp_path):
+    address, env, _ = ray_head
+    env = {**env, "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run"), "LEAD_RECIPES_DATA": str(tmp_path / "data")}
+    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--ray-address", address,
+                           "--train-mode", "dry-run"], capture_output=True, text=True, env=env, timeout=280)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "succeeded" in out and '"method": "lead"' in out    # the job ran `lead-recipes train --dry-run`
     assert (tmp_path / "run" / "launch.json").exists()
