@@ -396,7 +396,8 @@ class Grader:
     """
 
     def __init__(self, timeout_s: float = 5.0, workers: int | None = None, *, chunk_size: int = 64,
-                 memory_limit_mb: int | None = 4096, cache_size: int = 200_000, start_method: str = "spawn"):
+                 memory_limit_mb: int | None = 4096, cache_size: int = 200_000, start_method: str = "spawn",
+                 result_timeout_s: float = 600.0):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = float(timeout_s)
@@ -404,6 +405,7 @@ class Grader:
         self.chunk_size = max(1, int(chunk_size))
         self.memory_limit_mb = memory_limit_mb
         self.start_method = start_method
+        self.result_timeout_s = result_timeout_s
         self._cache: "collections.OrderedDict[tuple[str, str], bool]" = collections.OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.RLock()
@@ -421,22 +423,31 @@ class Grader:
 
     # ------------------------------------------------------------------ public API
     def grade(self, gold: Any, response: str | None = None, *, given_answer: str | None = None) -> Grade:
-        return self.submit(gold, response, given_answer=given_answer).result()
+        return self._wait(self.submit(gold, response, given_answer=given_answer))
 
     def grade_many(self, items: Sequence[tuple[Any, str | None, str | None]]) -> list[Grade]:
         futures = [self.submit(g, r, given_answer=a) for g, r, a in items]
-        return [f.result() for f in futures]
+        return [self._wait(f) for f in futures]
 
     def equivalent_many(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
         """Answer-vs-answer equivalence (first element plays gold), e.g. to cluster Cons@k votes."""
         futures = [self.submit(a, given_answer=b) for a, b in pairs]
-        return [f.result().correct for f in futures]
+        return [self._wait(f).correct for f in futures]
+
+    def _wait(self, fut: cf.Future) -> Grade:
+        """A safety net only (per-answer limits are enforced in the workers): never block a caller for ever."""
+        try:
+            return fut.result(timeout=self.result_timeout_s)
+        except cf.TimeoutError:
+            return Grade(False, "error", None, self.result_timeout_s)
 
     def submit(self, gold: Any, response: str | None = None, *, given_answer: str | None = None) -> cf.Future:
         t0 = time.perf_counter()
         out: cf.Future = cf.Future()
         try:
             gold_s = _to_text(gold)
+            if gold_s is not None and ("\\boxed" in gold_s or "\\fbox" in gold_s):
+                gold_s = extract_final_answer(gold_s) or gold_s      # golds stored as `\boxed{...}`
             if given_answer is not None:
                 extracted = _to_text(given_answer)
             else:

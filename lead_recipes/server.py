@@ -185,7 +185,8 @@ class RewardServer:
     async def _grade(self, req: RewardRequest, n: int) -> tuple[list[float], list[dict[str, float]]]:
         prompts = req.prompts or [""] * n
         texts = [response_text(req.query[i], prompts[i]) for i in range(n)]
-        futures = [asyncio.wrap_future(self.grader.submit(req.labels[i], texts[i])) for i in range(n)]
+        futures = [asyncio.wait_for(asyncio.wrap_future(self.grader.submit(req.labels[i], texts[i])),
+                                    self.grader.result_timeout_s) for i in range(n)]
         grades: list[Grade] = []
         for r in await asyncio.gather(*futures, return_exceptions=True):
             grades.append(r if isinstance(r, Grade) else Grade(False, "error", None, 0.0))

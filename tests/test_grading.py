@@ -253,6 +253,10 @@ def test_labels_of_any_json_type_are_graded(grader):
     assert grader.grade([2, 3], r"\boxed{3, 2}").correct
 
 
+def test_golds_stored_with_a_box_are_unboxed(grader):
+    assert grader.grade(r"\[ \boxed{\frac{n+1}{4n-2}} \]", r"so \boxed{\frac{n+1}{4n-2}}").status == "correct"
+
+
 def test_equivalent_many_clusters_answers(grader):
     assert grader.equivalent_many([("0.5", r"\frac{1}{2}"), ("2", "3"), ("x+1", "1+x")]) == [True, False, True]
 
