@@ -169,6 +169,36 @@ def test_two_node_job_survives_usr1_by_marking_requeueing_and_resuming_with_ckpt
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_scancel_during_training_cleans_up_everything(slurm):
+    run_dir, port = slurm.root_tmp / "cancel", free_port()
+    job = submit(slurm, run_dir, "--nodes", "1", "--reward-port", str(port))
+    out_file = run_dir / "slurm" / f"lead-1.5b-{job}.out"
+    wait_for(lambda: out_file.exists() and "] command: " in out_file.read_text(), 240, "the training step")
+    subprocess.run([which("scancel"), job], env=slurm.env, check=True)
+    info = slurm.wait_state(job, DONE, timeout=120)
+    wait_for(lambda: "cleanup done" in out_file.read_text(), 60, "the cleanup")
+    assert info["JobState"] == "CANCELLED" and "SIGTERM" in out_file.read_text()
+    wait_for(lambda: leftovers(slurm, job, port) == [], 30, "the job's processes to end")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_reward_server_that_cannot_start_fails_the_job_before_training_and_cleans_up(slurm):
+    run_dir = slurm.root_tmp / "busy"
+    with socket.socket() as busy:                      # the reward port is taken: the server must fail to bind
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        job = submit(slurm, run_dir, "--nodes", "1", "--reward-port", str(port))
+        info = slurm.wait_state(job, DONE, timeout=240)
+    out = job_output(run_dir, job)
+    assert info["JobState"] == "FAILED" and "reward server exited during start-up" in out, out[-2000:]
+    assert "] command: " not in out and "cleanup done" in out
+    assert leftovers(slurm, job) == []
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_launch_dry_run_submits_nothing(slurm):
     run_dir = slurm.root_tmp / "dry"
