@@ -487,3 +487,13 @@ def test_async_trainer_swaps_training_actor_inside_its_own_process(monkeypatch):
                         lambda self, *a, **k: seen.setdefault("cls", pta.TrainingActor))
     seam.RecipeAsyncTrainer("model", None, None, None, None, None, None)
     assert seen["cls"] is seam.RecipeTrainingActorRemote
+
+
+def test_advantage_step_restores_the_torch_thread_count(rollouts):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        maker(make_args("grpo")).compute_advantages_and_returns(micro_batches(rollouts[: 2 * N], make_args("grpo")))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
