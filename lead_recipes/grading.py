@@ -40,7 +40,7 @@ MAX_ANSWER_CHARS = 4_000         # extracted answers / golds longer than this ar
 _SCAN_LIMIT = 4 * MAX_ANSWER_CHARS  # brace matching gives up this far after `\boxed{`
 _MAX_BOX_TRIES = 64              # unclosed `\boxed{` occurrences tried, newest first
 _GRACE_S = 0.5                   # hard timeout = soft timeout + this
-_CHUNK_BUDGET_S = 0.25           # a worker stops starting new items of a chunk after this long
+_CHUNK_BUDGET_S = 0.05           # a worker stops starting new items of a chunk after this long
 _HEAVY_CHARS = 256               # gold + answer longer than this: graded alone, in the heavy lane
 
 

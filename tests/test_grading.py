@@ -20,7 +20,7 @@ from lead_recipes.grading import (REWARD_LOG_KEYS, STATUSES, Grade, Grader, _cer
                                   extract_final_answer, fast_verdict, get_grader, normalize_answer, reward_extra_logs)
 
 TIMEOUT_S = 2.0
-HARD_S = TIMEOUT_S + 0.5 + 0.25   # soft limit + grace + chunk budget (grading.py)
+HARD_S = TIMEOUT_S + 0.5 + 0.05   # soft limit + grace + chunk budget (grading.py)
 
 
 @pytest.fixture(scope="module")
