@@ -102,9 +102,9 @@ def check_openrlhf() -> None:
 
 @contextlib.contextmanager
 def _one_intra_op_thread():
-    """The per-token stage is memory-bound, so extra intra-op threads buy little, but on an oversubscribed node each
-    multi-threaded op waits for its slowest thread (measured here: 0.7-23 s per call at 2 threads under load vs
-    0.8-2 s at 1). Ray actors run with OMP_NUM_THREADS=1 by default anyway; restored on exit."""
+    """The advantage step is memory-bound (or tiny), so extra intra-op threads buy little, but on an oversubscribed
+    node each multi-threaded op waits for its slowest thread (measured here: 0.7-23 s per call at 2 threads under
+    load vs 0.8-2 s at 1). Ray actors run with OMP_NUM_THREADS=1 by default anyway; restored on exit."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -146,6 +146,10 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
 
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences):
+        with _one_intra_op_thread():
+            return self._compute_advantages_and_returns(experiences)
+
+    def _compute_advantages_and_returns(self, experiences):
         args = self.strategy.args
         n = args.rollout.n_samples_per_prompt
         for experience in experiences:  # upstream: at least fp32 for penalties and group statistics
@@ -188,9 +192,8 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         for i, experience in enumerate(experiences):
             experience.info["recipe_reward"] = per_sample["reward"][i].clone()
             experience.info["recipe_advantage"] = per_sample["adv"][i].clone()
-        with _one_intra_op_thread():
-            for chunk in _row_chunks(experiences, CHUNK_ROWS):
-                self._token_returns([experiences[i] for i in chunk], [per_sample["adv"][i] for i in chunk], gamma)
+        for chunk in _row_chunks(experiences, CHUNK_ROWS):
+            self._token_returns([experiences[i] for i in chunk], [per_sample["adv"][i] for i in chunk], gamma)
 
         self.last_stats = self._stats(batch, out, shaped, penalty, extra)
         self.last_problems = self._problems(experiences, indices, batch, n)
