@@ -334,8 +334,9 @@ def test_a_stream_of_bombs_never_blocks_normal_answers():
         normal = [g.submit(f"x+{i}", rf"\boxed{{{i}+x}}") for i in range(1, 31)]  # no shortcut: workers grade
         got = [f.result(timeout=30) for f in normal]
         assert all(x.status == "correct" for x in got)
-        assert max(x.latency_s for x in got) < 1.0           # the heavy lane holds at most one of the two workers
-        assert sum(f.done() for f in bombs) < len(bombs)     # while the bombs are still queued behind each other
+        # The 4 bombs need >= 4 s one after the other in the heavy lane; the normal answers must not wait for them.
+        assert max(x.latency_s for x in got) < 3.0
+        assert sum(f.done() for f in bombs) < len(bombs)
     finally:
         g.close()
 
