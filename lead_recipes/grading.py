@@ -492,7 +492,8 @@ class Grader:
         with self._lock:
             return {"counts": {s: self.counts.get(s, 0) for s in STATUSES}, "worker_restarts": self.worker_restarts,
                     "chunk_failures": self.chunk_failures,
-                    "pending": len(self._pending) + len(self._heavy), "inflight_chunks": self._inflight, "cache_entries": len(self._cache),
+                    "pending": len(self._pending) + len(self._heavy), "inflight_chunks": self._inflight,
+                    "cache_entries": len(self._cache),
                     "workers": self.workers, "pool_started": self._pool is not None,
                     "worker_pids": self.worker_pids()}
 

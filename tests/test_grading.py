@@ -140,7 +140,8 @@ def test_integer_fast_path_matches_math_verify(a, b, same):
     from math_verify import LatexExtractionConfig, parse, verify
     b = a if same else b
     cfg = [LatexExtractionConfig()]
-    mv = verify(parse(f"\\boxed{{{a}}}", cfg, parsing_timeout=None), parse(f"\\boxed{{{b}}}", cfg, parsing_timeout=None),
+    mv = verify(parse(f"\\boxed{{{a}}}", cfg, parsing_timeout=None),
+                parse(f"\\boxed{{{b}}}", cfg, parsing_timeout=None),
                 timeout_seconds=None)
     assert fast_verdict(str(a), str(b)) == mv
 
@@ -148,7 +149,8 @@ def test_integer_fast_path_matches_math_verify(a, b, same):
 @st.composite
 def _literal(draw, value=None):
     from fractions import Fraction
-    v = value if value is not None else Fraction(draw(st.integers(-5000, 5000)), draw(st.sampled_from([1, 2, 3, 4, 8, 10, 25, 7])))
+    v = value if value is not None else Fraction(draw(st.integers(-5000, 5000)),
+                                                 draw(st.sampled_from([1, 2, 3, 4, 8, 10, 25, 7])))
     form = draw(st.sampled_from(["dec", "frac", "dfrac", "slash", "int0"]))
     sign = "-" if v < 0 else ""
     a = abs(v)
@@ -409,7 +411,8 @@ def test_what_crosses_the_process_boundary_pickles():
     args = ([("1", "x \ud800"), (r"\frac{1}{2}", "0.5")], 2.0, 0.25)
     assert pickle.loads(pickle.dumps(args)) == args
     assert pickle.loads(pickle.dumps(_worker_chunk)) is _worker_chunk
-    assert pickle.loads(pickle.dumps([("correct", True), ("timeout", False)])) == [("correct", True), ("timeout", False)]
+    results = [("correct", True), ("timeout", False)]
+    assert pickle.loads(pickle.dumps(results)) == results
 
 
 def test_worker_function_grades_in_process_with_its_own_alarm():

@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     for g in _GRADERS.values():
         if hasattr(g, "close"):
             g.close()
-    print("\n| set | n | grader | agreement with labels | answers/s, first pass | answers/s, median | × math-verify (median) | runs |")
+    print("\n| set | n | grader | agreement with labels | answers/s, first pass | answers/s, median "
+          "| × math-verify (median) | runs |")
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for name, n, gname, agree, first, rate, reps, ratio in table:
         print(f"| {name} | {n} | {gname} | {100 * agree:.1f}% | {first:,.0f} | {rate:,.0f} | {ratio:.2f}× | {reps} |")

@@ -3,11 +3,11 @@
 1. load:   8,192 single-sample requests (1,024 MATH prompts x 8 samples, OpenRLHF's pattern) at concurrency 256,
            R1-style responses of ~1-4k tokens (<think> ... </think> summary + \\boxed{answer}; 55% the gold,
            15% an equivalent form, 30% another problem's answer), sent from a separate client process.
-           1,024 untimed warm-up requests on other prompts go first. Anchor in the same run: a constant-reward aiohttp server (the spec's `serve_rm`-shaped example) with the
-           same client and corpus = the HTTP ceiling of this machine.
-2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums in tuples, 1 MB responses,
-           invalid UTF-8, 50k nested braces, code payloads, null labels, non-string queries, no answer); one grader
-           worker is SIGKILLed when 40% of the requests are done. Reports lost requests, non-2xx, p99, peak RSS of the
+           1,024 untimed warm-up requests on other prompts go first. Anchor in the same run: a constant-reward
+           aiohttp server (the spec's `serve_rm`-shaped example) with the same client and corpus = the HTTP ceiling.
+2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums in tuples, 1 MB
+           responses, invalid UTF-8, 50k nested braces, code payloads, null labels, non-string queries, no answer);
+           one grader worker is SIGKILLed when 40% of the requests are done. Reports lost requests, non-2xx, p99, peak RSS of the
            server process tree.
 Client modes: `pooled` (one keep-alive session) and `openrlhf` (a new ClientSession per request, as OpenRLHF's
 `_fetch_rewards_via_http` does).
@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("soak", "lead-recipes serve", s))
         print(f"# soak {s}", file=sys.stderr, flush=True)
 
-    print("\n| run | server | requests | concurrency | req/s | p50 ms | p90 ms | p99 ms | lost | non-2xx | peak RSS MB |")
+    print("\n| run | server | requests | concurrency | req/s | p50 ms | p90 ms | p99 ms | lost | non-2xx "
+          "| peak RSS MB |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run, name, r in rows:
         conc = args.soak_concurrency if run == "soak" else args.load_concurrency
