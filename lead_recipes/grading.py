@@ -670,11 +670,14 @@ _SHARED_LOCK = threading.Lock()
 
 
 def get_grader() -> Grader:
-    """This process's shared Grader (created on first use; its pool starts with the first graded answer)."""
+    """This process's shared Grader (created on first use; its pool starts with the first graded answer).
+    Env: LEAD_RECIPES_GRADE_TIMEOUT_S (default 5), LEAD_RECIPES_GRADE_WORKERS (default: usable CPUs, at most 8)."""
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None or _SHARED._closed:
-            _SHARED = Grader(timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")))
+            workers = os.environ.get("LEAD_RECIPES_GRADE_WORKERS")
+            _SHARED = Grader(timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")),
+                             workers=int(workers) if workers else None)
             atexit.register(_SHARED.close)
         return _SHARED
 
