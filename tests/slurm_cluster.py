@@ -114,6 +114,14 @@ class SlurmCluster:
                 self.scontrol("update", f"nodename={name}", "state=resume")
         return len(states) == self.nodes and all(st in ("idle", "mix", "alloc") for st in states.values())
 
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        """Until every node is idle (a requeued job's previous run has fully left its nodes)."""
+        def idle() -> bool:
+            out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%t"], env=self.env, capture_output=True,
+                                 text=True).stdout.split()
+            return len(out) == self.nodes and all(state == "idle" for state in out)
+        self._wait(idle, timeout, "all nodes idle")
+
     @staticmethod
     def _wait(pred, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout

@@ -149,7 +149,9 @@ def test_two_node_job_survives_usr1_by_marking_requeueing_and_resuming_with_ckpt
     wait_for(lambda: out_file.exists() and "] command: " in out_file.read_text(), 240, "the training step")
     subprocess.run([which("scancel"), "--signal=USR1", "--batch", job], env=slurm.env, check=True)
     slurm.wait_state(job, ("PENDING",), timeout=120, restarts=1)
-    # Slurm holds a requeued job back with a BeginTime; release it now rather than wait.
+    # Slurm holds a requeued job back with a BeginTime; once the first run has left its nodes, release it now
+    # rather than wait.
+    slurm.wait_idle(120)
     slurm.scontrol("update", f"jobid={job}", "starttime=now")
     info = slurm.wait_state(job, DONE, timeout=300, restarts=1)
     out = job_output(run_dir, job)
