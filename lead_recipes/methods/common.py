@@ -20,6 +20,18 @@ def _first_bad_row(bad: torch.Tensor) -> int:
     return int(bad.reshape(bad.shape[0], -1).any(1).nonzero()[0, 0])
 
 
+def as_float(mask: torch.Tensor) -> torch.Tensor:
+    """A bool mask as float64 0/1 (through a uint8 view: the same values at half the cost of bool → float64)."""
+    return (mask.view(torch.uint8) if mask.dtype == torch.bool else mask).to(torch.float64)
+
+
+def row_sums01(x: torch.Tensor) -> torch.Tensor:
+    """Row sums [M] of a float64 [M, G] tensor, exact when the entries are 0/1 counts (any summation order gives
+    the same integers) and zero exactly when a row of non-negative entries is all zero: a matrix-vector product,
+    ~2.5× faster than .sum(1) on short rows. Not for general floats (the order of the additions differs)."""
+    return torch.mv(x, x.new_ones(x.shape[1]))
+
+
 def _as_bool(name: str, x, shape) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -58,14 +70,20 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
     if not isinstance(lens, torch.Tensor) or tuple(lens.shape) != (m, g):
         raise ValueError(f"lengths has shape {tuple(getattr(lens, 'shape', ()))}, expected [M, G] = {(m, g)}")
     lens = lens.to(torch.float64)
-    lo, hi = torch.aminmax(lens)
-    if not (float(lo) > 0 and float(hi) <= mnt):   # NaN fails both comparisons; diagnose only on failure
+    lo_t, hi_t = torch.aminmax(lens)
+    lo, hi = float(lo_t), float(hi_t)
+    if not (lo > 0 and hi <= mnt):   # NaN fails both comparisons; diagnose only on failure
         for bad, what in ((~torch.isfinite(lens), "must be finite"), (lens <= 0, "must be > 0 tokens (EOS included)"),
                           (lens > mnt, f"exceed max_new_tokens = {mnt}")):
             if bad.any():
                 q = _first_bad_row(bad)
                 raise ValueError(f"prompt {q}: lengths {what}: {lens[q].tolist()}")
-    trunc = (lens >= mnt) if batch.truncated is None else _as_bool("truncated", batch.truncated, (m, g))
+    if batch.truncated is not None:
+        trunc = _as_bool("truncated", batch.truncated, (m, g))
+    elif hi < mnt:   # lengths ≤ max_new_tokens holds here, so nothing reaches the cap: skip the comparison
+        trunc = torch.zeros((m, g), dtype=torch.bool)
+    else:            # hi == max_new_tokens: comparing with the 0-dim tensor is the same test, ~2× faster
+        trunc = lens >= hi_t
     rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
     return RolloutBatch(correct=correct, lengths=lens, max_new_tokens=mnt, truncated=trunc, repetitive=rep)
 
@@ -74,10 +92,12 @@ def check_output(out: MethodOutput, keys: tuple[str, ...]) -> None:
     """NaN/inf never leaves a method: raise naming the prompt (a bug guard; valid input cannot trigger it)."""
     for name in ("rewards", "advantages"):
         t = getattr(out, name)
-        if not math.isfinite(float(t.sum(dtype=torch.float64))):   # any NaN/inf makes the sum non-finite
+        # any NaN/inf makes the (float32) sum non-finite; a sum that merely overflowed finds no bad element below
+        if not math.isfinite(float(t.sum())):
             bad = ~torch.isfinite(t)
-            q = _first_bad_row(bad) if bad.any() else 0
-            raise ValueError(f"prompt {q}: non-finite {name} {t[q].tolist()}")
+            if bad.any():
+                q = _first_bad_row(bad)
+                raise ValueError(f"prompt {q}: non-finite {name} {t[q].tolist()}")
     if tuple(out.stats) != keys:
         raise ValueError(f"stats keys {tuple(out.stats)} differ from the method's fixed set {keys}")
     bad = [k for k, v in out.stats.items() if not (isinstance(v, float) and math.isfinite(v))]
@@ -90,45 +110,58 @@ def group_normalize(r: torch.Tensor, eps: float = GROUP_EPS) -> torch.Tensor:
     value before averaging, so a row whose rewards are all equal gets exactly 0 (§8) with no float residue of the
     mean, and no extra mask. The std is spelled out: torch.std over a short inner dimension is ~30× slower than
     these ops (bench_methods.py)."""
-    g = r.shape[-1]
+    g = float(r.shape[-1])   # a float scalar: the same division as by the int, without the int→float promotion
     shifted = r - r[..., :1]
     d = shifted - shifted.sum(-1, keepdim=True) / g
-    std = ((d * d).sum(-1, keepdim=True) / (g - 1)).sqrt()
-    return d / (std + eps)
+    std = ((d * d).sum(-1, keepdim=True) / (g - 1)).sqrt_()
+    return d / std.add_(eps)
 
 
-def whiten(a: torch.Tensor, lengths: torch.Tensor, mode: str = "token") -> tuple[torch.Tensor, float, float]:
+def whiten(a: torch.Tensor, lengths: torch.Tensor, mode: str = "token",
+           length_sum: float | None = None) -> tuple[torch.Tensor, float, float]:
     """BatchWhiten: (a − μ̄)·rsqrt(σ̄² + 1e-8) over the whole batch. mode "token": every rollout's scalar advantage
     counts once per response token (verl masked_whiten on the broadcast advantage, unbiased over tokens);
-    "sequence": once per rollout. Returns (whitened, μ̄, σ̄)."""
-    w = lengths if mode == "token" else torch.ones_like(a)
-    n = w.sum()
-    if float(n) <= 1:
-        raise ValueError(f"BatchWhiten needs more than 1 {mode} in the batch, got {float(n)}")
-    mean = (w * a).sum() / n
-    var = (w * (a - mean).square()).sum() / (n - 1)
-    stats = torch.stack([mean, var]).tolist()
-    return (a - mean) * torch.rsqrt(var + WHITEN_EPS), stats[0], math.sqrt(stats[1])
+    "sequence": once per rollout. Returns (whitened, μ̄, σ̄). `length_sum` = float(lengths.sum()) if known.
+    The scalars are Python floats (IEEE double, the same roundings as 0-dim float64 tensors, fewer ops)."""
+    if mode == "token":
+        n = float(lengths.sum()) if length_sum is None else length_sum
+    else:   # weight 1 per rollout: w·a = a exactly, so the weights are left out
+        n = float(a.numel())
+    if n <= 1:
+        raise ValueError(f"BatchWhiten needs more than 1 {mode} in the batch, got {n}")
+    mean = float((lengths * a if mode == "token" else a).sum()) / n
+    d = a - mean
+    sq = d.square()
+    var = float((lengths * sq if mode == "token" else sq).sum()) / (n - 1)
+    return d * (1.0 / math.sqrt(var + WHITEN_EPS)), mean, math.sqrt(var)
 
 
 BASE_STATS = ("accuracy", "mean_length", "truncated_frac", "reward_mean", "reward_std", "advantage_mean",
               "advantage_abs_mean", "zero_advantage_groups")
 
 
-def base_stats(b: RolloutBatch, rewards: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
-    """The statistics every method logs (first, in this order); one stacked reduction, one conversion."""
+def base_stats(b: RolloutBatch, rewards: torch.Tensor, adv: torch.Tensor, n_correct: float | None = None,
+               length_sum: float | None = None) -> dict[str, float]:
+    """The statistics every method logs (first, in this order). `n_correct` (number of correct rollouts) and
+    `length_sum` (float(b.lengths.sum())) may be passed when the method already has them."""
     n = rewards.numel()
-    r_mean = rewards.sum() / n
-    sums = torch.stack([b.correct.sum(), b.lengths.sum(), b.truncated.sum(), r_mean,
-                        (rewards - r_mean).square().sum() / max(n - 1, 1), adv.sum(), adv.abs().sum(),
-                        (adv.abs().sum(1) == 0).sum()]).to(torch.float64).tolist()
+    if n_correct is None:
+        n_correct = float(b.correct.count_nonzero())
+    if length_sum is None:
+        length_sum = float(b.lengths.sum())
+    r_mean = float(rewards.sum()) / n
+    r_var = float((rewards - r_mean).square().sum()) / max(n - 1, 1)
+    abs_adv = adv.abs()
     m = adv.shape[0]
-    return {"accuracy": sums[0] / n, "mean_length": sums[1] / n, "truncated_frac": sums[2] / n,
-            "reward_mean": sums[3], "reward_std": math.sqrt(sums[4]), "advantage_mean": sums[5] / n,
-            "advantage_abs_mean": sums[6] / n, "zero_advantage_groups": sums[7] / m}
+    return {"accuracy": n_correct / n, "mean_length": length_sum / n,
+            "truncated_frac": float(b.truncated.count_nonzero()) / n, "reward_mean": r_mean,
+            "reward_std": math.sqrt(r_var), "advantage_mean": float(adv.sum()) / n,
+            "advantage_abs_mean": float(abs_adv.sum()) / n,
+            "zero_advantage_groups": (m - int(row_sums01(abs_adv).count_nonzero())) / m}
 
 
-def finish(b: RolloutBatch, rewards: torch.Tensor, adv: torch.Tensor, extra: dict[str, float]) -> MethodOutput:
-    stats = base_stats(b, rewards, adv)
+def finish(b: RolloutBatch, rewards: torch.Tensor, adv: torch.Tensor, extra: dict[str, float],
+           n_correct: float | None = None, length_sum: float | None = None) -> MethodOutput:
+    stats = base_stats(b, rewards, adv, n_correct, length_sum)
     stats.update({k: float(v) for k, v in extra.items()})
     return MethodOutput(rewards=rewards.to(torch.float32), advantages=adv.to(torch.float32), stats=stats)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from lead_recipes.methods import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, GROUP_EPS, finish, group_normalize
+from lead_recipes.methods.common import (BASE_STATS, GROUP_EPS, as_float, finish, group_normalize,
+                                         row_sums01)
 from lead_recipes.methods.config import GrpoLeadConfig
 
 
@@ -31,41 +32,45 @@ def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Ten
     blends (x + m·(y − x)): torch.where on bool masks costs ~5× more here (bench_methods.py)."""
     c = correct & ~truncated
     g = c.shape[1]
-    cf = c.to(torch.float64)
-    n = cf.sum(1, keepdim=True)
-    mu = (lengths * cf).sum(1, keepdim=True) / n.clamp(min=1)
-    dev = (lengths - mu) * cf          # 0 for incorrect rollouts, so exp() below never overflows (|z| ≤ √(n−1))
-    sigma = ((dev * dev * cf).sum(1, keepdim=True) / (n - 1).clamp(min=1)).sqrt() * (n >= 2)
+    cf = as_float(c)
+    n = row_sums01(cf).unsqueeze(1)
+    mu = (lengths * cf).sum(1, keepdim=True) / n.clamp_min(1.0)
+    dev = (lengths - mu).mul_(cf)      # 0 for incorrect rollouts, so exp() below never overflows (|z| ≤ √(n−1))
+    # dev² is already 0 off the correct rollouts, and the sum is exactly 0 with < 2 correct (σ := 0)
+    sigma = ((dev * dev).sum(1, keepdim=True) / (n - 1.0).clamp_min_(1.0)).sqrt_()
     if cfg.ref_code_sigma_one_enable:
         sigma = sigma + (n < 2).to(torch.float64)
     shaped = torch.exp(-cfg.alpha * dev / (sigma + GROUP_EPS))
     if cfg.ref_code_length_gate_enable:
         shortest3 = lengths.topk(min(3, g), dim=1, largest=False).values.mean(1, keepdim=True)
         shaped = 1 + (shortest3 > cfg.ref_code_length_gate_tokens) * (shaped - 1)
-    r = cf * (shaped + 1) - 1                        # exp(−α z) if correct else −1
+    r = (shaped + 1.0).mul_(cf).sub_(1.0)            # exp(−α z) if correct else −1
     if cfg.ref_code_truncated_zero_enable:
         r = r * (~truncated)                         # truncated rollouts are never in c: −1 → 0
-    penalised = torch.zeros_like(cf)
+    penalised_sum = 0.0
     if cfg.repetition_penalty_enable:
         if repetitive is None:
             raise ValueError("--recipe.grpo_lead.repetition_penalty_enable needs per-rollout repetition flags "
                              "(RolloutBatch.repetitive, from lead_recipes.repetition.is_repetitive)")
-        penalised = (repetitive & ~c).to(torch.float64)
+        penalised = as_float(repetitive & ~c)
         r = r + penalised * (cfg.repetition_reward - r)
-    rho = n / g
-    w = difficulty_weight(torch.cat([rho, 1 - rho], 1), cfg)     # [M, 2]: w(ρ), w(1 − ρ)
+        penalised_sum = float(penalised.sum())
+    rho = n / float(g)
+    w = difficulty_weight(torch.cat([rho, torch.rsub(rho, 1.0)], 1), cfg)     # [M, 2]: w(ρ), w(1 − ρ)
     a = group_normalize(r)
-    adv = a * (w[:, 1:] + (a > 0) * (w[:, :1] - w[:, 1:]))      # Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ)
+    w_neg = w[:, 1:]
+    positive = a.sign().clamp_min_(0.0)                   # 1[Ã > 0] as float (a compare → bool costs more)
+    adv = a * (w_neg + positive * (w[:, :1] - w_neg))     # Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ)
     n_rejected = 0.0
     if cfg.ref_code_rejection_enable:
         rejected = ((r > 0).sum(1, keepdim=True) == 0) | ((r == 1).sum(1, keepdim=True) == g)
         adv = adv * (~rejected)
         n_rejected = float(rejected.sum())
-    sums = torch.stack([(r * cf).sum(), n.sum(), penalised.sum()]).tolist()
+    n_correct, numel = float(n.sum()), cf.numel()
     return r, adv, {
-        "correct_reward_mean": sums[0] / sums[1] if sums[1] else 0.0,
-        "difficulty_rho_mean": sums[1] / cf.numel(),
-        "repetition_penalised_frac": sums[2] / cf.numel(),
+        "correct_reward_mean": float((r * cf).sum()) / n_correct if n_correct else 0.0,
+        "difficulty_rho_mean": n_correct / numel,
+        "repetition_penalised_frac": penalised_sum / numel,
         "rejected_groups": n_rejected,
     }
 

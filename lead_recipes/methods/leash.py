@@ -14,22 +14,25 @@ import torch
 
 from lead_recipes.controllers import LeashController
 from lead_recipes.methods import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
+from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
 from lead_recipes.methods.config import LeashConfig
 
 
 def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
           lam: float) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
-    """Shaped rewards and advantages with multiplier `lam`. Returns (rewards, advantages, ĝ, statistics)."""
-    ratio = lengths / target_length - 1
-    base = torch.where(correct, 1.0, -1.0).to(torch.float64)
-    unclipped = base - lam * ratio.clamp(min=0)
+    """Shaped rewards and advantages with multiplier `lam`. Returns (rewards, advantages, ĝ, statistics).
+    The fractions are counts / n: max(0, ratio) is nonzero exactly where ratio > 0."""
+    ratio = lengths / float(target_length) - 1.0
+    base = as_float(correct) * 2.0 - 1.0                     # ±1, exactly
+    over = ratio.clamp_min(0.0)
+    unclipped = base - lam * over
     r = unclipped.clamp(-1.0, 1.0)
     g_hat = float(ratio.mean())
+    n = r.numel()
     return r, group_normalize(r), g_hat, {
         "constraint": g_hat,
-        "over_target_frac": float((ratio > 0).to(torch.float64).mean()),
-        "clipped_frac": float((unclipped < -1).to(torch.float64).mean()),
+        "over_target_frac": int(over.count_nonzero()) / n,
+        "clipped_frac": int((unclipped < -1.0).count_nonzero()) / n,
     }
 
 

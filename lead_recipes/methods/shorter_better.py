@@ -11,17 +11,17 @@ import math
 import torch
 
 from lead_recipes.methods import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
+from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
 from lead_recipes.methods.config import ShorterBetterConfig
 
 
 def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
                    cfg: ShorterBetterConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """Returns (rewards, advantages, statistics)."""
-    solved = correct.any(1, keepdim=True)
-    shortest = torch.where(correct, lengths, math.inf).amin(1, keepdim=True)
-    sol = torch.where(solved, shortest, lengths.mean(1, keepdim=True))
-    r = cfg.alpha * correct.to(torch.float64) - cfg.beta * (lengths - sol).abs()
+    """Returns (rewards, advantages, statistics). Lengths are finite, so a prompt is solved exactly when its
+    shortest correct length (incorrect ones masked to +inf) is finite."""
+    shortest = lengths.masked_fill(~correct, math.inf).amin(1, keepdim=True)
+    sol = torch.where(shortest < math.inf, shortest, lengths.mean(1, keepdim=True))
+    r = cfg.alpha * as_float(correct) - cfg.beta * (lengths - sol).abs()
     return r, group_normalize(r), {"sol_mean": float(sol.mean())}
 
 
