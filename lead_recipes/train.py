@@ -193,7 +193,7 @@ def _check_data(flag: str, spec: str | None, input_key: str, label_key: str | No
         if not os.path.exists(path):
             hint = ""
             if flag == "data":
-                hint = " (build it with `lead-recipes data ...`; `lead-recipes train --dry-run` shows the recipe)"
+                hint = " (build it with `lead-recipes data build ...`)"
             looks_local = path.startswith((".", "/", "~")) or path.endswith((".json", ".jsonl", ".parquet"))
             what = "file does not exist" if looks_local else "not a local path; a hub dataset id is not resolvable offline"
             return Check(flag, False, f"{path}: {what}{hint}")
@@ -323,7 +323,7 @@ def report(checks: list[Check]) -> str:
 
 def main(argv: list[str]) -> int:
     try:
-        ours, recipe, openrlhf_argv, _ = parse_command_line(list(argv))
+        ours, recipe, openrlhf_argv, used = parse_command_line(list(argv))
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -359,6 +359,12 @@ def main(argv: list[str]) -> int:
     if any(not c.ok for c in checks):
         missing = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
         print(f"{PROG}: cannot start training, missing: {missing}", file=sys.stderr)
+        if len(used) != len(argv) and any(c.name == "data" and not c.ok for c in checks):
+            from launchers.recipe import load_recipe
+            prepare = load_recipe(DEFAULT_RECIPE).data.get("prepare")
+            if prepare:
+                print(f"{PROG}: build the default recipe's prompt data with: "
+                      f"{shlex.join(['lead-recipes', 'data', *prepare])}", file=sys.stderr)
         return 1
     if ours.preflight:
         return 0
