@@ -45,6 +45,11 @@ if [[ "$GPUS" -lt 1 ]]; then
   exit 1
 fi
 
+# the preflight accepts a local path or a model already in the Hugging Face cache (it never goes online)
+if [[ ! -d "$MODEL" ]]; then
+  "$PY" -c 'import sys; from huggingface_hub import snapshot_download; snapshot_download(sys.argv[1])' "$MODEL"
+fi
+
 mkdir -p "$WORK"
 WORK="$(cd "$WORK" && pwd)"
 REWARD="$("$PY" -c 'import lead_recipes.reward_func as m; print(m.__file__)')"
