@@ -196,3 +196,56 @@ def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, mo
         seam.run_openrlhf(rest, recipe)
     assert seen["sync"] is seam.RecipePPOTrainer and seen["async"] is seam.RecipePPOTrainerAsync
     assert pt.PPOTrainer is original
+
+
+# ------------------------------------------------------------------ launchers/gpu_smoke.sh (its checker runs here)
+def test_gpu_smoke_script_is_shellcheck_clean_and_refuses_without_gpu():
+    script = ROOT / "launchers" / "gpu_smoke.sh"
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    assert subprocess.run([str(shellcheck), str(script)], capture_output=True).returncode == 0
+    assert "--methods" in subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True).stdout
+    out = subprocess.run(["bash", str(script), "--gpus", "0"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHON": sys.executable})
+    assert out.returncode == 1 and "needs at least one" in out.stderr
+
+
+def _fake_run(root, method, controllers, steps, problems_steps):
+    """A run directory as a real smoke run leaves it: DeepSpeed model_states with client_states merged in,
+    TensorBoard scalars, recipe_problems.jsonl."""
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+    for step, ctrl in zip(steps, controllers):
+        d = root / "ckpt" / "_actor" / f"global_step{step}"
+        d.mkdir(parents=True)
+        state = {"method": method, "version": 1, "controller": ctrl}
+        torch.save({"module": {}, "recipe": {"version": 1, "method": method, "controller": state}},
+                   d / "mp_rank_00_model_states.pt")
+    writer = SummaryWriter(str(root / "tb" / method))
+    for step in steps:
+        for tag in ("recipe/correct_rate", "recipe/length_mean", "recipe/grading/timeout_count",
+                    "recipe/grading/error_count", f"recipe/{method}/lambda_c"):
+            writer.add_scalar(f"train/{tag}", 0.5, step)
+    writer.close()
+    with open(root / "ckpt" / "recipe_problems.jsonl", "a") as f:
+        for step in problems_steps:
+            f.write(json.dumps({"step": step, "problem": "p", "prompt_sha1": "x", "correct": 1, "total": 4,
+                                "mean_length": 9.0}) + "\n")
+
+
+def test_gpu_smoke_checker_accepts_a_good_run_and_names_each_defect(tmp_path):
+    sys.path.insert(0, str(ROOT / "launchers"))
+    try:
+        import gpu_smoke
+    finally:
+        sys.path.pop(0)
+    good = tmp_path / "good"
+    _fake_run(good, "lead", [{"w_c": 0.5, "step": 1}, {"w_c": 0.52, "step": 2}], [1, 2], [1, 2])
+    assert gpu_smoke.check(str(good), "lead", [1, 2], None) == []
+    frozen = tmp_path / "frozen"
+    _fake_run(frozen, "lead", [{"w_c": 0.5, "step": 1}, {"w_c": 0.5, "step": 1}], [1, 2], [1])
+    problems = gpu_smoke.check(str(frozen), "lead", [1, 2], None)
+    assert any("did not move" in p for p in problems) and any("lacks steps [2]" in p for p in problems)
+    restarted = tmp_path / "restarted"
+    _fake_run(restarted, "lead", [{"w_c": 0.5, "step": 2}, {"w_c": 0.5, "step": 1}, {"w_c": 0.6, "step": 2}],
+              [2, 3, 4], [3, 4])
+    assert any("restarted" in p for p in gpu_smoke.check(str(restarted), "lead", [3, 4], 2))
