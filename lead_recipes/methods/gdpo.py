@@ -23,7 +23,7 @@ def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoCo
     r_c = as_float(correct)
     r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
     a_c, a_l = group_normalize(torch.stack([r_c, r_len]))     # both channels in one pass
-    combined = cfg.correct_weight * a_c + cfg.length_weight * a_l
+    combined = a_c.mul_(cfg.correct_weight).add_(a_l.mul_(cfg.length_weight))   # in place, same operations
     adv, w_mean, w_std = whiten(combined, lengths, cfg.whiten, length_sum)
     rewards = cfg.correct_weight * r_c + cfg.length_weight * r_len
     return rewards, adv, {"length_reward_mean": float(r_len.mean()), "whiten_mean": w_mean, "whiten_std": w_std}

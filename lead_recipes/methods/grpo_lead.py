@@ -40,11 +40,11 @@ def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Ten
     sigma = ((dev * dev).sum(1, keepdim=True) / (n - 1.0).clamp_min_(1.0)).sqrt_()
     if cfg.ref_code_sigma_one_enable:
         sigma = sigma + (n < 2).to(torch.float64)
-    shaped = torch.exp(-cfg.alpha * dev / (sigma + GROUP_EPS))
+    shaped = (-cfg.alpha * dev).div_(sigma + GROUP_EPS).exp_()
     if cfg.ref_code_length_gate_enable:
         shortest3 = lengths.topk(min(3, g), dim=1, largest=False).values.mean(1, keepdim=True)
         shaped = 1 + (shortest3 > cfg.ref_code_length_gate_tokens) * (shaped - 1)
-    r = (shaped + 1.0).mul_(cf).sub_(1.0)            # exp(−α z) if correct else −1
+    r = shaped.add_(1.0).mul_(cf).sub_(1.0)          # exp(−α z) if correct else −1
     if cfg.ref_code_truncated_zero_enable:
         r = r * (~truncated)                         # truncated rollouts are never in c: −1 → 0
     penalised_sum = 0.0

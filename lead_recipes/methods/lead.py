@@ -78,7 +78,7 @@ def _psi_statistics(cf, n, n1, r_l, alpha) -> dict[str, float]:
     m, g = cf.shape
     mu_qc = n / float(g)
     mu_ql = (r_l * cf).sum(1) / n1
-    v_ql = ((r_l - mu_ql.unsqueeze(1)).square_() * cf).sum(1) / n1
+    v_ql = (r_l - mu_ql.unsqueeze(1)).square_().mul_(cf).sum(1) / n1
     # one stacked reduction; popvar of a {0,1} row is μ(1 − μ); between-prompt variance as E[μ_q²] − μ² (≥ 0)
     s = torch.stack([mu_qc, mu_qc * torch.rsub(mu_qc, 1.0), mu_qc.square(), mu_ql, v_ql, mu_ql.square()]).sum(1)
     s = s.tolist()
@@ -115,14 +115,14 @@ def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadCo
     stats.update(controller.update(stats["psi_c"], stats["psi_l"]))
     lam_c, lam_l = controller.lambda_c, controller.lambda_l
     a_c, a_l = group_normalize(torch.stack([r_c, r_l]))     # both channels in one pass (Eq. 2)
-    combined = lam_c * a_c + lam_l * a_l
+    combined = a_c.mul_(lam_c).add_(a_l.mul_(lam_l))    # λ_c A^c + λ_l A^l, in place
     adv, w_mean, w_std = whiten(combined, lengths, cfg.whiten, length_sum)
     numel = r_c.numel()   # means as sum / count, which is what Tensor.mean computes
     stats.update({"ema_w_c": controller.w_c, "ema_w_l": controller.w_l, "lambda_c": lam_c, "lambda_l": lam_l,
                   "target_length_mean": float(target.sum()) / target.numel(),
                   "reward_c_mean": float(n.sum()) / numel, "reward_l_mean": float(r_l.sum()) / numel,
                   "whiten_mean": w_mean, "whiten_std": w_std})
-    return lam_c * r_c + lam_l * r_l, adv, stats
+    return r_c.mul_(lam_c).add_(r_l.mul_(lam_l)), adv, stats     # λ_c r_c + λ_l r_l (r_c, r_l are done)
 
 
 class LeadMethod(Method):

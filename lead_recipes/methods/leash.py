@@ -22,7 +22,7 @@ def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
           lam: float) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
     """Shaped rewards and advantages with multiplier `lam`. Returns (rewards, advantages, ĝ, statistics).
     The fractions are counts / n: max(0, ratio) is nonzero exactly where ratio > 0."""
-    ratio = lengths / float(target_length) - 1.0
+    ratio = (lengths / float(target_length)).sub_(1.0)
     base = as_float(correct) * 2.0 - 1.0                     # ±1, exactly
     over = ratio.clamp_min(0.0)
     unclipped = base - lam * over
