@@ -188,16 +188,20 @@ def test_scancel_during_training_cleans_up_everything(slurm):
 @pytest.mark.timeout(300)
 def test_reward_server_that_cannot_start_fails_the_job_before_training_and_cleans_up(slurm):
     run_dir = slurm.root_tmp / "busy"
+    (run_dir / "slurm").mkdir(parents=True)
     with socket.socket() as busy:                      # the reward port is taken: the server must fail to bind
         busy.bind(("0.0.0.0", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        job = submit(slurm, run_dir, "--nodes", "1", "--reward-port", str(port))
+        # Straight to the script, without Ray (--no-ray) to keep it short: the reward bring-up is the same.
+        job = slurm.sbatch("--nodes=1", f"--output={run_dir}/slurm/%j.out", str(ROOT / "slurm/train.sbatch"),
+                           "--no-ray", "--run-dir", str(run_dir), "--reward-port", str(port), "--",
+                           *expected_command(run_dir), cwd=run_dir)
         info = slurm.wait_state(job, DONE, timeout=240)
-    out = job_output(run_dir, job)
+    out = (run_dir / "slurm" / f"{job}.out").read_text()
     assert info["JobState"] == "FAILED" and "reward server exited during start-up" in out, out[-2000:]
     assert "] command: " not in out and "cleanup done" in out
-    assert leftovers(slurm, job) == []
+    assert leftovers(slurm, job, port) == []
 
 
 @pytest.mark.slow
