@@ -278,8 +278,8 @@ def _certainly_unequal(g: list, p: list) -> bool:
     directly, with free symbols (real, at most 4, no integer/sign assumptions) at one of two fixed probe points, which
     proves the difference is not identically zero. verify's True paths for two such expressions are structural
     equality, 6-decimal rounding, `(a-b).evalf() == 0` and `simplify(a-b) == 0`; none can then hold. Symbols
-    (verify's special symbol matching), relations, sets, tuples, matrices, percentages (9% == 9 in verify) and
-    anything non-real or non-finite are left to verify. Property-tested against verify in tests/test_grading.py."""
+    (verify's special symbol matching), relations, sets, tuples, matrices, percentages (9% == 9 in verify), sums,
+    products, integrals, limits, derivatives, piecewise and anything non-real or non-finite are left to verify. Property-tested against verify in tests/test_grading.py."""
     import sympy
     from sympy.matrices.expressions import MatrixExpr
     if len(g) != 2 or len(p) != 2 or not isinstance(g[1], str) or not isinstance(p[1], str):
@@ -288,8 +288,11 @@ def _certainly_unequal(g: list, p: list) -> bool:
         return False
     a, b = g[0], p[0]
     for e in (a, b):
+        # Sums/products/integrals/limits/derivatives/piecewise: their value at a non-integer probe need not match
+        # what verify's `doit`/`simplify` make of them, so they are left to verify.
         if (not isinstance(e, sympy.Expr) or isinstance(e, (MatrixExpr, sympy.Symbol))
-                or e.has(sympy.UnevaluatedExpr)):
+                or e.has(sympy.UnevaluatedExpr, sympy.Sum, sympy.Product, sympy.Integral, sympy.Limit,
+                         sympy.Derivative, sympy.Piecewise)):
             return False
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
     if len(syms) > 4 or any(not isinstance(x, sympy.Symbol) or x.is_real is not True

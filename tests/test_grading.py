@@ -205,6 +205,7 @@ def _mv(gold: str, pred: str) -> bool:
     ("1", r"\sin^2 x + \cos^2 x"), (r"|x|", r"\sqrt{x^2}"), (r"\frac{1}{\sqrt{n}}", r"\sqrt{1/n}"), (r"50\%", "50"),
     (r"\frac13", "0.333333"), ("x=2", "2"), ("(1,2)", "(1, 2)"), ("k", "3"), (r"\binom{n}{2}", r"\frac{n(n-1)}{2}"),
     ("1000000", "1000001"), (r"\{1,2\}", "1"), (r"2\pi", r"\frac{4\pi}{2}"),
+    (r"\sum_{i=1}^{n} i", r"\frac{n(n+1)}{2}"), (r"\prod_{k=1}^{n} k", "n!"), (r"\int_0^x t\,dt", r"\frac{x^2}{2}"),
 ])
 def test_unequal_shortcut_abstains_where_math_verify_might_say_equal(gold, pred):
     assert _certainly_unequal(_parse(gold), _parse(pred)) is False
