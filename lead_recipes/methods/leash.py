@@ -23,16 +23,20 @@ def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
     """Shaped rewards and advantages with multiplier `lam`. Returns (rewards, advantages, ĝ, statistics).
     The fractions are counts / n: max(0, ratio) is nonzero exactly where ratio > 0."""
     ratio = (lengths / float(target_length)).sub_(1.0)
-    base = as_float(correct) * 2.0 - 1.0                     # ±1, exactly
+    base = as_float(correct).mul_(2.0).sub_(1.0)             # ±1, exactly
     over = ratio.clamp_min(0.0)
-    unclipped = base - lam * over
-    r = unclipped.clamp(-1.0, 1.0)
+    n = base.numel()
+    if lam == 0.0:   # λ·max(0, ·) is exactly 0: r'' = r, nothing clipped (λ sits at 0 while lengths are under L_t)
+        r, n_clipped = base, 0
+    else:
+        unclipped = base.sub_(lam * over)
+        r = unclipped.clamp(-1.0, 1.0)
+        n_clipped = int((unclipped < -1.0).count_nonzero())
     g_hat = float(ratio.mean())
-    n = r.numel()
     return r, group_normalize(r), g_hat, {
         "constraint": g_hat,
         "over_target_frac": int(over.count_nonzero()) / n,
-        "clipped_frac": int((unclipped < -1.0).count_nonzero()) / n,
+        "clipped_frac": n_clipped / n,
     }
 
 

@@ -17,11 +17,13 @@ from lead_recipes.methods.config import ShorterBetterConfig
 
 def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
                    cfg: ShorterBetterConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """Returns (rewards, advantages, statistics). Lengths are finite, so a prompt is solved exactly when its
-    shortest correct length (incorrect ones masked to +inf) is finite."""
-    shortest = lengths.masked_fill(~correct, math.inf).amin(1, keepdim=True)
+    """Returns (rewards, advantages, statistics). Lengths are finite and > 0, so l / 1[correct] is l for a correct
+    rollout and +inf for an incorrect one (a cheap exact mask), and a prompt is solved exactly when its shortest
+    correct length is finite."""
+    cf = as_float(correct)
+    shortest = (lengths / cf).amin(1, keepdim=True)
     sol = torch.where(shortest < math.inf, shortest, lengths.mean(1, keepdim=True))
-    r = as_float(correct).mul_(cfg.alpha).sub_((lengths - sol).abs_().mul_(cfg.beta))   # in place, same operations
+    r = cf.mul_(cfg.alpha).sub_((lengths - sol).abs_().mul_(cfg.beta))   # α·1[correct] − β·|l − SOL|, in place
     return r, group_normalize(r), {"sol_mean": float(sol.mean())}
 
 
