@@ -21,8 +21,9 @@ def _first_bad_row(bad: torch.Tensor) -> int:
 
 
 def as_float(mask: torch.Tensor) -> torch.Tensor:
-    """A bool mask as float64 0/1 (through a uint8 view: the same values at half the cost of bool → float64)."""
-    return (mask.view(torch.uint8) if mask.dtype == torch.bool else mask).to(torch.float64)
+    """A bool mask as float64 0/1 (through a uint8 view: the same values at half the cost of bool → float64;
+    .double() parses its arguments faster than .to(dtype))."""
+    return (mask.view(torch.uint8) if mask.dtype == torch.bool else mask).double()
 
 
 def row_sums01(x: torch.Tensor) -> torch.Tensor:
@@ -69,7 +70,7 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
     lens = batch.lengths
     if not isinstance(lens, torch.Tensor) or tuple(lens.shape) != (m, g):
         raise ValueError(f"lengths has shape {tuple(getattr(lens, 'shape', ()))}, expected [M, G] = {(m, g)}")
-    lens = lens.to(torch.float64)
+    lens = lens.double()
     lo_t, hi_t = torch.aminmax(lens)
     lo, hi = float(lo_t), float(hi_t)
     if not (lo > 0 and hi <= mnt):   # NaN fails both comparisons; diagnose only on failure
@@ -164,4 +165,4 @@ def finish(b: RolloutBatch, rewards: torch.Tensor, adv: torch.Tensor, extra: dic
            n_correct: float | None = None, length_sum: float | None = None) -> MethodOutput:
     stats = base_stats(b, rewards, adv, n_correct, length_sum)
     stats.update({k: float(v) for k, v in extra.items()})
-    return MethodOutput(rewards=rewards.to(torch.float32), advantages=adv.to(torch.float32), stats=stats)
+    return MethodOutput(rewards=rewards.float(), advantages=adv.float(), stats=stats)
