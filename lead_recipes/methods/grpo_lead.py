@@ -60,7 +60,7 @@ def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Ten
     a = group_normalize(r)
     w_neg = w[:, 1:]
     positive = a.sign().clamp_min_(0.0)                   # 1[Ã > 0] as float (a compare → bool costs more)
-    adv = a * (w_neg + positive * (w[:, :1] - w_neg))     # Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ)
+    adv = positive.mul_(w[:, :1] - w_neg).add_(w_neg).mul_(a)   # Ã·(w(1−ρ) + 1[Ã > 0]·(w(ρ) − w(1−ρ))), in place
     n_rejected = 0.0
     if cfg.ref_code_rejection_enable:
         rejected = ((r > 0).sum(1, keepdim=True) == 0) | ((r == 1).sum(1, keepdim=True) == g)
