@@ -15,6 +15,11 @@ What it does:
   subclassing an actor class), install the maker, put the controller state into `client_states["recipe"]` on
   every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
   status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl` (contract C).
+- Checkpoint on request (preemption): `lead-recipes train`'s SIGUSR1/SIGTERM handler or slurm/train.sbatch writes
+  a request file (lead_recipes.train.save_request_path); after each train step the trainer checks it, saves a full
+  checkpoint through OpenRLHF's own save path, writes the "saved" marker beside it and stops (`SavedOnRequest`).
+  The trainer is a Ray actor, maybe on another node: the file must be on a filesystem both see (the checkpoint
+  filesystem is, by construction).
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
   OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
 
@@ -46,6 +51,7 @@ from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 from openrlhf.utils.logging_utils import init_logger
 
 from lead_recipes.methods import Method, RolloutBatch, build_method
+from lead_recipes.train import save_request_path, saved_marker_path, write_json_atomic
 
 logger = init_logger(__name__)
 
@@ -67,7 +73,11 @@ _SIGNATURES = {
     (BasePPOTrainer, "restore_best_checkpoint_state"): ["self", "checkpoint_states"],
     (BasePPOTrainer, "train_step"): ["self", "rollout_samples", "global_step"],
     (BasePPOTrainer, "init_checkpoint_states"): ["self"],
+    (PPOTrainer.__ray_actor_class__, "fit"): ["self", "global_step"],
+    (TrainingActor.__ray_actor_class__, "fit"): ["self", "global_step"],
 }
+# the forced save on request relies on OpenRLHF deciding "save now" with exactly this test
+SAVE_TEST = "if global_step % self.args.ckpt.save_steps == 0:"
 
 
 class OpenRLHFMismatch(RuntimeError):
@@ -96,6 +106,8 @@ def check_openrlhf() -> None:
                    "import PPOTrainerAsync as PPOTrainer", "if not ray.is_initialized():"):
         if needle not in src:
             problems.append(f"openrlhf/cli/train_ppo_ray.py no longer contains {needle!r}")
+    if SAVE_TEST not in inspect.getsource(BasePPOTrainer.save_logs_and_checkpoints):
+        problems.append(f"BasePPOTrainer.save_logs_and_checkpoints no longer decides a save with {SAVE_TEST!r}")
     if problems:
         raise OpenRLHFMismatch("OpenRLHF does not match what lead-recipes patches:\n  - " + "\n  - ".join(problems))
 
@@ -336,8 +348,24 @@ def restore_recipe_state(method: Method, checkpoint_states: dict | None) -> bool
     return True
 
 
+class SavedOnRequest(Exception):
+    """Raised out of the trainer's fit() once a requested checkpoint is saved: the job is about to be stopped, so
+    training ends there, before OpenRLHF's final model save; `lead-recipes train` exits with PREEMPTED_EXIT."""
+
+    def __init__(self, step: int = 0, tag: str = ""):
+        super().__init__(f"checkpoint {tag} saved at global_step {step} on request; training stopped")
+        self.step, self.tag = step, tag
+
+    def __reduce__(self):  # crosses the Ray boundary inside the actor's task error
+        return (SavedOnRequest, (self.step, self.tag))
+
+
 class _RecipeTrainerMixin:
     """Shared by the sync trainer and the async training actor (both BasePPOTrainer subclasses)."""
+
+    # After a requested save: stop (sync) or keep training (async: PPOTrainerAsync.fit waits on the generator
+    # actor too, which would block forever on its slot queue if the trainer stopped; the job script ends it).
+    stop_on_save_request = True
 
     def __init__(self, *args, **kwargs):
         strategy = kwargs["strategy"] if "strategy" in kwargs else args[1]
@@ -369,7 +397,49 @@ class _RecipeTrainerMixin:
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
         client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id)
-        return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        request = self._save_request()
+        if request is None:
+            return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        # Called by fit() after every train step with the full client_states (episode, step, dataloader): the
+        # step boundary. OpenRLHF saves when global_step % save_steps == 0, so save_steps = 1 makes it save now
+        # through its own path (actor save_checkpoint, critic too); restored right after.
+        ckpt, every = self.args.ckpt, self.args.ckpt.save_steps
+        ckpt.save_steps = 1
+        try:
+            super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        finally:
+            ckpt.save_steps = every
+        tag = f"global_step{global_step}"
+        path = self.args.recipe_save_request
+        write_json_atomic(saved_marker_path(path), {"step": int(global_step), "tag": tag,
+                                                    "ckpt_path": os.path.abspath(ckpt.path), "request": request,
+                                                    "stopped": self.stop_on_save_request})
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        logger.warning(f"lead-recipes: checkpoint {tag} saved on request ({request.get('signal')}); marker "
+                       f"{saved_marker_path(path)}" + ("; stopping training" if self.stop_on_save_request else ""))
+        if self.stop_on_save_request:
+            raise SavedOnRequest(int(global_step), tag)
+
+    def _save_request(self) -> dict | None:
+        path = getattr(self.args, "recipe_save_request", None)
+        if not path or not os.path.exists(path):
+            return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                request = json.load(f)
+        except (OSError, ValueError) as exc:  # still a request: someone wants a checkpoint now
+            request = {"signal": "unknown", "error": str(exc)}
+        return request if isinstance(request, dict) else {"signal": "unknown"}
+
+    def fit(self, *args, **kwargs):
+        try:
+            return super().fit(*args, **kwargs)
+        except SavedOnRequest:  # upstream closes its trackers only on a normal end
+            for tracker in (self.wandb_logger, self.tensorboard_logger):
+                if tracker is not None:
+                    tracker.close()
+            raise
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
@@ -406,7 +476,9 @@ class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
 
 
 class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__):
-    """The async mode's training actor with the recipe installed."""
+    """The async mode's training actor with the recipe installed (saves on request but does not stop)."""
+
+    stop_on_save_request = False
 
 
 RecipePPOTrainer = ray.remote(RecipeTrainer)
@@ -455,6 +527,7 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: SimpleNamespace, resolve_only
     def hierarchize_with_recipe(flat):
         args = original(flat)
         args.recipe = recipe
+        args.recipe_save_request = save_request_path(args.ckpt.path)  # resolved here: actors lack our env
         captured["args"] = args
         return args
 

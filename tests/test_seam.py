@@ -384,7 +384,7 @@ def prompt_file(tmp_path_factory, shared_data):
     return path
 
 
-def make_trainer(tiny, prompt_file, ckpt, method, load=False):
+def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1):
     from openrlhf.trainer.ray.launcher import RayActorGroup
     from openrlhf.utils import get_strategy
     from lead_recipes.flags import recipe_namespace
@@ -394,7 +394,7 @@ def make_trainer(tiny, prompt_file, ckpt, method, load=False):
             "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", str(N),
             "--rollout.max_new_tokens", str(CAP), "--rollout.batch_size", "4", "--train.batch_size", "32",
             "--algo.advantage.estimator", "group_norm", "--reward.remote_url", "unused/reward_func.py",
-            "--ckpt.path", str(ckpt), "--ckpt.save_steps", "1", "--actor.num_gpus_per_node", "1",
+            "--ckpt.path", str(ckpt), "--ckpt.save_steps", str(save_steps), "--actor.num_gpus_per_node", "1",
             "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else [])]
     args = seam.run_openrlhf(argv, recipe, resolve_only=True)
     strategy = get_strategy(args)
@@ -497,3 +497,71 @@ def test_advantage_step_restores_the_torch_thread_count(rollouts):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ checkpoint on request (preemption)
+def _saved_states(ckpt):
+    root = ckpt / "_actor"
+    tag = (root / "latest").read_text().strip()
+    return tag, torch.load(root / tag / "client_states.pt", weights_only=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_save_request_makes_trainer_checkpoint_with_recipe_state_at_next_step_boundary_and_stop(
+        ray_local, tiny_qwen2, prompt_file, rollouts, tmp_path, monkeypatch):
+    """The real RecipeTrainer (DeepSpeed's save is the CPU stand-in above: DeepSpeed needs CUDA here) at a step that
+    is no periodic save step: nothing is saved without a request; with one, OpenRLHF's own save path writes a full
+    checkpoint with the controller state, the marker names it, the request is consumed and training stops."""
+    from lead_recipes import train
+    monkeypatch.delenv(train.SAVE_REQUEST_ENV, raising=False)
+    ckpt = tmp_path / "ckpt"
+    trainer = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", save_steps=20)
+    trainer.experience_maker.compute_advantages_and_returns(micro_batches(rollouts, make_args("lead"), seed=5))
+    states = {"episode": 0, "global_step": 3, "total_consumed_prompts": 12, "data_loader_state_dict": {}}
+    trainer.save_logs_and_checkpoints(3, {}, dict(states))
+    assert not (ckpt / "_actor" / "latest").exists()  # step 3 is no save step (save_steps 20)
+
+    request = trainer.args.recipe_save_request
+    assert request == str(ckpt / train.REQUEST_FILE)
+    train.request_save(request, "SIGUSR1")
+    with pytest.raises(seam.SavedOnRequest) as stopped:
+        trainer.save_logs_and_checkpoints(3, {}, dict(states))
+    tag, saved = _saved_states(ckpt)
+    assert (stopped.value.step, stopped.value.tag, tag) == (3, "global_step3", "global_step3")
+    assert saved["global_step"] == 3 and saved["total_consumed_prompts"] == 12
+    assert saved["recipe"]["controller"] == trainer.recipe_method.state_dict() and saved["recipe"]["method"] == "lead"
+    marker = json.loads((ckpt / train.SAVED_FILE).read_text())
+    assert (marker["step"], marker["tag"], marker["request"]["signal"]) == (3, "global_step3", "SIGUSR1")
+    assert not (ckpt / train.REQUEST_FILE).exists() and trainer.args.ckpt.save_steps == 20
+
+
+@pytest.mark.slow
+def test_saved_on_request_raised_in_a_ray_actor_reaches_the_driver_as_itself(ray_local):
+    """`lead-recipes train` recognises the stop through ray.get (RayTaskError subclasses the cause)."""
+    @ray.remote
+    def stop():
+        raise seam.SavedOnRequest(7, "global_step7")
+    with pytest.raises(seam.SavedOnRequest) as err:
+        ray.get(stop.remote())
+    assert (err.value.step, err.value.tag) == (7, "global_step7")
+    assert pickle.loads(pickle.dumps(seam.SavedOnRequest(1, "t"))).tag == "t"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_async_training_actor_saves_on_request_without_stopping(ray_local, tiny_qwen2, prompt_file, tmp_path):
+    """Async mode: PPOTrainerAsync.fit also waits on the generator actor, which would block forever if the
+    trainer stopped, so the training actor saves and marks but keeps going (the job script ends it)."""
+    from lead_recipes import train
+    sync = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "leash", save_steps=20)
+    actor = seam.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
+                                     actor_model_group=sync.actor_model_group, critic_model_group=None,
+                                     reward_model_group=None, reference_model_group=None, vllm_engines=None,
+                                     vllm_lock=None, rollout_queue=None, rollout_slots=None)
+    train.request_save(actor.args.recipe_save_request, "SIGTERM")
+    actor.save_logs_and_checkpoints(2, {}, {"episode": 0, "global_step": 2, "total_consumed_prompts": 8,
+                                            "data_loader_state_dict": {}})
+    tag, saved = _saved_states(tmp_path / "ckpt")
+    assert tag == "global_step2" and saved["recipe"]["method"] == "leash"
+    assert json.loads((tmp_path / "ckpt" / train.SAVED_FILE).read_text())["stopped"] is False

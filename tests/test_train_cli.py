@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import runpy
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +68,7 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
     theirs = openrlhf_own_parse(flags)
     got = train.plain(args)
     assert got.pop("recipe") == train.plain(recipe)
+    assert got.pop("recipe_save_request") == str(Path(args.ckpt.path).resolve() / train.REQUEST_FILE)
     assert got == train.plain(theirs)
     assert recipe.method == "leash" and recipe.leash.target_length == 3000.0
 
@@ -249,3 +254,69 @@ def test_gpu_smoke_checker_accepts_a_good_run_and_names_each_defect(tmp_path):
     _fake_run(restarted, "lead", [{"w_c": 0.5, "step": 2}, {"w_c": 0.5, "step": 1}, {"w_c": 0.6, "step": 2}],
               [2, 3, 4], [3, 4])
     assert any("restarted" in p for p in gpu_smoke.check(str(restarted), "lead", [3, 4], 2))
+
+
+# ------------------------------------------------------------------ preemption: signals request a checkpoint
+def _driver_in_preflight(tmp_path, env):
+    """A real `lead-recipes train` driver held in its preflight: the reward URL is a socket that accepts and never
+    answers, so the reward probe waits (10 s timeout) while the test signals the process."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "1+1?", "label": "2"}) + "\n")
+    flags = base_flags(tmp_path, extra=["--ckpt.path", str(tmp_path / "ckpt")])
+    flags[flags.index("--reward.remote_url") + 1] = f"http://127.0.0.1:{silent.getsockname()[1]}/get_reward"
+    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "train", *flags, "--preflight"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = ""
+    while "request a checkpoint" not in ready:  # the handlers are installed when this line is printed
+        line = proc.stderr.readline()
+        assert line, f"driver exited early: {proc.wait()} {proc.stdout.read()}"
+        ready += line
+    return proc, silent
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_sigusr1_to_train_driver_writes_the_save_request_under_ckpt_path(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != train.SAVE_REQUEST_ENV}
+    stale = tmp_path / "ckpt" / train.REQUEST_FILE
+    stale.parent.mkdir()
+    stale.write_text('{"signal": "from a previous run"}')
+    proc, silent = _driver_in_preflight(tmp_path, env)
+    with silent:
+        assert not stale.exists()  # removed at start: a previous run's request must not stop this one
+        proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 20
+        while not stale.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        request = json.loads(stale.read_text())
+        assert proc.poll() is None  # a request, not an exit
+        proc.kill()
+        proc.wait()
+    assert (request["signal"], request["pid"]) == ("SIGUSR1", proc.pid)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_second_sigterm_ends_the_driver_after_the_first_requested_a_checkpoint(tmp_path):
+    path = tmp_path / "elsewhere" / "req.json"
+    proc, silent = _driver_in_preflight(tmp_path, {**os.environ, train.SAVE_REQUEST_ENV: str(path)})
+    with silent:
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert json.loads(path.read_text())["signal"] == "SIGTERM" and proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_dry_run_masks_reward_url_token_and_wandb_key(tmp_path, capsys):
+    flags = base_flags(tmp_path, extra=["--logger.wandb.key", "wandb-secret-key-123"])
+    flags[flags.index("--reward.remote_url") + 1] = "http://10.0.0.1:5432/get_reward?token=s3cr3t-t0ken"
+    assert train.main(flags + ["--dry-run"]) == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert "s3cr3t-t0ken" not in text and "wandb-secret-key-123" not in text
+    assert "/get_reward?token=***" in captured.out
