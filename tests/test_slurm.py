@@ -2,7 +2,8 @@
 started here (tests/slurm_cluster.py: two slurmd nodes on this one machine), the real slurm/train.sbatch submitted
 by `lead-recipes launch --slurm` with the training step in dry-run mode (no GPU here: 0 GPUs per node): a 1-node
 job with its reward server, a 2-node job (Ray head + worker) through a USR1-preemption -> requeue -> resume cycle,
-and the evaluation job array."""
+the checkpoint-on-USR1 handshake with a stand-in trainer (request -> saved marker -> requeue -> --ckpt.load_enable;
+the real trainer needs a GPU), and the evaluation job array."""
 from __future__ import annotations
 
 import json
@@ -168,6 +169,103 @@ def test_two_node_job_survives_usr1_by_marking_requeueing_and_resuming_with_ckpt
     assert {p.name for p in (run_dir / "logs").iterdir()} == {f"job-{job}-run0", f"job-{job}-run1"}
     assert (run_dir / "logs" / f"job-{job}-run1" / "ray-worker-0.log").exists()
     assert leftovers(slurm, job, port) == []
+
+
+# Stands in for `lead-recipes train` inside the job: the real trainer needs a GPU (OpenRLHF's placement groups,
+# CUDA DeepSpeed). It honours a checkpoint request as RecipeTrainer does (tests/test_seam.py tests that one):
+# same request path (lead_recipes.train.save_request_path), polled at each "step boundary"; on a request it writes
+# the checkpoint tag, the saved marker, consumes the request and exits PREEMPTED_EXIT. With --ckpt.load_enable it
+# reports the resume and ends.
+STAND_IN_TRAINER = """#!{python}
+import json, os, sys, time
+from lead_recipes.train import PREEMPTED_EXIT, save_request_path, saved_marker_path, write_json_atomic
+argv = sys.argv[2:]
+if "--ignore-requests" in argv:  # a trainer that never answers
+    time.sleep(300)
+if "--ckpt.load_enable" in argv:
+    print("stand-in trainer: resumed from", open(argv[argv.index("--ckpt.path") + 1] + "/_actor/latest").read())
+    sys.exit(0)
+ckpt = argv[argv.index("--ckpt.path") + 1]
+request = save_request_path(ckpt)
+for step in range(1, 1200):
+    time.sleep(0.25)
+    if os.path.exists(request):
+        os.makedirs(ckpt + "/_actor", exist_ok=True)
+        with open(ckpt + "/_actor/latest", "w") as f:
+            f.write(f"global_step{{step}}")
+        write_json_atomic(saved_marker_path(request), {{"step": step, "tag": f"global_step{{step}}",
+                                                       "request": json.load(open(request))}})
+        os.remove(request)
+        print(f"stand-in trainer: saved global_step{{step}} on request", flush=True)
+        sys.exit(PREEMPTED_EXIT)
+    print(f"stand-in trainer: step {{step}}", flush=True)
+sys.exit(1)
+"""
+
+
+def stand_in_trainer(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "lead-recipes"   # the script recognises `lead-recipes train` by name
+    fake.write_text(STAND_IN_TRAINER.format(python=sys.executable))
+    fake.chmod(0o755)
+    return fake
+
+
+def submit_stand_in(slurm, run_dir: Path, fake: Path, *train_args: str, save_timeout: int = 60) -> str:
+    (run_dir / "slurm").mkdir(parents=True)
+    # Straight to the script without Ray or reward servers (the 2-node test covers those): the save handshake.
+    return slurm.sbatch("--nodes=1", f"--output={run_dir}/slurm/%j.out", str(ROOT / "slurm/train.sbatch"),
+                        "--no-ray", "--reward-placement", "none", "--run-dir", str(run_dir), "--save-timeout",
+                        str(save_timeout), "--", str(fake), "train", "--ckpt.path", str(run_dir / "ckpt"),
+                        *train_args, cwd=run_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_usr1_makes_the_running_trainer_checkpoint_before_requeue_and_the_rerun_resumes_from_it(slurm, tmp_path):
+    run_dir = slurm.root_tmp / "saveonsignal"
+    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path))
+    train_log = run_dir / "logs" / f"job-{job}-run0" / "train.log"
+    wait_for(lambda: train_log.exists() and "stand-in trainer: step 2" in train_log.read_text(), 120, "training")
+    subprocess.run([which("scancel"), "--signal=USR1", "--batch", job], env=slurm.env, check=True)
+    slurm.wait_state(job, ("PENDING",), timeout=120, restarts=1)
+    slurm.wait_idle(120)
+    slurm.scontrol("update", f"jobid={job}", "starttime=now")
+    info = slurm.wait_state(job, DONE, timeout=120, restarts=1)
+    out = (run_dir / "slurm" / f"{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", (info, out[-3000:])
+    saved_line = re.search(r"stand-in trainer: saved (global_step\d+) on request", train_log.read_text())
+    assert saved_line, train_log.read_text()[-2000:]
+    tag = saved_line.group(1)
+    mark = json.loads((run_dir / "state" / "preempted.json").read_text())
+    assert (mark["latest_checkpoint"], mark["saved"]["tag"], mark["saved"]["request"]["signal"]) == (tag, tag, "USR1")
+    # the order in the job log: request, the trainer's marker, then cleanup and requeue
+    positions = [out.find(s) for s in ("checkpoint requested", "trainer saved:", "cleanup done", "requeueing job")]
+    assert -1 not in positions and positions == sorted(positions), out[-3000:]
+    first, second = commands(out)
+    assert "--ckpt.load_enable" not in first and second == [*first, "--ckpt.load_enable"]
+    resumed = (run_dir / "logs" / f"job-{job}-run1" / "train.log").read_text()
+    assert f"stand-in trainer: resumed from {tag}" in resumed
+    assert not (run_dir / "state" / "save_request.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_trainer_that_never_saves_delays_the_requeue_by_at_most_the_save_timeout(slurm, tmp_path):
+    run_dir = slurm.root_tmp / "nosave"
+    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", save_timeout=3)
+    out_file = run_dir / "slurm" / f"{job}.out"
+    wait_for(lambda: out_file.exists() and "] command: " in out_file.read_text(), 120, "the training step")
+    signalled = time.monotonic()
+    subprocess.run([which("scancel"), "--signal=USR1", "--batch", job], env=slurm.env, check=True)
+    slurm.wait_state(job, ("PENDING",), timeout=60, restarts=1)
+    waited = time.monotonic() - signalled
+    out = out_file.read_text()
+    subprocess.run([which("scancel"), job], env=slurm.env, check=True)
+    assert "WARNING: no checkpoint marker after 3s" in out and "requeueing job" in out, out[-2000:]
+    assert waited < 3 + 30 + 20   # save timeout + cleanup's bounded wait for the trainer + Slurm's bookkeeping
+    assert "latest_checkpoint\": \"none\"" in (run_dir / "state" / "preempted.json").read_text()
 
 
 @pytest.mark.slow
