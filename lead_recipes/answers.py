@@ -1,0 +1,196 @@
+"""Final-answer text handling for the grader: extraction, normalisation and the cheap exact verdicts.
+
+What it does:
+- `_to_text`: model text or a label of any JSON type → str (invalid UTF-8 / lone surrogates become U+FFFD).
+- `extract_final_answer`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces; `\\boxed 5` too), searched
+  after the last `</think>` when the response has one; no final answer → None.
+- `normalize_answer`: strips whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold (nothing semantic).
+- `fast_verdict`: verdicts math-verify is known to give (integers, exact rationals, identical plain strings), and
+  `explosive`: integer towers/factorials too large for sympy to build. Both property-tested in tests/test_grading.py.
+
+What it does not do: no math-verify, no sympy, no processes — pure string and integer work that runs in the caller
+(`lead_recipes.grading.Grader.submit`). It does not look for answers outside `\\boxed{}`/`\\fbox{}`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+MAX_ANSWER_CHARS = 4_000         # extracted answers / golds longer than this are not sent to sympy (`error`)
+_SCAN_LIMIT = 4 * MAX_ANSWER_CHARS  # brace matching gives up this far after `\boxed{`
+_MAX_BOX_TRIES = 64              # unclosed `\boxed{` occurrences tried, newest first
+
+
+# ---------------------------------------------------------------------------------------------------- extraction
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)")
+_BRACE_RE = re.compile(r"(?<!\\)[{}]")
+
+
+def _to_text(x: Any) -> str | None:
+    """Model text or a label of any JSON type → str (invalid UTF-8 and lone surrogates become U+FFFD)."""
+    if x is None:
+        return None
+    if isinstance(x, bytes):
+        x = x.decode("utf-8", "replace")
+    elif isinstance(x, bool):
+        x = str(x)
+    elif isinstance(x, (int, float)):
+        x = repr(x) if isinstance(x, float) and not x.is_integer() else str(int(x)) if isinstance(x, float) else str(x)
+    elif isinstance(x, (list, tuple)):
+        x = ", ".join(t for t in (_to_text(v) for v in x) if t is not None)
+    elif not isinstance(x, str):
+        x = str(x)
+    try:
+        x.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates (e.g. from JSON "\ud800"): replace rather than crash later
+        x = x.encode("utf-8", "replace").decode("utf-8")
+    return x
+
+
+def _box_content(text: str, start: int) -> str | None:
+    """Content of the `\\boxed` command whose name ends at `start`: `{...}` with nested braces, or `\\boxed 5`."""
+    n = len(text)
+    i = start
+    while i < n and text[i] in " \t":
+        i += 1
+    if i >= n:
+        return None
+    if text[i] != "{":
+        if i == start:  # `\boxedx` is another command, not `\boxed x`
+            return None
+        m = re.match(r"[^\s$]+", text[i:i + MAX_ANSWER_CHARS + 1])
+        return m.group(0) if m else None
+    depth = 0
+    for m in _BRACE_RE.finditer(text, i, min(n, i + _SCAN_LIMIT)):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return text[i + 1:m.start()]
+    return None
+
+
+def extract_final_answer(text: str) -> str | None:
+    """Last complete `\\boxed{}`/`\\fbox{}` content (nested braces) after the last `</think>` if there is one;
+    an unclosed last box falls back to the previous complete one. None when there is no non-empty final answer."""
+    text = _to_text(text)
+    if not text:
+        return None
+    cut = text.rfind("</think>")
+    if cut >= 0:
+        text = text[cut + len("</think>"):]
+    end = len(text)
+    for _ in range(_MAX_BOX_TRIES):
+        pos = max(text.rfind("\\boxed", 0, end), text.rfind("\\fbox", 0, end))
+        if pos < 0:
+            return None
+        m = _BOX_RE.match(text, pos)
+        if m is not None:
+            content = _box_content(text, m.end())
+            if content is not None:
+                content = content.strip()
+                return content or None
+        end = pos
+    return None
+
+
+_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))
+
+
+def normalize_answer(ans: str) -> str:
+    """Whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold stripped; nothing semantic."""
+    s = ans.strip()
+    changed = True
+    while changed and s:
+        changed = False
+        for a, b in _WRAPPERS:
+            if len(s) > len(a) + len(b) and s.startswith(a) and s.endswith(b):
+                s = s[len(a):-len(b)].strip()
+                changed = True
+    return s
+
+
+# ---------------------------------------------------------------------------------------------------- fast paths
+_INT_RE = re.compile(r"-?[0-9]{1,15}")
+_SAFE_IDENTICAL_RE = re.compile(r"[0-9A-Za-z\\{}()\[\]^_+\-*/.,:;|<>=!' ]+")
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for m in _BRACE_RE.finditer(s):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+_DEC_RE = re.compile(r"(-?)([0-9]{1,12})(?:\.([0-9]{1,8}))?")
+_FRAC_RE = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})")
+
+
+def _rational(s: str):
+    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\dfrac{-1}{2}`, `7/4`) as an exact
+    Fraction, or None for anything else."""
+    from fractions import Fraction
+    m = _DEC_RE.fullmatch(s)
+    if m:
+        v = Fraction(int(m.group(2)) * 10 ** len(m.group(3) or "") + int(m.group(3) or 0), 10 ** len(m.group(3) or ""))
+        return -v if m.group(1) else v
+    m = _FRAC_RE.fullmatch(s)
+    if m:
+        sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) is not None else m.group(4, 5, 6)
+        if int(den) == 0:
+            return None
+        v = Fraction(int(num), int(den))
+        return -v if sign else v
+    return None
+
+
+def fast_verdict(gold: str, pred: str) -> bool | None:
+    """A verdict math-verify is known to give, without calling it, or None. Integers of ≤ 15 digits compare as
+    integers; plain decimal/fraction literals compare as exact rationals — equal → True, different by more than 1e-4
+    absolute and 1e-6 relative → False (verify's paths for two numbers are exact equality, 6-decimal rounding and
+    simplify of the difference), anything in between → None; identical brace-balanced strings from a plain LaTeX
+    alphabet are equal (verify's string fallback compares them equal even when sympy cannot parse them).
+    Property-tested against math-verify in tests/test_grading.py."""
+    if _INT_RE.fullmatch(gold) and _INT_RE.fullmatch(pred):
+        return int(gold) == int(pred)
+    if gold == pred and _SAFE_IDENTICAL_RE.fullmatch(gold) and _balanced(gold):
+        return True
+    if len(gold) <= 40 and len(pred) <= 40:
+        a, b = _rational(gold), _rational(pred)
+        if a is not None and b is not None:
+            if a == b:
+                return True
+            diff = abs(a - b)
+            if diff > 1e-4 and diff > 1e-6 * max(abs(a), abs(b)):
+                return False
+    return None
+
+
+_POW_CHAIN_RE = re.compile(r"\d+(?:\s*\^\s*\{?\s*\(?\s*\d+)+")
+_BIG_FACTORIAL_RE = re.compile(r"\d{6,}\s*\)?\s*!")
+_EXPLOSIVE_DIGITS = 1e6
+
+
+def explosive(ans: str) -> bool:
+    """True when `ans` holds an integer power tower or factorial with more than ~10^6 digits (`9^{9^{9^9}}`,
+    `2^{10^{7}}`, `(10^{6})!`). sympy would build that integer in C, where no signal interrupts it; math-verify
+    cannot finish either (its verdict is a timeout, i.e. False), so we answer `timeout` without starting it."""
+    if _BIG_FACTORIAL_RE.search(ans):
+        return True
+    for m in _POW_CHAIN_RE.finditer(ans):
+        nums = [int(x) for x in re.findall(r"\d+", m.group(0)[:200])]
+        log10_v = 0.0                  # log10 of the tower's value, evaluated from the top exponent down
+        for i, n in enumerate(reversed(nums)):
+            if i == 0:
+                log10_v = math.log10(n) if n > 0 else 0.0
+                continue
+            if n <= 1:
+                log10_v = 0.0
+                continue
+            if log10_v > 300:          # the exponent alone has > 300 digits: the value is astronomically large
+                return True
+            log10_v = 10 ** log10_v * math.log10(n)
+        if log10_v > _EXPLOSIVE_DIGITS:
+            return True
+    return False
