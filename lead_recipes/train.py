@@ -440,18 +440,33 @@ def main(argv: list[str]) -> int:
             signal.signal(signum, handler)
 
 
+def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
+    """The `lead-recipes data ...` command (a recipe's `data.prepare`) that builds the missing prompt data: the
+    embedded default recipe's, else that of the first recipe whose prompt dataset is this path."""
+    from launchers.recipe import load_recipe, recipe_names
+    wanted = {os.path.abspath(p.split("@")[0].strip()) for p in (prompt_dataset or "").split(",") if p.strip()}
+    for name in [DEFAULT_RECIPE] if embedded else recipe_names():
+        try:
+            recipe = load_recipe(name)
+        except ValueError:  # a broken recipe file is the launcher's to report, not this hint's
+            continue
+        path = recipe.openrlhf.get("data.prompt_dataset")
+        if recipe.data.get("prepare") and (embedded or (path and os.path.abspath(str(path)) in wanted)):
+            return (f"{PROG}: build the prompt data (recipe {name}) with: "
+                    f"{shlex.join(['lead-recipes', 'data', *recipe.data['prepare']])}")
+    return None
+
+
 def _preflight_and_train(ours, recipe, openrlhf_argv, used, argv, args, seam) -> int:
     checks = run_preflight(args)
     print(mask_secrets(report(checks), args), flush=True)
     if any(not c.ok for c in checks):
         missing = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
         print(mask_secrets(f"{PROG}: cannot start training, missing: {missing}", args), file=sys.stderr)
-        if len(used) != len(argv) and any(c.name == "data" and not c.ok for c in checks):
-            from launchers.recipe import load_recipe
-            prepare = load_recipe(DEFAULT_RECIPE).data.get("prepare")
-            if prepare:
-                print(f"{PROG}: build the default recipe's prompt data with: "
-                      f"{shlex.join(['lead-recipes', 'data', *prepare])}", file=sys.stderr)
+        if any(c.name == "data" and not c.ok for c in checks):
+            hint = prepare_hint(args.data.prompt_dataset, embedded=len(used) != len(argv))
+            if hint:
+                print(hint, file=sys.stderr)
         return 1
     if ours.preflight:
         return 0

@@ -537,6 +537,43 @@ def test_save_request_makes_trainer_checkpoint_with_recipe_state_at_next_step_bo
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny_qwen2, prompt_file, tmp_path,
+                                                                  monkeypatch):
+    """Upstream fit() (here its loop body's save call: the loop needs vLLM) calls save_logs_and_checkpoints after
+    each step; with a request pending, fit ends with SavedOnRequest and the trackers closed (upstream closes them
+    only after a normal end), so OpenRLHF's final model save is skipped."""
+    from lead_recipes import train
+    monkeypatch.delenv(train.SAVE_REQUEST_ENV, raising=False)
+    trainer = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "lead", save_steps=20)
+    steps = []
+
+    def upstream_loop(self, global_step=0):
+        for step in range(global_step + 1, global_step + 4):
+            steps.append(step)
+            if step == 2:
+                train.request_save(self.args.recipe_save_request, "SIGUSR1")
+            self.save_logs_and_checkpoints(step, {}, {"episode": 0, "global_step": step,
+                                                      "total_consumed_prompts": 4 * step, "data_loader_state_dict": {}})
+
+    class Tracker:
+        closed = False
+
+        def log_train(self, *a):
+            pass
+
+        def close(self):
+            Tracker.closed = True
+
+    monkeypatch.setattr(seam.PPOTrainer.__ray_actor_class__, "fit", upstream_loop)
+    trainer.tensorboard_logger = Tracker()
+    with pytest.raises(seam.SavedOnRequest):
+        trainer.fit()
+    assert steps == [1, 2] and Tracker.closed
+    assert _saved_states(tmp_path / "ckpt")[0] == "global_step2"
+
+
+@pytest.mark.slow
 def test_saved_on_request_raised_in_a_ray_actor_reaches_the_driver_as_itself(ray_local):
     """`lead-recipes train` recognises the stop through ray.get (RayTaskError subclasses the cause)."""
     @ray.remote

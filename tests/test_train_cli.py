@@ -7,6 +7,7 @@ import json
 import os
 import re
 import runpy
+import shlex
 import signal
 import socket
 import subprocess
@@ -320,3 +321,13 @@ def test_dry_run_masks_reward_url_token_and_wandb_key(tmp_path, capsys):
     text = captured.out + captured.err
     assert "s3cr3t-t0ken" not in text and "wandb-secret-key-123" not in text
     assert "/get_reward?token=***" in captured.out
+
+
+def test_missing_dataset_hint_is_the_prepare_command_of_the_recipe_using_that_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
+    hint = train.prepare_hint(str(tmp_path / "dapo_math.jsonl"), embedded=False)
+    assert "(recipe leash-1.5b)" in hint
+    command = shlex.split(hint.split(" with: ", 1)[1])
+    assert command[:3] == ["lead-recipes", "data", "build"]
+    assert command[command.index("--out") + 1] == str(tmp_path / "dapo_math.jsonl")
+    assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), embedded=False) is None
