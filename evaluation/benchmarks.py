@@ -8,10 +8,11 @@ It does not build prompts, generate or grade.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from lead_recipes.jsonl import read_jsonl as read_jsonl_file  # also used by evaluation.backends
 
 EXPECTED_COUNTS = {"aime2024": 30, "aime2025": 30, "amc2023": 40, "math500": 500, "olympiadbench": 675}
 BENCHMARKS = tuple(EXPECTED_COUNTS)
@@ -61,19 +62,6 @@ def _rows_to_problems(name: str, rows, mapping: dict, origin: str) -> list[Probl
         seen.add(pid)
         problems.append(Problem(name, pid, text, answer))
     return problems
-
-
-def read_jsonl_file(path: Path) -> list[dict]:
-    """Strict JSONL reader for inputs (benchmarks, replay files): a malformed line is an error naming the line."""
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
-    return rows
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:

@@ -23,6 +23,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
+from lead_recipes.jsonl import parse_jsonl
+
 # Prompt templates (algorithms.md §1.7, §4.2). {problem} is the problem text; the result is the user turn.
 TEMPLATES = {
     "lead": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
@@ -57,14 +59,7 @@ def read_rows(source: str, split: str = "train") -> list[dict]:
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".json" and text.lstrip().startswith("["):
             return json.loads(text)
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-        return rows
+        return parse_jsonl(text, path)
     if source.startswith(("/", ".")) or source.endswith((".jsonl", ".json", ".parquet")):
         raise FileNotFoundError(f"source {source} does not exist")
     try:

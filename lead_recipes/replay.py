@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lead_recipes.flags import add_recipe_flags, recipe_namespace, validate_recipe
+from lead_recipes.jsonl import read_jsonl
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
 
@@ -77,18 +78,6 @@ def batch_from_record(rec: dict, max_new_tokens: int):
     return RolloutBatch(correct=torch.tensor(cols["correct"], dtype=torch.bool),
                         lengths=torch.tensor(cols["lengths"], dtype=torch.float32),
                         max_new_tokens=max_new_tokens, truncated=opt("truncated"), repetitive=opt("repetitive"))
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
-    return out
 
 
 def length_counter(tokenizer: str | None):

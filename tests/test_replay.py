@@ -113,4 +113,4 @@ def test_non_json_line_names_the_line(tmp_path, capsys):
     src = tmp_path / "bad.jsonl"
     src.write_text(json.dumps(STEPS[0]) + "\n{not json\n")
     assert cli_main(["replay", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
-    assert "bad.jsonl:2: not JSON" in capsys.readouterr().err
+    assert "bad.jsonl:2: invalid JSON" in capsys.readouterr().err

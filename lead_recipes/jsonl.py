@@ -1,0 +1,32 @@
+"""Strict JSONL reading shared by `lead-recipes data`, `lead-recipes replay` and `evaluation` (benchmarks, saved
+generations).
+
+`read_jsonl(path)` reads a file, `parse_jsonl(text, origin)` parses text already in memory; both skip blank lines
+and raise ValueError naming `origin:lineno` and the JSON error for a malformed line, so bad input is never silently
+dropped. It does not check the shape of the rows (callers do) and does not tolerate a torn last line (the
+crash-tolerant reader for files being appended to is `evaluation.store`). Standard library only: `evaluation`
+imports it and must stay free of torch/ray/deepspeed/openrlhf/vllm.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def parse_jsonl(text: str, origin: str | Path) -> list[dict]:
+    """One JSON value per line of `text` (split on "\\n" only, as file iteration does, so a raw U+2028 inside a
+    JSON string stays part of its line); blank lines skipped; a malformed line → ValueError `origin:lineno: invalid
+    JSON (msg)`."""
+    rows = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{origin}:{lineno}: invalid JSON ({exc.msg})") from None
+    return rows
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """`parse_jsonl` of a UTF-8 file (universal newlines); errors name the file as `path:lineno`."""
+    return parse_jsonl(Path(path).read_text(encoding="utf-8"), path)
