@@ -15,11 +15,8 @@ What it does:
   subclassing an actor class), install the maker, put the controller state into `client_states["recipe"]` on
   every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
   status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl` (contract C).
-- Checkpoint on request (preemption): `lead-recipes train`'s SIGUSR1/SIGTERM handler or slurm/train.sbatch writes
-  a request file (lead_recipes.train.save_request_path); after each train step the trainer checks it, saves a full
-  checkpoint through OpenRLHF's own save path, writes the "saved" marker beside it and stops (`SavedOnRequest`).
-  The trainer is a Ray actor, maybe on another node: the file must be on a filesystem both see (the checkpoint
-  filesystem is, by construction).
+- The trainers checkpoint on request (preemption) through lead_recipes.preempt.SaveOnRequestMixin, a base of theirs;
+  the seam resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
   OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
 
@@ -50,10 +47,12 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 from openrlhf.utils.logging_utils import init_logger
 
+from lead_recipes import preempt
 from lead_recipes.methods import Method, RolloutBatch, build_method
-from lead_recipes.train import save_request_path, saved_marker_path, write_json_atomic
+from lead_recipes.preempt import SaveOnRequestMixin, save_request_path
 
 logger = init_logger(__name__)
+init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
 
 SUPPORTED_OPENRLHF = "0.11.2"
 STATE_VERSION = 1
@@ -348,24 +347,8 @@ def restore_recipe_state(method: Method, checkpoint_states: dict | None) -> bool
     return True
 
 
-class SavedOnRequest(Exception):
-    """Raised out of the trainer's fit() once a requested checkpoint is saved: the job is about to be stopped, so
-    training ends there, before OpenRLHF's final model save; `lead-recipes train` exits with PREEMPTED_EXIT."""
-
-    def __init__(self, step: int = 0, tag: str = ""):
-        super().__init__(f"checkpoint {tag} saved at global_step {step} on request; training stopped")
-        self.step, self.tag = step, tag
-
-    def __reduce__(self):  # crosses the Ray boundary inside the actor's task error
-        return (SavedOnRequest, (self.step, self.tag))
-
-
-class _RecipeTrainerMixin:
+class _RecipeTrainerMixin(SaveOnRequestMixin):
     """Shared by the sync trainer and the async training actor (both BasePPOTrainer subclasses)."""
-
-    # After a requested save: stop (sync) or keep training (async: PPOTrainerAsync.fit waits on the generator
-    # actor too, which would block forever on its slot queue if the trainer stopped; the job script ends it).
-    stop_on_save_request = True
 
     def __init__(self, *args, **kwargs):
         strategy = kwargs["strategy"] if "strategy" in kwargs else args[1]
@@ -397,49 +380,8 @@ class _RecipeTrainerMixin:
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
         client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id)
-        request = self._save_request()
-        if request is None:
-            return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
-        # Called by fit() after every train step with the full client_states (episode, step, dataloader): the
-        # step boundary. OpenRLHF saves when global_step % save_steps == 0, so save_steps = 1 makes it save now
-        # through its own path (actor save_checkpoint, critic too); restored right after.
-        ckpt, every = self.args.ckpt, self.args.ckpt.save_steps
-        ckpt.save_steps = 1
-        try:
-            super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
-        finally:
-            ckpt.save_steps = every
-        tag = f"global_step{global_step}"
-        path = self.args.recipe_save_request
-        write_json_atomic(saved_marker_path(path), {"step": int(global_step), "tag": tag,
-                                                    "ckpt_path": os.path.abspath(ckpt.path), "request": request,
-                                                    "stopped": self.stop_on_save_request})
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
-        logger.warning(f"lead-recipes: checkpoint {tag} saved on request ({request.get('signal')}); marker "
-                       f"{saved_marker_path(path)}" + ("; stopping training" if self.stop_on_save_request else ""))
-        if self.stop_on_save_request:
-            raise SavedOnRequest(int(global_step), tag)
-
-    def _save_request(self) -> dict | None:
-        path = getattr(self.args, "recipe_save_request", None)
-        if not path or not os.path.exists(path):
-            return None
-        try:
-            with open(path, encoding="utf-8") as f:
-                request = json.load(f)
-        except (OSError, ValueError) as exc:  # still a request: someone wants a checkpoint now
-            request = {"signal": "unknown", "error": str(exc)}
-        return request if isinstance(request, dict) else {"signal": "unknown"}
-
-    def fit(self, *args, **kwargs):
-        try:
-            return super().fit(*args, **kwargs)
-        except SavedOnRequest:  # upstream closes its trackers only on a normal end
-            for tracker in (self.wandb_logger, self.tensorboard_logger):
-                if tracker is not None:
-                    tracker.close()
-            raise
+        # a pending save request makes the save happen now (SaveOnRequestMixin, then OpenRLHF's own save path)
+        return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)

@@ -11,10 +11,9 @@
 - Otherwise a preflight checks everything checkable (OpenRLHF version and seams, GPUs, flash-attn, data, model,
   reward function grading a probe, checkpoint directory, Ray) and exits 1 naming what is missing; `--preflight`
   stops after it. Only when all pass does training start (lead_recipes.seam.run_openrlhf).
-- Preemption: SIGUSR1 (or a first SIGTERM) writes a save request (`save_request_path`: $LEAD_RECIPES_SAVE_REQUEST,
-  else <ckpt.path>/recipe_save_request.json); the trainer saves a checkpoint at the next step boundary, writes
-  `recipe_saved.json` beside the request and stops; this command then exits PREEMPTED_EXIT (75). A second SIGTERM
-  ends it at once. Secrets (URL tokens, the W&B key) are masked in everything printed.
+- Preemption: while it runs, SIGUSR1 (or a first SIGTERM) requests a checkpoint at the next step boundary and a
+  second SIGTERM ends it (lead_recipes.preempt); after a requested save it exits PREEMPTED_EXIT (75).
+- Secrets (URL tokens, the W&B key) are masked in everything printed.
 
 This module never imports OpenRLHF itself (the seam does), and never starts Ray before the preflight.
 """
@@ -27,75 +26,18 @@ import math
 import os
 import re
 import shlex
-import signal
-import socket
 import sys
-import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_namespace, validate_recipe
+# save_request_path, saved_marker_path, write_json_atomic: also imported from here by tests/test_slurm.py's
+# stand-in trainer (it honours a request as the real trainer does)
+from lead_recipes.preempt import (PREEMPTED_EXIT, SaveOnSignal, save_request_path, saved_marker_path,  # noqa: F401
+                                  saved_on_request, write_json_atomic)
 
 DEFAULT_RECIPE = "lead-1.5b"
 PROG = "lead-recipes train"
-SAVE_REQUEST_ENV = "LEAD_RECIPES_SAVE_REQUEST"
-REQUEST_FILE, SAVED_FILE = "recipe_save_request.json", "recipe_saved.json"
-PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped after a requested checkpoint; rerun with --ckpt.load_enable
-
-
-def save_request_path(ckpt_path: str) -> str:
-    """Where a checkpoint request is written: $LEAD_RECIPES_SAVE_REQUEST, else <ckpt.path>/recipe_save_request.json.
-    Absolute, since the trainer actor may run elsewhere (same path on the shared filesystem)."""
-    return os.path.abspath(os.environ.get(SAVE_REQUEST_ENV) or os.path.join(ckpt_path, REQUEST_FILE))
-
-
-def saved_marker_path(request_path: str) -> str:
-    """The trainer's "saved" marker ({"step", "tag", ...}), beside the request."""
-    return os.path.join(os.path.dirname(request_path), SAVED_FILE)
-
-
-def write_json_atomic(path: str, obj: dict) -> None:
-    """Write-then-rename, so a reader on another node never sees half a file."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(obj) + "\n")
-    os.replace(tmp, path)
-
-
-def request_save(path: str, why: str) -> None:
-    write_json_atomic(path, {"signal": why, "pid": os.getpid(), "host": socket.gethostname(),
-                             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-
-
-class _SaveOnSignal:
-    """SIGUSR1 and a first SIGTERM request a checkpoint; a second SIGTERM ends the process as SIGTERM would."""
-
-    def __init__(self, path: str):
-        self.path, self.terms = path, 0
-
-    def __call__(self, signum, _frame):
-        name = signal.Signals(signum).name
-        if signum == signal.SIGTERM:
-            self.terms += 1
-            if self.terms > 1:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-        request_save(self.path, name)
-        print(f"{PROG}: {name}: checkpoint requested ({self.path}); training stops after the next step's save",
-              file=sys.stderr, flush=True)
-
-    def install(self) -> dict:
-        """Remove a previous run's request/marker (they must not stop this run); returns the old handlers."""
-        for path in (self.path, saved_marker_path(self.path)):
-            if os.path.exists(path):
-                os.remove(path)
-        old = {s: signal.signal(s, self) for s in (signal.SIGUSR1, signal.SIGTERM)}
-        print(f"{PROG}: SIGUSR1/SIGTERM request a checkpoint at the next step boundary ({self.path})",
-              file=sys.stderr, flush=True)
-        return old
-
 
 _URL_SECRET = re.compile(r"([?&](?:token|key|api_key|apikey|access_token|secret|password)=)[^&\s\"']+", re.I)
 
@@ -432,12 +374,8 @@ def main(argv: list[str]) -> int:
         print(mask_secrets(f"{PROG}: error: " + "\n  ".join(errors), args), file=sys.stderr)
         return 2
 
-    old_handlers = _SaveOnSignal(args.recipe_save_request).install()
-    try:
+    with SaveOnSignal(args.recipe_save_request).installed():
         return _preflight_and_train(ours, recipe, openrlhf_argv, used, argv, args, seam)
-    finally:
-        for signum, handler in old_handlers.items():
-            signal.signal(signum, handler)
 
 
 def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
@@ -473,8 +411,8 @@ def _preflight_and_train(ours, recipe, openrlhf_argv, used, argv, args, seam) ->
     try:
         seam.run_openrlhf(openrlhf_argv, recipe)
     except Exception as exc:  # Ray re-raises the trainer's SavedOnRequest as a RayTaskError subclass of it
-        saved = exc if isinstance(exc, seam.SavedOnRequest) else getattr(exc, "cause", None)
-        if not isinstance(saved, seam.SavedOnRequest):
+        saved = saved_on_request(exc)
+        if saved is None:
             raise
         print(f"{PROG}: checkpoint {saved.tag} saved on request at global_step {saved.step}; stopped. Resume with "
               "the same command plus --ckpt.load_enable", file=sys.stderr)

@@ -19,7 +19,7 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 
-from lead_recipes import seam
+from lead_recipes import preempt, seam
 from lead_recipes.flags import default_recipe
 from lead_recipes.grading import REWARD_LOG_KEYS, get_grader
 from lead_recipes.methods import METHODS, RolloutBatch, build_method
@@ -513,8 +513,7 @@ def test_save_request_makes_trainer_checkpoint_with_recipe_state_at_next_step_bo
     """The real RecipeTrainer (DeepSpeed's save is the CPU stand-in above: DeepSpeed needs CUDA here) at a step that
     is no periodic save step: nothing is saved without a request; with one, OpenRLHF's own save path writes a full
     checkpoint with the controller state, the marker names it, the request is consumed and training stops."""
-    from lead_recipes import train
-    monkeypatch.delenv(train.SAVE_REQUEST_ENV, raising=False)
+    monkeypatch.delenv(preempt.SAVE_REQUEST_ENV, raising=False)
     ckpt = tmp_path / "ckpt"
     trainer = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", save_steps=20)
     trainer.experience_maker.compute_advantages_and_returns(micro_batches(rollouts, make_args("lead"), seed=5))
@@ -523,17 +522,17 @@ def test_save_request_makes_trainer_checkpoint_with_recipe_state_at_next_step_bo
     assert not (ckpt / "_actor" / "latest").exists()  # step 3 is no save step (save_steps 20)
 
     request = trainer.args.recipe_save_request
-    assert request == str(ckpt / train.REQUEST_FILE)
-    train.request_save(request, "SIGUSR1")
-    with pytest.raises(seam.SavedOnRequest) as stopped:
+    assert request == str(ckpt / preempt.REQUEST_FILE)
+    preempt.request_save(request, "SIGUSR1")
+    with pytest.raises(preempt.SavedOnRequest) as stopped:
         trainer.save_logs_and_checkpoints(3, {}, dict(states))
     tag, saved = _saved_states(ckpt)
     assert (stopped.value.step, stopped.value.tag, tag) == (3, "global_step3", "global_step3")
     assert saved["global_step"] == 3 and saved["total_consumed_prompts"] == 12
     assert saved["recipe"]["controller"] == trainer.recipe_method.state_dict() and saved["recipe"]["method"] == "lead"
-    marker = json.loads((ckpt / train.SAVED_FILE).read_text())
+    marker = json.loads((ckpt / preempt.SAVED_FILE).read_text())
     assert (marker["step"], marker["tag"], marker["request"]["signal"]) == (3, "global_step3", "SIGUSR1")
-    assert not (ckpt / train.REQUEST_FILE).exists() and trainer.args.ckpt.save_steps == 20
+    assert not (ckpt / preempt.REQUEST_FILE).exists() and trainer.args.ckpt.save_steps == 20
 
 
 @pytest.mark.slow
@@ -543,8 +542,7 @@ def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny
     """Upstream fit() (here its loop body's save call: the loop needs vLLM) calls save_logs_and_checkpoints after
     each step; with a request pending, fit ends with SavedOnRequest and the trackers closed (upstream closes them
     only after a normal end), so OpenRLHF's final model save is skipped."""
-    from lead_recipes import train
-    monkeypatch.delenv(train.SAVE_REQUEST_ENV, raising=False)
+    monkeypatch.delenv(preempt.SAVE_REQUEST_ENV, raising=False)
     trainer = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "lead", save_steps=20)
     steps = []
 
@@ -552,7 +550,7 @@ def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny
         for step in range(global_step + 1, global_step + 4):
             steps.append(step)
             if step == 2:
-                train.request_save(self.args.recipe_save_request, "SIGUSR1")
+                preempt.request_save(self.args.recipe_save_request, "SIGUSR1")
             self.save_logs_and_checkpoints(step, {}, {"episode": 0, "global_step": step,
                                                       "total_consumed_prompts": 4 * step, "data_loader_state_dict": {}})
 
@@ -567,7 +565,7 @@ def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny
 
     monkeypatch.setattr(seam.PPOTrainer.__ray_actor_class__, "fit", upstream_loop)
     trainer.tensorboard_logger = Tracker()
-    with pytest.raises(seam.SavedOnRequest):
+    with pytest.raises(preempt.SavedOnRequest):
         trainer.fit()
     assert steps == [1, 2] and Tracker.closed
     assert _saved_states(tmp_path / "ckpt")[0] == "global_step2"
@@ -578,11 +576,11 @@ def test_saved_on_request_raised_in_a_ray_actor_reaches_the_driver_as_itself(ray
     """`lead-recipes train` recognises the stop through ray.get (RayTaskError subclasses the cause)."""
     @ray.remote
     def stop():
-        raise seam.SavedOnRequest(7, "global_step7")
-    with pytest.raises(seam.SavedOnRequest) as err:
+        raise preempt.SavedOnRequest(7, "global_step7")
+    with pytest.raises(preempt.SavedOnRequest) as err:
         ray.get(stop.remote())
     assert (err.value.step, err.value.tag) == (7, "global_step7")
-    assert pickle.loads(pickle.dumps(seam.SavedOnRequest(1, "t"))).tag == "t"
+    assert pickle.loads(pickle.dumps(preempt.SavedOnRequest(1, "t"))).tag == "t"
 
 
 @pytest.mark.slow
@@ -590,15 +588,14 @@ def test_saved_on_request_raised_in_a_ray_actor_reaches_the_driver_as_itself(ray
 def test_async_training_actor_saves_on_request_without_stopping(ray_local, tiny_qwen2, prompt_file, tmp_path):
     """Async mode: PPOTrainerAsync.fit also waits on the generator actor, which would block forever if the
     trainer stopped, so the training actor saves and marks but keeps going (the job script ends it)."""
-    from lead_recipes import train
     sync = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "leash", save_steps=20)
     actor = seam.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
                                      actor_model_group=sync.actor_model_group, critic_model_group=None,
                                      reward_model_group=None, reference_model_group=None, vllm_engines=None,
                                      vllm_lock=None, rollout_queue=None, rollout_slots=None)
-    train.request_save(actor.args.recipe_save_request, "SIGTERM")
+    preempt.request_save(actor.args.recipe_save_request, "SIGTERM")
     actor.save_logs_and_checkpoints(2, {}, {"episode": 0, "global_step": 2, "total_consumed_prompts": 8,
                                             "data_loader_state_dict": {}})
     tag, saved = _saved_states(tmp_path / "ckpt")
     assert tag == "global_step2" and saved["recipe"]["method"] == "leash"
-    assert json.loads((tmp_path / "ckpt" / train.SAVED_FILE).read_text())["stopped"] is False
+    assert json.loads((tmp_path / "ckpt" / preempt.SAVED_FILE).read_text())["stopped"] is False

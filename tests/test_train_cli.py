@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lead_recipes import train
+from lead_recipes import preempt, train
 from lead_recipes.flags import default_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
     theirs = openrlhf_own_parse(flags)
     got = train.plain(args)
     assert got.pop("recipe") == train.plain(recipe)
-    assert got.pop("recipe_save_request") == str(Path(args.ckpt.path).resolve() / train.REQUEST_FILE)
+    assert got.pop("recipe_save_request") == str(Path(args.ckpt.path).resolve() / preempt.REQUEST_FILE)
     assert got == train.plain(theirs)
     assert recipe.method == "leash" and recipe.leash.target_length == 3000.0
 
@@ -280,8 +280,8 @@ def _driver_in_preflight(tmp_path, env):
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigusr1_to_train_driver_writes_the_save_request_under_ckpt_path(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != train.SAVE_REQUEST_ENV}
-    stale = tmp_path / "ckpt" / train.REQUEST_FILE
+    env = {k: v for k, v in os.environ.items() if k != preempt.SAVE_REQUEST_ENV}
+    stale = tmp_path / "ckpt" / preempt.REQUEST_FILE
     stale.parent.mkdir()
     stale.write_text('{"signal": "from a previous run"}')
     proc, silent = _driver_in_preflight(tmp_path, env)
@@ -302,7 +302,7 @@ def test_sigusr1_to_train_driver_writes_the_save_request_under_ckpt_path(tmp_pat
 @pytest.mark.timeout(120)
 def test_second_sigterm_ends_the_driver_after_the_first_requested_a_checkpoint(tmp_path):
     path = tmp_path / "elsewhere" / "req.json"
-    proc, silent = _driver_in_preflight(tmp_path, {**os.environ, train.SAVE_REQUEST_ENV: str(path)})
+    proc, silent = _driver_in_preflight(tmp_path, {**os.environ, preempt.SAVE_REQUEST_ENV: str(path)})
     with silent:
         proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 20
