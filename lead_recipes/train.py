@@ -10,7 +10,8 @@
 - `--dry-run` prints the resolved command and configuration (after OpenRLHF's validation) and exits 0.
 - Otherwise a preflight checks everything checkable (OpenRLHF version and seams, GPUs, flash-attn, data, model,
   reward function grading a probe, checkpoint directory, Ray) and exits 1 naming what is missing; `--preflight`
-  stops after it. Only when all pass does training start (lead_recipes.seam.run_openrlhf).
+  stops after it. Only when all pass does training start (lead_recipes.seam.run_openrlhf). Before it, a real run
+  whose prompt dataset is missing builds it with the recipe's `data.prepare` if that command's source file exists.
 - Preemption: while it runs, SIGUSR1 (or a first SIGTERM) requests a checkpoint at the next step boundary and a
   second SIGTERM ends it (lead_recipes.preempt); after a requested save it exits PREEMPTED_EXIT (75).
 - Secrets (URL tokens, the W&B key) are masked in everything printed.
@@ -378,11 +379,15 @@ def main(argv: list[str]) -> int:
         return _preflight_and_train(ours, recipe, openrlhf_argv, used, argv, args, seam)
 
 
-def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
-    """The `lead-recipes data ...` command (a recipe's `data.prepare`) that builds the missing prompt data: the
-    embedded default recipe's, else that of the first recipe whose prompt dataset is this path."""
+def _dataset_paths(spec: str | None) -> list[str]:
+    return [os.path.abspath(p.split("@")[0].strip()) for p in (spec or "").split(",") if p.strip()]
+
+
+def _prepare_of(prompt_dataset: str | None, embedded: bool) -> tuple[str, list[str]] | None:
+    """(recipe name, its `data.prepare` argv) that builds the prompt data: the embedded default recipe's, else that
+    of the first recipe whose prompt dataset is this path."""
     from launchers.recipe import load_recipe, recipe_names
-    wanted = {os.path.abspath(p.split("@")[0].strip()) for p in (prompt_dataset or "").split(",") if p.strip()}
+    wanted = set(_dataset_paths(prompt_dataset))
     for name in [DEFAULT_RECIPE] if embedded else recipe_names():
         try:
             recipe = load_recipe(name)
@@ -390,12 +395,60 @@ def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
             continue
         path = recipe.openrlhf.get("data.prompt_dataset")
         if recipe.data.get("prepare") and (embedded or (path and os.path.abspath(str(path)) in wanted)):
-            return (f"{PROG}: build the prompt data (recipe {name}) with: "
-                    f"{shlex.join(['lead-recipes', 'data', *recipe.data['prepare']])}")
+            return name, [str(a) for a in recipe.data["prepare"]]
     return None
 
 
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
+def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
+    """The `lead-recipes data ...` command that builds the missing prompt data, and where its source is expected
+    when that is missing too (`${sources}` = $LEAD_RECIPES_SOURCES, default ./data/sources)."""
+    found = _prepare_of(prompt_dataset, embedded)
+    if found is None:
+        return None
+    name, prepare = found
+    hint = f"{PROG}: build the prompt data (recipe {name}) with: {shlex.join(['lead-recipes', 'data', *prepare])}"
+    source = _flag(prepare, "--source")
+    if source and os.path.isabs(source) and not os.path.exists(source):
+        hint += (f"\n{PROG}: its source file {os.path.basename(source)} is missing: expected at {source} (the "
+                 "sources directory is $LEAD_RECIPES_SOURCES, default ./data/sources)")
+    return hint
+
+
+def build_missing_data(prompt_dataset: str | None, embedded: bool) -> bool:
+    """A real run whose prompt dataset is missing builds it first, in-process (lead_recipes.data.main), when the
+    recipe's `data.prepare` is a `build` that writes exactly that missing path from a source file that exists.
+    True if it built it; on failure its partial output is removed and the preflight reports the data missing."""
+    missing = [p for p in _dataset_paths(prompt_dataset) if not os.path.exists(p)]
+    found = _prepare_of(prompt_dataset, embedded) if missing else None
+    if found is None:
+        return False
+    name, prepare = found
+    source, out = _flag(prepare, "--source"), _flag(prepare, "--out")
+    if prepare[0] != "build" or not source or not os.path.isfile(source) or not out or os.path.abspath(out) not in missing:
+        return False
+    print(f"{PROG}: prompt data {out} is missing; building it (recipe {name}) from {source}: "
+          f"{shlex.join(['lead-recipes', 'data', *prepare])}", flush=True)
+    from lead_recipes import data
+    try:
+        rc = data.main(list(prepare))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported; the preflight then names the missing data
+        rc = f"{type(exc).__name__}: {exc}"
+    sys.stdout.flush()
+    if rc == 0 and os.path.exists(out):
+        return True
+    if os.path.exists(out):  # ours and incomplete: it did not exist before
+        os.remove(out)
+    print(f"{PROG}: building the prompt data failed ({rc})", file=sys.stderr, flush=True)
+    return False
+
+
 def _preflight_and_train(ours, recipe, openrlhf_argv, used, argv, args, seam) -> int:
+    if not ours.preflight:  # a real run builds its missing prompt data when the source is there
+        build_missing_data(args.data.prompt_dataset, embedded=len(used) != len(argv))
     checks = run_preflight(args)
     print(mask_secrets(report(checks), args), flush=True)
     if any(not c.ok for c in checks):

@@ -331,3 +331,50 @@ def test_missing_dataset_hint_is_the_prepare_command_of_the_recipe_using_that_pa
     assert command[:3] == ["lead-recipes", "data", "build"]
     assert command[command.index("--out") + 1] == str(tmp_path / "dapo_math.jsonl")
     assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), embedded=False) is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_main_job_builds_its_missing_prompt_data_from_the_source_before_the_preflight(tmp_path, shared_data):
+    """`lead-recipes train` with no flags (the embedded lead-1.5b recipe), its prompt data absent and the recipe's
+    source present under $LEAD_RECIPES_SOURCES: the data is built first, so the preflight's data line is ok (the
+    run still stops there on this GPU-less machine)."""
+    sources, data = tmp_path / "sources", tmp_path / "data"
+    sources.mkdir()
+    (sources / "math_level3to5.jsonl").symlink_to(shared_data / "train" / "math_level3to5.jsonl")
+    env = {**{k: v for k, v in os.environ.items() if k != preempt.SAVE_REQUEST_ENV},
+           "LEAD_RECIPES_SOURCES": str(sources), "LEAD_RECIPES_DATA": str(data),
+           "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run"),  # ckpt.path; kept out of the repository
+           "LEAD_RECIPES_BENCHMARKS_DIR": str(shared_data / "benchmarks"), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "train"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=540)
+    built = data / "math_l35_lead.jsonl"
+    assert out.returncode == 1, out.stderr
+    assert f"prompt data {built} is missing; building it (recipe lead-1.5b)" in out.stdout
+    rows = [json.loads(x) for x in built.read_text().splitlines()]
+    assert 8500 <= len(rows) < 8600 and {"prompt", "label"} <= rows[0].keys()
+    assert json.loads(Path(f"{built}.report.json").read_text())["written"] == len(rows)
+    status = {m.group(2): (m.group(1), m.group(3)) for m in
+              re.finditer(r"^\[\s*(ok|MISSING)\] (\S+)\s+(.*)$", out.stdout, re.M)}
+    assert status["data"] == ("ok", str(built))
+    assert status["gpu"][0] == "MISSING" and "build the prompt data" not in out.stderr
+
+
+def test_missing_source_hint_names_the_file_and_where_sources_are_expected(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path / "no_sources_here"))
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
+    hint = train.prepare_hint(str(tmp_path / "math_l35_lead.jsonl"), embedded=True)
+    assert "build the prompt data (recipe lead-1.5b) with: lead-recipes data build" in hint
+    assert f"math_level3to5.jsonl is missing: expected at {tmp_path / 'no_sources_here' / 'math_level3to5.jsonl'}" in hint
+    assert "$LEAD_RECIPES_SOURCES, default ./data/sources" in hint
+
+
+def test_auto_build_never_writes_a_dataset_path_other_than_the_recipe_prepare_output(tmp_path, shared_data,
+                                                                                     monkeypatch):
+    """The user pointed --data.prompt_dataset elsewhere: the recipe's prepare command builds another file, so
+    nothing is built (the preflight then reports the path missing)."""
+    (tmp_path / "math_level3to5.jsonl").symlink_to(shared_data / "train" / "math_level3to5.jsonl")
+    monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path))
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
+    assert train.build_missing_data(str(tmp_path / "mine.jsonl"), embedded=True) is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["math_level3to5.jsonl"]
