@@ -19,13 +19,14 @@ What it does:
   the seam resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
   OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
+- The OpenRLHF-free per-step pieces (the Method's RolloutBatch, logged statistics, per-problem records) are in
+  lead_recipes.rollout_stats.
 
 What it does not do: method math (lead_recipes.methods), grading, argument parsing of --recipe.* (lead_recipes.flags).
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import importlib.metadata
 import inspect
@@ -48,8 +49,10 @@ from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 from openrlhf.utils.logging_utils import init_logger
 
 from lead_recipes import preempt
-from lead_recipes.methods import Method, RolloutBatch, build_method
+from lead_recipes.methods import Method, build_method
 from lead_recipes.preempt import SaveOnRequestMixin, save_request_path
+from lead_recipes.rollout_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
+                                        step_stats)
 
 logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
@@ -57,7 +60,6 @@ init_logger(preempt.__name__)  # the save-on-request mixin's messages go through
 SUPPORTED_OPENRLHF = "0.11.2"
 STATE_VERSION = 1
 GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening upstream: the method owns the step
-STATUS_KEYS = ("status_correct", "status_wrong", "status_no_answer", "status_timeout", "status_error")
 PROBLEMS_FILE = "recipe_problems.jsonl"
 WANDB_ID_FILE = "recipe_wandb_run_id.txt"
 CHUNK_ROWS = 512  # rows per batched compute_reward/returns call: 512 x 4k tokens x 4 B = 8 MiB per tensor
@@ -111,38 +113,6 @@ def check_openrlhf() -> None:
         raise OpenRLHFMismatch("OpenRLHF does not match what lead-recipes patches:\n  - " + "\n  - ".join(problems))
 
 
-@contextlib.contextmanager
-def _one_intra_op_thread():
-    """The advantage step is memory-bound (or tiny), so extra intra-op threads buy little, but on an oversubscribed
-    node each multi-threaded op waits for its slowest thread (measured here: 0.7-23 s per call at 2 threads under
-    load vs 0.8-2 s at 1). Ray actors run with OMP_NUM_THREADS=1 by default anyway; restored on exit."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _row_chunks(experiences, max_rows):
-    """Consecutive index lists of experiences holding up to max_rows rows each (at least one experience)."""
-    chunk, rows = [], 0
-    for i, e in enumerate(experiences):
-        if chunk and rows + len(e.action_mask) > max_rows:
-            yield chunk
-            chunk, rows = [], 0
-        chunk.append(i)
-        rows += len(e.action_mask)
-    if chunk:
-        yield chunk
-
-
-def _finite(name: str, t: torch.Tensor) -> torch.Tensor:
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name} has non-finite values; refusing to pass them to the trainer")
-    return t
-
-
 class RecipeExperienceMaker(RemoteExperienceMaker):
     """OpenRLHF's experience maker with the group step replaced by a lead-recipes Method."""
 
@@ -157,7 +127,7 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
 
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences):
-        with _one_intra_op_thread():
+        with one_intra_op_thread():
             return self._compute_advantages_and_returns(experiences)
 
     def _compute_advantages_and_returns(self, experiences):
@@ -188,10 +158,10 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
             for experience, std in zip(experiences, stds):
                 experience.info["group_reward_std"] = std
 
-        batch, extra = self._rollout_batch(experiences, grouped, n)
+        batch, extra = rollout_batch(experiences, grouped, args.rollout.max_new_tokens or args.data.max_len)
         out = self.method.step(batch)
-        adv = _finite("method advantages", out.advantages.to(torch.float32) + grouped(penalty).to(torch.float32))
-        shaped = _finite("method rewards", out.rewards.to(torch.float32))
+        adv = finite("method advantages", out.advantages.to(torch.float32) + grouped(penalty).to(torch.float32))
+        shaped = finite("method rewards", out.rewards.to(torch.float32))
 
         # per-sample values back in micro-batch order (upstream's reshape(-1)[indices].split pattern)
         per_sample = {name: t.reshape(-1)[indices].split(exp_len)
@@ -203,11 +173,11 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         for i, experience in enumerate(experiences):
             experience.info["recipe_reward"] = per_sample["reward"][i].clone()
             experience.info["recipe_advantage"] = per_sample["adv"][i].clone()
-        for chunk in _row_chunks(experiences, CHUNK_ROWS):
+        for chunk in row_chunks(experiences, CHUNK_ROWS):
             self._token_returns([experiences[i] for i in chunk], [per_sample["adv"][i] for i in chunk], gamma)
 
-        self.last_stats = self._stats(batch, out, shaped, penalty, extra)
-        self.last_problems = self._problems(experiences, indices, batch, n)
+        self.last_stats = step_stats(self.method.name, batch, out, shaped, penalty, extra)
+        self.last_problems = problem_records(experiences, indices, batch, n)
         return experiences
 
     def _token_returns(self, experiences, advantages, gamma):
@@ -239,86 +209,6 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         masked = action_mask * rewards if action_mask is not None else rewards
         acc = torch.promote_types(masked.dtype, torch.float32)  # upstream accumulates in an fp32 (or wider) tensor
         return masked.to(acc).flip(-1).cumsum(-1).flip(-1).to(rewards.dtype)
-
-    def _rollout_batch(self, experiences, grouped, n):
-        args = self.strategy.args
-        try:
-            correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
-        except KeyError:
-            raise ValueError('experience.info has no "correct": the reward function must be lead-recipes\' '
-                             "(--reward.remote_url <path>/lead_recipes/reward_func.py or the `lead-recipes serve` "
-                             "URL), which returns extra_logs[\"correct\"] for every sample") from None
-        cap = int(args.rollout.max_new_tokens or args.data.max_len)
-        lengths = torch.cat([e.action_mask.sum(-1).reshape(-1) for e in experiences]).to(torch.float32)
-        # a response is 1..cap tokens; OpenRLHF's dynamic cap (max_new_tokens unset) is max_len - prompt_len
-        clamped = int(((lengths < 1) | (lengths > cap)).sum())
-        lengths = lengths.clamp(1, cap)
-        truncated = None
-        if all(e.truncated is not None for e in experiences):
-            truncated = grouped(torch.cat([e.truncated.reshape(-1) for e in experiences]).bool())
-        repetitive = None
-        if all("repetitive" in e.info for e in experiences):
-            repetitive = grouped(torch.cat([e.info["repetitive"].reshape(-1) for e in experiences]) > 0.5)
-        extra = {"clamped": clamped}
-        for key in STATUS_KEYS + ("grade_latency_s",):
-            if all(key in e.info for e in experiences):
-                extra[key] = torch.cat([e.info[key].reshape(-1).float() for e in experiences])
-        batch = RolloutBatch(correct=grouped(correct) > 0.5, lengths=grouped(lengths), max_new_tokens=cap,
-                             truncated=truncated, repetitive=repetitive)
-        return batch, extra
-
-    def _stats(self, batch, out, shaped, penalty, extra) -> dict[str, float]:
-        correct, lengths = batch.correct, batch.lengths
-        stats = {
-            "recipe/correct_rate": correct.float().mean().item(),
-            "recipe/length_mean": lengths.mean().item(),
-            "recipe/length_mean_correct": lengths[correct].mean().item() if correct.any() else 0.0,
-            "recipe/length_mean_wrong": lengths[~correct].mean().item() if (~correct).any() else 0.0,
-            "recipe/reward_mean": shaped.mean().item(),
-            "recipe/advantage_abs_mean": out.advantages.abs().float().mean().item(),
-            "recipe/groups_all_correct": float(correct.all(-1).sum()),
-            "recipe/groups_all_wrong": float((~correct).all(-1).sum()),
-            "recipe/length_penalty_mean": penalty.float().mean().item(),
-            "recipe/lengths_clamped": float(extra["clamped"]),
-        }
-        if batch.truncated is not None:
-            stats["recipe/truncated_rate"] = batch.truncated.float().mean().item()
-        if batch.repetitive is not None:
-            stats["recipe/repetitive_rate"] = batch.repetitive.float().mean().item()
-        missing = [k for k in STATUS_KEYS if k not in extra]
-        for key in STATUS_KEYS:  # counts, so one timeout in 8k samples is visible, never averaged to ~0
-            if key in extra:
-                stats[f"recipe/grading/{key[len('status_'):]}_count"] = float(extra[key].sum())
-        stats["recipe/grading/status_missing"] = float(len(missing) > 0)  # 1 = the reward function is not ours
-        if "grade_latency_s" in extra:
-            stats["recipe/grading/latency_s_max"] = extra["grade_latency_s"].max().item()
-        stats.update({f"recipe/{self.method.name}/{k}": float(v) for k, v in out.stats.items()})
-        bad = [k for k, v in stats.items() if v != v or v in (float("inf"), float("-inf"))]
-        if bad:
-            raise ValueError(f"non-finite recipe statistics {bad}")
-        return stats
-
-    def _problems(self, experiences, indices, batch, n) -> list[dict]:
-        prompts = list(itertools.chain.from_iterable(e.prompts for e in experiences))
-        labels = list(itertools.chain.from_iterable(e.labels for e in experiences))
-        if len(prompts) != len(indices):
-            return []
-        order = [0] * len(indices)
-        for pos, idx in enumerate(indices.tolist()):
-            order[idx] = pos
-        records = []
-        for q in range(batch.correct.shape[0]):
-            members = [order[q * n + j] for j in range(n)]
-            group_prompts = {prompts[p] for p in members}
-            if len(group_prompts) != 1:
-                raise ValueError(f"prompt group {q} mixes {len(group_prompts)} different prompts: samples were not "
-                                 "regrouped by prompt (OpenRLHF keeps each prompt's n samples contiguous)")
-            sha = hashlib.sha1(prompts[members[0]].encode("utf-8")).hexdigest()
-            label = labels[members[0]] if len(labels) == len(prompts) else None
-            problem = str(label["id"]) if isinstance(label, dict) and "id" in label else sha[:16]
-            records.append({"problem": problem, "prompt_sha1": sha, "correct": int(batch.correct[q].sum()),
-                            "total": n, "mean_length": round(batch.lengths[q].mean().item(), 3)})
-        return records
 
 
 def recipe_client_state(method: Method, wandb_run_id: str | None) -> dict:

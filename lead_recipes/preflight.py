@@ -1,0 +1,267 @@
+"""Preflight of `lead-recipes train`: checks everything checkable before training starts, and builds missing prompt data.
+
+What it does:
+- `run_preflight(args)` runs every check on OpenRLHF's validated nested args, cheap ones first, none stopping the
+  others: OpenRLHF version and patched signatures (via lead_recipes.seam), GPUs for the layout (`required_gpus`),
+  flash-attn, prompt/eval data, model, the reward function grading a probe, the checkpoint directory, and Ray
+  (started and shut down again). `report(checks)` formats the result, one line per `Check`.
+- `build_missing_data` builds a missing prompt dataset in-process with the recipe's `data.prepare` when its source
+  exists; `prepare_hint` names the command (and the missing source) when it cannot.
+
+What it does not do: parse the command line, mask secrets, print, or start training (lead_recipes.train does).
+It never imports OpenRLHF or Ray at module import time: the seam, torch and Ray are imported inside the checks.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+
+DEFAULT_RECIPE = "lead-1.5b"
+PROG = "lead-recipes train"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def required_gpus(args) -> int:
+    """GPUs this layout asks Ray for (train_ppo_ray's placement: colocated groups share the actor's GPUs)."""
+    actor = args.actor.num_nodes * args.actor.num_gpus_per_node
+    if args.train.colocate_all:
+        return actor
+    ref = 0 if args.train.colocate_actor_ref or args.algo.kl.init_coef <= 0 else args.ref.num_nodes * args.ref.num_gpus_per_node
+    vllm = (args.vllm.num_engines or 0) * args.vllm.tensor_parallel_size
+    return actor + ref + vllm
+
+
+def _check_gpus(args) -> Check:
+    import torch
+    need = required_gpus(args)
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if have >= need or (have and args.actor.num_nodes > 1):  # multi-node: Ray's count below is the real check
+        return Check("gpu", True, f"{have} CUDA GPU(s) visible here, layout needs {need}")
+    why = "no CUDA GPU visible (torch %s, cuda available: %s)" % (torch.__version__, torch.cuda.is_available())
+    return Check("gpu", False, f"{why}; this layout needs {need} GPU(s) "
+                 f"(actor {args.actor.num_nodes}x{args.actor.num_gpus_per_node}, colocate_all={args.train.colocate_all})")
+
+
+def _check_flash_attn(args) -> Check:
+    if "flash" not in (args.ds.attn_implementation or "") and not args.ds.packing_samples:
+        return Check("flash-attn", True, f"not needed (--ds.attn_implementation {args.ds.attn_implementation})")
+    import importlib.util
+    spec = importlib.util.find_spec("flash_attn_2_cuda")
+    if spec is None or spec.origin is None:
+        return Check("flash-attn", False, "flash_attn_2_cuda is not installed (pip install flash-attn==2.8.3 on the GPU node)")
+    if spec.origin.endswith(".py"):
+        return Check("flash-attn", False, f"{spec.origin} is the CPU stub, not the CUDA build "
+                     "(pip install flash-attn==2.8.3 on the GPU node, or --ds.attn_implementation sdpa without packing)")
+    return Check("flash-attn", True, spec.origin)
+
+
+def _check_data(flag: str, spec: str | None, input_key: str, label_key: str | None) -> Check:
+    if not spec:
+        return Check(flag, True, "not set")
+    for item in spec.split(","):
+        path = item.split("@")[0].strip()
+        if not os.path.exists(path):
+            hint = ""
+            if flag == "data":
+                hint = " (build it with `lead-recipes data build ...`)"
+            looks_local = path.startswith((".", "/", "~")) or path.endswith((".json", ".jsonl", ".parquet"))
+            what = "file does not exist" if looks_local else "not a local path; a hub dataset id is not resolvable offline"
+            return Check(flag, False, f"{path}: {what}{hint}")
+        if os.path.isfile(path) and path.endswith((".json", ".jsonl")):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    row = json.loads(f.readline())
+            except (OSError, ValueError) as exc:
+                return Check(flag, False, f"{path}: unreadable first row ({exc})")
+            absent = [k for k in (input_key, label_key) if k and k not in row]
+            if absent:
+                return Check(flag, False, f"{path}: first row lacks key(s) {absent} (--data.input_key/--data.label_key)")
+    return Check(flag, True, spec)
+
+
+def _check_model(name: str | None) -> Check:
+    if not name:
+        return Check("model", False, "--actor.model_name_or_path is unset")
+    if os.path.isdir(name):
+        ok = os.path.exists(os.path.join(name, "config.json"))
+        return Check("model", ok, f"{name}" + ("" if ok else ": directory has no config.json"))
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        cached = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - an invalid repo id is reported below like a missing one
+        cached = None
+    if isinstance(cached, str):
+        return Check("model", True, f"{name} (local Hugging Face cache)")
+    return Check("model", False, f"{name}: not a local directory and not in the local Hugging Face cache; not "
+                 "resolvable offline (download it first, e.g. `hf download {name}`, or pass a local path)".replace("{name}", name))
+
+
+_PROBE = ("What is 1 + 1?", "Adding gives two. </think> The answer is $\\boxed{2}$.", "2")
+
+
+def _check_reward(urls) -> Check:
+    from lead_recipes.grading import REWARD_LOG_KEYS
+    if not urls:
+        return Check("reward", False, "--reward.remote_url is unset")
+    url = urls[0]
+    prompt, response, label = _PROBE
+    try:
+        if url.endswith(".py"):
+            out = _probe_reward_file(url, prompt, response, label)
+        else:
+            out = _probe_reward_url(url, prompt, response, label)
+    except Exception as exc:  # noqa: BLE001 - any failure here is what the user must see
+        return Check("reward", False, f"{url}: probe failed: {type(exc).__name__}: {exc}")
+    rewards = [float(r) for r in out.get("rewards", [])]
+    keys = tuple((out.get("extra_logs") or {}).keys())
+    if rewards != [1.0]:
+        return Check("reward", False, f"{url}: a correct probe answer got rewards {rewards} (expected [1.0])")
+    if keys != REWARD_LOG_KEYS:
+        return Check("reward", False, f"{url}: extra_logs keys {list(keys)} differ from {list(REWARD_LOG_KEYS)}")
+    return Check("reward", True, f"{url}: graded a probe correctly, extra_logs keys match")
+
+
+def _probe_reward_file(path: str, prompt: str, response: str, label: str) -> dict:
+    import concurrent.futures
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lead_recipes_reward_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # OpenRLHF calls reward_func through asyncio.to_thread: probe it off the main thread too
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(module.reward_func, [prompt + response], [prompt], [label]).result(timeout=120)
+
+
+def _probe_reward_url(url: str, prompt: str, response: str, label: str) -> dict:
+    import urllib.request
+    health = url.rsplit("/", 1)[0] + "/health" if url.count("/") > 2 else url + "/health"
+    with urllib.request.urlopen(health, timeout=10) as r:  # noqa: S310 - the user's own reward server
+        if r.status != 200:
+            raise RuntimeError(f"GET {health} returned {r.status}")
+    body = json.dumps({"query": [prompt + response], "prompts": [prompt], "labels": [label]}).encode()
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:  # noqa: S310
+        return json.loads(r.read())
+
+
+def _check_ckpt_dir(path: str) -> Check:
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    ok = os.access(probe, os.W_OK)
+    return Check("ckpt", ok, f"{path}" + ("" if ok else f": {probe} is not writable"))
+
+
+def _check_ray(args) -> Check:
+    import ray
+    address = os.environ.get("RAY_ADDRESS")
+    try:
+        ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
+                 ignore_reinit_error=True)
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+    except Exception as exc:  # noqa: BLE001
+        return Check("ray", False, f"Ray did not start: {type(exc).__name__}: {exc}")
+    finally:
+        ray.shutdown()
+    need = required_gpus(args)
+    where = f"cluster at {address}" if address else "local Ray"
+    if gpus < need:
+        return Check("ray", False, f"{where} started but offers {gpus} GPU(s); the layout needs {need}")
+    return Check("ray", True, f"{where} started, {gpus} GPU(s)")
+
+
+def run_preflight(args) -> list[Check]:
+    """Every check, cheap ones first; none stops the others, so the report names everything missing at once."""
+    from lead_recipes import seam
+    checks = []
+    try:
+        seam.check_openrlhf()
+        checks.append(Check("openrlhf", True, f"openrlhf {seam.SUPPORTED_OPENRLHF}, patched signatures match"))
+    except seam.OpenRLHFMismatch as exc:
+        checks.append(Check("openrlhf", False, str(exc)))
+    checks += [_check_gpus(args), _check_flash_attn(args),
+               _check_data("data", args.data.prompt_dataset, args.data.input_key, args.data.label_key),
+               _check_data("eval data", args.eval.dataset, args.data.input_key, args.data.label_key),
+               _check_model(args.actor.model_name_or_path), _check_reward(args.reward.remote_url),
+               _check_ckpt_dir(args.ckpt.path), _check_ray(args)]
+    return checks
+
+
+def report(checks: list[Check]) -> str:
+    return "\n".join(f"[{'ok' if c.ok else 'MISSING':>7}] {c.name:<10} {c.detail}" for c in checks)
+
+
+def _dataset_paths(spec: str | None) -> list[str]:
+    return [os.path.abspath(p.split("@")[0].strip()) for p in (spec or "").split(",") if p.strip()]
+
+
+def _prepare_of(prompt_dataset: str | None, embedded: bool) -> tuple[str, list[str]] | None:
+    """(recipe name, its `data.prepare` argv) that builds the prompt data: the embedded default recipe's, else that
+    of the first recipe whose prompt dataset is this path."""
+    from launchers.recipe import load_recipe, recipe_names
+    wanted = set(_dataset_paths(prompt_dataset))
+    for name in [DEFAULT_RECIPE] if embedded else recipe_names():
+        try:
+            recipe = load_recipe(name)
+        except ValueError:  # a broken recipe file is the launcher's to report, not this hint's
+            continue
+        path = recipe.openrlhf.get("data.prompt_dataset")
+        if recipe.data.get("prepare") and (embedded or (path and os.path.abspath(str(path)) in wanted)):
+            return name, [str(a) for a in recipe.data["prepare"]]
+    return None
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
+def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
+    """The `lead-recipes data ...` command that builds the missing prompt data, and where its source is expected
+    when that is missing too (`${sources}` = $LEAD_RECIPES_SOURCES, default ./data/sources)."""
+    found = _prepare_of(prompt_dataset, embedded)
+    if found is None:
+        return None
+    name, prepare = found
+    hint = f"{PROG}: build the prompt data (recipe {name}) with: {shlex.join(['lead-recipes', 'data', *prepare])}"
+    source = _flag(prepare, "--source")
+    if source and os.path.isabs(source) and not os.path.exists(source):
+        hint += (f"\n{PROG}: its source file {os.path.basename(source)} is missing: expected at {source} (the "
+                 "sources directory is $LEAD_RECIPES_SOURCES, default ./data/sources)")
+    return hint
+
+
+def build_missing_data(prompt_dataset: str | None, embedded: bool) -> bool:
+    """A real run whose prompt dataset is missing builds it first, in-process (lead_recipes.data.main), when the
+    recipe's `data.prepare` is a `build` that writes exactly that missing path from a source file that exists.
+    True if it built it; on failure its partial output is removed and the preflight reports the data missing."""
+    missing = [p for p in _dataset_paths(prompt_dataset) if not os.path.exists(p)]
+    found = _prepare_of(prompt_dataset, embedded) if missing else None
+    if found is None:
+        return False
+    name, prepare = found
+    source, out = _flag(prepare, "--source"), _flag(prepare, "--out")
+    if prepare[0] != "build" or not source or not os.path.isfile(source) or not out or os.path.abspath(out) not in missing:
+        return False
+    print(f"{PROG}: prompt data {out} is missing; building it (recipe {name}) from {source}: "
+          f"{shlex.join(['lead-recipes', 'data', *prepare])}", flush=True)
+    from lead_recipes import data
+    try:
+        rc = data.main(list(prepare))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported; the preflight then names the missing data
+        rc = f"{type(exc).__name__}: {exc}"
+    sys.stdout.flush()
+    if rc == 0 and os.path.exists(out):
+        return True
+    if os.path.exists(out):  # ours and incomplete: it did not exist before
+        os.remove(out)
+    print(f"{PROG}: building the prompt data failed ({rc})", file=sys.stderr, flush=True)
+    return False
