@@ -106,6 +106,17 @@ def _pyplot():
     return plt
 
 
+def _finish_png(plt, fig, ax, path: Path) -> None:
+    """Grid, legend, layout, then the PNG written atomically (a killed run never leaves a torn plot)."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    store.write_atomic(path, buf.getvalue())
+
+
 def plot_frontier(points: list[tuple[str, dict]], path: Path, title: str = "Accuracy vs mean length") -> None:
     """Accuracy–efficiency frontier: one marker per (label, summary) at its benchmark-averaged (length, accuracy),
     plus small per-benchmark markers."""
@@ -119,13 +130,7 @@ def plot_frontier(points: list[tuple[str, dict]], path: Path, title: str = "Accu
     ax.set_xlabel("mean response length (tokens, thinking included)")
     ax.set_ylabel("accuracy (avg@n, %)")
     ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    store.write_atomic(path, buf.getvalue())
+    _finish_png(plt, fig, ax, path)
 
 
 def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
@@ -142,13 +147,7 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
                 linewidth=2.5, label=f"{label} average")
     ax.set_xlabel("max new tokens (budget)")
     ax.set_ylabel("accuracy (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    store.write_atomic(path, buf.getvalue())
+    _finish_png(plt, fig, ax, path)
 
 
 def write_run_report(run_dir: Path, summary: dict, plots: bool = True) -> None:
