@@ -26,10 +26,13 @@ def difficulty_weight(rho: torch.Tensor | float, cfg: GrpoLeadConfig):
     return cfg.weight_min + (cfg.weight_max - cfg.weight_min) / (1 + torch.exp(cfg.steepness * (rho - cfg.rho0)))
 
 
-def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
-              repetitive: torch.Tensor | None, cfg: GrpoLeadConfig) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Returns (rewards, advantages, statistics) for a validated batch. Masks are float 0/1 and selections are
-    blends (x + m·(y − x)): torch.where on bool masks costs ~5× more here (bench_methods.py)."""
+def accuracy_reward(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
+                    repetitive: torch.Tensor | None, cfg: GrpoLeadConfig
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    """The length-dependent accuracy reward R [M, G] (exp(−α z) if correct, −1 otherwise, with the options).
+    Returns (R, cf = 1[correct ∧ ¬truncated] as float64, n = cf row sums [M, 1], repetition-penalised count).
+    Masks are float 0/1 and selections are blends (x + m·(y − x)): torch.where on bool masks costs ~5× more
+    here (bench_methods.py)."""
     c = correct & ~truncated
     g = c.shape[1]
     cf = as_float(c)
@@ -55,12 +58,25 @@ def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Ten
         penalised = as_float(repetitive & ~c)
         r = r + penalised * (cfg.repetition_reward - r)
         penalised_sum = float(penalised.sum())
-    rho = n / float(g)
+    return r, cf, n, penalised_sum
+
+
+def difficulty_reweight(a: torch.Tensor, n: torch.Tensor, cfg: GrpoLeadConfig) -> torch.Tensor:
+    """A' = Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ), ρ = n / G (n = correct count per row, [M, 1]). Updates `a` in place
+    and returns it."""
+    rho = n / float(a.shape[1])
     w = difficulty_weight(torch.cat([rho, torch.rsub(rho, 1.0)], 1), cfg)     # [M, 2]: w(ρ), w(1 − ρ)
-    a = group_normalize(r)
     w_neg = w[:, 1:]
     positive = a.sign().clamp_min_(0.0)                   # 1[Ã > 0] as float (a compare → bool costs more)
-    adv = positive.mul_(w[:, :1] - w_neg).add_(w_neg).mul_(a)   # Ã·(w(1−ρ) + 1[Ã > 0]·(w(ρ) − w(1−ρ))), in place
+    return a.mul_(positive.mul_(w[:, :1] - w_neg).add_(w_neg))   # Ã·(w(1−ρ) + 1[Ã > 0]·(w(ρ) − w(1−ρ)))
+
+
+def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
+              repetitive: torch.Tensor | None, cfg: GrpoLeadConfig) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """Returns (rewards, advantages, statistics) for a validated batch."""
+    r, cf, n, penalised_sum = accuracy_reward(correct, lengths, truncated, repetitive, cfg)
+    g = cf.shape[1]
+    adv = difficulty_reweight(group_normalize(r), n, cfg)
     n_rejected = 0.0
     if cfg.ref_code_rejection_enable:
         rejected = ((r > 0).sum(1, keepdim=True) == 0) | ((r == 1).sum(1, keepdim=True) == g)
