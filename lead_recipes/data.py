@@ -2,13 +2,15 @@
 
 `build` reads a source (local JSONL/JSON/parquet, or a Hugging Face hub dataset id), selects problems (presets:
 `math-l35` = SimpleRL-Zoo's MATH level 3-5, `math` = full MATH with level/subject/split filters, `deepscaler` =
-GRPO-LEAD-style difficulty / numeric-answer filters, `jsonl` = any source with a field mapping), removes duplicate
-problems and problems of the evaluation benchmarks (MATH-500, AIME 2024/2025, AMC 2023, OlympiadBench; normalised
-text match), applies a paper prompt template and writes JSONL rows `{"prompt", "label", "id", ...}` for
+GRPO-LEAD-style difficulty / numeric-answer filters, `dapo` = DAPO-Math-17k without its own answer instruction,
+`jsonl` = any source with a field mapping), removes duplicate problems and problems of the evaluation benchmarks
+(MATH-500, AIME 2024/2025, AMC 2023, OlympiadBench; normalised text match), shuffles with a seed when given (recorded
+in the report), applies a paper prompt template and writes JSONL rows `{"prompt", "label", "id", ...}` for
 `--data.input_key prompt --data.label_key label` (plus `--data.apply_chat_template`). A JSON report lists every
 removed problem and why.
 `curriculum` reads the per-problem records the trainer appends to `recipe_problems.jsonl` (contract C), keeps the
-problems whose accuracy is <= a threshold (GRPO-LEAD: 0.75) and merges them with other sets.
+problems whose accuracy is <= a threshold (GRPO-LEAD: 0.75), merges them with other sets and, with a seed, writes an
+exact number of rows of a seeded order (one stage's part of it).
 It does not download anything itself except through `datasets` for hub ids, and never grades.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import re
 import sys
 from collections import defaultdict
@@ -29,14 +32,22 @@ from lead_recipes.jsonl import parse_jsonl
 TEMPLATES = {
     "lead": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
     "r1": "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
-    "sober": ("Solve the following math problem efficiently and clearly. The last line of your response should be "
+    "sober": ("Solve the following math problem efficiently and clearly.  The last line of your response should be "
               "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
               "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
               "problem. Think step by step before answering.\n\n{problem}"),
     "none": "{problem}",
 }
-PRESETS = ("math-l35", "math", "deepscaler", "jsonl")
+# `sober` keeps lighteval's two spaces after "clearly." (sober-reasoning lighteval_tasks.py MATH_QUERY_TEMPLATE).
+PRESETS = ("math-l35", "math", "deepscaler", "dapo", "jsonl")
+# DAPO-Math-17k wraps each problem in its own "Answer:"-line instruction; preset `dapo` strips it so that the recipe's
+# template alone states the answer format the reward reads.
+DAPO_PREFIX = ("Solve the following math problem step by step. The last line of your response should be of the form "
+               "Answer: $Answer (without quotes) where $Answer is the answer to the problem.")
+DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
+
 BENCHMARK_NAMES = ("aime2024", "aime2025", "amc2023", "math500", "olympiadbench")
+BUILD_KEY_DEFAULTS = {"problem_key": "problem", "answer_key": "answer", "id_key": "id"}
 _LATEX_NOISE = re.compile(r"\\left|\\right|\\displaystyle|\\[,;:! ]|\\\[|\\\]|\\\(|\\\)|[\s${}.,;:!?]")
 
 
@@ -92,6 +103,16 @@ def field(row: dict, key: str):
     return value
 
 
+def strip_dapo_instruction(text: str) -> str:
+    """The problem inside DAPO-Math-17k's prompt, without its answer-format instruction (text without it: as is)."""
+    text = text.strip()
+    if text.startswith(DAPO_PREFIX):
+        text = text[len(DAPO_PREFIX):]
+    if text.endswith(DAPO_SUFFIX):
+        text = text[:-len(DAPO_SUFFIX)]
+    return text.strip()
+
+
 def select(rows: list[dict], args) -> tuple[list[dict], dict]:
     """Apply the preset's filters; returns (kept rows as {"id","problem","answer",...}, counts of dropped rows)."""
     dropped: dict[str, int] = defaultdict(int)
@@ -107,6 +128,8 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
         if isinstance(answer, (list, tuple)):
             answer = ", ".join(str(a) for a in answer)
         problem, answer = str(problem or "").strip(), str(answer if answer is not None else "").strip()
+        if getattr(args, "preset", None) == "dapo":
+            problem = strip_dapo_instruction(problem)
         if not problem or not answer or answer == "None":
             dropped["empty problem or answer"] += 1
             continue
@@ -274,9 +297,22 @@ def curriculum(args) -> int:
                 merged.append(row)
                 n += 1
         merged_from[path] = n
+    if args.seed is not None:
+        # A seeded stream of reshuffled passes over the set; --skip/--rows cut one stage's rows out of it, so two
+        # stages with the same seed continue one order (GRPO-LEAD stage 2a/2b: 100 + 140 steps of 32 prompts).
+        rng, stream = random.Random(args.seed), []
+        while merged and len(stream) < args.skip + (args.rows or len(merged)):
+            order = list(merged)
+            rng.shuffle(order)
+            stream += order
+        merged = stream[args.skip:args.skip + (args.rows or len(merged))]
+    elif args.skip or args.rows:
+        print("lead-recipes data curriculum: --skip/--rows need --seed", file=sys.stderr)
+        return 2
     written = write_jsonl(args.out, merged)
     summary = {"records": len(records), "problems_with_records": len(acc), "dataset_rows": len(dataset),
                "matched": matched, "selected": len(picked), "threshold": args.threshold, "merged": merged_from,
+               "seed": args.seed, "skip": args.skip, "rows": args.rows,
                "written": written, "out": args.out, "selected_problems": report}
     _report(args, summary)
     print(f"curriculum: {len(picked)} of {matched} matched problems have accuracy <= {args.threshold}; "
@@ -286,14 +322,18 @@ def curriculum(args) -> int:
 
 # ---------------------------------------------------------------- CLI
 def build(args) -> int:
-    preset_defaults = {"math-l35": {"levels": None}, "math": {"levels": "3,4,5"}, "deepscaler": {}, "jsonl": {}}
+    preset_defaults = {"math-l35": {"levels": None}, "math": {"levels": "3,4,5"}, "deepscaler": {}, "jsonl": {},
+                       "dapo": {"problem_key": "prompt", "answer_key": "reward_model.ground_truth",
+                                "id_key": "extra_info.index"}}
     for key, value in preset_defaults[args.preset].items():
-        if getattr(args, key) is None and value is not None:
+        if getattr(args, key) in (None, BUILD_KEY_DEFAULTS.get(key)) and value is not None:
             setattr(args, key, value)
     rows = read_rows(args.source, args.split)
     selected, dropped = select(rows, args)
     bench = None if args.no_decontaminate else benchmark_index(args.benchmarks.split(","), args.benchmarks_dir)
     kept, removed = clean(selected, bench, dedup=not args.no_dedup)
+    if args.seed is not None:   # OpenRLHF's data.max_samples keeps the first N rows: make them a random draw
+        random.Random(args.seed).shuffle(kept)
     if args.limit:
         kept = kept[:args.limit]
     written = write_jsonl(args.out, (render(r, args.template, args.format, args.system) for r in kept))
@@ -305,7 +345,7 @@ def build(args) -> int:
                "dropped_by_filter": dropped, "removed_duplicates": sum(r["reason"] == "duplicate" for r in removed),
                "removed_benchmark": sum(r["reason"] == "benchmark" for r in removed),
                "removed_benchmark_by_name": dict(by_bench), "written": written, "out": args.out,
-               "template": args.template, "removed": removed}
+               "template": args.template, "seed": args.seed, "removed": removed}
     _report(args, summary)
     print(f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {summary['removed_duplicates']} "
           f"duplicates and {summary['removed_benchmark']} benchmark problems {dict(by_bench)}, wrote {written} "
@@ -329,10 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--split", default="train", help="hub split (default train)")
     b.add_argument("--out", required=True, help="output JSONL")
     b.add_argument("--report", help="JSON report path (default OUT.report.json)")
-    b.add_argument("--problem-key", default="problem", help="field with the problem (dotted for nested; a chat "
-                   "message list gives its last user turn)")
-    b.add_argument("--answer-key", default="answer", help="field with the gold answer (dotted for nested)")
-    b.add_argument("--id-key", default="id")
+    b.add_argument("--problem-key", default=BUILD_KEY_DEFAULTS["problem_key"],
+                   help="field with the problem (dotted for nested; a chat message list gives its last user turn)")
+    b.add_argument("--answer-key", default=BUILD_KEY_DEFAULTS["answer_key"],
+                   help="field with the gold answer (dotted for nested)")
+    b.add_argument("--id-key", default=BUILD_KEY_DEFAULTS["id_key"])
     b.add_argument("--levels", help="comma-separated MATH levels (preset math: 3,4,5)")
     b.add_argument("--subjects", help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'")
     b.add_argument("--split-filter", help="keep rows whose `split` field equals this (MATH: train/test)")
@@ -350,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-decontaminate", action="store_true", help="keep benchmark problems")
     b.add_argument("--no-dedup", action="store_true", help="keep duplicate problems")
     b.add_argument("--limit", type=int, help="write at most N rows")
+    b.add_argument("--seed", type=int, help="shuffle the rows with this seed (recorded in the report), so that the "
+                   "first N rows (OpenRLHF's data.max_samples) are a random draw")
     c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
     c.add_argument("--problems", required=True, help="recipe_problems.jsonl written by the trainer (contract C)")
     c.add_argument("--dataset", required=True, help="the stage-1 prompt dataset (lead-recipes data build output)")
@@ -357,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--min-attempts", type=int, default=1, help="ignore problems with fewer graded rollouts")
     c.add_argument("--since-step", type=int, default=0, help="use records from this step on")
     c.add_argument("--merge", action="append", default=[], help="JSONL set to merge (repeatable; de-duplicated)")
+    c.add_argument("--seed", type=int, help="write a seeded order (passes reshuffled while --rows needs more)")
+    c.add_argument("--skip", type=int, default=0, help="drop the first N rows of that order (a later stage's part)")
+    c.add_argument("--rows", type=int, help="write exactly N rows of that order")
     c.add_argument("--tokenizer", help="tokenizer whose chat template the trainer applied (to match its hashes)")
     c.add_argument("--out", required=True)
     c.add_argument("--report")
