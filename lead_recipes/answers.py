@@ -2,14 +2,16 @@
 
 What it does:
 - `_to_text`: model text or a label of any JSON type → str (invalid UTF-8 / lone surrogates become U+FFFD).
-- `extract_final_answer`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces; `\\boxed 5` too), searched
-  after the last `</think>` when the response has one; no final answer → None.
+- `EXTRACTION_POLICIES`: `boxed` (the last `\\boxed{}` only) and `final_answer` (the box when there is one, else the
+  final-answer statement of the closing part, `lead_recipes.answer_statement`); `check_extraction` validates a name.
+- `extract_final_answer(text, policy)`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces; `\\boxed 5`
+  too), searched after the last `</think>` when the response has one, then the policy's fallback; None if nothing.
 - `normalize_answer`: strips whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold (nothing semantic).
 - `fast_verdict`: verdicts math-verify is known to give (integers, exact rationals, identical plain strings), and
   `explosive`: integer towers/factorials too large for sympy to build. Both property-tested in tests/test_grading.py.
 
 What it does not do: no math-verify, no sympy, no processes — pure string and integer work that runs in the caller
-(`lead_recipes.grading.Grader.submit`). It does not look for answers outside `\\boxed{}`/`\\fbox{}`.
+(`lead_recipes.grading.Grader.submit`). Under `boxed` it does not look for answers outside `\\boxed{}`/`\\fbox{}`.
 """
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ import math
 import re
 from typing import Any
 
+from lead_recipes.answer_statement import extract_statement
+
+EXTRACTION_POLICIES = ("boxed", "final_answer")
+EXTRACTION_ENV = "LEAD_RECIPES_EXTRACTION"   # the reward function's / shared grader's policy (default `boxed`)
 MAX_ANSWER_CHARS = 4_000         # extracted answers / golds longer than this are not sent to sympy (`error`)
 _SCAN_LIMIT = 4 * MAX_ANSWER_CHARS  # brace matching gives up this far after `\boxed{`
 _MAX_BOX_TRIES = 64              # unclosed `\boxed{` occurrences tried, newest first
@@ -69,12 +75,30 @@ def _box_content(text: str, start: int) -> str | None:
     return None
 
 
-def extract_final_answer(text: str) -> str | None:
+def check_extraction(policy: str) -> str:
+    """`policy` if it is one of EXTRACTION_POLICIES, else ValueError naming the choices."""
+    if policy not in EXTRACTION_POLICIES:
+        raise ValueError(f"unknown extraction policy {policy!r}; choose one of {', '.join(EXTRACTION_POLICIES)}")
+    return policy
+
+
+def extract_final_answer(text: str, policy: str = "boxed") -> str | None:
     """Last complete `\\boxed{}`/`\\fbox{}` content (nested braces) after the last `</think>` if there is one;
-    an unclosed last box falls back to the previous complete one. None when there is no non-empty final answer."""
+    an unclosed last box falls back to the previous complete one. Under `final_answer`, a response without a box
+    gives the answer stated in its closing part (`lead_recipes.answer_statement.extract_statement`). None when
+    there is no non-empty final answer."""
+    check_extraction(policy)
     text = _to_text(text)
     if not text:
         return None
+    boxed = _last_box(text)
+    if boxed is None and policy == "final_answer":
+        return extract_statement(text)
+    return boxed
+
+
+def _last_box(text: str) -> str | None:
+    """The `boxed` policy: last complete box after the last `</think>`, or None."""
     cut = text.rfind("</think>")
     if cut >= 0:
         text = text[cut + len("</think>"):]

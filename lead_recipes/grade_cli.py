@@ -2,7 +2,9 @@
 
 Each input row has `answer` (the gold) and either `response` (full model text; the final answer is extracted) or
 `given_answer` (an already-extracted answer). Each output row is the input row plus `correct` (bool), `status`
-(correct / wrong / no_answer / timeout / error) and `extracted`. Rows are streamed in batches (bounded memory),
+(correct / wrong / no_answer / timeout / error), `extracted` and `extraction` (the policy that extracted it from
+`response`: `final_answer` by default — the box, else the final-answer statement — or `boxed`; null for
+`given_answer` rows). Rows are streamed in batches (bounded memory),
 written in input order to a temporary file that replaces OUT only when done. A line that is not a JSON object or has
 no `answer` is still written (`status: "error"`, with `error` saying why; invalid JSON is kept as `_raw`) and makes
 the exit code 1, so nothing is silently lost. Progress goes to stderr (tqdm); the summary line to stdout.
@@ -19,7 +21,7 @@ import sys
 import time
 from typing import Iterator
 
-from lead_recipes.grading import STATUSES, Grader
+from lead_recipes.grading import EXTRACTION_POLICIES, STATUSES, Grader
 
 BATCH = 512
 
@@ -30,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="JSONL to write (input + correct, status, extracted)")
     p.add_argument("--grade.use", dest="grade.use", choices=("auto", "response", "given_answer"), default="auto",
                    help="which field to grade: auto = `response` when present, else `given_answer`")
+    p.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="final_answer",
+                   help="how the answer is found in `response`: final_answer = the last \\boxed{} or else the "
+                        "final-answer statement of the closing part (as math-verify users expect); boxed = the last "
+                        "\\boxed{} only (the reward function's default)")
     p.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
                    help="per-answer hard limit in seconds, counted from when a worker starts it")
     p.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
@@ -78,19 +84,22 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     tmp = args["output"] + ".tmp"
     bar = tqdm(desc="grading", unit="row", file=sys.stderr, disable=not args["grade.progress_enable"]) if tqdm else None
-    with Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"]) as grader, \
+    policy = args["grade.extraction"]
+    with Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"], extraction=policy) as grader, \
             open(tmp, "w", encoding="utf-8") as out:
         batch: list[tuple[dict, str | None]] = []
 
         def flush() -> None:
             todo = [(i, _item(row, args["grade.use"])) for i, (row, err) in enumerate(batch) if err is None]
+            todo_item = dict(todo)
             grades = dict(zip((i for i, _ in todo), grader.grade_many([it for _, it in todo])))
             for i, (row, err) in enumerate(batch):
                 if err is not None:
                     row = {**row, "correct": False, "status": "error", "extracted": None, "error": err}
                 else:
                     g = grades[i]
-                    row = {**row, "correct": g.correct, "status": g.status, "extracted": g.extracted}
+                    row = {**row, "correct": g.correct, "status": g.status, "extracted": g.extracted,
+                           "extraction": policy if todo_item[i][1] is not None else None}
                 counts[row["status"]] += 1
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if bar is not None:
@@ -113,7 +122,7 @@ def main(argv: list[str]) -> int:
     parts = ", ".join(f"{s} {counts.get(s, 0)}" for s in STATUSES)
     acc = counts.get("correct", 0) / total if total else 0.0
     print(f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f}; "
-          f"{parts}; malformed input lines {malformed} -> {args['output']}")
+          f"extraction {policy}; {parts}; malformed input lines {malformed} -> {args['output']}")
     return 1 if malformed else 0
 
 

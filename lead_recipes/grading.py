@@ -2,7 +2,8 @@
 
 What it does:
 - `STATUSES`, `Grade`, `REWARD_LOG_KEYS`, `reward_extra_logs` (the reward function's / server's `extra_logs`).
-- `Grader`: extracts the final answer (`lead_recipes.answers.extract_final_answer`), answers the cheap exact paths
+- `Grader`: extracts the final answer under its extraction policy (`boxed` or `final_answer`, see
+  `lead_recipes.answers.EXTRACTION_POLICIES`; per call too), answers the cheap exact paths
   (`fast_verdict`, `explosive`) and its verdict cache in the caller, and sends the rest to math-verify 0.9.0
   (`verify(gold, pred)` order) in a lazily-created pebble process pool (spawn context, safe inside vLLM / Ray actors
   and threads) running `lead_recipes.grading_worker`. Every chunk gets a hard pebble timeout that starts when the
@@ -29,8 +30,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lead_recipes.answers import (MAX_ANSWER_CHARS, _rational, _to_text, explosive,  # noqa: F401 - _rational: tests
-                                  extract_final_answer, fast_verdict, normalize_answer)
+from lead_recipes.answers import (EXTRACTION_ENV, EXTRACTION_POLICIES, MAX_ANSWER_CHARS,  # noqa: F401 - re-exported
+                                  _rational, _to_text, check_extraction, explosive, extract_final_answer,
+                                  fast_verdict, normalize_answer)
 from lead_recipes.grading_worker import _certainly_unequal, _parse, _worker_chunk, _worker_init  # noqa: F401 - tests
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
@@ -79,13 +81,16 @@ class Grader:
     Thread-safe; `grade`/`grade_many`/`equivalent_many` block, `submit` returns a concurrent.futures.Future[Grade]
     (for asyncio: `asyncio.wrap_future`). `timeout_s` is the per-answer limit counted from when the work starts in
     a worker: soft (SIGALRM in the worker) at `timeout_s`, hard (process killed and replaced) at `timeout_s` + 0.5 s.
+    `extraction` is the default policy for responses (`boxed` or `final_answer`); `grade`, `grade_many` and
+    `submit` take `extraction=` to override it per call.
     """
 
     def __init__(self, timeout_s: float = 5.0, workers: int | None = None, *, chunk_size: int = 64,
                  memory_limit_mb: int | None = 4096, cache_size: int = 200_000, start_method: str = "spawn",
-                 result_timeout_s: float = 600.0):
+                 result_timeout_s: float = 600.0, extraction: str = "boxed"):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.extraction = check_extraction(extraction)
         self.timeout_s = float(timeout_s)
         self.workers = int(workers) if workers else _default_workers()
         self.chunk_size = max(1, int(chunk_size))
@@ -108,11 +113,13 @@ class Grader:
         self.counts = collections.Counter()
 
     # ------------------------------------------------------------------ public API
-    def grade(self, gold: Any, response: str | None = None, *, given_answer: str | None = None) -> Grade:
-        return self._wait(self.submit(gold, response, given_answer=given_answer))
+    def grade(self, gold: Any, response: str | None = None, *, given_answer: str | None = None,
+              extraction: str | None = None) -> Grade:
+        return self._wait(self.submit(gold, response, given_answer=given_answer, extraction=extraction))
 
-    def grade_many(self, items: Sequence[tuple[Any, str | None, str | None]]) -> list[Grade]:
-        futures = [self.submit(g, r, given_answer=a) for g, r, a in items]
+    def grade_many(self, items: Sequence[tuple[Any, str | None, str | None]], *,
+                   extraction: str | None = None) -> list[Grade]:
+        futures = [self.submit(g, r, given_answer=a, extraction=extraction) for g, r, a in items]
         return [self._wait(f) for f in futures]
 
     def equivalent_many(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
@@ -127,7 +134,9 @@ class Grader:
         except cf.TimeoutError:
             return Grade(False, "error", None, self.result_timeout_s)
 
-    def submit(self, gold: Any, response: str | None = None, *, given_answer: str | None = None) -> cf.Future:
+    def submit(self, gold: Any, response: str | None = None, *, given_answer: str | None = None,
+               extraction: str | None = None) -> cf.Future:
+        policy = self.extraction if extraction is None else check_extraction(extraction)  # bad name: ValueError
         t0 = time.perf_counter()
         out: cf.Future = cf.Future()
         try:
@@ -140,7 +149,7 @@ class Grader:
                 text = _to_text(response) or ""
                 if len(text) > MAX_RESPONSE_CHARS:
                     return self._done(out, "error", None, t0)
-                extracted = extract_final_answer(text)
+                extracted = extract_final_answer(text, policy)
             if extracted is not None:
                 extracted = normalize_answer(extracted) or None
             if extracted is None:
@@ -357,15 +366,25 @@ _SHARED_LOCK = threading.Lock()
 
 def get_grader() -> Grader:
     """This process's shared Grader (created on first use; its pool starts with the first graded answer).
-    Env: LEAD_RECIPES_GRADE_TIMEOUT_S (default 5), LEAD_RECIPES_GRADE_WORKERS (default: usable CPUs, at most 8)."""
+    Env: LEAD_RECIPES_GRADE_TIMEOUT_S (default 5), LEAD_RECIPES_GRADE_WORKERS (default: usable CPUs, at most 8),
+    LEAD_RECIPES_EXTRACTION (`boxed`, the default, or `final_answer`; another value is a ValueError)."""
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None or _SHARED._closed:
             workers = os.environ.get("LEAD_RECIPES_GRADE_WORKERS")
             _SHARED = Grader(timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")),
-                             workers=int(workers) if workers else None)
+                             workers=int(workers) if workers else None, extraction=extraction_from_env())
             atexit.register(_SHARED.close)
         return _SHARED
+
+
+def extraction_from_env() -> str:
+    """The policy named by LEAD_RECIPES_EXTRACTION (default `boxed`); an unknown name is a ValueError naming it."""
+    value = os.environ.get(EXTRACTION_ENV, "").strip() or "boxed"
+    try:
+        return check_extraction(value)
+    except ValueError as e:
+        raise ValueError(f"{EXTRACTION_ENV}: {e}") from None
 
 
 def reward_extra_logs(grade: Grade, repetitive: bool) -> dict[str, float]:

@@ -9,11 +9,16 @@ lazily, spawn context, on the first call — safe inside a Ray/vLLM actor and fr
 `{"rewards", "scores", "extra_logs"}`: rewards = scores = 1-element float32 tensors (1.0 if correct else 0.0),
 extra_logs = `REWARD_LOG_KEYS` in that order as plain floats (lists when called with several samples).
 
+Answers are extracted under the policy named by env LEAD_RECIPES_EXTRACTION: `boxed` (default; the last
+`\\boxed{}` only, so the reward teaches the format) or `final_answer` (the box, else the final-answer statement of
+the closing part). An unknown name is logged once and every sample gets `status_error`.
+
 It never raises and never returns None: any failure becomes reward 0 with `status_error` = 1.
 It does not use CUDA.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 from lead_recipes.grading import REWARD_LOG_KEYS, Grade, get_grader, reward_extra_logs
@@ -49,6 +54,9 @@ def _as_float_vector(values: list[float]):
         return list(values)
 
 
+_LOGGED: list[bool] = []
+
+
 def grade_samples(queries: Sequence[Any], prompts: Sequence[Any] | None, labels: Sequence[Any] | None
                   ) -> tuple[list[float], list[dict[str, float]]]:
     """Rewards and per-sample extra_logs for parallel lists; the list lengths follow `queries`. Never raises."""
@@ -60,7 +68,10 @@ def grade_samples(queries: Sequence[Any], prompts: Sequence[Any] | None, labels:
         grader = get_grader()
         futures = [grader.submit(labels[i] if i < len(labels) else None, texts[i]) for i in range(n)]
         grades = [f.result() for f in futures]
-    except Exception:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
+        if isinstance(e, ValueError) and not _LOGGED:   # e.g. an unknown LEAD_RECIPES_EXTRACTION: say so once
+            _LOGGED.append(True)
+            logging.getLogger(__name__).error("lead_recipes reward function: %s", e)
         grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
     logs = [reward_extra_logs(g, _is_repetitive(t)) for g, t in zip(grades, texts)]
     return [1.0 if g.correct else 0.0 for g in grades], logs

@@ -4,7 +4,9 @@ Routes:
 - `POST /get_reward` `{"query": [str], "prompts": [str], "labels": [any]}` → `{"rewards": [float], "scores": [float],
   "extra_logs": {key: [float]}}` with the keys of `REWARD_LOG_KEYS` in order (the route and payload of OpenRLHF's
   `serve_rm`, so `--reward.remote_url http://H:P/get_reward` works unchanged; empty lists give empty lists).
-- `GET /health` → 200 `{"status": "ok", ...}` once the grader pool is up and has graded a warm-up answer, 503 before.
+- `GET /health` → 200 `{"status": "ok", "extraction": ..., ...}` once the grader pool is up and has graded a warm-up
+  answer, 503 before. `extraction` is the answer-extraction policy (`--grade.extraction`: `boxed` by default, the
+  last `\\boxed{}` only; `final_answer` falls back to the solution's final-answer statement).
 - `GET /stats` → requests, per-status counts, latency p50/p90/p99, worker restarts, in-flight and queued requests.
 
 Guarantees: binds 127.0.0.1 unless `--host` says otherwise; a malformed request (invalid JSON, wrong shapes, too big,
@@ -32,7 +34,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from lead_recipes.grading import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
+from lead_recipes.grading import EXTRACTION_POLICIES, REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
 from lead_recipes.reward_func import _is_repetitive, response_text
 
 log = logging.getLogger("lead_recipes.server")
@@ -128,7 +130,7 @@ class RewardServer:
     # -------------------------------------------------------------- routes
     async def health(self, request: web.Request) -> web.Response:
         body = {"status": "ok" if self.ready else "starting", "workers": self.grader.workers,
-                "timeout_s": self.grader.timeout_s}
+                "timeout_s": self.grader.timeout_s, "extraction": self.grader.extraction}
         return web.json_response(body, status=200 if self.ready else 503)
 
     async def stats(self, request: web.Request) -> web.Response:
@@ -216,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-answer hard limit, counted from when a worker starts it")
     p.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
                    help="grader worker processes (default: usable CPUs, at most 8)")
+    p.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="boxed",
+                   help="answer extraction: boxed = the last \\boxed{} only (rewards teach the format); "
+                        "final_answer = the box, else the final-answer statement of the closing part")
     return p
 
 
@@ -224,7 +229,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     token = args["token"] or os.environ.get(TOKEN_ENV) or None
-    grader = Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"])
+    grader = Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"],
+                    extraction=args["grade.extraction"])
 
     async def make_app() -> web.Application:
         server = RewardServer(grader, token=token, max_concurrency=args["serve.max_concurrency"],
@@ -232,7 +238,7 @@ def main(argv: list[str]) -> int:
         return server.app(int(args["serve.max_request_mb"] * 2 ** 20))
 
     print(f"lead-recipes serve: http://{args['host']}:{args['port']}/get_reward "
-          f"(auth {'on' if token else 'off'}; GET /health, /stats)", flush=True)
+          f"(auth {'on' if token else 'off'}; extraction {grader.extraction}; GET /health, /stats)", flush=True)
     # run_app turns SIGTERM/SIGINT into a graceful stop: close the listener, wait for in-flight handlers up to
     # shutdown_timeout, run on_cleanup (closes the grader pool), return normally → exit 0.
     web.run_app(make_app(), host=args["host"], port=args["port"], print=None, access_log=None,

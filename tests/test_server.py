@@ -180,3 +180,16 @@ def test_sigterm_finishes_in_flight_requests_then_exits_zero():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# ------------------------------------------------------------------------------------------------ extraction policy
+def test_health_reports_the_default_boxed_extraction(server):
+    with urllib.request.urlopen(server + "/health", timeout=5) as r:
+        assert json.loads(r.read())["extraction"] == "boxed"
+
+
+def test_extraction_flag_accepts_only_the_named_policies():
+    from lead_recipes.server import build_parser
+    assert vars(build_parser().parse_args(["--grade.extraction", "final_answer"]))["grade.extraction"] == "final_answer"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--grade.extraction", "lenient"])

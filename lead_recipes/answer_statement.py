@@ -1,0 +1,169 @@
+"""The final-answer statement of a solution that has no `\\boxed{}`: the fallback of the `final_answer` policy.
+
+What it does: `extract_statement(text)` reads only the closing part of the response (after the last `</think>`; the
+last paragraphs, at most `_TAIL_CHARS` characters) and returns the answer stated there, trying in order
+1. an answer marker: "the (final) answer is …", "Answer: …", "**Final Answer** …" (the last one in the closing part);
+2. a concluding sentence: "Therefore/Thus/Hence/So … = value" or "… is value", complete (ended by `.`, `!` or a line
+   break), in the last paragraph;
+3. the last displayed expression (`\\[…\\]`, `$$…$$`, `\\begin{equation*}…`), when nothing but a short closing remark
+   follows it.
+The value is the first math span after the marker (`$…$`, `\\(…\\)`, `\\[…\\]`), else the rest of the sentence (a
+lone `$7.00` is read as currency). For an equation only the right-hand side of its last `=` is kept when that side is
+a plain value (no variables), so `a+b = 3+4 = 7` gives `7` and `AE + AP = PD` stays whole.
+
+What it does not do: no `\\boxed{}` handling (`lead_recipes.answers.extract_final_answer` tries the box first), no
+search of the middle of the reasoning (a number computed mid-way is never picked), nothing inside `<think>`
+(an unclosed `<think>` means there is no answer yet), no math parsing, no sympy.
+"""
+from __future__ import annotations
+
+import re
+
+_TAIL_CHARS = 1_500          # the closing part is at most this many characters from the end
+_CLOSING_PARAGRAPHS = 2      # … and at most this many paragraphs (blank-line separated)
+_MAX_VALUE_CHARS = 400       # a stated value longer than this is not an answer statement
+
+_PARA_SPLIT_RE = re.compile(r"\n[ \t]*\n")
+_END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E\.?D\.?|∎|□)+\Z")
+_MARKER_RE = re.compile(
+    r"(?:\bthe\s+)?\b(?:final\s+answer|answer)\b(?:\s+to\s+(?:the|this)\s+[a-z ]{0,40}?)?"
+    r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*", re.I)
+_CONCLUDE_RE = re.compile(r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion)\b[,:]?",
+                          re.I)
+_DISPLAY_RE = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$|\\begin\{(equation|align|gather)\*?\}(.+?)\\end\{\3\*?\}", re.S)
+_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<![\\$])\$(?!\$)(.+?)(?<!\\)\$", re.S)
+_CURRENCY_RE = re.compile(r"\$\s?-?\d[\d,]*(?:\.\d+)?")
+_SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
+_TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
+_PLAIN_VALUE_RE = re.compile(r"[\s\d.,+\-*/^(){}\[\]|%!]*|.*\\(?:frac|dfrac|tfrac|sqrt|pi|cdot|times|circ|infty)\b.*")
+
+
+def _closing_part(text: str) -> str:
+    """The last `_CLOSING_PARAGRAPHS` non-empty paragraphs within the last `_TAIL_CHARS` characters."""
+    tail = text[-_TAIL_CHARS:]
+    paras = [p for p in _PARA_SPLIT_RE.split(tail) if p.strip()]
+    return "\n\n".join(paras[-_CLOSING_PARAGRAPHS:])
+
+
+def _has_variables(expr: str) -> bool:
+    """True when `expr` has a letter outside a LaTeX command name (`x`, `AB`), i.e. it is not a plain value."""
+    return re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+|\\text\{[^{}]*\}", "", expr)) is not None
+
+
+def _rhs(expr: str) -> str:
+    """Right-hand side of the last top-level `=` when it is a plain value, else the whole expression."""
+    depth, last = 0, -1
+    for i, ch in enumerate(expr):
+        if ch in "{([":
+            depth += 1
+        elif ch in "})]":
+            depth -= 1
+        elif ch == "=" and depth == 0 and _TOP_EQ_RE.match(expr, i):
+            last = i
+    if last < 0:
+        return expr.strip()
+    rhs = expr[last + 1:].strip()
+    return rhs if rhs and not _has_variables(rhs) else expr.strip()
+
+
+def _value(rest: str, equation_rhs: bool) -> str | None:
+    """The value stated at the start of `rest`: its first math span if one starts the sentence, else the rest of
+    the sentence (plain words, or a currency amount)."""
+    rest = rest.lstrip(" \t*_:")
+    m = _SPAN_RE.match(rest)
+    if m is None and not _CURRENCY_RE.match(rest):
+        end = _SENTENCE_END_RE.search(rest)
+        sentence = rest[:end.start()] if end else rest
+        m = _SPAN_RE.search(sentence)  # "x is $5$", "the rope is $20$ cm": a math span inside the short sentence
+        if m is not None and len(sentence) > 120:
+            m = None
+    if m is not None:
+        val = next(g for g in m.groups() if g is not None)
+        tail = rest[m.end():]
+        unit = re.match(r"[ \t]*([A-Za-z][A-Za-z ]{0,20}?)[ \t]*(?:[.!?,;]|\n|\Z)", tail)
+        if unit and not _has_variables(val) and not re.match(r"(?i)(?:and|or|but|so|since|because|where|for)\b",
+                                                                unit.group(1)):
+            val = f"{val}\\text{{ {unit.group(1).strip()}}}"
+        return _rhs(val) if equation_rhs else val.strip()
+    end = _SENTENCE_END_RE.search(rest)
+    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1:end.start() + 2]):
+        end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
+    val = (rest[:end.start()] if end else rest).strip().rstrip("*_ ").strip()
+    if _CURRENCY_RE.fullmatch(val) or _CURRENCY_RE.match(val) and "$" not in val[1:]:
+        return "\\" + val
+    return val or None
+
+
+def _complete(text: str, pos: int) -> bool:
+    """True when the sentence starting at `pos` ends (`.`, `!`, `?` or a line break) before the text does — a
+    response cut off mid-sentence has no statement there."""
+    return _SENTENCE_END_RE.search(text, pos) is not None
+
+
+def extract_statement(text: str) -> str | None:
+    """The answer stated in the closing part of `text` (see the module docstring), or None."""
+    if not text:
+        return None
+    cut = text.rfind("</think>")
+    if cut >= 0:
+        text = text[cut + len("</think>"):]
+    elif "<think>" in text:
+        return None                                   # still thinking: no answer has been given
+    part = _END_JUNK_RE.sub("", _closing_part(text))
+    if not part.strip():
+        return None
+    found = None
+    for m in _MARKER_RE.finditer(part):              # 1. the last answer marker
+        if _complete(part, m.end()) or _SPAN_RE.match(part, m.end()) or part[m.end():].strip():
+            found = m
+    if found is not None:
+        val = _value(part[found.end():], equation_rhs=True)
+        if val and len(val) <= _MAX_VALUE_CHARS:
+            return val
+    last_para = _PARA_SPLIT_RE.split(part)[-1]
+    concl = list(_CONCLUDE_RE.finditer(last_para))
+    for m in reversed(concl):                        # 2. the last complete concluding sentence
+        end = _SENTENCE_END_RE.search(last_para, m.end())
+        while end is not None and last_para[end.start()] == "." and \
+                re.match(r"\d", last_para[end.start() + 1:end.start() + 2]):
+            end = _SENTENCE_END_RE.search(last_para, end.start() + 1)
+        sentence = last_para[m.end():end.start() if end else len(last_para)]
+        if end is None and not sentence.rstrip().endswith(("$", "\\)", "\\]")):
+            continue
+        val = _conclusion_value(sentence)
+        if val and len(val) <= _MAX_VALUE_CHARS:
+            return val
+    displays = list(_DISPLAY_RE.finditer(part))      # 3. the last displayed expression, closing the solution
+    if displays:
+        d = displays[-1]
+        after = part[d.end():].strip()
+        if len(after) <= 80 and not re.search(r"\d|\$|\\\(", after):
+            expr = next(g for g in (d.group(1), d.group(2), d.group(4)) if g is not None)
+            expr = expr.replace("&", "").split("\\\\")[-1].strip()
+            val = _rhs(expr)
+            if val and len(val) <= _MAX_VALUE_CHARS:
+                return val
+    return None
+
+
+def _conclusion_value(sentence: str) -> str | None:
+    """The value of a concluding sentence: the right-hand side of its last equation, or what follows its last
+    " is " / " are " / " equals "."""
+    spans = list(_SPAN_RE.finditer(sentence))
+    is_m = None
+    for is_m in re.finditer(r"\b(?:is|are|equals|gives|was|be)\b\s*(?:equal\s+to\s+|exactly\s+|approximately\s+)?",
+                            sentence):
+        pass
+    if spans and (is_m is None or spans[-1].start() >= is_m.end()):
+        span = spans[-1]
+        expr = next(g for g in span.groups() if g is not None)
+        if is_m is not None and span.start() >= is_m.end() and sentence[is_m.end():span.start()].strip() == "":
+            return _value(sentence[is_m.end():], equation_rhs=True)
+        if _TOP_EQ_RE.search(expr):
+            return _rhs(expr)
+        return None
+    if is_m is not None:
+        val = _value(sentence[is_m.end():], equation_rhs=True)
+        if val and re.search(r"\d", val) and len(val) <= 60:   # "the rope is 20 cm" — a number, not a claim
+            return val
+    return None

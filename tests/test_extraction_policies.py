@@ -1,0 +1,150 @@
+"""The two extraction policies: `boxed` (the last box only) and `final_answer` (the box, else the final-answer
+statement of the closing part); the statement finder never reads `<think>` or the middle of the reasoning; the
+policy is chosen per grader, per call, by flag (grade, serve) and by env (reward function), and is recorded."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lead_recipes import grade_cli, grading
+from lead_recipes.answer_statement import extract_statement
+from lead_recipes.answers import EXTRACTION_POLICIES, extract_final_answer
+from lead_recipes.grading import Grader, extraction_from_env
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = Grader(timeout_s=2.0, workers=2).start()
+    yield g
+    g.close()
+
+
+# ------------------------------------------------------------------------------------------------ the policies
+def test_the_policies_are_named_boxed_and_final_answer():
+    assert EXTRACTION_POLICIES == ("boxed", "final_answer")
+
+
+def test_boxed_policy_ignores_an_unboxed_answer_statement():
+    assert extract_final_answer("So the answer is 7.", "boxed") is None
+
+
+def test_final_answer_policy_prefers_the_box_over_a_later_statement():
+    assert extract_final_answer(r"We get \boxed{5}. The answer is 7.", "final_answer") == "5"
+
+
+def test_an_unknown_policy_is_a_clear_error():
+    with pytest.raises(ValueError, match="boxed, final_answer"):
+        extract_final_answer(r"\boxed{1}", "lenient")
+    with pytest.raises(ValueError, match="final_answer"):
+        Grader(extraction="Boxed")
+
+
+@pytest.mark.parametrize("text,value", [
+    ("Work.\n\nTherefore the rope is 20 cm.", "20 cm"),
+    ("Work.\n\n**Answer:** $7.00", r"\$7.00"),
+    ("Work.\n\nThe final answer is $\\frac{3}{4}$. I hope it is correct.", r"\frac{3}{4}"),
+    ("Work.\n\n## Final Answer\n$$x^2+1$$", "x^2+1"),
+    ("Work.\n\nThus, $a + b = 3 + 4 = 7$.", "7"),
+    ("Work.\n\nAnswer: No", "No"),
+    ("Work.\n\nHence the minimum value is $-2$.", "-2"),
+    ("Work:\n\\[ x = \\frac{1}{2} \\]", r"\frac{1}{2}"),
+    ("Work.\n\nTherefore, $AE + AP = PD$. $\\blacksquare$", "AE + AP = PD"),
+])
+def test_statement_forms_give_the_stated_value(text, value):
+    assert extract_statement(text) == value
+
+
+def test_text_inside_think_is_never_an_answer():
+    assert extract_final_answer("<think>The answer is 5.</think>", "final_answer") is None
+    assert extract_final_answer("<think>Hmm. The answer is 5. Let me check", "final_answer") is None
+
+
+def test_the_statement_after_think_is_read():
+    assert extract_final_answer("<think>The answer is 5.</think>\nThe answer is 6.", "final_answer") == "6"
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(-10 ** 6, 10 ** 6), filler=st.integers(2, 8))
+def test_a_number_from_the_middle_of_the_reasoning_is_never_picked(n, filler):
+    # A statement of the answer followed by more work that states none: the closing part has no answer.
+    text = (f"Therefore $x = {n}$.\n\n" + "We now check the other case in detail.\n\n" * filler +
+            "Then we would need to look at")
+    assert extract_final_answer(text, "final_answer") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(-10 ** 6, 10 ** 6))
+def test_a_response_cut_off_mid_sentence_has_no_statement(n):
+    assert extract_statement(f"Compute step by step.\n\nThus we have $y = {n} + z$ and so the value of") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(-10 ** 9, 10 ** 9), marker=st.sampled_from(
+    ["The answer is {v}.", "Answer: {v}", "**Final Answer:** ${v}$", "Therefore, $x = {v}$.",
+     "So the final answer is ${v}$."]))
+def test_the_stated_integer_is_extracted_exactly(n, marker):
+    assert extract_statement("Some reasoning with 17 and 4.\n\n" + marker.format(v=n)) == str(n)
+
+
+# ------------------------------------------------------------------------------------------------ grader switches
+def test_grader_policy_decides_unboxed_responses(grader):
+    assert grader.grade("7", "Work.\n\nThe answer is 7.").status == "no_answer"
+    assert grader.grade("7", "Work.\n\nThe answer is 7.", extraction="final_answer").status == "correct"
+
+
+def test_a_grader_built_for_final_answer_grades_statements():
+    with Grader(timeout_s=2.0, workers=1, extraction="final_answer") as g:
+        assert g.extraction == "final_answer"
+        assert g.grade("7", "Work.\n\nThe answer is 7.").status == "correct"   # integer fast path: no pool needed
+
+
+def test_reward_env_selects_the_shared_graders_policy(monkeypatch):
+    monkeypatch.setattr(grading, "_SHARED", None)
+    monkeypatch.setenv("LEAD_RECIPES_EXTRACTION", "final_answer")
+    g = grading.get_grader()          # lazy pool: nothing starts here
+    try:
+        assert g.extraction == "final_answer"
+    finally:
+        g.close()
+
+
+def test_reward_env_defaults_to_boxed_and_rejects_unknown_names(monkeypatch):
+    monkeypatch.delenv("LEAD_RECIPES_EXTRACTION", raising=False)
+    assert extraction_from_env() == "boxed"
+    monkeypatch.setenv("LEAD_RECIPES_EXTRACTION", "sloppy")
+    with pytest.raises(ValueError, match="LEAD_RECIPES_EXTRACTION"):
+        extraction_from_env()
+
+
+def test_reward_function_with_an_unknown_env_policy_gives_status_error(monkeypatch):
+    from lead_recipes.reward_func import reward_func
+    monkeypatch.setattr(grading, "_SHARED", None)
+    monkeypatch.setenv("LEAD_RECIPES_EXTRACTION", "sloppy")
+    out = reward_func(["\\boxed{1}"], [""], ["1"])
+    assert out["extra_logs"]["status_error"] == 1.0
+
+
+def test_grade_cli_defaults_to_final_answer_and_records_it(tmp_path, capsys):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"answer": "7", "response": "Work.\n\nThe answer is 7."}) + "\n"
+                   + json.dumps({"answer": "7", "given_answer": "7"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.progress_enable", "0",
+                           "--grade.workers", "1"]) == 0
+    rows = [json.loads(line) for line in out.open()]
+    assert [(r["status"], r["extraction"]) for r in rows] == [("correct", "final_answer"), ("correct", None)]
+    assert "extraction final_answer" in capsys.readouterr().out
+
+
+def test_grade_cli_boxed_flag_keeps_todays_rule(tmp_path, capsys):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"answer": "7", "response": "Work.\n\nThe answer is 7."}) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.progress_enable", "0",
+                           "--grade.workers", "1", "--grade.extraction", "boxed"]) == 0
+    row = json.loads(out.read_text())
+    assert (row["status"], row["extraction"]) == ("no_answer", "boxed")
+    assert "extraction boxed" in capsys.readouterr().out
