@@ -64,8 +64,9 @@ class RewardServer:
     """State of one server: the grader, limits, statistics. `app()` builds the aiohttp application."""
 
     def __init__(self, grader: Grader, *, token: str | None = None, max_concurrency: int = 512,
-                 max_queue: int = 8192, max_samples: int = 4096):
+                 max_queue: int = 8192, max_samples: int = 4096, job_id: str | None = None):
         self.grader = grader
+        self.job_id = job_id or None
         self.token = token or None
         self.max_queue = max_queue
         self.max_samples = max_samples
@@ -131,6 +132,8 @@ class RewardServer:
     async def health(self, request: web.Request) -> web.Response:
         body = {"status": "ok" if self.ready else "starting", "workers": self.grader.workers,
                 "timeout_s": self.grader.timeout_s, "extraction": self.grader.extraction}
+        if self.job_id:  # which batch job owns this server: a job polling its port must not accept another's
+            body["job_id"] = self.job_id
         return web.json_response(body, status=200 if self.ready else 503)
 
     async def stats(self, request: web.Request) -> web.Response:
@@ -214,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="samples per request (413 above)")
     p.add_argument("--serve.shutdown_timeout_s", dest="serve.shutdown_timeout_s", type=float, default=30.0,
                    help="on SIGTERM/SIGINT, how long in-flight requests may take to finish")
+    p.add_argument("--serve.job_id", dest="serve.job_id", default=None,
+                   help="batch job this server belongs to, reported by GET /health (slurm/train.sbatch sets it)")
     p.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
                    help="per-answer hard limit, counted from when a worker starts it")
     p.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
@@ -234,7 +239,8 @@ def main(argv: list[str]) -> int:
 
     async def make_app() -> web.Application:
         server = RewardServer(grader, token=token, max_concurrency=args["serve.max_concurrency"],
-                              max_queue=args["serve.max_queue"], max_samples=args["serve.max_samples"])
+                              max_queue=args["serve.max_queue"], max_samples=args["serve.max_samples"],
+                              job_id=args["serve.job_id"])
         return server.app(int(args["serve.max_request_mb"] * 2 ** 20))
 
     print(f"lead-recipes serve: http://{args['host']}:{args['port']}/get_reward "
