@@ -142,14 +142,15 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
         if args.split_filter and str(row.get("split", "")) != args.split_filter:
             dropped["split filter"] += 1
             continue
-        if args.min_difficulty is not None or args.max_difficulty is not None:
+        if args.min_difficulty is not None or args.max_difficulty is not None or args.above_difficulty is not None:
             try:
                 difficulty = float(row.get("difficulty"))
             except (TypeError, ValueError):
                 dropped["no difficulty"] += 1
                 continue
             if (args.min_difficulty is not None and difficulty < args.min_difficulty) or \
-                    (args.max_difficulty is not None and difficulty > args.max_difficulty):
+                    (args.max_difficulty is not None and difficulty > args.max_difficulty) or \
+                    (args.above_difficulty is not None and difficulty <= args.above_difficulty):
                 dropped["difficulty filter"] += 1
                 continue
         if args.numeric_only and not _is_numeric(answer):
@@ -160,6 +161,8 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
         except KeyError:
             rid = f"{Path(str(args.source)).stem}-{i}"
         kept = {"id": rid, "problem": problem, "answer": answer}
+        if args.response_key:   # SFT data: the target solution goes to `response` (--data.output_key response)
+            kept["response"] = str(field(row, args.response_key))
         for extra in ("level", "subject", "difficulty", "source"):
             if row.get(extra) is not None:
                 kept[extra] = row[extra]
@@ -379,6 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--split-filter", help="keep rows whose `split` field equals this (MATH: train/test)")
     b.add_argument("--min-difficulty", type=float, help="GRPO-LEAD: 2.5 on DeepScaleR")
     b.add_argument("--max-difficulty", type=float)
+    b.add_argument("--above-difficulty", type=float, help="keep difficulty > this (GRPO-LEAD SFT data: > 1)")
+    b.add_argument("--response-key", help="field copied to `response` (SFT data: the solution to imitate)")
     b.add_argument("--numeric-only", action="store_true", help="keep integer/decimal/simple-fraction answers only")
     b.add_argument("--template", default="lead",
                    help=f"{', '.join(TEMPLATES)} or a custom string with {{problem}} (default lead)")

@@ -102,3 +102,14 @@ def test_curriculum_rows_without_a_seed_is_an_error(curriculum_inputs, tmp_path,
     ds, problems = curriculum_inputs
     assert run("curriculum", "--problems", problems, "--dataset", ds, "--out", tmp_path / "o", "--rows", 5) == 2
     assert "--seed" in capsys.readouterr().err
+
+
+def test_sft_build_keeps_difficulty_strictly_above_one_and_the_solution_as_response(tmp_path):
+    src = tmp_path / "sft.jsonl"
+    rows = [{"id": f"s{d}", "problem": f"problem {d}", "answer": "1", "difficulty": d, "solution": f"sol {d}"}
+            for d in (0.5, 1.0, 1.0625, 3.0)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    assert run("build", "--preset", "deepscaler", "--source", src, "--no-decontaminate", "--above-difficulty", 1,
+               "--response-key", "solution", "--template", "r1", "--out", out) == 0
+    assert [(r["id"], r["response"]) for r in read(out)] == [("s1.0625", "sol 1.0625"), ("s3.0", "sol 3.0")]
