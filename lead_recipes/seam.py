@@ -49,6 +49,7 @@ from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 from openrlhf.utils.logging_utils import init_logger
 
 from lead_recipes import preempt
+from lead_recipes.guard import observe_trainer
 from lead_recipes.methods import Method, build_method
 from lead_recipes.preempt import SaveOnRequestMixin, save_request_path
 from lead_recipes.rollout_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
@@ -255,6 +256,7 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
     def train_step(self, rollout_samples, global_step):
         status, next_step = super().train_step(rollout_samples, global_step)
         status.update(self.experience_maker.last_stats)
+        status.update(observe_trainer(self, status))  # stops the run when grading keeps failing (lead_recipes.guard)
         self._append_problems(next_step)
         return status, next_step
 

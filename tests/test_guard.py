@@ -1,0 +1,94 @@
+"""The grading guard: a run whose grader keeps failing stops with a message naming what failed, the failure share is
+logged every step, and steps it cannot judge never stop a run."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from lead_recipes import guard
+from lead_recipes.guard import GradingFailure, GradingGuard
+
+
+def step(correct=0, wrong=0, no_answer=0, timeout=0, error=0, missing=0.0):
+    stats = {f"recipe/grading/{k}_count": float(v) for k, v in
+             dict(correct=correct, wrong=wrong, no_answer=no_answer, timeout=timeout, error=error).items()}
+    stats["recipe/grading/status_missing"] = missing
+    return stats
+
+
+def test_failure_share_above_threshold_for_k_consecutive_steps_stops_with_the_counts():
+    g = GradingGuard(0.5, 3)
+    assert g.observe(step(error=64)) == {guard.SHARE_KEY: 1.0}
+    g.observe(step(timeout=40, wrong=24))
+    with pytest.raises(GradingFailure) as info:
+        g.observe(step(error=50, timeout=10, correct=4))
+    message = str(info.value)
+    assert "50 error, 10 timeout of 64" in message and "3 consecutive steps" in message
+    assert "--recipe.guard.grade_failure_max 0.5" in message
+
+
+def test_one_healthy_step_resets_the_streak():
+    g = GradingGuard(0.5, 2)
+    g.observe(step(error=64))
+    g.observe(step(error=10, correct=54))
+    g.observe(step(error=64))  # one bad step after a good one: streak 1, no stop
+    with pytest.raises(GradingFailure):
+        g.observe(step(error=64))
+
+
+def test_share_equal_to_threshold_does_not_count_and_wrong_answers_are_not_failures():
+    g = GradingGuard(0.5, 1)
+    assert g.observe(step(error=32, correct=32)) == {guard.SHARE_KEY: 0.5}
+    assert g.observe(step(wrong=60, no_answer=4)) == {guard.SHARE_KEY: 0.0}
+
+
+def test_steps_without_grading_status_are_skipped_not_stopped():
+    g = GradingGuard(0.0, 1)
+    assert g.observe(step(error=64, missing=1.0)) == {}
+    assert g.observe({"recipe/correct_rate": 0.0}) == {}
+    assert g.observe(step()) == {}
+
+
+@pytest.mark.parametrize("share, steps, flag", [(1.5, 3, "grade_failure_max"), (-0.1, 3, "grade_failure_max"),
+                                                (0.5, 0, "grade_failure_steps"), (0.5, 2.5, "grade_failure_steps")])
+def test_out_of_range_settings_are_refused_naming_the_flag(share, steps, flag):
+    with pytest.raises(ValueError, match=f"--recipe.guard.{flag}"):
+        GradingGuard(share, steps)
+
+
+def test_trainer_hook_keeps_one_guard_per_trainer_built_from_args_recipe():
+    from types import SimpleNamespace as NS
+    trainer = NS(args=NS(recipe=NS(guard=NS(grade_failure_max=0.25, grade_failure_steps=2))))
+    guard.observe_trainer(trainer, step(error=64))
+    with pytest.raises(GradingFailure, match="grade_failure_steps 2"):
+        guard.observe_trainer(trainer, step(timeout=20, correct=44))
+
+
+def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
+    from ray.exceptions import RayTaskError
+    failure = GradingFailure("grading failed for 100% of the samples")
+    assert str(pickle.loads(pickle.dumps(failure))) == str(failure)
+    wrapped = RayTaskError("RecipeTrainer.fit", "traceback text", failure).as_instanceof_cause()
+    assert guard.grading_failure(wrapped) is failure
+    assert guard.grading_failure(RuntimeError("other")) is None
+
+
+def test_seam_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
+    from types import SimpleNamespace as NS
+    seam = pytest.importorskip("lead_recipes.seam")
+
+    class Upstream:  # stands in for OpenRLHF's BasePPOTrainer.train_step
+        def train_step(self, rollout_samples, global_step):
+            return {"policy_loss": 0.1}, global_step + 1
+
+    class Trainer(seam._RecipeTrainerMixin, Upstream):
+        pass
+
+    trainer = object.__new__(Trainer)  # no Ray, no models: only train_step's own logic runs
+    trainer.args = NS(recipe=NS(guard=NS(grade_failure_max=0.5, grade_failure_steps=2)), ckpt=NS(path=str(tmp_path)))
+    trainer.experience_maker = NS(last_stats=step(error=60, correct=4), last_problems=[])
+    status, _ = trainer.train_step(None, 1)
+    assert status[guard.SHARE_KEY] == 60 / 64
+    with pytest.raises(GradingFailure):
+        trainer.train_step(None, 2)
