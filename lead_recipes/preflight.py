@@ -1,10 +1,10 @@
 """Preflight of `lead-recipes train`: checks everything checkable before training starts, and builds missing prompt data.
 
 What it does:
-- `run_preflight(args)` runs every check on OpenRLHF's validated nested args, cheap ones first, none stopping the
-  others: OpenRLHF version and patched signatures (via lead_recipes.seam), GPUs for the layout (`required_gpus`),
-  flash-attn, prompt/eval data, model, the reward function grading a probe, the checkpoint directory, and Ray
-  (started and shut down again). `report(checks)` formats the result, one line per `Check`.
+- `run_preflight(args, skip)` runs every check not named in `--preflight.skip` (`add_preflight_flags`) on
+  OpenRLHF's validated nested args, cheap ones first, none stopping the others: OpenRLHF version and patched
+  signatures (via lead_recipes.seam), GPUs for the layout (`required_gpus`), flash-attn, prompt/eval data, model,
+  the reward function grading a probe, the checkpoint directory, and Ray (started and shut down again). `report(checks)` formats the result, one line per `Check`.
 - `build_missing_data` builds a missing prompt dataset in-process with the recipe's `data.prepare` when its source
   exists; `prepare_hint` names the command (and the missing source) when it cannot.
 
@@ -13,6 +13,7 @@ It never imports OpenRLHF or Ray at module import time: the seam, torch and Ray 
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -179,21 +180,46 @@ def _check_ray(args) -> Check:
     return Check("ray", True, f"{where} started, {gpus} GPU(s)")
 
 
-def run_preflight(args) -> list[Check]:
-    """Every check, cheap ones first; none stops the others, so the report names everything missing at once."""
+CHECK_NAMES = ("openrlhf", "gpu", "flash-attn", "data", "eval-data", "model", "reward", "ckpt", "ray")
+
+
+def parse_skip(value: str) -> tuple[str, ...]:
+    """`--preflight.skip CHECK[,CHECK]` -> check names; an unknown name is an error listing the valid ones."""
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in CHECK_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"--preflight.skip {value!r}: unknown check(s) {unknown or [value]}; "
+                         f"choose from {', '.join(CHECK_NAMES)}")
+    return names
+
+
+def add_preflight_flags(parser) -> None:
+    parser.add_argument("--preflight.skip", dest="preflight_skip", type=parse_skip, default=(),
+                        metavar="CHECK[,CHECK]",
+                        help="preflight checks not to run, e.g. `gpu` when submitting from a login node without "
+                             f"GPUs ({', '.join(CHECK_NAMES)}); each is reported as skipped")
+
+
+def _check_openrlhf() -> Check:
     from lead_recipes import seam
-    checks = []
     try:
         seam.check_openrlhf()
-        checks.append(Check("openrlhf", True, f"openrlhf {seam.SUPPORTED_OPENRLHF}, patched signatures match"))
+        return Check("openrlhf", True, f"openrlhf {seam.SUPPORTED_OPENRLHF}, patched signatures match")
     except seam.OpenRLHFMismatch as exc:
-        checks.append(Check("openrlhf", False, str(exc)))
-    checks += [_check_gpus(args), _check_flash_attn(args),
-               _check_data("data", args.data.prompt_dataset, args.data.input_key, args.data.label_key),
-               _check_data("eval data", args.eval.dataset, args.data.input_key, args.data.label_key),
-               _check_model(args.actor.model_name_or_path), _check_reward(args.reward.remote_url),
-               _check_ckpt_dir(args.ckpt.path), _check_ray(args)]
-    return checks
+        return Check("openrlhf", False, str(exc))
+
+
+def run_preflight(args, skip=()) -> list[Check]:
+    """Every check not in `skip`, cheap ones first; none stops the others, so the report names everything missing
+    at once. A skipped check is reported as passed with the reason, and never run."""
+    checks = {
+        "openrlhf": _check_openrlhf, "gpu": lambda: _check_gpus(args), "flash-attn": lambda: _check_flash_attn(args),
+        "data": lambda: _check_data("data", args.data.prompt_dataset, args.data.input_key, args.data.label_key),
+        "eval-data": lambda: _check_data("eval data", args.eval.dataset, args.data.input_key, args.data.label_key),
+        "model": lambda: _check_model(args.actor.model_name_or_path),
+        "reward": lambda: _check_reward(args.reward.remote_url), "ckpt": lambda: _check_ckpt_dir(args.ckpt.path),
+        "ray": lambda: _check_ray(args)}
+    return [Check(name, True, "skipped (--preflight.skip)") if name in skip else run() for name, run in checks.items()]
 
 
 def report(checks: list[Check]) -> str:
