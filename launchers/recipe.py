@@ -6,6 +6,7 @@ A recipe lists only *deltas* from OpenRLHF's defaults::
     description: ...
     entrypoint: train            # train -> `lead-recipes train` (train_ppo_ray + --recipe.*); sft -> openrlhf.cli.train_sft
     extends: lead-1.5b           # optional: start from another recipe, then apply this file's deltas
+    after: grpo-lead-14b-sft     # optional, not inherited: the stage this one continues (`launch --chain`)
     data: {prepare: [...]}       # the `lead-recipes data` argv that builds the prompt dataset (shown by preflight)
     resources: {nodes: 1, gpus_per_node: 4, ...}   # Slurm/Ray layout, see RESOURCE_KEYS
     openrlhf: {actor.model_name_or_path: ..., ...} # OpenRLHF flags without the leading "--"
@@ -15,8 +16,9 @@ Validation runs before anything starts: unknown keys (naming the key and the fil
 and impossible resource layouts (colocation with vLLM engines x TP != actor GPUs, more GPUs than allocated, batch
 sizes not divisible by the data-parallel world). OpenRLHF flags are checked against the parser of the *installed*
 OpenRLHF: its parser lives under ``if __name__ == "__main__"`` (openrlhf.md D.7), so we compile just the
-``add_argument`` statements of that block (read, never copied). Values may use ``${data}``, ``${run}`` and
-``${reward_func}`` (see ``placeholders``). This module does not start anything.
+``add_argument`` statements of that block (read, never copied). Values may use ``${data}``, ``${run}``,
+``${run:NAME}`` (recipe NAME's run directory) and ``${reward_func}`` (see ``placeholders``). Every value's source is
+in docs/recipes.md. This module does not start anything.
 """
 from __future__ import annotations
 
@@ -35,8 +37,11 @@ from typing import Any, Sequence
 
 import yaml
 
+from launchers.layout import (REWARD_PLACEMENTS, RecipeError, check_layout, check_seeded_selection,  # noqa: F401
+                              rollout_steps)
+
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
-TOP_KEYS = ("description", "entrypoint", "extends", "data", "resources", "openrlhf", "recipe")
+TOP_KEYS = ("description", "entrypoint", "extends", "after", "data", "resources", "openrlhf", "recipe")
 ENTRYPOINTS = {"train": "openrlhf.cli.train_ppo_ray", "sft": "openrlhf.cli.train_sft"}
 DATA_KEYS = ("prepare", "notes")
 # Layout of the job. gpus_per_node may be 0 (CPU-only dry runs); reward_placement: where `lead-recipes serve` runs.
@@ -48,12 +53,7 @@ RESOURCE_KEYS = {
 RESOURCE_DEFAULTS = {"nodes": 1, "gpus_per_node": 8, "cpus_per_node": None, "partition": None, "account": None,
                      "time": "24:00:00", "reward_placement": "every_node", "reward_port": 5432, "reward_workers": None,
                      "signal_seconds": 600, "requeue": True, "mem": None, "constraint": None, "qos": None}
-REWARD_PLACEMENTS = ("every_node", "head", "none")
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)\}")
-
-
-class RecipeError(ValueError):
-    """A recipe is invalid; the message names the offending key and the file."""
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)(?::([A-Za-z0-9_.-]+))?\}")
 
 
 # ---------------------------------------------------------------- parsers (the real ones, built once per process)
@@ -163,6 +163,7 @@ def _read(path: Path, seen: tuple[str, ...] = ()) -> dict:
     base = _read(_find(str(raw["extends"])) if "/" in str(raw["extends"]) else RECIPES_DIR / f"{raw['extends']}.yaml",
                  seen + (str(path.resolve()),))
     merged = copy.deepcopy(base)
+    merged.pop("after", None)   # a stage's predecessor belongs to that file, not to recipes extending it
     for key, value in raw.items():
         if key in ("data", "resources", "openrlhf", "recipe"):
             merged.setdefault(key, {}).update(value or {})
@@ -190,16 +191,22 @@ def parse_override(text: str) -> tuple[str, str, Any]:
 
 def placeholders(name: str) -> dict[str, str]:
     """${data}: where `lead-recipes data` writes (LEAD_RECIPES_DATA, default ./data); ${sources}: raw source files
-    it reads (LEAD_RECIPES_SOURCES, default ./data/sources); ${run}: this run's directory
-    (LEAD_RECIPES_RUN_DIR, default ./runs/<recipe>); ${reward_func}: the installed lead_recipes/reward_func.py."""
+    it reads (LEAD_RECIPES_SOURCES, default ./data/sources); ${run}: this run's directory (LEAD_RECIPES_RUN_DIR,
+    default <runs>/<recipe>); ${run:NAME}: recipe NAME's run directory <runs>/NAME, where <runs> is
+    LEAD_RECIPES_RUNS (default ./runs); ${reward_func}: the installed lead_recipes/reward_func.py."""
     pkg = importlib.util.find_spec("lead_recipes")
     pkg_dir = Path(list(pkg.submodule_search_locations)[0]) if pkg and pkg.submodule_search_locations else Path(".")
     return {
         "data": os.path.abspath(os.environ.get("LEAD_RECIPES_DATA", "data")),
         "sources": os.path.abspath(os.environ.get("LEAD_RECIPES_SOURCES", os.path.join("data", "sources"))),
-        "run": os.path.abspath(os.environ.get("LEAD_RECIPES_RUN_DIR", os.path.join("runs", name))),
+        "run": os.path.abspath(os.environ.get("LEAD_RECIPES_RUN_DIR", run_dir_of(name))),
         "reward_func": str(pkg_dir / "reward_func.py"),
     }
+
+
+def run_dir_of(name: str) -> str:
+    """${run:NAME}: where recipe NAME's run writes (the chain's hand-over point between stages)."""
+    return os.path.abspath(os.path.join(os.environ.get("LEAD_RECIPES_RUNS", "runs"), name))
 
 
 def _expand(value: Any, env: dict[str, str], key: str, where: str) -> Any:
@@ -209,6 +216,11 @@ def _expand(value: Any, env: dict[str, str], key: str, where: str) -> Any:
         return value
 
     def sub(match: re.Match) -> str:
+        if match.group(2) is not None:
+            if match.group(1) != "run" or match.group(2) not in recipe_names():
+                raise RecipeError(f"{where}: key {key!r}: {match.group(0)} names no recipe run; use ${{run:NAME}} "
+                                  f"with NAME one of {recipe_names()}")
+            return run_dir_of(match.group(2))
         if match.group(1) not in env:
             raise RecipeError(f"{where}: key {key!r}: unknown placeholder ${{{match.group(1)}}}; known: {sorted(env)}")
         return env[match.group(1)]
@@ -227,6 +239,7 @@ class Recipe:
     resources: dict[str, Any]
     data: dict[str, Any] = field(default_factory=dict)
     extends: str | None = None
+    after: str | None = None
 
     def train_argv(self) -> list[str]:
         """Flags for `lead-recipes train` (OpenRLHF flags, then --recipe.* flags); for an sft recipe, the
@@ -244,7 +257,7 @@ class Recipe:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "path": self.path, "description": self.description, "entrypoint": self.entrypoint,
-                "extends": self.extends, "data": copy.deepcopy(self.data), "resources": dict(self.resources),
+                "extends": self.extends, "after": self.after, "data": copy.deepcopy(self.data), "resources": dict(self.resources),
                 "openrlhf": copy.deepcopy(self.openrlhf), "recipe": copy.deepcopy(self.recipe)}
 
 
@@ -306,6 +319,9 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
         if value is not None and (not isinstance(value, typ) or (typ is int and isinstance(value, bool))):
             raise RecipeError(f"{where}: key 'resources.{key}' must be {RESOURCE_KEYS[key].__name__}, got {value!r}")
         resources[key] = value
+    after = raw.get("after")
+    if after is not None and str(after) not in recipe_names():
+        raise RecipeError(f"{where}: key 'after': {after!r} is not a recipe; known: {', '.join(recipe_names())}")
     data = dict(raw.get("data") or {})
     for key in data:
         if key not in DATA_KEYS:
@@ -315,8 +331,9 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
 
     recipe = Recipe(name=name, path=where, description=str(raw.get("description", "")), entrypoint=entrypoint,
                     openrlhf=openrlhf_values, recipe=recipe_values, resources=resources, data=data,
-                    extends=raw.get("extends"))
+                    extends=raw.get("extends"), after=None if after is None else str(after))
     check_layout(recipe)
+    check_seeded_selection(recipe)
     if recipe_values:
         _check_recipe_semantics(recipe)
     return recipe
@@ -330,67 +347,3 @@ def _check_recipe_semantics(recipe: Recipe) -> None:
         flags.validate_recipe(flags.recipe_namespace(args))
     except ValueError as exc:
         raise RecipeError(f"{recipe.path}: section 'recipe': {exc}") from None
-
-
-def check_layout(recipe: Recipe) -> None:
-    """Impossible resource layouts, caught before any allocation (OpenRLHF would assert only after Ray is up)."""
-    o, r, where = recipe.openrlhf, recipe.resources, recipe.path
-    if r["reward_placement"] not in REWARD_PLACEMENTS:
-        raise RecipeError(f"{where}: key 'resources.reward_placement': {r['reward_placement']!r} is not one of "
-                          f"{list(REWARD_PLACEMENTS)}")
-    if r["nodes"] < 1 or r["gpus_per_node"] < 0:
-        raise RecipeError(f"{where}: key 'resources.nodes'/'resources.gpus_per_node': need nodes >= 1, gpus >= 0")
-    if recipe.entrypoint != "train":
-        return
-    if o.get("ckpt.disable_ds"):
-        raise RecipeError(f"{where}: key 'ckpt.disable_ds': resume after preemption needs DeepSpeed checkpoints "
-                          "(controller state lives in client_states); remove it")
-    if r["gpus_per_node"]:
-        for key in ("actor.num_gpus_per_node", "ref.num_gpus_per_node", "vllm.tensor_parallel_size"):
-            if key in o and int(o[key]) > r["gpus_per_node"]:
-                raise RecipeError(f"{where}: key '{key}' = {o[key]} exceeds resources.gpus_per_node = "
-                                  f"{r['gpus_per_node']} (a node cannot hold it)")
-    g = lambda role: int(o.get(f"{role}.num_nodes", 1)) * int(o.get(f"{role}.num_gpus_per_node", 8))  # noqa: E731
-    actor = g("actor")
-    engines, tp = o.get("vllm.num_engines"), int(o.get("vllm.tensor_parallel_size", 1))
-    colocate_all = bool(o.get("train.colocate_all")) and not o.get("train.async_enable")
-    if engines and colocate_all and engines * tp != actor:
-        raise RecipeError(f"{where}: key 'vllm.num_engines': under train.colocate_all, vllm.num_engines x "
-                          f"vllm.tensor_parallel_size ({engines} x {tp} = {engines * tp}) must equal the actor GPUs "
-                          f"(actor.num_nodes x actor.num_gpus_per_node = {actor})")
-    if (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")) and float(o.get("algo.kl.init_coef", 0.01)) > 0 \
-            and g("ref") != actor:
-        raise RecipeError(f"{where}: key 'ref.num_gpus_per_node': a colocated reference model needs the actor's "
-                          f"layout ({actor} GPUs), got {g('ref')}")
-    needs_ref = float(o.get("algo.kl.init_coef", 0.01)) > 0 or o.get("algo.kl.use_loss")
-    total = actor
-    if needs_ref and not (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")):
-        total += g("ref")
-    if engines and not colocate_all:
-        total += engines * tp
-    have = r["nodes"] * r["gpus_per_node"]
-    if have and total > have:
-        raise RecipeError(f"{where}: key 'resources.gpus_per_node': the layout needs {total} GPUs (actor {actor}"
-                          f"{', ref ' + str(g('ref')) if total > actor else ''}{', vLLM ' + str(engines * tp) if engines and not colocate_all else ''})"
-                          f" but resources give {r['nodes']} x {r['gpus_per_node']} = {have}")
-    for role in ("actor", "ref"):
-        if int(o.get(f"{role}.num_nodes", 1)) > r["nodes"]:
-            raise RecipeError(f"{where}: key '{role}.num_nodes' = {o.get(f'{role}.num_nodes')} exceeds resources.nodes "
-                              f"= {r['nodes']}")
-    batch, micro = int(o.get("train.batch_size", 128)), int(o.get("train.micro_batch_size", 1))
-    if not o.get("train.dynamic_batch_enable") and batch % (micro * actor):
-        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} is not divisible by train.micro_batch_size x "
-                          f"actor GPUs = {micro} x {actor}")
-    rollout = int(o.get("rollout.batch_size", 1024)) * int(o.get("rollout.n_samples_per_prompt", 1))
-    if rollout % batch:
-        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} must divide rollout.batch_size x "
-                          f"rollout.n_samples_per_prompt = {rollout}")
-    b_max = recipe.recipe.get("lead.b_max")
-    if recipe.recipe.get("method", "lead") == "lead" and b_max and o.get("rollout.max_new_tokens") \
-            and int(b_max) > int(o["rollout.max_new_tokens"]):
-        raise RecipeError(f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "
-                          f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, algorithms.md §8)")
-    new, max_len = o.get("rollout.max_new_tokens"), int(o.get("data.max_len", 2048))
-    if new is not None and int(new) >= max_len:
-        raise RecipeError(f"{where}: key 'rollout.max_new_tokens' = {new} leaves no room for the prompt within "
-                          f"data.max_len = {max_len}")

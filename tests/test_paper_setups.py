@@ -113,3 +113,116 @@ def test_sft_build_keeps_difficulty_strictly_above_one_and_the_solution_as_respo
     assert run("build", "--preset", "deepscaler", "--source", src, "--no-decontaminate", "--above-difficulty", 1,
                "--response-key", "solution", "--template", "r1", "--out", out) == 0
     assert [(r["id"], r["response"]) for r in read(out)] == [("s1.0625", "sol 1.0625"), ("s3.0", "sol 3.0")]
+
+
+# ---------------------------------------------------------------- recipes against the papers
+from launchers.recipe import RecipeError, load_recipe, recipe_names, rollout_steps  # noqa: E402
+
+TRAIN_RECIPES = [n for n in recipe_names() if load_recipe(n).entrypoint == "train"]
+
+
+def _flag(argv, name):
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def prompt_template(recipe) -> str:
+    """The instruction text the recipe's prompts carry: its data.prepare --template (a curriculum takes the template
+    of the recipe that builds its --dataset); `none` means the source's own instruction (DAPO-Math-17k's)."""
+    prepare = [str(a) for a in recipe.data["prepare"]]
+    if prepare[0] == "curriculum":
+        dataset = _flag(prepare, "--dataset")
+        (builder,) = [r for r in map(load_recipe, recipe_names())
+                      if r.data.get("prepare") and _flag([str(a) for a in r.data["prepare"]], "--out") == dataset
+                      and r.data["prepare"][0] == "build"][:1]
+        return prompt_template(builder)
+    name = _flag(prepare, "--template") or "lead"
+    if name == "none":
+        return (data.DAPO_PREFIX + "\n\n{problem}\n\n" + data.DAPO_SUFFIX) \
+            if "dapo" in _flag(prepare, "--source") and _flag(prepare, "--preset") != "dapo" else "{problem}"
+    return data.TEMPLATES.get(name, name)
+
+
+def compliant_response(template: str, answer: str) -> str:
+    """A response that does exactly what the prompt's instruction asks for."""
+    if "'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is correct'" in template:
+        return f"Steps.\n</think>\nTherefore, the final answer is: $\\boxed{{{answer}}}$. I hope it is correct"
+    if "\\boxed{{}}" in template:
+        return f"Steps.\n</think>\nSo the final answer is \\boxed{{{answer}}}."
+    if 'on its own line after "Answer:"' in template:
+        return f"Steps.\n</think>\nAnswer: {answer}"
+    pytest.fail(f"the prompt template states no answer format: {template!r}")
+
+
+@pytest.mark.parametrize("name", TRAIN_RECIPES)
+def test_a_response_following_the_recipes_prompt_earns_the_correct_reward(name):
+    from lead_recipes.reward_func import grade_samples
+    recipe = load_recipe(name)
+    assert recipe.openrlhf["reward.remote_url"].endswith("reward_func.py")   # the reward graded here
+    template = prompt_template(recipe)
+    prompt = template.format(problem="Compute $3/4$.")
+    rewards, logs = grade_samples([prompt + compliant_response(template, "\\frac{3}{4}")], [prompt], ["\\frac{3}{4}"])
+    assert rewards == [1.0], logs
+
+
+PAPER_STEPS = {"grpo-lead-7b": 200, "grpo-lead-14b-stage1": 100, "grpo-lead-14b-stage2a": 100,
+               "grpo-lead-14b-stage2b": 140}   # arXiv 2504.09696 §4.3
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_STEPS))
+def test_rendered_flags_run_the_papers_step_count(name):
+    recipe = load_recipe(name)
+    o, prepare = recipe.openrlhf, [str(a) for a in recipe.data["prepare"]]
+    rows = min(int(o["data.max_samples"]), int(_flag(prepare, "--rows") or 10**9))
+    per_step = o["rollout.batch_size"]
+    assert rows % per_step == 0                                   # no partial last batch
+    assert o["train.num_episodes"] * rows // per_step == PAPER_STEPS[name] == rollout_steps(recipe)
+    assert o["train.batch_size"] == per_step * o["rollout.n_samples_per_prompt"]   # one update per step, as verl
+
+
+def test_stage_2b_continues_stage_2as_seeded_curriculum_order():
+    a, b = ([str(x) for x in load_recipe(f"grpo-lead-14b-stage2{s}").data["prepare"]] for s in "ab")
+    for flag in ("--problems", "--dataset", "--threshold", "--merge", "--seed"):
+        assert _flag(a, flag) == _flag(b, flag), flag
+    assert int(_flag(b, "--skip")) == int(_flag(a, "--skip") or 0) + int(_flag(a, "--rows"))
+
+
+def test_max_samples_without_a_seeded_prompt_file_is_refused():
+    prepare = [a for a in load_recipe("grpo-lead-7b").data["prepare"] if a not in ("--seed", "0")]
+    with pytest.raises(RecipeError, match=r"data\.max_samples.*seed"):
+        load_recipe("grpo-lead-7b", [f"data.prepare={json.dumps(prepare)}"])
+
+
+@pytest.mark.parametrize("name", ["grpo-lead-14b-stage1", "grpo-lead-14b-stage2a", "grpo-lead-14b-stage2b"])
+def test_14b_stages_generate_14k_tokens_on_one_node_of_eight_gpus(name):
+    r = load_recipe(name)
+    assert r.openrlhf["rollout.max_new_tokens"] == 14336                      # "14k" (§4.3)
+    assert (r.resources["nodes"], r.resources["gpus_per_node"], r.actor_gpus()) == (1, 8, 8)   # eight H20 (§5.3)
+
+
+def test_14b_chain_hands_each_stages_final_model_to_the_next(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path))
+    chain = ["grpo-lead-14b-sft", "grpo-lead-14b-stage1", "grpo-lead-14b-stage2a", "grpo-lead-14b-stage2b"]
+    for before, after in zip(chain, chain[1:]):
+        prev, nxt = load_recipe(before), load_recipe(after)
+        out = prev.openrlhf["ckpt.output_dir"]
+        assert nxt.after == before and out == str(tmp_path / before / "hf")
+        assert nxt.openrlhf["actor.model_name_or_path"] == out
+
+
+def test_sft_recipe_states_the_papers_data_and_builds_it():
+    r = load_recipe("grpo-lead-14b-sft")
+    prepare = [str(a) for a in r.data["prepare"]]
+    assert (_flag(prepare, "--preset"), _flag(prepare, "--above-difficulty")) == ("deepscaler", "1")
+    assert _flag(prepare, "--response-key") and "QwQ-32B" in r.data["notes"] and "13k" in r.data["notes"]
+    text = open(r.path).read()
+    assert "UNKNOWN" not in text.split("data.dataset")[1].split("\n")[0]
+
+
+def test_unknown_run_placeholder_and_unknown_predecessor_are_named(tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text("extends: lead-1.5b\nopenrlhf:\n  actor.model_name_or_path: ${run:no-such}/hf\n")
+    with pytest.raises(RecipeError, match=r"run:no-such"):
+        load_recipe(str(path))
+    path.write_text("extends: lead-1.5b\nafter: no-such\n")
+    with pytest.raises(RecipeError, match=r"'after'"):
+        load_recipe(str(path))

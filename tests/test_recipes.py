@@ -13,7 +13,7 @@ from launchers.recipe import (RecipeError, load_recipe, openrlhf_parser, recipe_
 NAMES = recipe_names()
 PAPER_SETUPS = {"lead-1.5b", "lead-7b", "lead-1.5b-static", "lead-1.5b-agg-min", "lead-1.5b-agg-median",
                 "lead-1.5b-agg-mean-all", "grpo-lead-7b", "grpo-lead-14b-sft", "grpo-lead-14b-stage1",
-                "grpo-lead-14b-stage2", "leash-1.5b", "leash-4b", "grpo-1.5b", "gdpo-1.5b", "shorter-better-1.5b"}
+                "grpo-lead-14b-stage2a", "grpo-lead-14b-stage2b", "leash-1.5b", "leash-4b", "grpo-1.5b", "gdpo-1.5b", "shorter-better-1.5b"}
 
 
 def split_argv(argv):
@@ -73,11 +73,13 @@ def test_default_recipe_is_lead_on_math_level_3_to_5_with_r1_distill_1_5b_at_4k(
     assert r.data["prepare"][:3] == ["build", "--preset", "math-l35"]
 
 
-def test_grpo_lead_stage2_turns_length_reward_off_and_repetition_penalty_on():
-    s1, s2 = load_recipe("grpo-lead-14b-stage1"), load_recipe("grpo-lead-14b-stage2")
-    assert s1.recipe["grpo_lead.alpha"] == 0.05 and not s1.recipe.get("grpo_lead.repetition_penalty_enable")
-    assert s2.recipe["grpo_lead.alpha"] == 0.0 and s2.recipe["grpo_lead.repetition_penalty_enable"] is True
-    assert s2.data["prepare"][0] == "curriculum"
+def test_grpo_lead_stage2_keeps_stage1_settings_for_2a_and_turns_length_off_repetition_on_for_2b():
+    s1, s2a, s2b = (load_recipe(f"grpo-lead-14b-{n}") for n in ("stage1", "stage2a", "stage2b"))
+    assert s1.recipe == s2a.recipe and s1.recipe["grpo_lead.alpha"] == 0.05
+    assert not s2a.recipe.get("grpo_lead.repetition_penalty_enable")
+    assert s2b.recipe["grpo_lead.alpha"] == 0.0 and s2b.recipe["grpo_lead.repetition_penalty_enable"] is True
+    assert s2b.recipe["grpo_lead.repetition_reward"] == -1.5
+    assert s2a.data["prepare"][0] == s2b.data["prepare"][0] == "curriculum"
 
 
 def test_leash_targets_match_the_paper_setups():
@@ -101,7 +103,7 @@ def test_override_changes_the_rendered_flag():
 
 def test_to_dict_written_back_as_yaml_renders_the_same_command(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAD_RECIPES_RUN_DIR", str(tmp_path))
-    r = load_recipe("grpo-lead-14b-stage2")
+    r = load_recipe("grpo-lead-14b-stage2b")
     d = r.to_dict()
     copy = {k: d[k] for k in ("description", "entrypoint", "data", "resources", "openrlhf", "recipe")}
     path = tmp_path / "copy.yaml"
@@ -189,5 +191,6 @@ def test_extends_cycle_is_an_error(tmp_path):
 @pytest.mark.parametrize("name", [n for n in NAMES if load_recipe(n).data.get("prepare")])
 def test_recipe_data_prepare_is_a_valid_lead_recipes_data_command(name):
     from lead_recipes.data import build_parser
-    args = build_parser().parse_args(load_recipe(name).data["prepare"])
-    assert args.out == load_recipe(name).openrlhf["data.prompt_dataset"]
+    recipe = load_recipe(name)
+    args = build_parser().parse_args(recipe.data["prepare"])
+    assert args.out == recipe.openrlhf["data.prompt_dataset" if recipe.entrypoint == "train" else "data.dataset"]

@@ -1,0 +1,107 @@
+"""Checks of a loaded recipe that need no cluster: impossible resource layouts (caught before any allocation;
+OpenRLHF would assert only after Ray is up), a `data.max_samples` cut of a file that was not shuffled with a seed,
+and the number of training steps the recipe will run (`rollout_steps`). This module starts nothing.
+"""
+from __future__ import annotations
+
+import shlex
+
+
+REWARD_PLACEMENTS = ("every_node", "head", "none")
+
+
+class RecipeError(ValueError):
+    """A recipe is invalid; the message names the offending key and the file (re-exported by launchers.recipe)."""
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
+def check_seeded_selection(recipe) -> None:
+    """OpenRLHF keeps the first `data.max_samples` rows of the prompt file (before its own shuffle): only a file
+    written in a seeded random order (`lead-recipes data build|curriculum --seed`) makes those rows a random draw."""
+    if recipe.entrypoint != "train" or recipe.openrlhf.get("data.max_samples") is None:
+        return
+    prepare = [str(a) for a in recipe.data.get("prepare") or []]
+    if "--seed" not in prepare or _flag(prepare, "--out") != recipe.openrlhf.get("data.prompt_dataset"):
+        raise RecipeError(f"{recipe.path}: key 'data.max_samples': OpenRLHF keeps the first "
+                          f"{recipe.openrlhf['data.max_samples']} rows of data.prompt_dataset, so the file must be "
+                          "written in a seeded random order: give data.prepare a --seed and the same --out "
+                          f"(now: {shlex.join(prepare) or 'no data.prepare'})")
+
+
+def rollout_steps(recipe) -> int | None:
+    """Training steps (rollout batches; OpenRLHF's global_step) the recipe runs: episodes x rows // rollout batch.
+    rows = data.max_samples, or the exact `--rows` its data.prepare writes, whichever is smaller; None when the row
+    count is only known once the data is built."""
+    o = recipe.openrlhf
+    prepare = [str(a) for a in recipe.data.get("prepare") or []]
+    known = [int(x) for x in (o.get("data.max_samples"), _flag(prepare, "--rows")) if x is not None]
+    if recipe.entrypoint != "train" or not known:
+        return None
+    return int(o.get("train.num_episodes", 1)) * (min(known) // int(o.get("rollout.batch_size", 1024)))
+
+
+def check_layout(recipe) -> None:
+    """Impossible resource layouts, caught before any allocation (OpenRLHF would assert only after Ray is up)."""
+    o, r, where = recipe.openrlhf, recipe.resources, recipe.path
+    if r["reward_placement"] not in REWARD_PLACEMENTS:
+        raise RecipeError(f"{where}: key 'resources.reward_placement': {r['reward_placement']!r} is not one of "
+                          f"{list(REWARD_PLACEMENTS)}")
+    if r["nodes"] < 1 or r["gpus_per_node"] < 0:
+        raise RecipeError(f"{where}: key 'resources.nodes'/'resources.gpus_per_node': need nodes >= 1, gpus >= 0")
+    if recipe.entrypoint != "train":
+        return
+    if o.get("ckpt.disable_ds"):
+        raise RecipeError(f"{where}: key 'ckpt.disable_ds': resume after preemption needs DeepSpeed checkpoints "
+                          "(controller state lives in client_states); remove it")
+    if r["gpus_per_node"]:
+        for key in ("actor.num_gpus_per_node", "ref.num_gpus_per_node", "vllm.tensor_parallel_size"):
+            if key in o and int(o[key]) > r["gpus_per_node"]:
+                raise RecipeError(f"{where}: key '{key}' = {o[key]} exceeds resources.gpus_per_node = "
+                                  f"{r['gpus_per_node']} (a node cannot hold it)")
+    g = lambda role: int(o.get(f"{role}.num_nodes", 1)) * int(o.get(f"{role}.num_gpus_per_node", 8))  # noqa: E731
+    actor = g("actor")
+    engines, tp = o.get("vllm.num_engines"), int(o.get("vllm.tensor_parallel_size", 1))
+    colocate_all = bool(o.get("train.colocate_all")) and not o.get("train.async_enable")
+    if engines and colocate_all and engines * tp != actor:
+        raise RecipeError(f"{where}: key 'vllm.num_engines': under train.colocate_all, vllm.num_engines x "
+                          f"vllm.tensor_parallel_size ({engines} x {tp} = {engines * tp}) must equal the actor GPUs "
+                          f"(actor.num_nodes x actor.num_gpus_per_node = {actor})")
+    if (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")) and float(o.get("algo.kl.init_coef", 0.01)) > 0 \
+            and g("ref") != actor:
+        raise RecipeError(f"{where}: key 'ref.num_gpus_per_node': a colocated reference model needs the actor's "
+                          f"layout ({actor} GPUs), got {g('ref')}")
+    needs_ref = float(o.get("algo.kl.init_coef", 0.01)) > 0 or o.get("algo.kl.use_loss")
+    total = actor
+    if needs_ref and not (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")):
+        total += g("ref")
+    if engines and not colocate_all:
+        total += engines * tp
+    have = r["nodes"] * r["gpus_per_node"]
+    if have and total > have:
+        raise RecipeError(f"{where}: key 'resources.gpus_per_node': the layout needs {total} GPUs (actor {actor}"
+                          f"{', ref ' + str(g('ref')) if total > actor else ''}{', vLLM ' + str(engines * tp) if engines and not colocate_all else ''})"
+                          f" but resources give {r['nodes']} x {r['gpus_per_node']} = {have}")
+    for role in ("actor", "ref"):
+        if int(o.get(f"{role}.num_nodes", 1)) > r["nodes"]:
+            raise RecipeError(f"{where}: key '{role}.num_nodes' = {o.get(f'{role}.num_nodes')} exceeds resources.nodes "
+                              f"= {r['nodes']}")
+    batch, micro = int(o.get("train.batch_size", 128)), int(o.get("train.micro_batch_size", 1))
+    if not o.get("train.dynamic_batch_enable") and batch % (micro * actor):
+        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} is not divisible by train.micro_batch_size x "
+                          f"actor GPUs = {micro} x {actor}")
+    rollout = int(o.get("rollout.batch_size", 1024)) * int(o.get("rollout.n_samples_per_prompt", 1))
+    if rollout % batch:
+        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} must divide rollout.batch_size x "
+                          f"rollout.n_samples_per_prompt = {rollout}")
+    b_max = recipe.recipe.get("lead.b_max")
+    if recipe.recipe.get("method", "lead") == "lead" and b_max and o.get("rollout.max_new_tokens") \
+            and int(b_max) > int(o["rollout.max_new_tokens"]):
+        raise RecipeError(f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "
+                          f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, algorithms.md §8)")
+    new, max_len = o.get("rollout.max_new_tokens"), int(o.get("data.max_len", 2048))
+    if new is not None and int(new) >= max_len:
+        raise RecipeError(f"{where}: key 'rollout.max_new_tokens' = {new} leaves no room for the prompt within "
+                          f"data.max_len = {max_len}")
