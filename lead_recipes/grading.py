@@ -3,7 +3,9 @@
 What it does:
 - `STATUSES`, `Grade`, `REWARD_LOG_KEYS`, `reward_extra_logs` (the reward function's / server's `extra_logs`).
 - `Grader`: extracts the final answer under its extraction policy (`boxed` or `final_answer`, see
-  `lead_recipes.answers.EXTRACTION_POLICIES`; per call too), answers the cheap exact paths
+  `lead_recipes.answers.EXTRACTION_POLICIES`; per call too), rewrites answer forms math-verify misreads
+  (`lead_recipes.answer_forms.align_forms`: labelled lists, renamed function variables, inequalities vs intervals,
+  column vectors vs tuples, degrees-minutes), answers the cheap exact paths
   (`fast_verdict`, `explosive`) and its verdict cache in the caller, and sends the rest to math-verify 0.9.0
   (`verify(gold, pred)` order) in a lazily-created pebble process pool (spawn context, safe inside vLLM / Ray actors
   and threads) running `lead_recipes.grading_worker`. Every chunk gets a hard pebble timeout that starts when the
@@ -30,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from lead_recipes.answer_forms import align_forms
 from lead_recipes.answers import (EXTRACTION_ENV, EXTRACTION_POLICIES, MAX_ANSWER_CHARS,  # noqa: F401 - re-exported
                                   _rational, _to_text, check_extraction, explosive, extract_final_answer,
                                   fast_verdict, normalize_answer)
@@ -157,9 +160,9 @@ class Grader:
             gold_n = normalize_answer(gold_s) if gold_s is not None else ""
             if not gold_n or len(gold_n) > MAX_ANSWER_CHARS or len(extracted) > MAX_ANSWER_CHARS:
                 return self._done(out, "error", extracted, t0)
-            key = (gold_n, extracted)
-            verdict = fast_verdict(gold_n, extracted)
-            if verdict is None and extracted != gold_n and explosive(extracted):
+            key = align_forms(gold_n, extracted)     # e.g. `T(4)=9, T(5)=2` vs `9, 2` → both `(9, 2)`
+            verdict = fast_verdict(*key)
+            if verdict is None and key[1] != key[0] and explosive(key[1]):
                 return self._done(out, "timeout", extracted, t0)
             if verdict is None:
                 with self._lock:

@@ -1,0 +1,328 @@
+"""Answer forms a careful human grader accepts and math-verify 0.9 does not: exact, value-preserving rewrites of a
+(gold, answer) pair into forms math-verify compares correctly.
+
+What it does: `align_forms(gold, pred)` returns the pair rewritten, each rewrite only when the two sides are in
+different forms of the same kind:
+- a list in one `\\text{}` (`\\text{B,C}`) → the bare list `B, C`;
+- distinct labels on a list (`p=3, q=7`, `T(4)=9, T(5)=2`) against a bare list of the same length → both sides become
+  ordered tuples `(3, 7)`, so labelled values keep their order (a repeated label, `x=1, x=2`, is a solution list and
+  is left alone: math-verify compares bare lists as sets);
+- a function answer `g(t)=t^2+1` against `g(x)=x^2+1` or `x^2+1` → both bodies, the answer's variable renamed to the
+  gold's (only when the new name is not already used in the body);
+- an inequality, an inequality chain, a union of them (`x<-1 \\text{ or } x>2`), `x \\in [a,b)` or set-builder
+  notation (`\\{x \\mid 0<x<4\\}`) against an interval → interval notation `(0, 4)`; two such descriptions of a set
+  in one variable each (set-builder vs inequality, or different variable names) → both in interval notation;
+- a column vector `\\begin{pmatrix}1\\\\-2\\end{pmatrix}` (or `bmatrix`, `\\langle 1,-2\\rangle`) against a tuple →
+  the tuple `(1, -2)`;
+- degrees–minutes–seconds `30^\\circ 15'` → the exact number of degrees `\\frac{121}{4}^\\circ`.
+Endpoints, entries and values are moved verbatim (never parsed or evaluated here), so a wrong value stays wrong.
+Units, words, percent and currency signs need nothing from us: math-verify's LaTeX extractor already reads them.
+
+What it does not do: no sympy, no math-verify, no `eval`/`sympify`/`parse_expr` — regular expressions and brace
+matching only; it never decides a verdict (math-verify does, on the rewritten pair). A form it cannot read is left
+as it is.
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+_MAX_CHARS = 600        # longer answers are left as they are (rewrites are for short final answers)
+
+# ------------------------------------------------------------------------------------------------ splitting
+_OPEN, _CLOSE = "{([", "})]"
+
+
+def _top_split(s: str, seps: re.Pattern) -> list[str]:
+    """`s` split at matches of `seps` that are outside braces, parentheses and brackets (`\\left(`/`\\{` count)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        ch = s[i]
+        if ch == "\\" and s.startswith(("\\{", "\\}"), i):
+            depth += 1 if s[i + 1] == "{" else -1
+            i += 2
+            continue
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+        elif depth == 0:
+            m = seps.match(s, i)
+            if m and m.end() > i:
+                parts.append(s[start:i])
+                start = i = m.end()
+                continue
+        i += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
+
+
+_COMMA_RE = re.compile(r",|;|\\text\{\s*and\s*\}|\\quad|\\qquad")
+_OR_RE = re.compile(r"\\text\{\s*or\s*\}|\\(?:lor|vee|cup)\b|\bor\b")
+_VAR = r"(?:[A-Za-z]|\\(?:alpha|beta|gamma|theta|lambda|mu|phi|varphi|omega|tau|rho|sigma))(?:_\{?\w+\}?)?"
+_VAR_RE = re.compile(_VAR)
+_LABEL_RE = re.compile(rf"\s*({_VAR}(?:\s*\([^()=]{{1,40}}\))?)\s*=(?!=)\s*(.+)", re.S)
+_FUNC_RE = re.compile(rf"\s*([A-Za-z](?:_\{{?\w+\}}?)?)\s*\(\s*([A-Za-z])\s*\)\s*=(?!=)\s*(.+)", re.S)
+
+
+def _is_tuple(s: str) -> bool:
+    """`(a, b, ...)`: one pair of outer parentheses around ≥ 2 top-level items."""
+    s = re.sub(r"\\(?:left|right)(?=[()])", "", s.strip())
+    if not (s.startswith("(") and s.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch in _OPEN
+        depth -= ch in _CLOSE
+        if depth == 0 and i < len(s) - 1:
+            return False                         # `(a)+(b)`: the first parenthesis closes early
+    return len(_top_split(s[1:-1], _COMMA_RE)) > 1
+
+
+def _unwrap_text_list(s: str) -> str:
+    """`\\text{B,C}` / `\\textbf{B, C}` / `\\mathrm{B,C}` → `B, C` (a comma list of short items in one text box)."""
+    m = re.fullmatch(r"\\(?:text|textbf|mathrm|textrm|mbox)\{([^{}]{1,200})\}", s.strip())
+    if not m or "," not in m.group(1):
+        return s
+    items = [x.strip() for x in m.group(1).split(",")]
+    if all(re.fullmatch(r"\(?[A-Za-z0-9]{1,3}\)?", x) for x in items):
+        return ", ".join(items)
+    return s
+
+
+# ------------------------------------------------------------------------------------------------ labels, functions
+def _labelled(s: str) -> list[tuple[str, str]] | None:
+    """[(label, value)] when `s` is a list of ≥ 2 items that all carry a label (`p=3`, `T(4)=9`), else None."""
+    items = _top_split(s, _COMMA_RE)
+    if len(items) < 2:
+        return None
+    out = []
+    for it in items:
+        m = _LABEL_RE.fullmatch(it)
+        if m is None or "=" in m.group(2):
+            return None
+        out.append((re.sub(r"\s+", "", m.group(1)), m.group(2).strip()))
+    return out
+
+
+def _bare_list(s: str) -> list[str] | None:
+    """The items of a list with no `=` in any item (`9, 2` or `(9, 2)`), else None."""
+    body = s.strip()
+    if _is_tuple(body):
+        body = re.sub(r"\\(?:left|right)(?=[()])", "", body)[1:-1]
+    items = _top_split(body, _COMMA_RE)
+    if len(items) < 2 or any(not x or "=" in x for x in items):
+        return None
+    return items
+
+
+def _align_labels(gold: str, pred: str) -> tuple[str, str] | None:
+    for a, b, flip in ((gold, pred, False), (pred, gold, True)):
+        lab = _labelled(a)
+        bare = _bare_list(b) if lab else None
+        if lab and bare and len(lab) == len(bare) and len({k for k, _ in lab}) == len(lab):
+            ta = "(" + ", ".join(v for _, v in lab) + ")"
+            tb = "(" + ", ".join(bare) + ")"
+            return (tb, ta) if flip else (ta, tb)
+    return None
+
+
+_CMD_RE = re.compile(r"\\[A-Za-z]+")
+
+
+def _rename(expr: str, old: str, new: str) -> str:
+    """`expr` with the single-letter variable `old` renamed to `new` (letters inside command names untouched)."""
+    out, i = [], 0
+    for m in _CMD_RE.finditer(expr):
+        out.append(re.sub(rf"(?<![A-Za-z]){old}(?![A-Za-z])", new, expr[i:m.start()]))
+        out.append(m.group(0))
+        i = m.end()
+    out.append(re.sub(rf"(?<![A-Za-z]){old}(?![A-Za-z])", new, expr[i:]))
+    return "".join(out)
+
+
+def _letters(expr: str) -> set[str]:
+    """Single letters used as variables in `expr` (outside command names and `\\text{}`)."""
+    plain = _CMD_RE.sub(" ", re.sub(r"\\(?:text|mathrm|operatorname)\{[^{}]*\}", " ", expr))
+    return set(re.findall(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])", plain))
+
+
+def _align_function(gold: str, pred: str) -> tuple[str, str] | None:
+    fg, fp = _FUNC_RE.fullmatch(gold), _FUNC_RE.fullmatch(pred)
+    if fp is None and fg is None:
+        return None
+    if fg is not None and fp is not None:
+        if fg.group(1) != fp.group(1):
+            return None
+        gvar, gbody, pvar, pbody = fg.group(2), fg.group(3), fp.group(2), fp.group(3)
+    elif fp is not None:                         # gold is a bare body: its one variable names the answer's
+        gl = _letters(gold)
+        if len(gl) != 1 or "=" in gold:
+            return None
+        gvar, gbody, pvar, pbody = next(iter(gl)), gold, fp.group(2), fp.group(3)
+    else:
+        pl = _letters(pred)
+        if len(pl) != 1 or "=" in pred:
+            return None
+        gvar, gbody, pvar, pbody = fg.group(2), fg.group(3), next(iter(pl)), pred
+    if "=" in gbody or "=" in pbody:
+        return None
+    if pvar != gvar:
+        if gvar in _letters(pbody):              # the new name is taken: renaming would change the answer
+            return None
+        pbody = _rename(pbody, pvar, gvar)
+    return gbody.strip(), pbody.strip()
+
+
+# ------------------------------------------------------------------------------------------------ sets of reals
+_REL_RE = re.compile(r"\\(?:leqslant|geqslant|leq|geq|le|ge|lt|gt)(?![A-Za-z])|<=|>=|≤|≥|<|>")
+_REL_NAME = {"<": "<", "\\lt": "<", ">": ">", "\\gt": ">", "\\le": "<=", "\\leq": "<=", "\\leqslant": "<=",
+             "<=": "<=", "≤": "<=", "\\ge": ">=", "\\geq": ">=", "\\geqslant": ">=", ">=": ">=", "≥": ">="}
+_SETBUILDER_RE = re.compile(
+    rf"(?:\\left)?\\\{{\s*({_VAR})\s*(?:\\in\s*\\mathbb\{{R\}}\s*)?(?:\\mid|\\vert|\||:|\\colon)\s*(.+?)\s*(?:\\right)?\\\}}",
+    re.S)
+_IN_RE = re.compile(rf"\s*({_VAR})\s*\\in\s*(.+)", re.S)
+
+
+def _chain(s: str) -> tuple[str, str] | None:
+    """(variable, interval) for one inequality (chain) in one variable: `x > 2`, `-3 \\le x < 1`, `2 < m`."""
+    pieces, ops, pos = [], [], 0
+    for m in _REL_RE.finditer(s):
+        pieces.append(s[pos:m.start()].strip())
+        ops.append(_REL_NAME[m.group(0)])
+        pos = m.end()
+    pieces.append(s[pos:].strip())
+    if not ops or len(ops) > 2 or any(not p for p in pieces):
+        return None
+    vars_ = [i for i, p in enumerate(pieces) if _VAR_RE.fullmatch(p)]
+    if len(ops) == 2:
+        if vars_ != [1] and 1 not in vars_:
+            return None
+        if ops[0][0] != ops[1][0]:
+            return None                          # `a < x > b` is not an interval
+        lo, hi = (pieces[0], pieces[2]) if ops[0][0] == "<" else (pieces[2], pieces[0])
+        lo_open = (ops[0] if ops[0][0] == "<" else ops[1]) in ("<", ">")
+        hi_open = (ops[1] if ops[0][0] == "<" else ops[0]) in ("<", ">")
+        var = pieces[1]
+    else:
+        if len(vars_) != 1 or vars_[0] not in (0, 1):
+            return None
+        var, val = pieces[vars_[0]], pieces[1 - vars_[0]]
+        below = (ops[0][0] == "<") == (vars_[0] == 0)      # x < a  or  a > x
+        closed = "=" in ops[0]
+        lo, hi, lo_open, hi_open = ("-\\infty", val, True, not closed) if below else (val, "\\infty", not closed, True)
+    if var in (lo, hi) or (_VAR_RE.fullmatch(lo) and lo == var):
+        return None
+    for end in (lo, hi):
+        if re.search(rf"(?<![A-Za-z\\]){re.escape(var)}(?![A-Za-z])", end):
+            return None                          # the variable on both sides: not a plain bound
+    return var, f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+
+
+def _as_interval(s: str) -> tuple[str, str] | None:
+    """(variable, interval notation) for an inequality, a union of inequalities, `x \\in S` or set-builder notation
+    in one variable; None for anything else."""
+    s = s.strip()
+    m = _SETBUILDER_RE.fullmatch(s)
+    if m is not None:
+        s = m.group(2)
+        var_hint = m.group(1)
+    else:
+        var_hint = None
+    m = _IN_RE.fullmatch(s)
+    if m is not None and _looks_interval(m.group(2)):
+        return m.group(1), m.group(2).strip()
+    parts = _top_split(s, _OR_RE)
+    out, var = [], var_hint
+    for p in parts:
+        c = _chain(p)
+        if c is None or (var is not None and c[0] != var):
+            return None
+        var = c[0]
+        out.append(c[1])
+    return var, " \\cup ".join(out)
+
+
+def _looks_interval(s: str) -> bool:
+    """Interval notation (or a union of intervals): `(2,\\infty)`, `[-3, 1)`, `(0,4)`."""
+    items = _top_split(s, re.compile(r"\\cup\b|∪"))
+    return all(re.fullmatch(r"(?:\\left)?[(\[][^()\[\]]*,[^()\[\]]*(?:\\right)?[)\]]", x.replace(" ", ""))
+               and len(_top_split(x.strip()[1:-1], _COMMA_RE)) == 2 for x in items)
+
+
+def _align_sets(gold: str, pred: str) -> tuple[str, str] | None:
+    if not (_REL_RE.search(gold) or _REL_RE.search(pred) or "\\in" in gold or "\\in" in pred):
+        return None
+    gi, pi = _as_interval(gold), _as_interval(pred)
+    if gi and pi:
+        if gi[1] == gold.strip() or pi[1] == pred.strip():
+            return None
+        same_var = gi[0] == pi[0]
+        builder = bool(_SETBUILDER_RE.fullmatch(gold.strip()) or _SETBUILDER_RE.fullmatch(pred.strip()))
+        return (gi[1], pi[1]) if builder or not same_var else None
+    if gi and _looks_interval(pred):
+        return gi[1], pred
+    if pi and _looks_interval(gold):
+        return gold, pi[1]
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ vectors, angles
+_COLVEC_RE = re.compile(r"\\begin\{([pb]matrix)\}(.*?)\\end\{\1\}", re.S)
+_ANGLE_RE = re.compile(r"\\(?:left)?\\?langle(.*?)\\(?:right)?\\?rangle", re.S)
+
+
+def _column_to_tuple(s: str) -> str | None:
+    m = _COLVEC_RE.fullmatch(s.strip())
+    if m is not None:
+        if "&" in m.group(2):
+            return None
+        rows = [r.strip() for r in re.split(r"\\\\", m.group(2)) if r.strip()]
+        return "(" + ", ".join(rows) + ")" if len(rows) >= 2 else None
+    m = _ANGLE_RE.fullmatch(s.strip())
+    if m is not None and len(_top_split(m.group(1), _COMMA_RE)) >= 2:
+        return "(" + ", ".join(_top_split(m.group(1), _COMMA_RE)) + ")"
+    return None
+
+
+def _align_vectors(gold: str, pred: str) -> tuple[str, str] | None:
+    gv, pv = _column_to_tuple(gold), _column_to_tuple(pred)
+    if gv and (pv or _is_tuple(pred)):
+        return gv, pv or pred
+    if pv and _is_tuple(gold):
+        return gold, pv
+    return None
+
+
+_NUM = r"(\d{1,6}(?:\.\d{1,8})?)"
+_DMS_RE = re.compile(
+    rf"{_NUM}\s*(?:\^\s*\{{?\s*\\circ\s*\}}?|°|\\degree)\s*(?:{_NUM}\s*(?:'|′|\^\s*\{{?\s*\\prime\s*\}}?|\\prime))?\s*"
+    rf"(?:{_NUM}\s*(?:''|\"|″|\^\s*\{{?\s*\\prime\s*\\prime\s*\}}?|\\prime\s*\\prime))?")
+
+
+def _dms(s: str) -> str | None:
+    """`30^\\circ 15'` / `30° 15′ 36″` → exact degrees `\\frac{p}{q}^\\circ`; None unless minutes are present."""
+    m = _DMS_RE.fullmatch(s.strip())
+    if m is None or m.group(2) is None:
+        return None
+    v = Fraction(m.group(1)) + Fraction(m.group(2)) / 60 + Fraction(m.group(3) or 0) / 3600
+    body = str(v.numerator) if v.denominator == 1 else f"\\frac{{{v.numerator}}}{{{v.denominator}}}"
+    return body + "^\\circ"
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+def align_forms(gold: str, pred: str) -> tuple[str, str]:
+    """(gold, pred) rewritten into forms math-verify compares correctly (see the module docstring); unchanged when
+    no rewrite applies. Never raises."""
+    if len(gold) > _MAX_CHARS or len(pred) > _MAX_CHARS or gold == pred:
+        return gold, pred
+    try:
+        g, p = _unwrap_text_list(gold), _unwrap_text_list(pred)
+        g, p = _dms(g) or g, _dms(p) or p
+        for rule in (_align_vectors, _align_sets, _align_labels, _align_function):
+            out = rule(g, p)
+            if out is not None:
+                return out
+        return g, p
+    except (ValueError, ZeroDivisionError, RecursionError, IndexError):
+        return gold, pred

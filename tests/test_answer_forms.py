@@ -1,0 +1,166 @@
+"""Answer forms a careful human accepts and plain math-verify does not (lead_recipes.answer_forms): one property per
+test, then the reverse property for every form — the same form holding a perturbed value stays wrong (hypothesis).
+Verdicts come from the real math-verify (in this process for the property tests, in the pool for the wiring test)."""
+from __future__ import annotations
+
+import logging
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lead_recipes.answer_forms import align_forms
+from lead_recipes.answers import fast_verdict, normalize_answer
+from lead_recipes.grading import Grader
+from lead_recipes.grading_worker import _judge
+
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+
+def verdict(gold: str, pred: str) -> bool:
+    """What the Grader decides for an extracted answer, without the pool: rewrite, exact path, then math-verify."""
+    g, p = align_forms(normalize_answer(gold), normalize_answer(pred))
+    v = fast_verdict(g, p)
+    return _judge(g, p) if v is None else v
+
+
+# ------------------------------------------------------------------------------------------------ one form each
+def test_a_list_inside_one_text_box_equals_the_bare_list():
+    assert verdict(r"\text{B,C}", "B, C") and verdict("B, C", r"\text{B, C}")
+
+
+def test_function_labels_on_a_list_equal_the_bare_values_in_order():
+    assert verdict("9, 2", "T(4)=9, T(5)=2") and verdict("T(4)=9, T(5)=2", "9, 2")
+
+
+def test_labelled_values_keep_their_order():
+    assert not verdict("p=3, q=7", "7, 3")
+
+
+def test_a_repeated_label_is_a_solution_list_whose_order_does_not_matter():
+    assert verdict("x=1, x=2", "2, 1")
+
+
+def test_a_renamed_function_variable_is_the_same_function():
+    assert verdict("g(x)=x^2+1", "g(t)=t^2+1") and verdict("x^2+1", "g(t)=t^2+1")
+
+
+def test_renaming_onto_a_name_already_used_is_refused():
+    assert not verdict("g(x)=x+1", "g(t)=t+x")
+
+
+def test_an_inequality_equals_its_interval_either_way_round():
+    assert verdict(r"(2,\infty)", "m > 2") and verdict(r"[-3,1)", r"-3 \le x < 1")
+
+
+def test_set_builder_notation_equals_its_interval():
+    assert verdict("(0,4)", r"\{x \mid 0<x<4\}") and verdict(r"\{x : 0<x<4\}", "(0,4)")
+
+
+def test_a_union_of_inequalities_equals_the_union_of_intervals():
+    assert verdict(r"(-\infty,-1) \cup (2,\infty)", r"x<-1 \text{ or } x>2")
+
+
+def test_a_column_vector_equals_the_tuple_of_its_entries():
+    assert verdict(r"(1,-2)", r"\begin{pmatrix}1\\-2\end{pmatrix}")
+    assert verdict(r"\begin{bmatrix}1\\-2\\3\end{bmatrix}", r"\langle 1,-2,3\rangle")
+
+
+def test_ordered_tuples_stay_ordered():
+    assert not verdict("(1,2)", "(2,1)") and not verdict(r"\begin{pmatrix}1\\2\end{pmatrix}", "(2,1)")
+
+
+def test_solution_lists_are_unordered():
+    assert verdict("1, 2", "2, 1") and verdict("1, 2", r"x=2 \text{ or } x=1")
+
+
+def test_degrees_and_minutes_equal_decimal_degrees():
+    assert verdict(r"30^\circ 15'", r"30.25^\circ") and verdict("30.25", r"30^{\circ}15'")
+
+
+def test_units_words_percent_and_currency_are_read():
+    assert verdict(r"4\sqrt{2}\text{ cm}", r"4\sqrt2") and verdict(r"50\%", "50") and verdict(r"\$7.00", "7")
+
+
+def test_the_grader_applies_the_rewrites():
+    pairs = [("9, 2", "T(4)=9, T(5)=2"), ("(0,4)", r"\{x \mid 0<x<4\}"), ("(1,-2)", r"\begin{pmatrix}1\\-2\end{pmatrix}"),
+             ("g(x)=x^2+1", "g(t)=t^2+1"), (r"30^\circ 15'", r"30.25^\circ"), (r"\text{B,C}", "B, C")]
+    with Grader(timeout_s=2.0, workers=1) as g:
+        assert [x.status for x in g.grade_many([(a, None, b) for a, b in pairs])] == ["correct"] * len(pairs)
+
+
+def test_unreadable_forms_are_left_unchanged():
+    for pair in [("x^2", "y^2"), (r"\{x \mid x^2 < 4\}", "(-2,2)"), ("a < x > b", "(a,b)"), ("", "")]:
+        assert align_forms(*pair) == pair
+
+
+# ------------------------------------------------------------------------------------------------ a wrong value stays wrong
+ints = st.integers(-50, 50)
+nonzero = st.integers(-9, 9).filter(bool)
+
+
+def _forms(draw, wrong: bool) -> tuple[str, str]:
+    """(gold in one form, answer in another form), the answer's value perturbed when `wrong`."""
+    kind = draw(st.sampled_from(["text_list", "labels", "function", "interval", "setbuilder", "vector", "dms",
+                                 "tuple_order"]))
+    d = draw(nonzero) if wrong else 0
+    if kind == "text_list":
+        letters = draw(st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=3, unique=True))
+        other = [chr(ord(letters[-1]) + 5)] if wrong else [letters[-1]]
+        return r"\text{" + ",".join(letters) + "}", ", ".join(letters[:-1] + other)
+    if kind == "labels":
+        vals = draw(st.lists(ints, min_size=2, max_size=3))
+        got = list(vals)
+        got[draw(st.integers(0, len(vals) - 1))] += d
+        return ", ".join(f"T({i + 1})={v}" for i, v in enumerate(vals)), ", ".join(map(str, got))
+    if kind == "function":
+        a, b = draw(nonzero), draw(ints)
+        return f"g(x)={a}x^2+{b}", f"g(t)={a}t^2+{b + d}"
+    if kind in ("interval", "setbuilder"):
+        lo = draw(ints)
+        hi = lo + draw(st.integers(1, 20))
+        lc, hc = draw(st.booleans()), draw(st.booleans())
+        flip_bracket = wrong and draw(st.booleans())
+        if flip_bracket:
+            lc = not lc
+        lo_p = lo if flip_bracket else lo + d
+        gold = f"{'[' if lc != flip_bracket else '('}{lo},{hi}{']' if hc else ')'}"
+        le, lt = "\\le", "<"
+        ineq = f"{lo_p} {le if lc else lt} x {le if hc else lt} {hi}"
+        return gold, (ineq if kind == "interval" else f"\\{{x \\mid {ineq}\\}}")
+    if kind == "vector":
+        vals = draw(st.lists(ints, min_size=2, max_size=3))
+        got = list(vals)
+        got[draw(st.integers(0, len(vals) - 1))] += d
+        return r"\begin{pmatrix}" + r"\\".join(map(str, vals)) + r"\end{pmatrix}", "(" + ", ".join(map(str, got)) + ")"
+    if kind == "dms":
+        deg, mins = draw(st.integers(0, 359)), draw(st.integers(1, 59))
+        v = Fraction(deg) + Fraction(mins + d, 60)
+        return f"{deg}^\\circ {mins}'", f"\\frac{{{v.numerator}}}{{{v.denominator}}}^\\circ"
+    a, b = draw(ints), draw(ints)
+    if a == b:
+        b = a + 1
+    return f"({a},{b})", f"({b},{a})" if wrong else f"({a}, {b})"
+
+
+@st.composite
+def right_pairs(draw):
+    return _forms(draw, wrong=False)
+
+
+@st.composite
+def wrong_pairs(draw):
+    return _forms(draw, wrong=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(right_pairs())
+def test_every_form_with_the_right_value_is_correct(pair):
+    assert verdict(*pair), pair
+
+
+@settings(max_examples=60, deadline=None)
+@given(wrong_pairs())
+def test_every_form_with_a_perturbed_value_stays_wrong(pair):
+    assert not verdict(*pair), pair
