@@ -1,5 +1,5 @@
-"""The two stateful controllers: LEAD's EMA of the PSI target weights (§1.4 Eq. 7) and Leash's Lagrange
-multiplier λ with its Adam moments (§3.2, as decided in §8).
+"""The stateful controllers: LEAD's EMA of the PSI target weights (§1.4 Eq. 7), Leash's Lagrange multiplier λ
+with its Adam moments (§3.2, as decided in §8), and the composed method's pair of both under one flat state.
 
 Both work on plain Python floats (IEEE double) and keep nothing else, so `state_dict()` is JSON-able and a
 save → load round trip (JSON or torch checkpoint) restores the exact bits: a resumed run continues identically.
@@ -118,3 +118,32 @@ class LeashController:
         step = _int(state, "step", "leash")
         self.lam, self.m, self.v = vals
         self.step = step
+
+
+@dataclass
+class ComposedController:
+    """The composed method's controller: LEAD's PSI EMA (`psi`) and Leash's dual variable (`dual`), each with its
+    own update rule, saved as one flat state. Flat keys keep `lead-recipes replay` plotting both trajectories; the
+    dual optimiser's step count is stored as `dual_step` next to the EMA's `step`."""
+    psi: LeadController
+    dual: LeashController
+
+    def state_dict(self) -> dict:
+        dual = self.dual.state_dict()
+        dual["dual_step"] = dual.pop("step")
+        return {**self.psi.state_dict(), **dual}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            raise ValueError(f"composed controller state must be a dict, got {type(state).__name__}")
+        psi_keys = ("w_c", "w_l", "step", "lambda_c", "lambda_l")
+        dual_keys = ("lagrange_lambda", "adam_m", "adam_v", "dual_step")
+        unknown = sorted(set(state) - set(psi_keys) - set(dual_keys))
+        if unknown:
+            raise ValueError(f"composed controller state has unknown keys {unknown}")
+        psi, dual = LeadController(), LeashController()   # load into scratch copies first: all checked, then set
+        psi.load_state_dict({k: state[k] for k in psi_keys if k in state})
+        dual_step = _int(state, "dual_step", "composed")
+        dual.load_state_dict({**{k: state[k] for k in dual_keys[:3] if k in state}, "step": dual_step})
+        self.psi.load_state_dict(psi.state_dict())
+        self.dual.load_state_dict(dual.state_dict())

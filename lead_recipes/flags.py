@@ -160,6 +160,7 @@ _CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
     ("leash", "adam_eps"): (lambda v: v > 0, "> 0"),
     ("shorter_better", "alpha"): (lambda v: v > 0, "> 0"),
     ("shorter_better", "beta"): (lambda v: v >= 0, "≥ 0"),
+    ("composed", "budget_tokens"): (lambda v: v > 0, "> 0"),
 }
 
 
@@ -199,6 +200,9 @@ def validate_recipe(ns: Any) -> None:
         sec = getattr(ns, section)
         if sec.correct_weight == 0 and sec.length_weight == 0:
             raise ValueError(f"--recipe.{section}.correct_weight and --recipe.{section}.length_weight are both 0")
+    if ns.method == "composed" and ns.grpo_lead.ref_code_rejection_enable:
+        raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method composed "
+                         "(group rejection is a GRPO-LEAD training-loop option, not part of its reweighting)")
     le = ns.leash
     if not le.lambda_min <= le.lambda_max:
         raise ValueError(f"--recipe.leash.lambda_max must be ≥ --recipe.leash.lambda_min ({le.lambda_min}), "

@@ -3,7 +3,7 @@
 A method maps one rollout batch of M prompts × G rollouts (correctness, lengths, optional truncation/repetition
 flags) to per-rollout shaped rewards, per-rollout scalar advantages (before OpenRLHF broadcasts them over tokens) and
 a fixed set of named statistics. Each method lives in its own module as a pure tensor function; its `Method` class
-wraps that function and, for LEAD and Leash, a controller whose state goes into checkpoints.
+wraps that function and, for LEAD, Leash and the composed method, a controller whose state goes into checkpoints.
 
 This module does not import torch at import time (flags and recipes stay importable without the training stack)
 and holds no method math. DRPO is not offered: it is a loss, not an advantage (spec §8).
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-METHODS = ("grpo", "grpo-scalarized", "gdpo", "lead", "grpo-lead", "leash", "shorter-better")
+METHODS = ("grpo", "grpo-scalarized", "gdpo", "lead", "grpo-lead", "leash", "shorter-better", "composed")
 
 # method name -> (module, Method subclass); imported lazily so `import lead_recipes.methods` stays torch-free
 _REGISTRY = {
@@ -28,6 +28,7 @@ _REGISTRY = {
     "grpo-lead": ("lead_recipes.methods.grpo_lead", "GrpoLeadMethod"),
     "leash": ("lead_recipes.methods.leash", "LeashMethod"),
     "shorter-better": ("lead_recipes.methods.shorter_better", "ShorterBetterMethod"),
+    "composed": ("lead_recipes.methods.composed", "ComposedMethod"),
 }
 
 

@@ -115,6 +115,29 @@ class ShorterBetterConfig:
     beta: float = _f(0.001, "β, the per-token distance penalty (code: 0.001)")
 
 
+COMPOSED_CORRECT = ("binary", "signed", "grpo_lead")
+
+
+@dataclass(frozen=True)
+class ComposedConfig:
+    """The composed method: which parts of LEAD, GRPO-LEAD and Leash are on. Each part's own hyperparameters are
+    read from its method's section (--recipe.lead.*, --recipe.grpo_lead.*, --recipe.leash.*), never duplicated."""
+    correct_reward: str = _f("binary", "correctness channel: binary = 1[correct] (LEAD), signed = ±1 (Leash/DAPO), "
+                             "grpo_lead = exp(−α z) if correct else −1 (GRPO-LEAD, --recipe.grpo_lead.*)",
+                             COMPOSED_CORRECT)
+    length_reward: str = _f("lead", "length channel: lead = LEAD's r_l with PSI (or static) weights and BatchWhiten "
+                            "(--recipe.lead.*); none = the correctness channel alone, plain group normalisation",
+                            ("lead", "none"))
+    difficulty: str = _f("grpo_lead", "grpo_lead = GRPO-LEAD's logistic reweighting w(ρ) / w(1 − ρ) of the combined "
+                         "advantage (--recipe.grpo_lead.weight_min/weight_max/rho0/steepness); none = off",
+                         ("grpo_lead", "none"))
+    budget: str = _f("leash", "leash = a Lagrange multiplier λ (Adam, --recipe.leash.lr/lambda_*/adam_*) that adds "
+                     "−λ·max(0, l/L_t − 1) to the length channel (to the correctness channel when there is none); "
+                     "none = off", ("leash", "none"))
+    budget_tokens: float | None = _f(None, "L_t of the budget in tokens; default B_max / 2 (B_max = "
+                                     "--recipe.lead.b_max or the rollout max_new_tokens)")
+
+
 # flag section (the word after --recipe.) -> config class; the section is the method name with '-' → '_'
 SECTIONS = {
     "grpo_scalarized": ScalarizedConfig,
@@ -123,4 +146,5 @@ SECTIONS = {
     "grpo_lead": GrpoLeadConfig,
     "leash": LeashConfig,
     "shorter_better": ShorterBetterConfig,
+    "composed": ComposedConfig,
 }

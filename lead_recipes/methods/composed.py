@@ -1,0 +1,139 @@
+"""Composed method: LEAD's adaptive two-channel weighting, GRPO-LEAD's difficulty reweighting and a Leash length
+budget in one advantage step, each part switchable (--recipe.composed.*; design and reasons in docs/methods.md).
+
+  ok      = 1[correct] (binary, signed) or 1[correct ∧ ¬truncated] (grpo_lead, as GRPO-LEAD counts it)
+  r_c     = ok (binary) | 2·ok − 1 (signed) | exp(−α z) if ok else −1 (grpo_lead; arXiv 2504.09696 §3)
+  p       = λ_t · max(0, l/L_t − 1)                        budget (arXiv 2512.21540); 0 when off or λ_t = 0
+  two channels (length_reward = lead; arXiv 2605.09806 Eqs. 2–9):
+    r_l   = max(−1, r_l^LEAD − p)                          LEAD's Eq. 9 with the budget added to it
+    PSI statistics (Eqs. 4–6) on 1[ok] and r_l → EMA (Eq. 7) → λ_c, λ_l (or --recipe.lead.static_lambda_c)
+    Ã     = λ_c GroupNorm(r_c) + λ_l GroupNorm(r_l)        then difficulty, then BatchWhiten (Eq. 3)
+  one channel (length_reward = none):
+    r     = max(r_c − p, min(r_c, r_wrong))                 the penalty stops at a wrong answer's reward
+    Ã     = GroupNorm(r)                                   then difficulty; no whitening (plain GRPO / Leash)
+  difficulty: A' = Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ), ρ = mean_g ok  (GRPO-LEAD's logistic w)
+  dual (after the batch): ĝ = mean(l/L_t − 1), Adam step on −λ·ĝ, projected (controllers.LeashController)
+Every part off but one reduces to the existing method (tests/test_methods_composed.py). Part hyperparameters come
+from the lead / grpo_lead / leash sections; L_t = --recipe.composed.budget_tokens, default B_max / 2.
+"""
+from __future__ import annotations
+
+import torch
+
+from lead_recipes.controllers import ComposedController, LeadController, LeashController
+from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize, row_sums01, whiten
+from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig
+from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight
+from lead_recipes.methods.lead import _psi_statistics, _target_lengths, efficiency_reward
+
+PSI_STATS = ("solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l",
+             "potential_c", "potential_l", "psi_c", "psi_l", "target_lambda_c", "target_lambda_l", "ema_skipped")
+EXTRA_STATS = PSI_STATS + (
+    "lambda_c", "lambda_l", "target_length_mean", "reward_c_mean", "reward_l_mean", "whiten_mean", "whiten_std",
+    "difficulty_rho_mean", "budget_tokens", "constraint", "over_target_frac",
+    "clipped_frac", "budget_penalty_mean")
+
+
+def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
+             repetitive: torch.Tensor | None, b_max: float, budget_tokens: float, lam: float, parts: ComposedConfig,
+             lead_cfg: LeadConfig, grpo_lead_cfg: GrpoLeadConfig, psi: LeadController,
+             length_sum: float | None = None) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
+    """One composed step on a validated batch with budget multiplier `lam` (λ_t). Advances `psi` when the length
+    channel is on (its only side effect). Returns (rewards, advantages, ĝ for the dual update, statistics)."""
+    numel = correct.numel()
+    stats = dict.fromkeys(EXTRA_STATS, 0.0)
+    # correctness channel
+    if parts.correct_reward == "grpo_lead":
+        r_c, okf, n, _ = accuracy_reward(correct, lengths, truncated, repetitive, grpo_lead_cfg)
+        ok, n, wrong = correct & ~truncated, n.squeeze(1), -1.0
+    else:
+        ok = correct
+        okf = as_float(ok)
+        n = row_sums01(okf)
+        r_c, wrong = (okf * 2.0 - 1.0, -1.0) if parts.correct_reward == "signed" else (okf, 0.0)
+    n_ok = float(n.sum())
+    # budget: λ_t·max(0, l/L_t − 1), exactly 0 while λ_t = 0 (λ starts there and sits there under budget)
+    penalty, g_hat = None, 0.0
+    if parts.budget == "leash":
+        ratio = (lengths / float(budget_tokens)).sub_(1.0)
+        g_hat = float(ratio.mean())
+        over = ratio.clamp_min_(0.0)
+        stats.update(budget_tokens=float(budget_tokens), constraint=g_hat,
+                     over_target_frac=int(over.count_nonzero()) / numel)
+        if lam != 0.0:
+            penalty = over.mul_(lam)
+            stats["budget_penalty_mean"] = float(penalty.sum()) / numel
+    if parts.length_reward == "lead":
+        n1 = n.clamp_min(1.0)
+        target = _target_lengths(ok, okf, n, n1, lengths, b_max, lead_cfg.aggregator, lead_cfg.l_min)
+        r_l = efficiency_reward(lengths, target)
+        if penalty is not None:
+            r_l = r_l.sub_(penalty)
+            stats["clipped_frac"] = int((r_l < -1.0).count_nonzero()) / numel
+            r_l = r_l.clamp_min_(-1.0)
+        stats.update(_psi_statistics(okf, n, n1, r_l, lead_cfg.alpha))   # the reward the policy is trained on
+        stats.update(psi.update(stats["psi_c"], stats["psi_l"]))
+        lam_c, lam_l = psi.lambda_c, psi.lambda_l
+        a_c, a_l = group_normalize(torch.stack([r_c, r_l]))     # both channels in one pass (Eq. 2)
+        adv = a_c.mul_(lam_c).add_(a_l.mul_(lam_l))
+        stats.update(lambda_c=lam_c, lambda_l=lam_l, target_length_mean=float(target.sum()) / target.numel(),
+                     reward_l_mean=float(r_l.sum()) / numel)
+        rewards = r_c * lam_c + r_l * lam_l
+    else:
+        rewards = r_c
+        if penalty is not None:
+            shaped = r_c - penalty
+            floor = r_c.clamp_max(wrong)
+            stats["clipped_frac"] = int((shaped < floor).count_nonzero()) / numel
+            rewards = torch.maximum(shaped, floor)
+        adv = group_normalize(rewards)                        # reads its input, writes a new tensor
+        stats.update(lambda_c=1.0, lambda_l=0.0)
+    stats["reward_c_mean"] = float(r_c.sum()) / numel
+    if parts.difficulty == "grpo_lead":
+        adv = difficulty_reweight(adv, n.unsqueeze(1), grpo_lead_cfg)
+        stats["difficulty_rho_mean"] = n_ok / numel
+    if parts.length_reward == "lead":
+        adv, stats["whiten_mean"], stats["whiten_std"] = whiten(adv, lengths, lead_cfg.whiten, length_sum)
+    return rewards, adv, g_hat, stats
+
+
+class ComposedMethod(Method):
+    name = "composed"
+    STATS_KEYS = BASE_STATS + EXTRA_STATS + ("lagrange_lambda", "lagrange_lambda_next")
+
+    def __init__(self, config: ComposedConfig, lead: LeadConfig, grpo_lead: GrpoLeadConfig, leash: LeashConfig):
+        super().__init__(config)
+        if grpo_lead.ref_code_rejection_enable:
+            raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method "
+                             "composed (group rejection is a GRPO-LEAD training-loop option, not a reweighting)")
+        self.lead, self.grpo_lead, self.leash = lead, grpo_lead, leash
+        self.controller = ComposedController(
+            psi=LeadController(beta_ema=lead.beta_ema, lambda_min=lead.lambda_min,
+                               static_lambda_c=lead.static_lambda_c, decay_on_zero_psi=lead.ref_code_psi_decay_enable),
+            dual=LeashController(lr=leash.lr, beta1=leash.adam_beta1, beta2=leash.adam_beta2, eps=leash.adam_eps,
+                                 lambda_min=leash.lambda_min, lambda_max=leash.lambda_max,
+                                 constant=leash.constant_lambda_enable, lam=leash.lambda_init))
+
+    @classmethod
+    def from_recipe(cls, ns) -> "ComposedMethod":
+        return cls(ComposedConfig(**vars(ns.composed)), LeadConfig(**vars(ns.lead)),
+                   GrpoLeadConfig(**vars(ns.grpo_lead)), LeashConfig(**vars(ns.leash)))
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        b_max = self.lead.b_max or b.max_new_tokens
+        budget = self.config.budget_tokens or b_max / 2.0
+        budget_on = self.config.budget == "leash"
+        lam = self.controller.dual.lam if budget_on else 0.0
+        length_sum = float(b.lengths.sum())
+        r, a, g_hat, extra = composed(b.correct, b.lengths, b.truncated, b.repetitive, b_max, budget, lam,
+                                      self.config, self.lead, self.grpo_lead, self.controller.psi, length_sum)
+        extra["lagrange_lambda"] = lam
+        extra["lagrange_lambda_next"] = self.controller.dual.update(g_hat) if budget_on else lam
+        return finish(b, r, a, extra, length_sum=length_sum)
+
+    def _controller_state(self) -> dict:
+        return self.controller.state_dict()
+
+    def _load_controller_state(self, state: dict | None) -> None:
+        self.controller.load_state_dict(state)
