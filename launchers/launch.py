@@ -4,7 +4,8 @@ an existing Ray cluster (`ray job submit`) or to Slurm (`sbatch slurm/train.sbat
 It validates the recipe first (launchers.recipe: unknown keys, impossible layouts) and checks that a local prompt
 dataset exists (printing the `lead-recipes data` command that builds it). `--dry-run` prints the resolved command,
 the configuration and the submission command, and submits nothing. It does not start Ray or reward servers itself:
-that is OpenRLHF's job (--local), the cluster's (--ray-address) or slurm/train.sbatch's (--slurm).
+that is OpenRLHF's job (--local), the cluster's (--ray-address) or slurm/train.sbatch's (--slurm). `--chain` runs or
+submits the stages a recipe continues (launchers.chain).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from launchers.recipe import RecipeError, load_recipe, placeholders, recipe_names
+from launchers.recipe import RecipeError, load_recipe, placeholders, recipe_names, unseeded_file
 
 REPO = Path(__file__).resolve().parents[1]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the training step: run, or `lead-recipes train --dry-run/--preflight` (default run)")
     p.add_argument("--run-dir", help="run directory (default ${run}: $LEAD_RECIPES_RUN_DIR or ./runs/<recipe>)")
     p.add_argument("--no-data-check", action="store_true", help="submit even if the local prompt dataset is missing")
+    p.add_argument("--chain", action="store_true",
+                   help="also the stages RECIPE continues (`after:`), in order: --local runs them one after the other, "
+                        "--slurm submits dependent jobs (afterok); a stage without its prompt data gets a data step")
     s = p.add_argument_group("slurm (default: the recipe's resources section)")
     s.add_argument("--nodes", type=int)
     s.add_argument("--gpus-per-node", type=int)
@@ -130,6 +134,9 @@ def ray_command(recipe, args, cmd: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.chain:
+        from launchers import chain
+        return chain.main(args)
     saved = os.environ.get("LEAD_RECIPES_RUN_DIR")
     if args.run_dir:
         os.environ["LEAD_RECIPES_RUN_DIR"] = os.path.abspath(args.run_dir)
@@ -167,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run:
             print("# (printed only: choose --local, --ray-address ADDR or --slurm to run)")
         return 0
+    unseeded = unseeded_file(recipe)
+    if unseeded and not args.no_data_check:
+        print(f"lead-recipes launch: {unseeded} (--no-data-check to go ahead anyway)", file=sys.stderr)
+        return 2
     if missing and not args.no_data_check and args.train_mode == "run":
         print("lead-recipes launch: the prompt dataset is missing (see above); --no-data-check to submit anyway",
               file=sys.stderr)

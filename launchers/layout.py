@@ -4,6 +4,8 @@ and the number of training steps the recipe will run (`rollout_steps`). This mod
 """
 from __future__ import annotations
 
+import json
+import os
 import shlex
 
 
@@ -29,6 +31,20 @@ def check_seeded_selection(recipe) -> None:
                           f"{recipe.openrlhf['data.max_samples']} rows of data.prompt_dataset, so the file must be "
                           "written in a seeded random order: give data.prepare a --seed and the same --out "
                           f"(now: {shlex.join(prepare) or 'no data.prepare'})")
+
+
+def unseeded_file(recipe) -> str | None:
+    """Why an existing prompt file may not be cut by data.max_samples (its build report records no seed), or None."""
+    path = recipe.openrlhf.get("data.prompt_dataset")
+    if recipe.openrlhf.get("data.max_samples") is None or not path or not os.path.isfile(path):
+        return None
+    try:
+        seed = json.loads(open(f"{path}.report.json", encoding="utf-8").read()).get("seed")
+    except (OSError, ValueError):
+        seed = None
+    return None if seed is not None else (f"data.max_samples keeps the first rows of {path}, whose report "
+                                          f"({path}.report.json) records no shuffle seed; rebuild it with "
+                                          "the recipe's data.prepare")
 
 
 def rollout_steps(recipe) -> int | None:

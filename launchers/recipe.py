@@ -38,21 +38,24 @@ from typing import Any, Sequence
 import yaml
 
 from launchers.layout import (REWARD_PLACEMENTS, RecipeError, check_layout, check_seeded_selection,  # noqa: F401
-                              rollout_steps)
+                              rollout_steps, unseeded_file)
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 TOP_KEYS = ("description", "entrypoint", "extends", "after", "data", "resources", "openrlhf", "recipe")
 ENTRYPOINTS = {"train": "openrlhf.cli.train_ppo_ray", "sft": "openrlhf.cli.train_sft"}
 DATA_KEYS = ("prepare", "notes")
 # Layout of the job. gpus_per_node may be 0 (CPU-only dry runs); reward_placement: where `lead-recipes serve` runs.
+# Slurm: cpus_per_node None = the whole node's CPUs, mem "0" = all its memory; reward_port None = derived from the
+# job id (two jobs on a node differ); save_timeout None = sized from the model by slurm/train.sbatch.
 RESOURCE_KEYS = {
     "nodes": int, "gpus_per_node": int, "cpus_per_node": int, "partition": str, "account": str, "time": str,
     "reward_placement": str, "reward_port": int, "reward_workers": int, "signal_seconds": int, "requeue": bool,
-    "mem": str, "constraint": str, "qos": str,
+    "mem": str, "constraint": str, "qos": str, "save_timeout": int,
 }
 RESOURCE_DEFAULTS = {"nodes": 1, "gpus_per_node": 8, "cpus_per_node": None, "partition": None, "account": None,
-                     "time": "24:00:00", "reward_placement": "every_node", "reward_port": 5432, "reward_workers": None,
-                     "signal_seconds": 600, "requeue": True, "mem": None, "constraint": None, "qos": None}
+                     "time": "24:00:00", "reward_placement": "every_node", "reward_port": None, "reward_workers": None,
+                     "signal_seconds": 600, "requeue": True, "mem": "0", "constraint": None, "qos": None,
+                     "save_timeout": None}
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)(?::([A-Za-z0-9_.-]+))?\}")
 
 

@@ -226,3 +226,70 @@ def test_unknown_run_placeholder_and_unknown_predecessor_are_named(tmp_path):
     path.write_text("extends: lead-1.5b\nafter: no-such\n")
     with pytest.raises(RecipeError, match=r"'after'"):
         load_recipe(str(path))
+
+
+# ---------------------------------------------------------------- launch --chain
+CHAIN = ["grpo-lead-14b-sft", "grpo-lead-14b-stage1", "grpo-lead-14b-stage2a", "grpo-lead-14b-stage2b"]
+
+
+@pytest.fixture()
+def chain_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
+    monkeypatch.delenv("LEAD_RECIPES_RUN_DIR", raising=False)
+    return tmp_path
+
+
+def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dirs, monkeypatch):
+    from launchers import launch
+    bin_dir, log = chain_dirs / "bin", chain_dirs / "sbatch.log"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(   # stand-in: records its arguments, answers job ids 101, 102, ...
+        f'#!/bin/sh\nn=$(( $(wc -l < "{log}" 2>/dev/null || echo 0) + 101 ))\n'
+        f'printf "%s\\n" "$*" >> "{log}"\necho "$n;cluster"\n')
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    assert launch.main(["grpo-lead-14b-stage2b", "--chain", "--slurm", "--no-data-check", "--partition", "p"]) == 0
+    jobs = log.read_text().splitlines()
+    names = [j.split("--job-name=")[1].split()[0] for j in jobs]
+    assert names == [n + s for n in CHAIN for s in ("-data", "")]          # every stage's data is missing here
+    for i, job in enumerate(jobs):
+        dependency = [a for a in job.split() if a.startswith("--dependency=")]
+        assert dependency == ([f"--dependency=afterok:{100 + i}"] if i else []), job
+    for name in CHAIN:
+        assert (chain_dirs / "runs" / name / "launch.json").exists()
+
+
+def test_local_chain_runs_steps_in_order_and_stops_at_the_first_failure(chain_dirs, monkeypatch):
+    from launchers import chain, launch
+    calls = []
+
+    def fake_call(cmd):
+        calls.append(cmd)
+        return 3 if len(calls) == 4 else 0      # the stage-1 training step fails
+    monkeypatch.setattr(chain.subprocess, "call", fake_call)
+    assert launch.main(["grpo-lead-14b-stage2b", "--chain", "--local", "--no-data-check"]) == 3
+    kinds = [("data" if c[1] == "data" else "train") for c in calls]
+    assert kinds == ["data", "train", "data", "train"]
+    assert "openrlhf.cli.train_sft" in calls[1] and calls[3][calls[3].index("--actor.model_name_or_path") + 1] \
+        == str(chain_dirs / "runs" / "grpo-lead-14b-sft" / "hf")
+
+
+def test_chain_refuses_a_missing_source_unless_told(chain_dirs, capsys):
+    from launchers import launch
+    assert launch.main(["grpo-lead-14b-stage1", "--chain", "--local"]) == 2
+    assert "deepscaler_qwq32b.jsonl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("report, refused", [({"seed": None}, True), ({"seed": 0}, False), (None, True)])
+def test_launch_refuses_max_samples_on_a_file_built_without_a_seed(chain_dirs, monkeypatch, report, refused, capsys):
+    from launchers import launch
+    monkeypatch.setenv("LEAD_RECIPES_RUN_DIR", str(chain_dirs / "run"))
+    path = chain_dirs / "data" / "deepscaler_d25.jsonl"
+    path.parent.mkdir()
+    path.write_text('{"prompt": "p", "label": "1"}\n')
+    if report is not None:
+        path.with_name(path.name + ".report.json").write_text(json.dumps(report))
+    monkeypatch.setattr(launch.subprocess, "call", lambda cmd: 0)
+    assert launch.main(["grpo-lead-7b", "--local"]) == (2 if refused else 0)
+    assert ("no shuffle seed" in capsys.readouterr().err) == refused
