@@ -264,7 +264,8 @@ def test_replay_composed_writes_both_controller_trajectories(tmp_path, capsys):
              for s in (1, 2, 3)]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps(s) + "\n" for s in steps))
-    assert cli_main(["replay", str(src), "-o", str(out), "--recipe.method", "composed", "--recipe.leash.lr", "0.1"]) == 0
+    argv = ["replay", str(src), "-o", str(out), "--recipe.method", "composed", "--recipe.leash.lr", "0.1"]
+    assert cli_main(argv) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [ln["controller"]["dual_step"] for ln in lines] == [1, 2, 3]
     assert lines[-1]["controller"]["lagrange_lambda"] > 0 and lines[-1]["controller"]["step"] == 3

@@ -28,7 +28,8 @@ import torch
 from lead_recipes.flags import merge_recipe
 from lead_recipes.methods import METHODS, RolloutBatch, build_method
 from lead_recipes.methods.common import check_batch
-from lead_recipes.methods.config import GdpoConfig, GrpoLeadConfig, LeadConfig, ScalarizedConfig, ShorterBetterConfig
+from lead_recipes.methods.config import (ComposedConfig, GdpoConfig, GrpoLeadConfig, LeadConfig, ScalarizedConfig,
+                                         ShorterBetterConfig)
 
 
 def make_batch(prompts: int, n: int, cap: int, seed: int = 0) -> RolloutBatch:
@@ -63,6 +64,7 @@ def interleaved_medians(fns: dict, reps: int) -> dict[str, float]:
 def bare_functions(b: RolloutBatch):
     """The method functions alone on a pre-validated batch (controllers fresh each call)."""
     from lead_recipes.controllers import LeadController
+    from lead_recipes.methods.composed import composed
     from lead_recipes.methods.gdpo import gdpo
     from lead_recipes.methods.grpo import grpo, grpo_scalarized
     from lead_recipes.methods.grpo_lead import grpo_lead
@@ -78,6 +80,8 @@ def bare_functions(b: RolloutBatch):
         "grpo-lead": lambda: grpo_lead(c, l, b.truncated, None, GrpoLeadConfig()),
         "leash": lambda: leash(c, l, 4096.0, 0.1),
         "shorter-better": lambda: shorter_better(c, l, ShorterBetterConfig()),
+        "composed": lambda: composed(c, l, b.truncated, None, cap, cap / 2, 0.1, ComposedConfig(), LeadConfig(),
+                                     GrpoLeadConfig(), LeadController()),
     }
 
 
