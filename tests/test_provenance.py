@@ -68,7 +68,7 @@ def test_every_value_the_recipe_file_sets_has_a_row_with_that_value(name):
     missing = sorted(set(own) - set(rows))
     assert not missing, f"{name}: values without a provenance row in docs/recipes.md: {missing}"
     for key, value in own.items():
-        assert cell_value(rows[key][0]) == value, f"{name}: {key} is {value!r} in the file, {rows[key][0]!r} in the docs"
+        assert cell_value(rows[key][0]) == value, f"{name}: {key} = {value!r} in the file, {rows[key][0]!r} in the docs"
 
 
 @pytest.mark.parametrize("name", DOCUMENTED)
