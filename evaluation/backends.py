@@ -1,4 +1,5 @@
-"""Generation backends: vLLM offline engine, an OpenAI-compatible HTTP endpoint, and replay of saved generations.
+"""Generation backends: vLLM offline engine and an OpenAI-compatible HTTP endpoint (replay of saved generations
+is in replay.py, several vLLM engines in vllm_dp.py).
 
 Each backend takes `GenRequest`s and reports finished generations to a `sink(list[dict])` callback as they
 complete (the runner grades and fsyncs them, which is what makes runs resumable). A result row is
@@ -13,7 +14,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 Sink = Callable[[list[dict]], None]
 
@@ -211,57 +211,6 @@ class OpenAIBackend:
 
     def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
         asyncio.run(self._run(requests, gen, sink))
-
-    def close(self) -> None:
-        pass
-
-
-class ReplayBackend:
-    """Saved generations: a JSONL of {"benchmark", "id", "sample", "response", "num_tokens"?, "truncated"? or
-    "finish_reason"?}. `num_tokens` may be omitted when a tokenizer is given (then it is counted). Truncation comes
-    from the row, else from num_tokens ≥ max_new_tokens. A request with no saved row is an error listing the
-    missing keys; nothing is generated."""
-
-    name = "replay"
-    prompt_mode = "none"
-
-    def __init__(self, path: str | Path, tokenizer=None, chunk_size: int = 16384):
-        from evaluation.benchmarks import read_jsonl_file  # noqa: PLC0415
-        self.path, self.tokenizer, self.chunk_size = str(path), tokenizer, chunk_size
-        self.rows: dict[tuple, dict] = {}
-        for i, row in enumerate(read_jsonl_file(Path(path))):
-            try:
-                key = (str(row["benchmark"]), str(row["id"]), int(row["sample"]))
-                if not isinstance(row["response"], str):
-                    raise TypeError("response is not a string")
-            except (KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"{path}: row {i + 1} needs benchmark, id, sample, response ({e})") from None
-            if key in self.rows:
-                raise ValueError(f"{path}: duplicate generation {key}")
-            self.rows[key] = row
-
-    def info(self) -> dict:
-        return {"backend": self.name, "replay_path": self.path}
-
-    def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
-        missing = [(r.benchmark, r.id, r.sample) for r in requests if (r.benchmark, r.id, r.sample) not in self.rows]
-        if missing:
-            raise ValueError(f"{self.path} lacks {len(missing)} of the requested generations, e.g. {missing[:3]}")
-        for start in range(0, len(requests), self.chunk_size):
-            rows = []
-            for req in requests[start:start + self.chunk_size]:
-                row = self.rows[(req.benchmark, req.id, req.sample)]
-                num = row.get("num_tokens")
-                if num is None:
-                    if self.tokenizer is None:
-                        raise ValueError(f"{self.path}: {req.benchmark}/{req.id}/{req.sample} has no num_tokens "
-                                         "and no --tokenizer was given to count them")
-                    num = count_tokens(self.tokenizer, row["response"])
-                reason = row.get("finish_reason")
-                truncated = row["truncated"] if "truncated" in row else (
-                    reason == "length" if reason else int(num) >= gen.max_new_tokens)
-                rows.append(_row(req, row["response"], min(int(num), gen.max_new_tokens), reason, truncated))
-            sink(rows)
 
     def close(self) -> None:
         pass

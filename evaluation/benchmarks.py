@@ -8,8 +8,11 @@ It does not build prompts, generate or grade.
 """
 from __future__ import annotations
 
+import os
 import re
+import socket
 from dataclasses import dataclass
+from urllib.parse import urlparse
 from pathlib import Path
 
 from lead_recipes.jsonl import read_jsonl as read_jsonl_file  # also used by evaluation.backends
@@ -27,6 +30,11 @@ HUB_DEFAULTS = {
     "olympiadbench": ("Hothan/OlympiadBench", "train", {"id": "id", "problem": "question", "answer": "final_answer"},
                       "OE_TO_maths_en_COMP"),
 }
+
+
+class HubUnavailableError(FileNotFoundError):
+    """A hub benchmark that cannot be fetched (offline): the message names the local-directory option. A
+    FileNotFoundError, so every CLI that reports missing benchmark files reports this one as one line."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,7 @@ def load_benchmark(spec: str, data_dir: str | Path | None = None, limit: int | N
     if source is None and data_dir is not None:
         path = Path(data_dir) / f"{name}.jsonl"
         if not path.is_file():
-            raise FileNotFoundError(f"benchmark file {path} not found (expected <data-dir>/{name}.jsonl)")
+            raise FileNotFoundError(f"benchmark file {path} not found (expected <benchmarks dir>/{name}.jsonl)")
         problems = _rows_to_problems(name, read_jsonl_file(path), mapping, str(path))
     elif source is None or source.startswith("hf:"):
         problems = _load_hub(name, source[3:] if source else None, field_map)
@@ -125,8 +133,36 @@ def _load_hub(name: str, dataset: str | None, field_map: dict | None) -> list[Pr
         import datasets  # noqa: PLC0415 - optional dependency, only for hub sources
     except ImportError as e:
         raise ImportError("loading from the hub needs `datasets` (pip install 'lead-recipes[eval]')") from e
-    ds = datasets.load_dataset(dataset, config or None, split=split or "test")
+    offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
+                  for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    # Unreachable, the hub client retries for ~30 s and ends in a traceback; a 3 s probe turns that into one line.
+    # In offline mode the hub cache is tried instead (a cached copy still loads).
+    if not offline and not _hub_reachable():
+        raise HubUnavailableError(_hub_hint(name, f"the Hugging Face hub ({_hub_endpoint()}) cannot be reached"))
+    try:
+        ds = datasets.load_dataset(dataset, config or None, split=split or "test")
+    except (ConnectionError, OSError) as e:
+        raise HubUnavailableError(_hub_hint(name, f"hf:{dataset} is not available offline ({type(e).__name__})")) from None
     return _rows_to_problems(name, ds, mapping, f"hf:{dataset}:{split}:{config or ''}")
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    url = urlparse(_hub_endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
+def _hub_hint(name: str, reason: str) -> str:
+    return (f"{name}: {reason}; pass --data.benchmarks_dir DIR (or set LEAD_RECIPES_BENCHMARKS_DIR) to a directory "
+            f"holding {name}.jsonl with id, problem, answer")
 
 
 def load_benchmarks(specs, data_dir=None, limit=None, field_map=None) -> dict[str, list[Problem]]:

@@ -10,7 +10,13 @@ import sys
 from pathlib import Path
 
 from evaluation.benchmarks import BENCHMARKS
-from evaluation.protocols import PRESETS, PROMPT_TEMPLATES
+from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, PROMPT_TEMPLATES, canonical
+
+BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
+# GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
+_GEN_FLAGS = {"temperature": "temperature", "top_p": "top_p", "min_p": "min_p", "top_k": "top_k", "seed": "seed",
+              "max_new_tokens": "max_new_tokens", "chat_template_enable": "chat_template_enable",
+              "system_prompt": "system_prompt", "prompt_template": "prompt_template"}
 
 
 def _int_list(text: str) -> list[int]:
@@ -38,17 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
     p.add_argument("--backend", required=True, choices=("vllm", "openai", "replay"))
     p.add_argument("--model", help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)")
-    p.add_argument("--benchmarks", default=",".join(BENCHMARKS),
-                   help="comma-separated: names (%(default)s), or name=path.jsonl / name=hf:owner/dataset:split")
-    p.add_argument("--preset", default="sober", choices=sorted(PRESETS))
-    p.add_argument("--data-dir", help="directory with <benchmark>.jsonl files (default: the HF hub copies)")
+    p.add_argument("--benchmarks", help=f"comma-separated: names ({','.join(BENCHMARKS)}), or name=path.jsonl / "
+                   "name=hf:owner/dataset:split (default: the preset's paper set; replay: the file's benchmarks)")
+    p.add_argument("--preset", default="sober", choices=sorted(PRESETS) + sorted(ALIASES),
+                   help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size (grpo-lead = 14b)")
+    p.add_argument("--data.benchmarks_dir", "--data-dir", dest="data.benchmarks_dir",
+                   default=os.environ.get(BENCHMARKS_DIR_ENV) or None,
+                   help=f"directory with <benchmark>.jsonl files (default ${BENCHMARKS_DIR_ENV}, else the HF hub)")
     p.add_argument("--field-map", type=_field_map, help="column names for custom/hub sources, e.g. "
                    "problem=question,answer=final_answer,id=unique_id")
     p.add_argument("--output", required=True, help="run directory (rerun the same command to resume)")
     p.add_argument("--base", help="base-model run directory or summary.json: adds AES to the summary")
     g = p.add_argument_group("protocol overrides (default: the preset's value; all recorded in summary.json)")
     g.add_argument("--max-new-tokens", type=int)
-    g.add_argument("--n", type=int, help="samples per problem for every benchmark")
+    g.add_argument("--n", type=int, help="samples per problem for every benchmark (replay: default from the file)")
     g.add_argument("--temperature", type=float)
     g.add_argument("--top-p", type=float)
     g.add_argument("--min-p", type=float)
@@ -57,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--limit", type=int, help="first N problems of each benchmark (smoke runs)")
     g.add_argument("--prompt-template", help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}")
     g.add_argument("--system-prompt")
-    g.add_argument("--chat_template_enable", action=argparse.BooleanOptionalAction, default=True,
+    g.add_argument("--chat_template_enable", action=argparse.BooleanOptionalAction,
                    help="apply the model's chat template (default on)")
     g.add_argument("--tokenizer", help="tokenizer for chat templates / token counts (replay, openai completions)")
     g.add_argument("--budgets", type=_int_list, help="token budgets for the sweep, e.g. 1024,2048,4096")
@@ -73,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     v = p.add_argument_group("vllm backend")
     v.add_argument("--vllm.dtype", dest="vllm.dtype", default="auto")
     v.add_argument("--vllm.tensor_parallel_size", dest="vllm.tensor_parallel_size", type=int, default=1)
+    v.add_argument("--vllm.data_parallel_size", dest="vllm.data_parallel_size", type=int,
+                   help="engines, each on its own tensor_parallel_size GPUs, requests sharded between them "
+                        "(default: visible GPUs // tensor_parallel_size, 1 without GPUs)")
     v.add_argument("--vllm.gpu_memory_utilization", dest="vllm.gpu_memory_utilization", type=float,
                    help="default 0.9 on GPU, 0.3 on CPU (there it is a fraction of NUMA-node memory)")
     v.add_argument("--vllm.max_model_len", dest="vllm.max_model_len", type=int)
@@ -93,18 +105,19 @@ def build_compare_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_backend(args, gen):
-    from evaluation import backends  # noqa: PLC0415
+def make_backend(args, gen, tok, replay=None):
+    from evaluation import backends, vllm_dp  # noqa: PLC0415
     a = vars(args)
-    tok = backends.load_tokenizer(args.tokenizer) if args.tokenizer else None
     if args.backend == "vllm":
         if not args.model:
             raise ValueError("--backend vllm needs --model")
-        return backends.VLLMBackend(args.model, dtype=a["vllm.dtype"],
-                                    tensor_parallel_size=a["vllm.tensor_parallel_size"],
-                                    gpu_memory_utilization=a["vllm.gpu_memory_utilization"],
-                                    max_model_len=a["vllm.max_model_len"],
-                                    enforce_eager=a["vllm.enforce_eager_enable"], seed=gen.seed), tok
+        engine = dict(dtype=a["vllm.dtype"], tensor_parallel_size=a["vllm.tensor_parallel_size"],
+                      gpu_memory_utilization=a["vllm.gpu_memory_utilization"], max_model_len=a["vllm.max_model_len"],
+                      enforce_eager=a["vllm.enforce_eager_enable"], seed=gen.seed)
+        dp = vllm_dp.data_parallel_size(a["vllm.data_parallel_size"], a["vllm.tensor_parallel_size"])
+        if dp > 1:
+            return vllm_dp.DataParallelVLLM(args.model, dp, **engine)
+        return backends.VLLMBackend(args.model, **engine)
     if args.backend == "openai":
         if not args.model:
             raise ValueError("--backend openai needs --model (the served model name)")
@@ -113,50 +126,92 @@ def make_backend(args, gen):
                              "(or use the chat endpoint, or --no-chat_template_enable)")
         return backends.OpenAIBackend(a["openai.base_url"], args.model, endpoint=a["openai.endpoint"],
                                       api_key=a["openai.api_key"], concurrency=a["openai.concurrency"],
-                                      retries=a["openai.retries"], timeout_s=a["openai.timeout_s"],
-                                      tokenizer=tok), tok
-    if not a["replay.path"]:
-        raise ValueError("--backend replay needs --replay.path")
-    return backends.ReplayBackend(a["replay.path"], tokenizer=tok), tok
+                                      retries=a["openai.retries"], timeout_s=a["openai.timeout_s"], tokenizer=tok)
+    return replay
+
+
+def _sources(specs: list[str], data_dir: str | None) -> dict:
+    from evaluation.benchmarks import parse_spec  # noqa: PLC0415
+    out = {}
+    for spec in specs:
+        name, source = parse_spec(spec)
+        out[name] = source or (str(Path(data_dir) / f"{name}.jsonl") if data_dir else "hf-hub default")
+    return out
+
+
+def benchmark_specs(args, replay=None) -> list[str]:
+    """--benchmarks as given, else the replay file's benchmarks, else the preset's paper set."""
+    if args.benchmarks:
+        return [s.strip() for s in args.benchmarks.split(",") if s.strip()]
+    return replay.benchmarks() if replay else list(DEFAULT_BENCHMARKS[canonical(args.preset)])
 
 
 def run_main(argv: list[str]) -> int:
     from evaluation import protocols, run  # noqa: PLC0415
-    from evaluation.benchmarks import load_benchmarks, parse_spec  # noqa: PLC0415
+    from evaluation.benchmarks import load_benchmarks  # noqa: PLC0415
     args = build_parser().parse_args(argv)
+    a = vars(args)
     try:
+        if args.preset in ALIASES:
+            print(f"lead-recipes eval: --preset {args.preset} is now {canonical(args.preset)} "
+                  "(use grpo-lead-7b for 7B models: 8k cap)", file=sys.stderr)
+        tok = None
+        if args.tokenizer:
+            from evaluation.backends import load_tokenizer  # noqa: PLC0415
+            tok = load_tokenizer(args.tokenizer)
+        given = {field: a[dest] for field, dest in _GEN_FLAGS.items() if a[dest] is not None}
+        replay = None
+        if args.backend == "replay":
+            from evaluation.replay import ReplayBackend  # noqa: PLC0415
+            if not a["replay.path"]:
+                raise ValueError("--backend replay needs --replay.path")
+            explicit = set(given) | ({"prompt_template_name"} if "prompt_template" in given else set())
+            replay = ReplayBackend(a["replay.path"], tokenizer=tok, explicit=explicit)
         gen = protocols.resolve(args.preset, temperature=args.temperature, top_p=args.top_p, min_p=args.min_p,
                                 top_k=args.top_k, max_new_tokens=args.max_new_tokens, n=args.n, seed=args.seed,
                                 prompt_template=args.prompt_template,
-                                chat_template_enable=args.chat_template_enable, system_prompt=args.system_prompt)
-        specs = [s.strip() for s in args.benchmarks.split(",") if s.strip()]
-        benchmarks = load_benchmarks(specs, args.data_dir, args.limit, args.field_map)
-        sources = {parse_spec(s)[0]: (parse_spec(s)[1] or
-                                      (str(Path(args.data_dir) / f"{parse_spec(s)[0]}.jsonl") if args.data_dir
-                                       else "hf-hub default")) for s in specs}
+                                chat_template_enable=args.chat_template_enable, system_prompt=args.system_prompt,
+                                n_per_benchmark=replay.n_per_benchmark() if replay and args.n is None else None)
+        if replay:
+            gen = replay.resolve(gen, given)
+        specs = benchmark_specs(args, replay)
+        data_dir = a["data.benchmarks_dir"]
+        benchmarks = load_benchmarks(specs, data_dir, args.limit, args.field_map)
         base = run.load_summary(args.base) if args.base else None
-        backend, tok = make_backend(args, gen)
-        summary = run.run_eval(gen, benchmarks, backend, args.output, model=args.model, base=base,
-                               budgets=args.budgets, tokenizer=tok, limit=args.limit, sources=sources,
-                               progress=args.progress_enable, plots=args.plots_enable)
+        backend = make_backend(args, gen, tok, replay)
+        try:
+            summary = run.run_eval(gen, benchmarks, backend, args.output, model=args.model, base=base,
+                                   budgets=args.budgets, tokenizer=tok, limit=args.limit,
+                                   sources=_sources(specs, data_dir), progress=args.progress_enable,
+                                   plots=args.plots_enable)
+        finally:
+            backend.close()
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"lead-recipes eval: error: {e}", file=sys.stderr)
         return 2
     avg = summary["average"]
     print(f"average accuracy {100 * avg['accuracy']:.2f}%, mean length {avg['mean_length']:.1f} tokens "
-          f"over {avg['n_benchmarks']} benchmarks; report: {Path(args.output) / 'report.md'}")
+          f"over {avg['set']['label']} ({avg['set']['note']}); report: {Path(args.output) / 'report.md'}")
     return 0
+
+
+def _run_label(path: str, summary: dict) -> str:
+    """A run's label in comparisons: the --model it evaluated, else its directory name."""
+    p = Path(path)
+    return summary.get("config", {}).get("model") or (p.name if p.is_dir() else p.parent.name)
 
 
 def compare_main(argv: list[str]) -> int:
     from evaluation import report, run  # noqa: PLC0415
     args = build_compare_parser().parse_args(argv)
     try:
-        runs = [(Path(r).name if Path(r).is_dir() else Path(r).parent.name, run.load_summary(r)) for r in args.runs]
-        base = None
-        if args.base:
-            bp = Path(args.base)
-            base = (bp.name if bp.is_dir() else bp.parent.name, run.load_summary(args.base))
+        loaded = [(r, run.load_summary(r)) for r in args.runs + ([args.base] if args.base else [])]
+        labels = [_run_label(r, s) for r, s in loaded]
+        # two runs of one model (e.g. two presets) keep apart by their directory names
+        labels = [f"{lb} ({Path(r).name if Path(r).is_dir() else Path(r).parent.name})" if labels.count(lb) > 1
+                  else lb for lb, (r, _) in zip(labels, loaded)]
+        pairs = [(lb, s) for lb, (_, s) in zip(labels, loaded)]
+        runs, base = (pairs[:-1], pairs[-1]) if args.base else (pairs, None)
         result = report.compare(runs, base, Path(args.output) if args.output else None)
     except (ValueError, FileNotFoundError, KeyError) as e:
         print(f"lead-recipes eval compare: error: {e}", file=sys.stderr)

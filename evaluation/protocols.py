@@ -4,14 +4,20 @@ Presets (algorithms.md §4.2, §2.1, §8):
 - `sober` (Hochlehnert et al. 2025, arXiv 2504.07086, as used by LEAD): temperature 0.8, top-p 0.9, n = 10 for
   AIME24/AIME25/AMC23 and n = 3 for MATH-500/OlympiadBench (one seed per sample: seed + s), lighteval's
   MATH_QUERY_TEMPLATE, chat template on, max new tokens 32768 (lighteval's default; LEAD's is not stated).
-- `grpo-lead` (Zhang & Zuo 2025, arXiv 2504.09696): temperature 0.6, n = 32, Pass@1 and Cons@32, the DeepScaleR
-  prompt "{problem} Let's think step by step and output the final answer within \\boxed{}.", max new tokens 14000
-  (the repo README's "14k" cap; the README's min_p 0.01 is not in the paper, so it is off unless --min-p is given).
-Every field can be overridden; the resolved values are what the run records. It does not generate or score.
+- `grpo-lead-7b` / `grpo-lead-14b` (Zhang & Zuo 2025, arXiv 2504.09696 §4.3-4.4): temperature 0.6, n = 32, Pass@1
+  and Cons@32, the DeepScaleR prompt "{problem} Let's think step by step and output the final answer within
+  \\boxed{}.", AIME24 and AIME25 only (the paper's tables), max new tokens 8192 for 7B models ("8k ... matching the
+  training length limit") and 14336 for 14B ("14k", read as 14 × 1024 like the 14B training length). The authors'
+  README adds min_p 0.01, which the paper does not state: off unless --min-p is given. `grpo-lead` is the old name
+  of `grpo-lead-14b`.
+Every field can be overridden; the resolved values are what the run records. `PROVENANCE` says, per preset, which
+public harness it mirrors and where we differ (recorded in summary.json). It does not generate or score.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+
+from evaluation.benchmarks import BENCHMARKS as ALL_BENCHMARKS
 
 PROMPT_TEMPLATES = {
     # lighteval MATH_QUERY_TEMPLATE (Sober-Reasoning / LEAD evaluation).
@@ -56,25 +62,92 @@ PRESETS = {
                        n_per_benchmark={"aime2024": 10, "aime2025": 10, "amc2023": 10, "math500": 3,
                                         "olympiadbench": 3},
                        n_default=3, prompt_template_name="sober", prompt_template=PROMPT_TEMPLATES["sober"]),
-    "grpo-lead": GenConfig(preset="grpo-lead", temperature=0.6, top_p=1.0, min_p=0.0, top_k=-1,
-                           max_new_tokens=14000, n_per_benchmark={}, n_default=32,
-                           prompt_template_name="deepscaler", prompt_template=PROMPT_TEMPLATES["deepscaler"]),
+    "grpo-lead-7b": GenConfig(preset="grpo-lead-7b", temperature=0.6, top_p=1.0, min_p=0.0, top_k=-1,
+                              max_new_tokens=8192, n_per_benchmark={}, n_default=32,
+                              prompt_template_name="deepscaler", prompt_template=PROMPT_TEMPLATES["deepscaler"]),
+    "grpo-lead-14b": GenConfig(preset="grpo-lead-14b", temperature=0.6, top_p=1.0, min_p=0.0, top_k=-1,
+                               max_new_tokens=14336, n_per_benchmark={}, n_default=32,
+                               prompt_template_name="deepscaler", prompt_template=PROMPT_TEMPLATES["deepscaler"]),
+}
+ALIASES = {"grpo-lead": "grpo-lead-14b"}
+# The benchmarks each paper reports; a run's default set, and the set its summary average is labelled against.
+DEFAULT_BENCHMARKS = {"sober": ALL_BENCHMARKS, "grpo-lead-7b": ("aime2024", "aime2025"),
+                      "grpo-lead-14b": ("aime2024", "aime2025")}
+
+_LIGHTEVAL = "https://github.com/huggingface/lighteval"
+_SOBER = "https://github.com/zhikaili1150/sober-reasoning"  # a LEAD co-author's fork of the Sober harness
+_GRPO_LEAD = "https://github.com/aeroplanepaper/GRPO-LEAD"
+_GRPO_LEAD_DIFFS = [
+    "Pass@1 is the mean over the 32 samples (avg@32); the paper does not say how it computed it",
+    "Cons@32 clusters answers with math-verify equivalence, ties to the earliest sample; the paper releases no "
+    "voting code",
+    "min_p 0.01 (authors' README, not the paper) is off unless --min-p 0.01 is given",
+    "top-p 1.0 and no system prompt: the paper states neither; chat template on (DeepSeek-R1-Distill models)",
+    "grading with this package's grader, not the authors' deepscaler reward function",
+]
+PROVENANCE = {
+    "sober": {
+        "paper": "LEAD (arXiv 2605.09806, evaluation setup) following Sober Reasoning (Hochlehnert et al. 2025, "
+                 "arXiv 2504.07086)",
+        "mirrors": f"the Sober Reasoning lighteval + vLLM setup ({_SOBER}, main.py / lighteval_tasks.py; "
+                   f"{_LIGHTEVAL} MATH_QUERY_TEMPLATE)",
+        "paper_benchmarks": list(ALL_BENCHMARKS),
+        "differences": [
+            "one run with n samples per problem, sample s seeded seed + s, instead of n separate lighteval runs "
+            "with seeds 0..n-1 (same sampling distribution; texts differ from lighteval's)",
+            "max new tokens 32768 is lighteval's default; LEAD does not state its evaluation cap",
+            "length = generated tokens as the engine counts them (no BOS); Sober re-encodes the text with BOS (+1)",
+            "grading with this package's grader (math-verify based) rather than lighteval's extractive_match",
+        ],
+    },
+    "grpo-lead-7b": {
+        "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 7B models: §4.3 (8k test length), §4.4",
+        "mirrors": f"the paper's evaluation protocol; the authors' scripts ({_GRPO_LEAD}) for the prompt",
+        "paper_benchmarks": ["aime2024", "aime2025"],
+        "differences": ["8k read as 8192 tokens"] + _GRPO_LEAD_DIFFS,
+    },
+    "grpo-lead-14b": {
+        "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 14B models: §4.3 (14k test length), §4.4, §5.3",
+        "mirrors": f"the paper's evaluation protocol; the authors' scripts ({_GRPO_LEAD}) for the prompt",
+        "paper_benchmarks": ["aime2024", "aime2025"],
+        "differences": ["14k read as 14336 tokens, the 14B training generation length (the authors' README "
+                        "says 14k; the old `grpo-lead` preset used 14000)"] + _GRPO_LEAD_DIFFS,
+    },
 }
 
 
-def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None, max_new_tokens=None, n=None,
-            seed=None, prompt_template=None, chat_template_enable=None, system_prompt=None) -> GenConfig:
-    """Preset + overrides → GenConfig. `n` overrides every benchmark's sample count; `prompt_template` is a
-    template name from PROMPT_TEMPLATES or a literal containing "{problem}". Invalid values raise ValueError."""
-    if preset not in PRESETS:
+def canonical(preset: str) -> str:
+    """A preset name with old spellings mapped to the current one (ValueError for an unknown name)."""
+    name = ALIASES.get(preset, preset)
+    if name not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    cfg = PRESETS[preset]
+    return name
+
+
+def benchmark_set(preset: str, names) -> dict:
+    """What a summary's average covers: the benchmarks, and whether they are the preset's paper set."""
+    names, paper = list(names), list(DEFAULT_BENCHMARKS[canonical(preset)])
+    same = sorted(names) == sorted(paper)
+    return {"benchmarks": names, "label": "+".join(names),
+            "paper_set": same, "note": ("the paper's benchmark set" if same else
+                                        f"differs from the paper's set ({'+'.join(paper)})")}
+
+
+def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None, max_new_tokens=None, n=None,
+            seed=None, prompt_template=None, chat_template_enable=None, system_prompt=None,
+            n_per_benchmark: dict | None = None) -> GenConfig:
+    """Preset + overrides → GenConfig. `n` overrides every benchmark's sample count (`n_per_benchmark`, e.g. read
+    from a replay file, sets them one by one; `n` wins); `prompt_template` is a template name from
+    PROMPT_TEMPLATES or a literal containing "{problem}". Invalid values raise ValueError."""
+    cfg = PRESETS[canonical(preset)]
     changes = {k: v for k, v in dict(temperature=temperature, top_p=top_p, min_p=min_p, top_k=top_k,
                                      max_new_tokens=max_new_tokens, seed=seed,
                                      chat_template_enable=chat_template_enable,
                                      system_prompt=system_prompt).items() if v is not None}
     if n is not None:
         changes.update(n_per_benchmark={}, n_default=int(n))
+    elif n_per_benchmark:
+        changes.update(n_per_benchmark={k: int(v) for k, v in n_per_benchmark.items()})
     if prompt_template is not None:
         if prompt_template in PROMPT_TEMPLATES:
             changes.update(prompt_template_name=prompt_template, prompt_template=PROMPT_TEMPLATES[prompt_template])

@@ -1,5 +1,5 @@
 """Reports and plots from summary dicts: per-run report.md/report.csv, the accuracy-vs-length frontier across runs,
-budget curves, and the side-by-side comparison table with AES (`lead-recipes eval compare`).
+one run's accuracy, length and length histogram (run.png), budget curves, and the side-by-side comparison table with AES (`lead-recipes eval compare`).
 
 Matplotlib (Agg) is imported lazily, only to draw. It does not generate, grade or compute metrics beyond
 calling `metrics.aes_report` for comparisons.
@@ -56,12 +56,18 @@ def _csv(rows: list[dict]) -> str:
 
 def render_markdown(summary: dict) -> str:
     gen = summary["config"]["generation"]
+    chat = gen["chat_template_enable"]
+    seed = ("unknown" if gen["seed"] == "unknown" else "per sample (in samples.jsonl)" if gen["seed"] == "per-sample"
+            else f"{gen['seed']} (sample s uses seed + s)")
+    avg_set = summary["average"].get("set")
     lines = [f"# Evaluation report: {summary['config'].get('model') or summary['config']['backend']['backend']}", "",
              f"Preset `{gen['preset']}`: temperature {gen['temperature']}, top-p {gen['top_p']}, min-p {gen['min_p']}, "
-             f"top-k {gen['top_k']}, max new tokens **{gen['max_new_tokens']}**, seed {gen['seed']} (sample s uses "
-             f"seed + s), prompt `{gen['prompt_template_name']}`, chat template "
-             f"{'on' if gen['chat_template_enable'] else 'off'}. Accuracy = avg@n (mean over samples) ± standard "
-             "error over problems, in %. Length = mean generated tokens incl. thinking (truncated at the cap).", "",
+             f"top-k {gen['top_k']}, max new tokens **{gen['max_new_tokens']}**, seed {seed}, prompt "
+             f"`{gen['prompt_template_name']}`, chat template {chat if isinstance(chat, str) else 'on' if chat else 'off'}"
+             + (f" (settings marked unknown were not recorded with the replayed generations)" if gen.get("unknown")
+                else "") + ". Accuracy = avg@n (mean over samples) ± standard error over problems, in %. Length = "
+             "mean generated tokens incl. thinking (truncated at the cap)."
+             + (f" The average covers {avg_set['label']}: {avg_set['note']}." if avg_set else ""), "",
              "| benchmark | problems | n | accuracy | pass@k | cons@k | mean length | truncated | no answer |"
              + (" AES |" if "aes" in summary else ""),
              "|---|---|---|---|---|---|---|---|---|" + ("---|" if "aes" in summary else "")]
@@ -150,12 +156,44 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
     _finish_png(plt, fig, ax, path)
 
 
-def write_run_report(run_dir: Path, summary: dict, plots: bool = True) -> None:
+def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
+    """What one run shows: accuracy (± stderr) and mean length per benchmark, and the histogram of response
+    lengths (correct and wrong samples stacked, the cap marked). Returns the values drawn, read back from the
+    figure's own bars, so a test can check the picture."""
+    plt = _pyplot()
+    names = list(summary["benchmarks"])
+    fig, (ax_acc, ax_len, ax_hist) = plt.subplots(1, 3, figsize=(14, 4.2))
+    acc = ax_acc.bar(names, [100 * summary["benchmarks"][n]["accuracy"] for n in names],
+                     yerr=[100 * summary["benchmarks"][n]["accuracy_stderr"] for n in names], capsize=3)
+    ax_acc.set_ylabel("accuracy (avg@n, %)")
+    lens = ax_len.bar(names, [summary["benchmarks"][n]["mean_length"] for n in names], color="tab:orange")
+    ax_len.set_ylabel("mean response length (tokens)")
+    for ax in (ax_acc, ax_len):
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.grid(alpha=0.3, axis="y")
+    cap = summary["config"]["generation"]["max_new_tokens"]
+    counts = ax_hist.hist([[r["num_tokens"] for r in rows if r["correct"]],
+                           [r["num_tokens"] for r in rows if not r["correct"]]],
+                          bins=40, range=(0, cap), stacked=True, label=["correct", "wrong"],
+                          color=["tab:green", "tab:red"])[0]
+    ax_hist.axvline(cap, color="k", linestyle="--", linewidth=1, label=f"cap {cap}")
+    ax_hist.set_xlabel("response length (tokens)")
+    ax_hist.set_ylabel("samples")
+    fig.suptitle(f"{summary['config'].get('model') or ''} — preset {summary['config']['generation']['preset']}")
+    drawn = {"accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
+             "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},
+             "histogram_total": int(round(float(counts[-1].sum())))}
+    _finish_png(plt, fig, ax_hist, path)
+    return drawn
+
+
+def write_run_report(run_dir: Path, summary: dict, plots: bool = True, rows: list[dict] | None = None) -> None:
     run_dir = Path(run_dir)
     store.write_atomic(run_dir / "report.md", render_markdown(summary))
     store.write_atomic(run_dir / "report.csv", _csv(run_table_rows(summary)))
     if plots:
-        plot_frontier([(run_dir.name, summary)], run_dir / "accuracy_vs_length.png")
+        plot_run(summary, rows if rows is not None else store.read_samples(run_dir / "samples.jsonl"),
+                 run_dir / "run.png")
         if summary.get("budget_sweep", {}).get("budgets"):
             plot_budgets([(run_dir.name, summary["budget_sweep"])], run_dir / "budget_curves.png")
 

