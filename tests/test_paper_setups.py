@@ -293,3 +293,9 @@ def test_launch_refuses_max_samples_on_a_file_built_without_a_seed(chain_dirs, m
     monkeypatch.setattr(launch.subprocess, "call", lambda cmd: 0)
     assert launch.main(["grpo-lead-7b", "--local"]) == (2 if refused else 0)
     assert ("no shuffle seed" in capsys.readouterr().err) == refused
+
+
+def test_lead_7b_uses_smaller_rollout_and_update_batches_and_a_lower_lr_than_1_5b():
+    small, big = load_recipe("lead-7b").openrlhf, load_recipe("lead-1.5b").openrlhf
+    for key in ("rollout.batch_size", "train.batch_size", "actor.adam.lr"):   # arXiv 2605.09806, setup
+        assert small[key] < big[key], key
