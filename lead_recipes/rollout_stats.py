@@ -2,17 +2,20 @@
 
 What it does: builds the Method's RolloutBatch from a step's experiences (`rollout_batch`), the logged `recipe/*`
 statistics (`step_stats`), the per-problem records (`problem_records`), plus the seam's small tensor utilities
-(`row_chunks`, `finite`, `one_intra_op_thread`). Experiences are duck-typed (`info`, `action_mask`, `truncated`,
+(`row_chunks`, `finite`, `one_intra_op_thread`), and `truncate_problem_records` for a resume. Experiences are duck-typed (`info`, `action_mask`, `truncated`,
 `index`, `prompts`, `labels`), so these run in Ray actors and in tests without OpenRLHF.
 
 What it does not do: import OpenRLHF (lead_recipes.seam is the only module that does), method math
-(lead_recipes.methods), or write files (the seam's trainer appends the records).
+(lead_recipes.methods), or append records (the seam's trainer does; `truncate_problem_records` only rewrites the
+file on a resume).
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import itertools
+import json
+import os
 
 import torch
 
@@ -140,3 +143,27 @@ def problem_records(experiences, indices, batch: RolloutBatch, n: int) -> list[d
         records.append({"problem": problem, "prompt_sha1": sha, "correct": int(batch.correct[q].sum()),
                         "total": n, "mean_length": round(batch.lengths[q].mean().item(), 3)})
     return records
+
+
+def truncate_problem_records(path: str, step: int) -> int:
+    """Keep only the per-problem records of steps <= `step` (a resume from global_step `step` trains the later ones
+    again); atomic rewrite, returns how many were dropped. A torn last line (crash mid-append) is dropped too."""
+    if not os.path.exists(path):
+        return 0
+    kept, dropped = [], 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                keep = int(json.loads(line)["step"]) <= step
+            except (ValueError, KeyError, TypeError):
+                keep = False
+            if keep:
+                kept.append(line if line.endswith("\n") else line + "\n")
+            else:
+                dropped += 1
+    if dropped:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        os.replace(tmp, path)
+    return dropped

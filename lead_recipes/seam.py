@@ -5,8 +5,9 @@ What it does:
   `compute_advantages_and_returns` (upstream experience_maker.py: the estimator branch after the reshape to
   [prompts, n]) with the `--recipe.method` Method (contract B), fed per-sample correctness (`info["correct"]`),
   response length (action-mask sum), truncation and repetition (`info["repetitive"]`). Everything else is
-  OpenRLHF's: `apply_length_penalties`, the regrouping by `experience.index`, `group_reward_std`, `compute_reward`
-  (KL, clip) and per-token returns. With γ = 1 the returns are a reversed cumulative sum, computed without
+  OpenRLHF's: `apply_length_penalties`, the regrouping by `experience.index`, `group_reward_std` (after the
+  penalties), `compute_reward` (KL; not `--reward.clip_range`, which would cut the method's advantage) and per-token
+  returns. With γ = 1 the returns are a reversed cumulative sum, computed without
   OpenRLHF's Python loop (same numbers; the loop is kept for γ ≠ 1).
 - DAPO overlong / ProRL stop-properly penalties, if the user turns them on, are applied by OpenRLHF first; the
   per-sample change they make to `experience.rewards` is added to the method's advantage (an un-normalised extra
@@ -14,7 +15,8 @@ What it does:
 - `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
   subclassing an actor class), install the maker, put the controller state into `client_states["recipe"]` on
   every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
-  status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl` (contract C).
+  status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl` (contract C); a resume drops the
+  records of steps after the restored one, which are trained again.
 - The trainers checkpoint on request (preemption) through lead_recipes.preempt.SaveOnRequestMixin, a base of theirs;
   the seam resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
@@ -53,7 +55,7 @@ from lead_recipes.guard import observe_trainer
 from lead_recipes.methods import Method, build_method
 from lead_recipes.preempt import SaveOnRequestMixin, save_request_path
 from lead_recipes.rollout_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
-                                        step_stats)
+                                        step_stats, truncate_problem_records)
 
 logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
@@ -153,8 +155,8 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
             out[indices] = values
             return out.reshape(-1, n)
 
-        rewards = grouped(before)
-        if n > 1:  # upstream's logged group_reward_std, unchanged
+        if n > 1:  # upstream's logged group_reward_std: of the rewards after the length penalties, as upstream
+            rewards = grouped(before + penalty)
             stds = rewards.std(-1, keepdim=True).repeat(1, n).reshape(-1)[indices].split(exp_len)
             for experience, std in zip(experiences, stds):
                 experience.info["group_reward_std"] = std
@@ -189,8 +191,10 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         pad = torch.nn.functional.pad
         mask = torch.cat([pad(e.action_mask, (0, width - e.action_mask.shape[1])) for e in experiences])
         kl = torch.cat([pad(e.kl, (0, width - e.kl.shape[1])) for e in experiences])
-        reward = compute_reward(torch.cat(advantages), self.kl_ctl.value, kl, action_mask=mask,
-                                reward_clip_range=self.strategy.args.reward.clip_range)
+        # no reward_clip_range: upstream clips its group-normalised reward there, but the method's advantage is
+        # final (LEAD/GDPO whiten over the batch and reach |A| of 16-22 exactly on the rare correct samples when
+        # most groups are all wrong); the KL term is added as upstream.
+        reward = compute_reward(torch.cat(advantages), self.kl_ctl.value, kl, action_mask=mask, reward_clip_range=None)
         returns = self.get_cumulative_returns(reward, mask, gamma)
         totals = reward.sum(dim=-1)
         start = 0
@@ -277,6 +281,13 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
+        if checkpoint_states and "global_step" in checkpoint_states:
+            # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
+            dropped = truncate_problem_records(os.path.join(self.args.ckpt.path, PROBLEMS_FILE),
+                                               int(checkpoint_states["global_step"]))
+            if dropped:
+                logger.info(f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records after global_step "
+                            f"{checkpoint_states['global_step']} (they are trained again)")
         if restore_recipe_state(self.recipe_method, checkpoint_states):
             logger.info(f"lead-recipes: restored {self.recipe_method.name} state at global_step "
                         f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}")

@@ -599,3 +599,92 @@ def test_async_training_actor_saves_on_request_without_stopping(ray_local, tiny_
     tag, saved = _saved_states(tmp_path / "ckpt")
     assert tag == "global_step2" and saved["recipe"]["method"] == "leash"
     assert json.loads((tmp_path / "ckpt" / preempt.SAVED_FILE).read_text())["stopped"] is False
+
+
+# ------------------------------------------------------------------ defects a real run shows (clip, std, resume)
+def synthetic_records(groups=16, n=N, correct_groups=(0,), cap=CAP):
+    """A batch where most groups are all wrong and truncated and a few have one short correct sample: LEAD and
+    GDPO whiten over the batch, so the rare correct samples get |A| well beyond OpenRLHF's reward clip of 10."""
+    records = []
+    for q in range(groups):
+        for j in range(n):
+            correct = q in correct_groups and j == 0
+            length = 40 + 5 * j if correct or q in correct_groups else cap
+            info = {"correct": float(correct), "repetitive": 0.0}
+            info.update({f"status_{st}": float(st == ("correct" if correct else "wrong"))
+                         for st in ("correct", "wrong", "no_answer", "timeout", "error")})
+            info["grade_latency_s"] = 0.001
+            records.append(dict(q=q, j=j, prompt=f"problem {q}", label=str(q), prompt_ids=[1, 2, 3],
+                                resp_ids=[5] * length, truncated=length >= cap, info=info))
+    return records
+
+
+@pytest.mark.parametrize("method", ["lead", "gdpo"])
+def test_method_advantage_beyond_ten_reaches_the_loss_unclipped(method):
+    records = synthetic_records()
+    args = make_args(method)
+    exps = micro_batches(records, args)
+    maker(args).compute_advantages_and_returns(exps)
+    adv = torch.cat([e.info["recipe_advantage"] for e in exps])
+    assert adv.abs().max() > 10  # the premise: the method's own advantage exceeds OpenRLHF's default clip
+    for e in exps:
+        for b in range(len(e.action_mask)):
+            mask = e.action_mask[b].bool()
+            want = torch.full((int(mask.sum()),), e.info["recipe_advantage"][b].item())
+            assert torch.allclose(e.advantages[b][mask], want, atol=1e-5)
+
+
+def test_kl_in_the_reward_is_still_applied_to_an_unclipped_advantage():
+    records = synthetic_records()
+    args = make_args("lead")
+    exps = micro_batches(records, args, kl_scale=0.05)
+    kls = [e.kl.clone() for e in exps]
+    maker(args, kl_coef=0.1).compute_advantages_and_returns(exps)
+    for e, kl in zip(exps, kls):
+        want = compute_reward(e.info["recipe_advantage"], 0.1, kl, action_mask=e.action_mask, reward_clip_range=None)
+        assert torch.allclose(e.info["return"], want.sum(-1), atol=1e-5)
+
+
+def test_group_reward_std_is_of_rewards_after_the_length_penalties(rollouts):
+    args = make_args("grpo", overlong_buffer_len=256)
+    exps = micro_batches(rollouts, args)
+    lengths = {int(s): e.response_length[b].item() for e in exps for b, s in enumerate(e.info["sample_id"])}
+    maker(args).compute_advantages_and_returns(exps)
+    by_q = {}
+    for sid, r in enumerate(rollouts):
+        penalty = -min(max(lengths[sid] - (CAP - 256), 0), 256) / 256
+        by_q.setdefault(r["q"], []).append(r["info"]["correct"] + penalty)
+    moved = 0
+    for e in exps:
+        for b, sid in enumerate(e.info["sample_id"].long().tolist()):
+            q = rollouts[sid]["q"]
+            want = torch.tensor(by_q[q]).std().item()
+            moved += abs(want - torch.tensor([rollouts[s]["info"]["correct"] for s in range(len(rollouts))
+                                              if rollouts[s]["q"] == q]).std().item()) > 1e-6
+            assert e.info["group_reward_std"][b].item() == pytest.approx(want, abs=1e-5)
+    assert moved  # the penalties changed some group's std, so the order of the two steps is observable
+
+
+def test_resume_drops_problem_records_after_the_restored_step(tmp_path):
+    from lead_recipes.rollout_stats import truncate_problem_records
+    path = tmp_path / seam.PROBLEMS_FILE
+    lines = [json.dumps({"step": s, "problem": p}) for s in (1, 2, 3, 4) for p in ("a", "b")]
+    path.write_text("\n".join(lines) + "\n" + '{"step": 5, "probl')  # a torn last append
+    assert truncate_problem_records(str(path), 2) == 5
+    kept = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [(r["step"], r["problem"]) for r in kept] == [(1, "a"), (1, "b"), (2, "a"), (2, "b")]
+    assert truncate_problem_records(str(path), 2) == 0
+    assert truncate_problem_records(str(tmp_path / "absent.jsonl"), 2) == 0
+
+
+def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
+    class Stub(seam._RecipeTrainerMixin, seam.BasePPOTrainer):
+        def __init__(self):  # no Ray, no models: only what restore uses
+            self.args = NS(ckpt=NS(path=str(tmp_path)))
+            self.experience_maker = NS(method=build_method(make_args("grpo").recipe))
+    path = tmp_path / seam.PROBLEMS_FILE
+    path.write_text("".join(json.dumps({"step": s, "problem": "a"}) + "\n" for s in (1, 2, 3)))
+    trainer = Stub()
+    state = {"global_step": 1, "recipe": seam.recipe_client_state(trainer.recipe_method, None)}
+    trainer.restore_best_checkpoint_state(state)
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]
