@@ -114,21 +114,31 @@ def _check_reward(urls) -> Check:
     if not urls:
         return Check("reward", False, "--reward.remote_url is unset")
     url = urls[0]
+    # lead_recipes/remote_reward.py forwards to servers: probe each one directly (its retries would wait minutes)
+    targets = url
+    if os.path.basename(url) == "remote_reward.py":
+        from lead_recipes.remote_reward import URLS_ENV, server_urls
+        targets = server_urls()
+        if not targets:
+            return Check("reward", False, f"{url} forwards to the servers in ${URLS_ENV}, which is empty")
     prompt, response, label = _PROBE
-    try:
-        if url.endswith(".py"):
-            out = _probe_reward_file(url, prompt, response, label)
-        else:
-            out = _probe_reward_url(url, prompt, response, label)
-    except Exception as exc:  # noqa: BLE001 - any failure here is what the user must see
-        return Check("reward", False, f"{url}: probe failed: {type(exc).__name__}: {exc}")
-    rewards = [float(r) for r in out.get("rewards", [])]
-    keys = tuple((out.get("extra_logs") or {}).keys())
-    if rewards != [1.0]:
-        return Check("reward", False, f"{url}: a correct probe answer got rewards {rewards} (expected [1.0])")
-    if keys != REWARD_LOG_KEYS:
-        return Check("reward", False, f"{url}: extra_logs keys {list(keys)} differ from {list(REWARD_LOG_KEYS)}")
-    return Check("reward", True, f"{url}: graded a probe correctly, extra_logs keys match")
+    for target in ([targets] if isinstance(targets, str) else targets):
+        try:
+            if target.endswith(".py"):
+                out = _probe_reward_file(target, prompt, response, label)
+            else:
+                out = _probe_reward_url(target, prompt, response, label)
+        except Exception as exc:  # noqa: BLE001 - any failure here is what the user must see
+            return Check("reward", False, f"{target}: probe failed: {type(exc).__name__}: {exc}")
+        rewards = [float(r) for r in out.get("rewards", [])]
+        keys = tuple((out.get("extra_logs") or {}).keys())
+        if rewards != [1.0]:
+            return Check("reward", False, f"{target}: a correct probe answer got rewards {rewards} (expected [1.0])")
+        if keys != REWARD_LOG_KEYS:
+            return Check("reward", False, f"{target}: extra_logs keys {list(keys)} differ from {list(REWARD_LOG_KEYS)}")
+    if isinstance(targets, str):
+        return Check("reward", True, f"{url}: graded a probe correctly, extra_logs keys match")
+    return Check("reward", True, f"{url} -> {', '.join(targets)}: each graded a probe correctly, extra_logs keys match")
 
 
 def _probe_reward_file(path: str, prompt: str, response: str, label: str) -> dict:

@@ -32,14 +32,17 @@ import shlex
 import sys
 from types import SimpleNamespace
 
+from lead_recipes.actor_env import forward_env_to_actors
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_namespace, validate_recipe
+from lead_recipes.guard import GradingGuard, grading_failure
+from lead_recipes.train_args import resolve
 # save_request_path, saved_marker_path, write_json_atomic: also imported from here by tests/test_slurm.py's
 # stand-in trainer (it honours a request as the real trainer does)
 from lead_recipes.preempt import (PREEMPTED_EXIT, SaveOnSignal, save_request_path, saved_marker_path,  # noqa: F401
                                   saved_on_request, write_json_atomic)
 # required_gpus: re-exported for callers that reach the preflight through this module (tests/test_train_cli.py)
-from lead_recipes.preflight import (DEFAULT_RECIPE, PROG, build_missing_data, prepare_hint,  # noqa: F401
-                                    report, required_gpus, run_preflight)
+from lead_recipes.preflight import (DEFAULT_RECIPE, PROG, add_preflight_flags, build_missing_data,  # noqa: F401
+                                    prepare_hint, report, required_gpus, run_preflight)
 
 _URL_SECRET = re.compile(r"([?&](?:token|key|api_key|apikey|access_token|secret|password)=)[^&\s\"']+", re.I)
 
@@ -69,20 +72,28 @@ def _our_parser() -> argparse.ArgumentParser:
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved command and configuration, exit 0")
     parser.add_argument("--preflight", action="store_true", help="run only the preflight checks (exit 0 if all pass)")
+    parser.add_argument("--recipe.name", dest="base_recipe", default=None, metavar="NAME|FILE|none",
+                        help="base recipe the flags given here overlay (default: the --recipe.method's reference "
+                             "recipe, e.g. lead-1.5b; none = OpenRLHF's defaults plus the method's)")
+    add_preflight_flags(parser)
     add_recipe_flags(parser)
     return parser
 
 
 def parse_command_line(argv: list[str]):
-    """Split argv into (our options, recipe namespace, OpenRLHF argv, full argv used). Bad --recipe flags raise
-    UsageError here, before anything is imported or started."""
+    """Split argv into (our options, recipe namespace, OpenRLHF argv, resolved argv). The user's flags overlay the
+    base recipe and the method's implied defaults are filled in (lead_recipes.train_args). Bad --recipe flags and
+    missing required flags raise UsageError here, before anything is imported or started."""
     parser = _our_parser()
     ours, rest = parser.parse_known_args(argv)
-    used = list(argv)
-    if not rest and not ours.help:  # no OpenRLHF flags: the embedded default recipe, then the user's flags on top
-        from launchers.recipe import load_recipe
-        used = load_recipe(DEFAULT_RECIPE).train_argv() + list(argv)
-        ours, rest = parser.parse_known_args(used)
+    resolved = None
+    if not ours.help:
+        from launchers.recipe import RecipeError
+        try:
+            resolved = resolve(list(argv), parser)
+        except RecipeError as exc:
+            raise UsageError(f"--recipe.name: {exc}") from None
+        ours, rest = parser.parse_known_args(resolved.argv)
     known = [s for a in parser._actions for s in a.option_strings]
     for token in rest:
         flag = token.split("=", 1)[0]
@@ -90,14 +101,17 @@ def parse_command_line(argv: list[str]):
             close = difflib.get_close_matches(flag, known, n=1)
             raise UsageError(f"unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else "")
                              + f"; `{PROG} --help` lists the --recipe.* flags")
+    if resolved is not None and resolved.missing:
+        raise UsageError("missing required flag(s):\n  " + "\n  ".join(resolved.missing))
     recipe = recipe_namespace(ours)
     try:
         validate_recipe(recipe)
+        GradingGuard.from_recipe(recipe)  # validates --recipe.guard.*
         from lead_recipes.methods import build_method
         build_method(recipe)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return ours, recipe, rest, used
+    return ours, recipe, rest, resolved
 
 
 def recipe_conflicts(args) -> tuple[list[str], list[str]]:
@@ -115,10 +129,11 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
     elif len(urls) > 1:
         warnings.append("several --reward.remote_url values: OpenRLHF sends each one-sample request to the first "
                         "URL only; use one URL (or a load balancer)")
-    if args.ckpt.disable_ds and (args.ckpt.load_enable or args.ckpt.save_steps not in (-1, float("inf"))):
-        (errors if args.ckpt.load_enable else warnings).append(
-            "--ckpt.disable_ds: the method's controller state lives in DeepSpeed checkpoints' client_states, so a "
-            "resume would restart it; drop --ckpt.disable_ds")
+    if args.ckpt.disable_ds:  # OpenRLHF then skips the DeepSpeed save, yet a requested save would be marked done
+        errors.append("--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint, so nothing could resume "
+                      "this run: a save on request (SIGUSR1, Slurm preemption) would save nothing, and the "
+                      "method's controller state lives in the checkpoint's client_states; drop --ckpt.disable_ds "
+                      "(--ckpt.save_hf adds Hugging Face weights beside it)")
     if args.reward.overlong_buffer_len is not None or args.reward.stop_properly_penalty_coef is not None:
         warnings.append("DAPO overlong / stop-properly penalty on: its per-sample reward change is added to the "
                         "method's advantage (un-normalised), logged as recipe/length_penalty_mean")
@@ -168,13 +183,18 @@ def _help(parser: argparse.ArgumentParser) -> str:
 
 def main(argv: list[str]) -> int:
     try:
-        ours, recipe, openrlhf_argv, used = parse_command_line(list(argv))
+        ours, recipe, openrlhf_argv, resolved = parse_command_line(list(argv))
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     if ours.help:
         print(_help(_our_parser()))
         return 0
+    os.environ.update(resolved.env)  # the driver's copy; lead_recipes.actor_env forwards it into the actors
+    print(f"{PROG}: base recipe {resolved.base or 'none (OpenRLHF defaults)'} (--recipe.name), overlaid by the "
+          "flags given", file=sys.stderr)
+    for line in resolved.filled:
+        print(mask_secrets(f"{PROG}: default {line}"), file=sys.stderr)
 
     from lead_recipes import seam  # imports OpenRLHF (several seconds); only after our own flags are valid
     try:
@@ -200,27 +220,37 @@ def main(argv: list[str]) -> int:
         return 2
 
     with SaveOnSignal(args.recipe_save_request).installed():
-        return _preflight_and_train(ours, recipe, openrlhf_argv, used, argv, args, seam)
+        return _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, seam)
 
 
-def _preflight_and_train(ours, recipe, openrlhf_argv, used, argv, args, seam) -> int:
+def _embedded(resolved) -> bool:
+    """The prompt data path is the default recipe's own (so its data.prepare may build it)."""
+    return resolved.base == DEFAULT_RECIPE and "--data.prompt_dataset" not in resolved.user_flags
+
+
+def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, seam) -> int:
     if not ours.preflight:  # a real run builds its missing prompt data when the source is there
-        build_missing_data(args.data.prompt_dataset, embedded=len(used) != len(argv))
-    checks = run_preflight(args)
+        build_missing_data(args.data.prompt_dataset, embedded=_embedded(resolved))
+    checks = run_preflight(args, skip=ours.preflight_skip)
     print(mask_secrets(report(checks), args), flush=True)
     if any(not c.ok for c in checks):
         missing = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
         print(mask_secrets(f"{PROG}: cannot start training, missing: {missing}", args), file=sys.stderr)
         if any(c.name == "data" and not c.ok for c in checks):
-            hint = prepare_hint(args.data.prompt_dataset, embedded=len(used) != len(argv))
+            hint = prepare_hint(args.data.prompt_dataset, embedded=_embedded(resolved))
             if hint:
                 print(hint, file=sys.stderr)
         return 1
     if ours.preflight:
         return 0
     try:
-        seam.run_openrlhf(openrlhf_argv, recipe)
+        with forward_env_to_actors():
+            seam.run_openrlhf(openrlhf_argv, recipe)
     except Exception as exc:  # Ray re-raises the trainer's SavedOnRequest as a RayTaskError subclass of it
+        failed = grading_failure(exc)
+        if failed is not None:
+            print(mask_secrets(f"{PROG}: error: {failed}", args), file=sys.stderr)
+            return 1
         saved = saved_on_request(exc)
         if saved is None:
             raise

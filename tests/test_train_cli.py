@@ -28,7 +28,10 @@ def base_flags(tmp_path, model="some/model", extra=()):
             "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", "8",
             "--rollout.max_new_tokens", "512", "--algo.advantage.estimator", "group_norm",
             "--reward.remote_url", train._reward_func_path(), "--reward.clip_range", "-5", "5",
-            "--actor.num_gpus_per_node", "1", "--logger.wandb.run_name", "t", *extra]
+            "--actor.num_gpus_per_node", "1", "--logger.wandb.run_name", "t", *extra, *NO_BASE]
+
+
+NO_BASE = ["--recipe.name", "none"]  # a complete OpenRLHF command line, not overlaid on a base recipe
 
 
 class _Stop(Exception):
@@ -64,9 +67,9 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
     flags = base_flags(tmp_path, extra=["--train.colocate_all", "--vllm.num_engines", "1", "--ds.packing_samples"])
     ours, recipe, rest, _ = train.parse_command_line(
         flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:])
-    assert rest == flags
+    assert rest == flags[:-2]
     args = seam.run_openrlhf(rest, recipe, resolve_only=True)
-    theirs = openrlhf_own_parse(flags)
+    theirs = openrlhf_own_parse(flags[:-2])
     got = train.plain(args)
     assert got.pop("recipe") == train.plain(recipe)
     assert got.pop("recipe_save_request") == str(Path(args.ckpt.path).resolve() / preempt.REQUEST_FILE)
@@ -170,13 +173,96 @@ def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_q
 
 
 def test_dry_run_of_unrunnable_configuration_prints_it_and_exits_2(tmp_path, capsys):
-    flags = [f for f in base_flags(tmp_path)]
-    i = flags.index("--rollout.max_new_tokens")
-    del flags[i:i + 2]
-    assert train.main(flags + ["--dry-run"]) == 2
+    assert train.main(base_flags(tmp_path, extra=["--ckpt.disable_ds"]) + ["--dry-run"]) == 2
     captured = capsys.readouterr()
     assert "# configuration after OpenRLHF's validation" in captured.out
-    assert "--rollout.max_new_tokens is unset" in captured.err
+    assert "--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint" in captured.err
+
+
+def test_ckpt_disable_ds_is_refused_before_the_preflight_even_without_a_resume(tmp_path, capsys, monkeypatch):
+    """With --ckpt.disable_ds a save on request wrote the saved marker although nothing was saved."""
+    monkeypatch.setattr(train, "run_preflight", lambda args: pytest.fail("preflight reached"))
+    assert train.main(base_flags(tmp_path, extra=["--ckpt.disable_ds", "--ckpt.save_steps", "-1"])) == 2
+    assert "drop --ckpt.disable_ds" in capsys.readouterr().err
+
+
+def _config(out: str) -> dict:
+    return json.loads(out.split("# configuration after OpenRLHF's validation\n")[1].split("\n# ")[0])
+
+
+def test_the_command_a_user_types_overlays_the_method_reference_recipe(capsys):
+    argv = ["--recipe.method", "leash", "--actor.model_name_or_path", "M", "--data.prompt_dataset", "D"]
+    assert train.main(argv + ["--dry-run"]) == 0
+    captured = capsys.readouterr()
+    config = _config(captured.out)
+    assert (config["actor"]["model_name_or_path"], config["data"]["prompt_dataset"]) == ("M", "D")
+    assert config["recipe"]["method"] == "leash" and config["recipe"]["leash"]["target_length"] == 4096.0
+    assert config["rollout"]["max_new_tokens"] == 16384  # from leash-1.5b, the leash reference recipe
+    assert config["reward"]["remote_url"] == [train._reward_func_path()]
+    assert "base recipe leash-1.5b" in captured.err
+
+
+def test_one_openrlhf_flag_no_longer_drops_the_rest_of_the_recipe(capsys):
+    assert train.main(["--rollout.n_samples_per_prompt", "4", "--dry-run"]) == 0
+    config = _config(capsys.readouterr().out)
+    assert config["rollout"]["n_samples_per_prompt"] == 4
+    assert config["actor"]["model_name_or_path"] == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
+    assert config["recipe"]["lead"]["b_max"] == 4000
+
+
+def test_without_a_base_recipe_the_method_defaults_are_filled_in_and_printed(capsys):
+    argv = ["--recipe.name", "none", "--recipe.method", "leash", "--actor.model_name_or_path", "M",
+            "--data.prompt_dataset", "D", "--dry-run"]
+    assert train.main(argv) == 0
+    captured = capsys.readouterr()
+    config = _config(captured.out)
+    assert config["algo"]["advantage"]["estimator"] == "group_norm"
+    assert config["rollout"]["n_samples_per_prompt"] == 8 and config["rollout"]["max_new_tokens"] == 4000
+    assert config["data"]["max_len"] == 5024
+    assert (config["data"]["input_key"], config["data"]["label_key"]) == ("prompt", "label")
+    assert config["reward"]["remote_url"] == [train._reward_func_path()]
+    for flag in ("--algo.advantage.estimator group_norm", "--rollout.n_samples_per_prompt 8",
+                 "--rollout.max_new_tokens 4000", "--reward.remote_url"):
+        assert f"default {flag}" in captured.err
+
+
+def test_lead_cap_defaults_to_its_b_max():
+    from lead_recipes.train_args import flag_values, resolve
+    resolved = resolve(["--recipe.name", "none", "--recipe.lead.b_max", "3000"], train._our_parser())
+    assert flag_values(resolved.argv, "--rollout.max_new_tokens") == ["3000"]
+    assert flag_values(resolved.argv, "--data.max_len") == ["4024"]
+
+
+def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_imported():
+    result, err = _run_cli("--recipe.name", "none", "--recipe.method", "leash", "--dry-run")
+    assert result["rc"] == 2 and result["heavy"] == []
+    assert "--actor.model_name_or_path" in err and "--data.prompt_dataset" in err
+    assert err.count("error:") == 1
+
+
+def test_each_method_reference_recipe_runs_that_method():
+    from launchers.recipe import load_recipe
+    from lead_recipes.methods import METHODS
+    from lead_recipes.train_args import METHOD_RECIPES
+    assert set(METHOD_RECIPES) >= set(METHODS) - {"composed"}
+    for method, name in METHOD_RECIPES.items():
+        assert load_recipe(name).recipe["method"] == method
+
+
+def test_unknown_base_recipe_is_a_usage_error(capsys):
+    assert train.main(["--recipe.name", "no-such-recipe", "--dry-run"]) == 2
+    assert "--recipe.name: unknown recipe 'no-such-recipe'" in capsys.readouterr().err
+
+
+def test_http_reward_urls_are_routed_through_the_forwarding_reward_function(tmp_path, capsys, monkeypatch):
+    from lead_recipes.train_args import REWARD_URLS_ENV
+    monkeypatch.setenv(REWARD_URLS_ENV, "")  # main() exports the URLs; restored afterwards
+    flags = base_flags(tmp_path)
+    flags[flags.index("--reward.remote_url") + 1] = "http://a:1/get_reward,http://b:2/get_reward"
+    assert train.main(flags + ["--dry-run"]) == 0
+    config = _config(capsys.readouterr().out)
+    assert config["reward"]["remote_url"] == [train._reward_func_path().replace("reward_func", "remote_reward")]
+    assert os.environ[REWARD_URLS_ENV] == "http://a:1/get_reward,http://b:2/get_reward"
 
 
 def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, monkeypatch):
@@ -313,23 +399,24 @@ def test_second_sigterm_ends_the_driver_after_the_first_requested_a_checkpoint(t
         assert proc.wait(timeout=30) == -signal.SIGTERM
 
 
-def test_dry_run_masks_reward_url_token_and_wandb_key(tmp_path, capsys):
+def test_dry_run_masks_reward_url_token_and_wandb_key(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LEAD_RECIPES_REWARD_URLS", "")  # main() exports the URLs; restored afterwards
     flags = base_flags(tmp_path, extra=["--logger.wandb.key", "wandb-secret-key-123"])
     flags[flags.index("--reward.remote_url") + 1] = "http://10.0.0.1:5432/get_reward?token=s3cr3t-t0ken"
     assert train.main(flags + ["--dry-run"]) == 0
     captured = capsys.readouterr()
     text = captured.out + captured.err
     assert "s3cr3t-t0ken" not in text and "wandb-secret-key-123" not in text
-    assert "/get_reward?token=***" in captured.out
+    assert "/get_reward?token=***" in captured.err  # routed through remote_reward.py, named in its line
 
 
 def test_missing_dataset_hint_is_the_prepare_command_of_the_recipe_using_that_path(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
-    hint = train.prepare_hint(str(tmp_path / "dapo_math.jsonl"), embedded=False)
+    hint = train.prepare_hint(str(tmp_path / "dapo_math_r1.jsonl"), embedded=False)
     assert "(recipe leash-1.5b)" in hint
     command = shlex.split(hint.split(" with: ", 1)[1])
     assert command[:3] == ["lead-recipes", "data", "build"]
-    assert command[command.index("--out") + 1] == str(tmp_path / "dapo_math.jsonl")
+    assert command[command.index("--out") + 1] == str(tmp_path / "dapo_math_r1.jsonl")
     assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), embedded=False) is None
 
 

@@ -1,0 +1,164 @@
+"""OpenRLHF reward function that forwards to one or more `lead-recipes serve` servers and rides out their restarts.
+
+Pass its path as `--reward.remote_url <path>/lead_recipes/remote_reward.py` and the server URLs (comma-separated,
+`http://host:port/get_reward[?token=T]`) in $LEAD_RECIPES_REWARD_URLS; `lead-recipes train` does both when it is
+given http URLs, and forwards the variable into the rollout actors (lead_recipes.actor_env).
+
+Why: OpenRLHF's own HTTP client tries 5 times 1 s apart, then leaves the reward None and the step crashes
+(`zero_pad_sequences`), so a reward server restarting for ~5 s ended a week-long run.
+
+What it does: `reward_func(queries, prompts, labels)` POSTs the samples (OpenRLHF's remote-RM payload) to one server,
+starting at a rotating one; on a connection error, a timeout, a 5xx or a 429 it tries the next server at once, and
+after every server failed once it waits with exponential backoff 0.5 s, 1 s, 2 s ... capped at 30 s (jittered
+down by up to half), until $LEAD_RECIPES_REWARD_WAIT_S (default 600) have passed since the first try. One request
+is in flight at a time per sample, and a sample's reward is returned once, from the one response that arrived.
+A server that answers 4xx (bad token, bad request) or a malformed response is not retried. When no valid answer
+comes, the samples get reward 0 with `status_error` = 1, never an exception and never None: lead_recipes.guard then
+stops the run if that persists. Per-request timeout: $LEAD_RECIPES_REWARD_TIMEOUT_S (default 180, OpenRLHF's).
+$LEAD_RECIPES_SERVE_TOKEN, if set, is also sent as a Bearer token.
+
+What it does not do: grade (the servers do), batch samples across calls, or use CUDA. It imports no torch unless
+available (rewards are float32 tensors then, plain lists otherwise) and is safe to call from many threads.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Sequence
+
+from lead_recipes.grading import REWARD_LOG_KEYS, Grade, reward_extra_logs
+
+URLS_ENV, WAIT_ENV, TIMEOUT_ENV, TOKEN_ENV = ("LEAD_RECIPES_REWARD_URLS", "LEAD_RECIPES_REWARD_WAIT_S",
+                                              "LEAD_RECIPES_REWARD_TIMEOUT_S", "LEAD_RECIPES_SERVE_TOKEN")
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 30.0
+DEFAULT_WAIT_S, DEFAULT_TIMEOUT_S = 600.0, 180.0
+
+log = logging.getLogger("lead_recipes.remote_reward")
+_rotation = itertools.count()
+_rotation_lock = threading.Lock()
+
+
+class Retryable(Exception):
+    """This server cannot answer now (down, restarting, overloaded): try another, then back off."""
+
+
+class Refused(Exception):
+    """The server answered, but not with rewards (4xx, malformed): retrying would get the same answer."""
+
+
+def server_urls(environ=None) -> list[str]:
+    environ = os.environ if environ is None else environ
+    return [u.strip() for u in environ.get(URLS_ENV, "").split(",") if u.strip()]
+
+
+def _shown(url: str) -> str:
+    return url.split("?", 1)[0]  # never log a ?token=
+
+
+def backoff_delays(first: float = BACKOFF_FIRST_S, cap: float = BACKOFF_MAX_S):
+    """0.5, 1, 2, 4, ... capped: the wait after each full round of failed servers (before jitter)."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(cap, delay * 2)
+
+
+def post_once(url: str, payload: bytes, n: int, timeout: float) -> dict:
+    """One POST; the parsed response when it holds n finite rewards and the extra_logs keys, else Refused/Retryable."""
+    headers = {"Content-Type": "application/json"}
+    token = os.environ.get(TOKEN_ENV)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the user's own servers
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500 or exc.code == 429:
+            raise Retryable(f"HTTP {exc.code}") from None
+        raise Refused(f"HTTP {exc.code}: {exc.read()[:200].decode('utf-8', 'replace')}") from None
+    except (urllib.error.URLError, OSError) as exc:  # refused, reset, DNS, timeout (socket.timeout is an OSError)
+        raise Retryable(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from None
+    try:
+        out = json.loads(body)
+        rewards = [float(r) for r in out["rewards"]]
+        logs = out.get("extra_logs") or {}
+        if len(rewards) != n or not all(math.isfinite(r) for r in rewards) or tuple(logs) != REWARD_LOG_KEYS:
+            raise ValueError(f"{len(rewards)} rewards for {n} samples, extra_logs keys {list(logs)}")
+        logs = {k: [float(v) for v in logs[k]] for k in REWARD_LOG_KEYS}
+        if any(len(v) != n or not all(math.isfinite(x) for x in v) for v in logs.values()):
+            raise ValueError("extra_logs lists do not hold n finite values")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Refused(f"malformed response: {exc}") from None
+    return {"rewards": rewards, "extra_logs": logs}
+
+
+def fetch(urls: Sequence[str], payload: bytes, n: int, wait_s: float, timeout: float, sleep=time.sleep,
+          clock=time.monotonic) -> dict:
+    """The first valid response from `urls` (rotating start, fail-over, backoff; module docstring). Raises Refused
+    or TimeoutError (budget spent) with the last reason."""
+    with _rotation_lock:
+        start = next(_rotation) % len(urls)
+    order = list(urls[start:]) + list(urls[:start])
+    deadline = clock() + wait_s
+    delays = backoff_delays()
+    last = "no attempt"
+    for attempt in itertools.count():
+        for url in order:
+            try:
+                return post_once(url, payload, n, max(1.0, min(timeout, deadline - clock())))
+            except Retryable as exc:
+                last = f"{_shown(url)}: {exc}"
+                if attempt == 0:
+                    log.warning("reward server %s did not answer (%s); trying the others, then retrying for up to "
+                                "%.0f s", _shown(url), exc, wait_s)
+        pause = next(delays) * random.uniform(0.5, 1.0)
+        if clock() + pause > deadline:
+            raise TimeoutError(f"no reward server answered within {wait_s:.0f} s ({WAIT_ENV}); last: {last}")
+        sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _as_float_vector(values: list[float]):
+    try:
+        import torch
+        return torch.tensor(values, dtype=torch.float32)
+    except ImportError:
+        return list(values)
+
+
+def _result(rewards: list[float], logs: dict[str, list[float]]) -> dict:
+    extra = {k: v[0] for k, v in logs.items()} if len(rewards) == 1 else logs
+    return {"rewards": _as_float_vector(rewards), "scores": _as_float_vector(rewards), "extra_logs": extra}
+
+
+def _failed(n: int) -> dict:
+    one = reward_extra_logs(Grade(False, "error", None, 0.0), False)
+    return _result([0.0] * n, {k: [one[k]] * n for k in REWARD_LOG_KEYS})
+
+
+def reward_func(queries, prompts, labels, **kwargs) -> dict:
+    """OpenRLHF's reward hook (module docstring). Never raises, never returns None."""
+    try:
+        n = len(queries)
+        urls = server_urls()
+        if not urls:
+            raise Refused(f"${URLS_ENV} is empty: no reward server to forward to")
+        if n == 0:
+            return _result([], {k: [] for k in REWARD_LOG_KEYS})
+        payload = json.dumps({"query": list(queries), "prompts": list(prompts or [""] * n),
+                              "labels": list(labels or [None] * n)}).encode()
+        out = fetch(urls, payload, n, float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S)),
+                    float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+        return _result(out["rewards"], out["extra_logs"])
+    except Exception as exc:  # noqa: BLE001 - OpenRLHF turns an exception into reward None and a crash later
+        log.error("reward: graded as error: %s", exc)
+        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1)

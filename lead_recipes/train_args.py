@@ -1,0 +1,124 @@
+"""The command line of `lead-recipes train` as a user types it: a base recipe, the user's flags on top, the defaults
+the method implies, and every still-missing flag named at once, before OpenRLHF parses anything.
+
+- Base recipe: `--recipe.name NAME|FILE|none`; by default the method's reference recipe (`METHOD_RECIPES`, the
+  method from `--recipe.method`, default lead). `none` starts from OpenRLHF's own defaults.
+- Overlay: every flag the user gives replaces the base recipe's value of that flag (all of its values: nargs
+  flags such as `--reward.clip_range -5 5` are replaced whole), so one OpenRLHF flag no longer drops the recipe.
+- Implied defaults, filled in only when neither the user nor the base gives them, and reported (`Resolved.filled`):
+  `group_norm` (the method replaces its group step), the package reward function, 8 samples per prompt, the rollout
+  cap (`--recipe.lead.b_max`, else 4000) with a 1024-token prompt budget in `--data.max_len`, and the dataset
+  columns `lead-recipes data build` writes (`prompt`, `label`).
+- HTTP reward URLs are routed through lead_recipes/remote_reward.py (bounded backoff and fail-over instead of
+  OpenRLHF's 5 tries 1 s apart): the URLs move to $LEAD_RECIPES_REWARD_URLS (`Resolved.env`, which the caller
+  exports and lead_recipes.actor_env forwards into the Ray actors).
+- `Resolved.missing` names every flag still required (model, prompt dataset), for one message (exit 2).
+
+What it does not do: parse or validate values (OpenRLHF's parser and lead_recipes.flags do), print, or start anything.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+NONE = "none"
+# method -> the recipe that reproduces its paper's main setting (launchers/recipes/<name>.yaml)
+METHOD_RECIPES = {"grpo": "grpo-correctness-1.5b", "grpo-scalarized": "grpo-1.5b", "gdpo": "gdpo-1.5b",
+                  "lead": "lead-1.5b", "grpo-lead": "grpo-lead-7b", "leash": "leash-1.5b",
+                  "shorter-better": "shorter-better-1.5b"}
+DEFAULT_CAP = 4000          # LEAD's B_max, the cap of the reference recipe lead-1.5b
+PROMPT_BUDGET = 1024        # tokens of prompt room added to the cap when --data.max_len is filled in
+DEFAULT_SAMPLES = 8         # G: every recipe's group size
+REWARD_URLS_ENV = "LEAD_RECIPES_REWARD_URLS"
+REQUIRED = {"--actor.model_name_or_path": "the policy model (a local directory or a cached Hugging Face id)",
+            "--data.prompt_dataset": "the prompt data (JSONL with prompt/label columns: `lead-recipes data build`)"}
+
+
+@dataclass
+class Resolved:
+    argv: list[str]                     # base recipe flags overlaid by the user's, then the filled-in defaults
+    base: str | None                    # the base recipe's name or file, None for `--recipe.name none`
+    filled: list[str] = field(default_factory=list)    # "--flag value (why)" for each filled-in default
+    missing: list[str] = field(default_factory=list)   # "--flag: what it is" for each flag still required
+    env: dict[str, str] = field(default_factory=dict)  # variables the caller exports (reward URLs)
+    user_flags: set[str] = field(default_factory=set)  # the flags the user typed
+
+
+def flag_names(argv: list[str]) -> set[str]:
+    return {t.split("=", 1)[0] for t in argv if t.startswith("--")}
+
+
+def drop_flags(argv: list[str], names: set[str]) -> list[str]:
+    """argv without each flag in `names` and the values after it (up to the next `--` token)."""
+    out, skipping = [], False
+    for token in argv:
+        if token.startswith("--"):
+            skipping = token.split("=", 1)[0] in names
+        if not skipping:
+            out.append(token)
+    return out
+
+
+def flag_values(argv: list[str], name: str) -> list[str] | None:
+    """The values of the last occurrence of `name` (None when absent)."""
+    found = None
+    for i, token in enumerate(argv):
+        if token == name:
+            j = i + 1
+            while j < len(argv) and not argv[j].startswith("--"):
+                j += 1
+            found = argv[i + 1:j]
+        elif token.startswith(name + "="):
+            found = [token.split("=", 1)[1]]
+    return found
+
+
+def reward_func_path(name: str = "reward_func.py") -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+
+
+def resolve(argv: list[str], parser) -> Resolved:
+    """Overlay `argv` on its base recipe and fill in the method's defaults. `parser` is the train command's own
+    parser (its flags are told apart from OpenRLHF's with it). launchers.recipe.RecipeError for a bad base recipe."""
+    ours, _ = parser.parse_known_args(argv)
+    user = flag_names(argv)
+    method = getattr(ours, "recipe.method")
+    name = ours.base_recipe or METHOD_RECIPES[method]
+    base: list[str] = []
+    if name != NONE:
+        from launchers.recipe import load_recipe
+        base = load_recipe(name).train_argv()
+        if "--recipe.method" not in user and "--recipe.name" in user:  # the chosen recipe's method then
+            method = getattr(parser.parse_known_args(base)[0], "recipe.method")
+    used = drop_flags(base, user) + list(argv)
+    given = flag_names(parser.parse_known_args(used)[1])
+    out = Resolved(argv=used, base=None if name == NONE else name, user_flags=user)
+
+    def fill(flag: str, value, why: str) -> None:
+        if flag not in given:
+            out.argv += [flag, str(value)]
+            out.filled.append(f"{flag} {value} ({why})")
+            given.add(flag)
+
+    lead_b_max = getattr(ours, "recipe.lead.b_max", None) if method == "lead" else None
+    cap_given = "--rollout.max_new_tokens" in given
+    fill("--algo.advantage.estimator", "group_norm", f"--recipe.method {method} replaces its group step")
+    fill("--reward.remote_url", reward_func_path(), "the package reward function; no remote URL given")
+    fill("--rollout.n_samples_per_prompt", DEFAULT_SAMPLES, "group methods need several samples per prompt")
+    fill("--rollout.max_new_tokens", int(lead_b_max or DEFAULT_CAP), "the rollout cap the methods' length terms use")
+    if not cap_given:
+        fill("--data.max_len", int(lead_b_max or DEFAULT_CAP) + PROMPT_BUDGET,
+             f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")
+    fill("--data.input_key", "prompt", "the column `lead-recipes data build` writes")
+    fill("--data.label_key", "label", "the column `lead-recipes data build` writes; the grader needs the gold")
+    out.missing = [f"{flag}: {what}" for flag, what in REQUIRED.items() if flag not in given]
+
+    urls = flag_values(out.argv, "--reward.remote_url") or []
+    http = [u for part in urls for u in part.split(",") if u]
+    if http and all(u.startswith(("http://", "https://")) for u in http):
+        out.argv = drop_flags(out.argv, {"--reward.remote_url"}) + ["--reward.remote_url",
+                                                                     reward_func_path("remote_reward.py")]
+        out.env[REWARD_URLS_ENV] = ",".join(http)
+        out.filled.append(f"--reward.remote_url {reward_func_path('remote_reward.py')} (forwards to "
+                          f"{', '.join(http)} with retries and fail-over; ${REWARD_URLS_ENV})")
+    return out

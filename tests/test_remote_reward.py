@@ -1,0 +1,222 @@
+"""lead_recipes/remote_reward.py: OpenRLHF's reward_func contract, fail-over between servers without waiting, bounded
+exponential backoff, errors as reward 0 (never an exception or None) and, against a real `lead-recipes serve` killed
+and restarted mid-stream, every sample graded exactly once and nothing lost."""
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from lead_recipes import remote_reward as rr
+from lead_recipes.grading import REWARD_LOG_KEYS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    status = 200
+    hits: list[str] = []
+
+    def do_POST(self):  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).hits.append(self.headers.get("Authorization", ""))
+        n = len(body["query"])
+        out = {"rewards": [1.0] * n, "scores": [1.0] * n,
+               "extra_logs": {k: [1.0 if k in ("correct", "status_correct") else 0.0] * n for k in REWARD_LOG_KEYS}}
+        data = json.dumps(out if self.status == 200 else {"error": "no"}).encode()
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802 - /health
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def fake_server():
+    servers = []
+
+    def start(status=200):
+        handler = type("H", (_Handler,), {"status": status, "hits": []})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/get_reward", handler
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def test_backoff_doubles_from_half_a_second_and_is_capped_at_thirty():
+    assert list(itertools.islice(rr.backoff_delays(), 9)) == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
+
+
+def test_a_dead_server_fails_over_to_the_next_without_waiting(fake_server, monkeypatch):
+    good, handler = fake_server()
+    dead = f"http://127.0.0.1:{_free_port()}/get_reward"
+    monkeypatch.setenv(rr.URLS_ENV, f"{dead},{good}")
+    monkeypatch.setattr(rr.time, "sleep", lambda s: pytest.fail("slept although a server was up"))
+    for _ in range(4):  # whichever server the rotation starts at
+        out = rr.reward_func(["q 2"], ["q "], ["2"])
+        assert out["extra_logs"]["status_correct"] == 1.0
+    assert len(handler.hits) == 4
+
+
+def test_outage_beyond_the_wait_budget_gives_reward_zero_with_status_error_not_an_exception(monkeypatch):
+    monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{_free_port()}/get_reward")
+    monkeypatch.setenv(rr.WAIT_ENV, "0")
+    out = rr.reward_func(["q a"], ["q "], ["2"])
+    assert float(out["rewards"][0]) == 0.0 and float(out["scores"][0]) == 0.0
+    assert tuple(out["extra_logs"]) == REWARD_LOG_KEYS and out["extra_logs"]["status_error"] == 1.0
+
+
+def test_backoff_waits_grow_and_stop_at_the_budget():
+    clock = {"t": 0.0}
+    pauses = []
+
+    def sleep(s):
+        pauses.append(s)
+        clock["t"] += s
+    with pytest.raises(TimeoutError, match="within 60 s"):
+        rr.fetch([f"http://127.0.0.1:{_free_port()}/x"], b"{}", 1, 60.0, 1.0, sleep=sleep, clock=lambda: clock["t"])
+    assert clock["t"] <= 60.0 and len(pauses) >= 4
+    caps = [0.5, 1, 2, 4, 8, 16, 30, 30, 30, 30]
+    assert all(c / 2 <= p <= c for p, c in zip(pauses, caps))
+
+
+def test_client_errors_are_not_retried(fake_server, monkeypatch):
+    url, handler = fake_server(status=401)
+    monkeypatch.setenv(rr.URLS_ENV, url)
+    monkeypatch.setattr(rr.time, "sleep", lambda s: pytest.fail("retried a 401"))
+    out = rr.reward_func(["q a"], ["q "], ["2"])
+    assert out["extra_logs"]["status_error"] == 1.0 and len(handler.hits) == 1
+
+
+def test_reward_func_contract_as_openrlhf_loads_and_calls_it(fake_server, monkeypatch):
+    url, handler = fake_server()
+    monkeypatch.setenv(rr.URLS_ENV, url)
+    monkeypatch.setenv(rr.TOKEN_ENV, "tok-123")
+    spec = importlib.util.spec_from_file_location("reward_func", rr.__file__)  # as OpenRLHF's agent.py does
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.reward_func(["prompt answer"], ["prompt "], ["2"])
+    assert out["rewards"].shape == (1,) and out["rewards"].dtype.is_floating_point
+    assert tuple(out["extra_logs"]) == REWARD_LOG_KEYS
+    assert all(isinstance(v, float) for v in out["extra_logs"].values())
+    assert handler.hits == ["Bearer tok-123"]
+
+
+def test_no_configured_server_is_an_error_reward():
+    out = rr.reward_func(["q"], ["q"], ["1"])
+    assert out["extra_logs"]["status_error"] == 1.0
+
+
+def test_preflight_probes_every_forwarded_server_directly_and_names_a_dead_one_at_once(fake_server, monkeypatch):
+    from lead_recipes.preflight import _check_reward
+    good, _ = fake_server()
+    dead = f"http://127.0.0.1:{_free_port()}/get_reward"
+    monkeypatch.setenv(rr.URLS_ENV, good)
+    assert _check_reward([rr.__file__]).ok
+    monkeypatch.setenv(rr.URLS_ENV, f"{good},{dead}")
+    t0 = time.monotonic()
+    check = _check_reward([rr.__file__])
+    assert not check.ok and check.detail.startswith(f"{dead}: probe failed") and time.monotonic() - t0 < 30
+    monkeypatch.setenv(rr.URLS_ENV, "")
+    assert "LEAD_RECIPES_REWARD_URLS, which is empty" in _check_reward([rr.__file__]).detail
+
+
+# ------------------------------------------------------------------ a real `lead-recipes serve`, restarted mid-stream
+_COUNTING_SERVER = """
+import json, sys
+import lead_recipes.server as s
+log_path = sys.argv[1]
+original = s.RewardServer._grade
+async def counted(self, req, n):
+    out = await original(self, req, n)
+    with open(log_path, "a") as f:  # one line per sample the server graded
+        for label in req.labels:
+            f.write(json.dumps(label) + "\\n")
+    return out
+s.RewardServer._grade = counted
+sys.exit(s.main(sys.argv[2:]))
+"""
+
+
+def _start_server(port, log_path):
+    proc = subprocess.Popen([sys.executable, "-c", _COUNTING_SERVER, str(log_path), "--port", str(port),
+                             "--grade.workers", "1"], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("reward server did not become healthy")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_server_killed_and_restarted_mid_stream_loses_nothing_and_grades_each_sample_once(tmp_path, monkeypatch):
+    port, log_path = _free_port(), tmp_path / "graded.jsonl"
+    monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{port}/get_reward")
+    monkeypatch.setenv(rr.WAIT_ENV, "120")
+    server = _start_server(port, log_path)
+    n = 60
+    answered = []
+
+    def one(k):
+        prompt = f"What is {k} + 1? "
+        out = rr.reward_func([prompt + f"It is \\boxed{{{k + 1}}}."], [prompt], [str(k + 1)])
+        answered.append(k)
+        return float(out["rewards"][0]), out["extra_logs"]["status_correct"]
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(one, k) for k in range(n)]
+            while len(answered) < n // 4:
+                time.sleep(0.05)
+            os.killpg(server.pid, signal.SIGTERM)  # graceful stop: in-flight requests finish, new ones are refused
+            server.wait(timeout=60)
+            stopped_after = len(answered)
+            time.sleep(2.0)  # an outage: requests meanwhile fail and back off
+            server = _start_server(port, log_path)
+            results = [f.result(timeout=240) for f in futures]
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    assert stopped_after < n  # the restart did happen mid-stream
+    assert results == [(1.0, 1.0)] * n  # nothing lost, every reward from a real grading
+    graded = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert sorted(graded, key=int) == [str(k + 1) for k in range(n)]  # each sample graded exactly once
