@@ -171,12 +171,13 @@ PAPER_STEPS = {"grpo-lead-7b": 200, "grpo-lead-14b-stage1": 100, "grpo-lead-14b-
 @pytest.mark.parametrize("name", sorted(PAPER_STEPS))
 def test_rendered_flags_run_the_papers_step_count(name):
     recipe = load_recipe(name)
-    o, prepare = recipe.openrlhf, [str(a) for a in recipe.data["prepare"]]
-    rows = min(int(o["data.max_samples"]), int(_flag(prepare, "--rows") or 10**9))
-    per_step = o["rollout.batch_size"]
+    argv, prepare = recipe.train_argv(), [str(a) for a in recipe.data["prepare"]]
+    flag = lambda key: int(_flag(argv, f"--{key}"))  # noqa: E731 - the rendered command line, as OpenRLHF reads it
+    rows = min(flag("data.max_samples"), int(_flag(prepare, "--rows") or 10**9))
+    per_step = flag("rollout.batch_size")
     assert rows % per_step == 0                                   # no partial last batch
-    assert o["train.num_episodes"] * rows // per_step == PAPER_STEPS[name] == rollout_steps(recipe)
-    assert o["train.batch_size"] == per_step * o["rollout.n_samples_per_prompt"]   # one update per step, as verl
+    assert flag("train.num_episodes") * rows // per_step == PAPER_STEPS[name] == rollout_steps(recipe)
+    assert flag("train.batch_size") == per_step * flag("rollout.n_samples_per_prompt")   # one update per step
 
 
 def test_stage_2b_continues_stage_2as_seeded_curriculum_order():
