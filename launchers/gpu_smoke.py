@@ -1,7 +1,14 @@
-"""Helper for launchers/gpu_smoke.sh: writes the smoke prompt set and checks a finished smoke run.
+"""The smoke-run driver shared by launchers/gpu_smoke.sh and the CPU end-to-end tests (tests/cpu_e2e): one
+`lead-recipes train` command line per profile, the smoke prompt set, and the check of a finished run.
 
-    python launchers/gpu_smoke.py data OUT.jsonl
+    python launchers/gpu_smoke.py data OUT.jsonl [--profile gpu|cpu]
+    python launchers/gpu_smoke.py train --profile gpu --method M --model M --data D --run RUN --episodes N [-- FLAGS]
     python launchers/gpu_smoke.py check RUN_DIR METHOD --steps 1,2 [--resumed-from 2]
+
+`train_argv` is the single source of the smoke command: profile "gpu" is real sizes with actor, reference and vLLM
+colocated on the node's GPUs; profile "cpu" is the same run at toy sizes on fake Ray GPUs (the tests add their
+test-only CPU shim through the environment; nothing here knows about it). Both log `vllm_kl` (token-level
+importance correction), checkpoint every step and write TensorBoard scalars under RUN/tb.
 
 `check` reads what the run left on disk: the DeepSpeed checkpoints' client_states["recipe"] (one per step,
 --ckpt.save_steps 1), the TensorBoard scalars `train/recipe/*`, and recipe_problems.jsonl. It asserts the recipe
@@ -20,9 +27,62 @@ import sys
 STATEFUL = ("lead", "leash")
 
 
-def write_data(path: str) -> int:
-    rows = [{"prompt": f"What is {a} + {b}? Put the final answer in \\boxed{{}}.", "label": str(a + b)}
-            for a, b in ((3, 4), (12, 30), (7, 8), (25, 17), (9, 9), (100, 23), (6, 7), (44, 11))]
+# per profile: sequence sizes, batch shape (prompts per step x samples), layout flags. One episode = 2 steps.
+PROFILES = {
+    "gpu": {"max_len": 512, "max_new_tokens": 256, "rollout_batch": 4, "n": 4, "rollout_micro": 1,
+            "train_batch": 16, "train_micro": 1, "prompts": 8, "lr": "1e-6",
+            "layout": ["--vllm.gpu_memory_utilization", "0.4", "--vllm.enable_sleep", "--ds.enable_sleep",
+                       "--train.colocate_all"]},
+    "cpu": {"max_len": 256, "max_new_tokens": 32, "rollout_batch": 2, "n": 4, "rollout_micro": 4,
+            "train_batch": 8, "train_micro": 4, "prompts": 4, "lr": "1e-4",
+            "layout": ["--vllm.gpu_memory_utilization", "0.3", "--vllm.sync_backend", "gloo",
+                       "--vllm.enforce_eager"]},
+}
+
+
+def method_flags(method: str, max_new_tokens: int) -> list[str]:
+    """Per-method settings scaled to the rollout cap, so the length terms can move within a few steps."""
+    quarter, half = str(max(max_new_tokens // 4, 1)), str(max_new_tokens // 2)
+    return {"lead": ["--recipe.lead.b_max", str(max_new_tokens), "--recipe.lead.l_min", quarter],
+            "leash": ["--recipe.leash.target_length", quarter],
+            "grpo-scalarized": ["--recipe.grpo_scalarized.length_threshold", half],
+            "gdpo": ["--recipe.gdpo.length_threshold", half],
+            "grpo-lead": ["--recipe.grpo_lead.ref_code_length_gate_tokens", str(max_new_tokens)]}.get(method, [])
+
+
+def train_argv(profile: str, method: str, model: str, data: str, run: str, reward: str, episodes: int,
+               gpus: int = 1, extra: list[str] | tuple = ()) -> list[str]:
+    """`lead-recipes train` flags (without the command) of one smoke run writing under RUN (ckpt, tb, hf)."""
+    p = PROFILES[profile]
+    return [
+        "--actor.model_name_or_path", model, "--reward.remote_url", reward,
+        "--data.prompt_dataset", data, "--data.input_key", "prompt", "--data.label_key", "label",
+        "--data.apply_chat_template", "--data.max_len", str(p["max_len"]),
+        "--rollout.max_new_tokens", str(p["max_new_tokens"]),
+        "--actor.num_nodes", "1", "--actor.num_gpus_per_node", str(gpus),
+        "--ref.num_nodes", "1", "--ref.num_gpus_per_node", str(gpus),
+        "--vllm.num_engines", str(gpus), "--vllm.tensor_parallel_size", "1", *p["layout"],
+        "--rollout.batch_size", str(p["rollout_batch"]), "--rollout.n_samples_per_prompt", str(p["n"]),
+        "--rollout.micro_batch_size", str(p["rollout_micro"]),
+        "--train.batch_size", str(p["train_batch"]), "--train.micro_batch_size", str(p["train_micro"]),
+        "--train.num_episodes", str(episodes), "--train.max_epochs", "1", "--train.seed", "0",
+        "--algo.advantage.estimator", "group_norm", "--algo.advantage.is_correction_level", "token",
+        "--algo.kl.use_loss", "--algo.kl.init_coef", "1e-3", "--algo.kl.estimator", "k2",
+        "--ds.zero_stage", "2", "--ds.param_dtype", "bf16", "--ds.attn_implementation", "sdpa",
+        "--actor.adam.lr", p["lr"], "--actor.lr_scheduler", "constant", "--actor.lr_warmup_ratio", "0.0",
+        "--ckpt.path", os.path.join(run, "ckpt"), "--ckpt.save_steps", "1",
+        "--ckpt.output_dir", os.path.join(run, "hf"), "--logger.tensorboard_dir", os.path.join(run, "tb"),
+        "--logger.logging_steps", "1", "--logger.wandb.run_name", method,
+        "--recipe.method", method, *method_flags(method, p["max_new_tokens"]), *extra]
+
+
+def write_data(path: str, profile: str = "gpu") -> int:
+    if profile == "cpu":  # the tiny test model answers 2 or 3 at random: every group gets mixed rewards
+        rows = [{"prompt": q, "label": a} for q, a in (("What is 1 + 1?", "2"), ("What is 6 / 2?", "3"),
+                                                         ("What is 5 - 3?", "2"), ("What is 9 / 3?", "3"))]
+    else:
+        rows = [{"prompt": f"What is {a} + {b}? Put the final answer in \\boxed{{}}.", "label": str(a + b)}
+                for a, b in ((3, 4), (12, 30), (7, 8), (25, 17), (9, 9), (100, 23), (6, 7), (44, 11))]
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     return 0
@@ -93,6 +153,14 @@ def main(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("data")
     d.add_argument("out")
+    d.add_argument("--profile", choices=sorted(PROFILES), default="gpu")
+    t = sub.add_parser("train", help="run one smoke `lead-recipes train` (extra flags after --)")
+    t.add_argument("--profile", choices=sorted(PROFILES), default="gpu")
+    for name in ("--method", "--model", "--data", "--run", "--reward"):
+        t.add_argument(name, required=True)
+    t.add_argument("--episodes", type=int, default=1)
+    t.add_argument("--gpus", type=int, default=1)
+    t.add_argument("extra", nargs="*")
     c = sub.add_parser("check")
     c.add_argument("run")
     c.add_argument("method")
@@ -100,7 +168,11 @@ def main(argv: list[str]) -> int:
     c.add_argument("--resumed-from", type=int, default=None)
     a = ap.parse_args(argv)
     if a.cmd == "data":
-        return write_data(a.out)
+        return write_data(a.out, a.profile)
+    if a.cmd == "train":
+        import subprocess
+        argv = train_argv(a.profile, a.method, a.model, a.data, a.run, a.reward, a.episodes, a.gpus, a.extra)
+        return subprocess.call([sys.executable, "-m", "lead_recipes.cli", "train", *argv])
     problems = check(a.run, a.method, [int(s) for s in a.steps.split(",")], a.resumed_from)
     for p in problems:
         print(f"FAIL {a.method}: {p}")
