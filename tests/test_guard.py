@@ -92,3 +92,15 @@ def test_seam_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
     assert status[guard.SHARE_KEY] == 60 / 64
     with pytest.raises(GradingFailure):
         trainer.train_step(None, 2)
+
+
+def test_guard_flags_are_recipe_flags_with_their_defaults_and_checked_at_the_command_line(tmp_path):
+    import argparse
+    from lead_recipes import train
+    from lead_recipes.flags import add_recipe_flags, recipe_namespace
+    parser = argparse.ArgumentParser()
+    add_recipe_flags(parser)
+    ns = recipe_namespace(parser.parse_args(["--recipe.guard.grade_failure_steps", "5"]))
+    assert (ns.guard.grade_failure_max, ns.guard.grade_failure_steps) == (0.5, 5)
+    with pytest.raises(train.UsageError, match="--recipe.guard.grade_failure_max"):
+        train.parse_command_line(["--recipe.guard.grade_failure_max", "2"])

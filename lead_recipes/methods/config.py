@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lead_recipes.guard import GuardConfig
+
 
 def _f(default, help: str, choices: tuple[str, ...] | None = None):
     meta = {"help": help}
@@ -138,7 +140,8 @@ class ComposedConfig:
                                      "--recipe.lead.b_max or the rollout max_new_tokens)")
 
 
-# flag section (the word after --recipe.) -> config class; the section is the method name with '-' → '_'
+# flag section (the word after --recipe.) -> config class; the section is the method name with '-' → '_', except
+# `guard` (stop when grading fails: lead_recipes.guard), which applies to every method
 SECTIONS = {
     "grpo_scalarized": ScalarizedConfig,
     "gdpo": GdpoConfig,
@@ -147,4 +150,5 @@ SECTIONS = {
     "leash": LeashConfig,
     "shorter_better": ShorterBetterConfig,
     "composed": ComposedConfig,
+    "guard": GuardConfig,
 }
