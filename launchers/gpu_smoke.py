@@ -54,8 +54,8 @@ def train_argv(profile: str, method: str, model: str, data: str, run: str, rewar
                gpus: int = 1, extra: list[str] | tuple = ()) -> list[str]:
     """`lead-recipes train` flags (without the command) of one smoke run writing under RUN (ckpt, tb, hf)."""
     p = PROFILES[profile]
-    return [
-        "--actor.model_name_or_path", model, "--reward.remote_url", reward,
+    return [  # --recipe.name none: the command is complete, no base recipe underneath it
+        "--recipe.name", "none", "--actor.model_name_or_path", model, "--reward.remote_url", reward,
         "--data.prompt_dataset", data, "--data.input_key", "prompt", "--data.label_key", "label",
         "--data.apply_chat_template", "--data.max_len", str(p["max_len"]),
         "--rollout.max_new_tokens", str(p["max_new_tokens"]),

@@ -53,33 +53,15 @@ fi
 mkdir -p "$WORK"
 WORK="$(cd "$WORK" && pwd)"
 REWARD="$("$PY" -c 'import lead_recipes.reward_func as m; print(m.__file__)')"
-"$PY" "$HERE/gpu_smoke.py" data "$WORK/prompts.jsonl"
+"$PY" "$HERE/gpu_smoke.py" data "$WORK/prompts.jsonl" --profile gpu
 
-# $1 method, $2 episodes, remaining: extra flags. 8 prompts, 4 per step: one episode = 2 steps.
+# $1 method, $2 episodes, remaining: extra flags. One episode = 2 steps. The command line itself comes from the
+# driver shared with the CPU end-to-end tests (gpu_smoke.py train_argv, profile "gpu").
 train() {
   local method="$1" episodes="$2"
   shift 2
-  local extra=()
-  case "$method" in
-    lead) extra=(--recipe.lead.b_max 256 --recipe.lead.l_min 32) ;;
-    leash) extra=(--recipe.leash.target_length 96) ;;
-    grpo-scalarized) extra=(--recipe.grpo_scalarized.length_threshold 128) ;;
-    gdpo) extra=(--recipe.gdpo.length_threshold 128) ;;
-    grpo-lead) extra=(--recipe.grpo_lead.ref_code_length_gate_tokens 256) ;;
-  esac
-  lead-recipes train \
-    --actor.model_name_or_path "$MODEL" --reward.remote_url "$REWARD" \
-    --data.prompt_dataset "$WORK/prompts.jsonl" --data.input_key prompt --data.label_key label \
-    --data.apply_chat_template --data.max_len 512 --rollout.max_new_tokens 256 \
-    --actor.num_nodes 1 --actor.num_gpus_per_node "$GPUS" --ref.num_nodes 1 --ref.num_gpus_per_node "$GPUS" \
-    --vllm.num_engines "$GPUS" --vllm.tensor_parallel_size 1 --vllm.gpu_memory_utilization 0.4 \
-    --vllm.enable_sleep --ds.enable_sleep --train.colocate_all \
-    --rollout.batch_size 4 --rollout.n_samples_per_prompt 4 --rollout.micro_batch_size 1 \
-    --train.batch_size 16 --train.micro_batch_size 1 --train.num_episodes "$episodes" \
-    --algo.advantage.estimator group_norm --algo.kl.use_loss --algo.kl.init_coef 1e-3 --algo.kl.estimator k2 \
-    --ds.zero_stage 2 --ds.param_dtype bf16 --ds.attn_implementation sdpa \
-    --ckpt.path "$WORK/$method/ckpt" --ckpt.save_steps 1 --logger.tensorboard_dir "$WORK/$method/tb" \
-    --logger.wandb.run_name "$method" --recipe.method "$method" "${extra[@]}" "$@"
+  "$PY" "$HERE/gpu_smoke.py" train --profile gpu --method "$method" --model "$MODEL" --reward "$REWARD" \
+    --data "$WORK/prompts.jsonl" --run "$WORK/$method" --episodes "$episodes" --gpus "$GPUS" -- "$@"
 }
 
 failed=0

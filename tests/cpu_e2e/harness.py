@@ -183,14 +183,6 @@ class RayCluster:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
-def _no_base_recipe() -> list[str]:
-    """`--recipe.name none` where `lead-recipes train` overlays flags on a base recipe (the smoke command is
-    complete by itself); older CLIs without the flag used the given flags alone anyway."""
-    from lead_recipes import train
-    known = {s for a in train._our_parser()._actions for s in a.option_strings}
-    return ["--recipe.name", "none"] if "--recipe.name" in known else []
-
-
 class Run:
     """One `lead-recipes train` process of a CPU smoke run under `dir` (ckpt/, tb/, hf/, train.log)."""
 
@@ -204,7 +196,7 @@ class Run:
             gpu_smoke.write_data(str(data), "cpu")
         reward = str(ROOT / "lead_recipes" / "reward_func.py")
         argv = gpu_smoke.train_argv("cpu", method, str(model), str(data), str(self.dir), reward, episodes,
-                                    extra=[*_no_base_recipe(), "--preflight.skip", "gpu", *extra])
+                                    extra=["--preflight.skip", "gpu", *extra])
         self.log_path = self.dir / log_name
         self.log = open(self.log_path, "w")
         self.started = time.time()
