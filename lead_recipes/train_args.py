@@ -2,7 +2,7 @@
 the method implies, and every still-missing flag named at once, before OpenRLHF parses anything.
 
 - Base recipe: `--recipe.name NAME|FILE|none`; by default the method's reference recipe (`METHOD_RECIPES`, the
-  method from `--recipe.method`, default lead). `none` starts from OpenRLHF's own defaults.
+  method from `--recipe.method`, default lead; lead-1.5b for a method without one). `none` starts from OpenRLHF's own defaults.
 - Overlay: every flag the user gives replaces the base recipe's value of that flag (all of its values: nargs
   flags such as `--reward.clip_range -5 5` are replaced whole), so one OpenRLHF flag no longer drops the recipe.
 - Implied defaults, filled in only when neither the user nor the base gives them, and reported (`Resolved.filled`):
@@ -26,6 +26,7 @@ NONE = "none"
 METHOD_RECIPES = {"grpo": "grpo-correctness-1.5b", "grpo-scalarized": "grpo-1.5b", "gdpo": "gdpo-1.5b",
                   "lead": "lead-1.5b", "grpo-lead": "grpo-lead-7b", "leash": "leash-1.5b",
                   "shorter-better": "shorter-better-1.5b"}
+FALLBACK_RECIPE = "lead-1.5b"  # for a method without a paper recipe of its own (composed: LEAD's setting)
 DEFAULT_CAP = 4000          # LEAD's B_max, the cap of the reference recipe lead-1.5b
 PROMPT_BUDGET = 1024        # tokens of prompt room added to the cap when --data.max_len is filled in
 DEFAULT_SAMPLES = 8         # G: every recipe's group size
@@ -83,7 +84,7 @@ def resolve(argv: list[str], parser) -> Resolved:
     ours, _ = parser.parse_known_args(argv)
     user = flag_names(argv)
     method = getattr(ours, "recipe.method")
-    name = ours.base_recipe or METHOD_RECIPES[method]
+    name = ours.base_recipe or METHOD_RECIPES.get(method, FALLBACK_RECIPE)
     base: list[str] = []
     if name != NONE:
         from launchers.recipe import load_recipe

@@ -243,10 +243,12 @@ def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_
 def test_each_method_reference_recipe_runs_that_method():
     from launchers.recipe import load_recipe
     from lead_recipes.methods import METHODS
-    from lead_recipes.train_args import METHOD_RECIPES
-    assert set(METHOD_RECIPES) >= set(METHODS) - {"composed"}
+    from lead_recipes.train_args import METHOD_RECIPES, resolve
     for method, name in METHOD_RECIPES.items():
         assert load_recipe(name).recipe["method"] == method
+    for method in METHODS:  # every method resolves, with or without a paper recipe of its own
+        resolved = resolve(["--recipe.method", method], train._our_parser())
+        assert resolved.base == METHOD_RECIPES.get(method, "lead-1.5b") and not resolved.missing
 
 
 def test_unknown_base_recipe_is_a_usage_error(capsys):
