@@ -14,7 +14,10 @@ different forms of the same kind:
   in one variable each (set-builder vs inequality, or different variable names) → both in interval notation;
 - a column vector `\\begin{pmatrix}1\\\\-2\\end{pmatrix}` (or `bmatrix`, `\\langle 1,-2\\rangle`) against a tuple →
   the tuple `(1, -2)`;
-- degrees–minutes–seconds `30^\\circ 15'` → the exact number of degrees `\\frac{121}{4}^\\circ`.
+- degrees–minutes–seconds `30^\\circ 15'` → the exact number of degrees `\\frac{121}{4}^\\circ`;
+- the same formula spelled with other spacing, `\\left`/`\\right`, `\\dfrac`, or a bare name in `\\text{}`
+  (`\\text{ML} \\perp \\text{NK}` vs `ML\\perp NK`) → the gold twice;
+- a trailing domain qualifier (`(a, 1) for any positive integer a`) the other side does not state → dropped.
 Endpoints, entries and values are moved verbatim (never parsed or evaluated here), so a wrong value stays wrong.
 Units, words, percent and currency signs need nothing from us: math-verify's LaTeX extractor already reads them.
 
@@ -310,6 +313,30 @@ def _dms(s: str) -> str | None:
     return body + "^\\circ"
 
 
+# ------------------------------------------------------------------------------------------------ spelling, qualifiers
+_SPACING_RE = re.compile(r"\\[,;:! ]|\\(?:left|right)(?![A-Za-z])|\\(?:quad|qquad)(?![A-Za-z])|\s+")
+_TEXT_NAME_RE = re.compile(r"\\(?:text|mathrm|textrm|mathit)\{([A-Za-z0-9]+)\}")
+_QUALIFIER_RE = re.compile(r"(.*?\S)\s*,?\s*(?:\\(?:text|textrm|mbox)\{\s*)?(?:for|where)\s+"
+                           r"(?:any|all|every|each|some|arbitrary)\b[^=]*", re.S)
+
+
+def _spelling(s: str) -> str:
+    """`s` without what does not change a formula: spacing, `\\left`/`\\right`, `\\text{}` around a bare name
+    (`\\text{ML}` is the segment ML), `\\dfrac`/`\\tfrac` spelled `\\frac`."""
+    s = _TEXT_NAME_RE.sub(r"\1", s)
+    s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
+    parts = re.split(r"(\\(?:text|mathrm|textrm|mbox)\{[^{}]*\})", s)   # words in text keep one space between
+    return "".join(" ".join(x.split()) if i % 2 else _SPACING_RE.sub("", x) for i, x in enumerate(parts))
+
+
+def _strip_qualifier(s: str, other: str) -> str:
+    """`(a, 1) for any positive integer a` → `(a, 1)` when the other side states no such qualifier."""
+    if re.search(r"\b(?:for|where)\b", other):
+        return s
+    m = _QUALIFIER_RE.fullmatch(s)
+    return m.group(1).rstrip(" ,") if m and not re.search(r"\\text\{[^}]*$", m.group(1)) else s
+
+
 # ------------------------------------------------------------------------------------------------ entry point
 def align_forms(gold: str, pred: str) -> tuple[str, str]:
     """(gold, pred) rewritten into forms math-verify compares correctly (see the module docstring); unchanged when
@@ -317,7 +344,10 @@ def align_forms(gold: str, pred: str) -> tuple[str, str]:
     if len(gold) > _MAX_CHARS or len(pred) > _MAX_CHARS or gold == pred:
         return gold, pred
     try:
+        if _spelling(gold) == _spelling(pred):
+            return gold, gold                    # the same formula spelled differently: `ML\\perp NK`
         g, p = _unwrap_text_list(gold), _unwrap_text_list(pred)
+        g, p = _strip_qualifier(g, p), _strip_qualifier(p, g)
         g, p = _dms(g) or g, _dms(p) or p
         for rule in (_align_vectors, _align_sets, _align_labels, _align_function):
             out = rule(g, p)

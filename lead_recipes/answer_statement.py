@@ -5,8 +5,8 @@ last paragraphs, at most `_TAIL_CHARS` characters) and returns the answer stated
 1. an answer marker: "the (final) answer is …", "Answer: …", "**Final Answer** …" (the last one in the closing part);
 2. a concluding sentence: "Therefore/Thus/Hence/So … = value" or "… is value", complete (ended by `.`, `!` or a line
    break), in the last paragraph;
-3. the last displayed expression (`\\[…\\]`, `$$…$$`, `\\begin{equation*}…`), when nothing but a short closing remark
-   follows it.
+3. the last displayed expression (`\\[…\\]`, `$$…$$`, `\\begin{equation*}…`), when nothing but a short complete
+   remark follows it.
 The value is the first math span after the marker (`$…$`, `\\(…\\)`, `\\[…\\]`), else the rest of the sentence (a
 lone `$7.00` is read as currency). For an equation only the right-hand side of its last `=` is kept when that side is
 a plain value (no variables), so `a+b = 3+4 = 7` gives `7` and `AE + AP = PD` stays whole.
@@ -137,7 +137,9 @@ def extract_statement(text: str) -> str | None:
     if displays:
         d = displays[-1]
         after = part[d.end():].strip()
-        if len(after) <= 80 and not re.search(r"\d|\$|\\\(", after):
+        # Only a short complete remark may follow ("This is the answer."); an unfinished sentence means the
+        # response was cut off while still reasoning.
+        if len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and (not after or after[-1] in ".!"):
             expr = next(g for g in (d.group(1), d.group(2), d.group(4)) if g is not None)
             expr = expr.replace("&", "").split("\\\\")[-1].strip()
             val = _rhs(expr)

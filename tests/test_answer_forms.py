@@ -79,6 +79,19 @@ def test_degrees_and_minutes_equal_decimal_degrees():
     assert verdict(r"30^\circ 15'", r"30.25^\circ") and verdict("30.25", r"30^{\circ}15'")
 
 
+def test_the_same_formula_spelled_with_other_spacing_or_text_names_is_equal():
+    assert verdict(r"\text{ML} \perp \text{NK}", r"ML\perp NK") and verdict(r"\left( 1, 2 \right)", "(1,2)")
+
+
+def test_words_inside_text_keep_their_spaces():
+    assert not verdict(r"\text{not a} \perp x", r"\text{nota} \perp x")
+
+
+def test_a_trailing_domain_qualifier_is_dropped():
+    assert verdict("(a, n) = (a, 1)", r"(a, 1) \text{ for any positive integer } a")
+    assert verdict("(a,1)", "(a, 1) for any positive integer a")
+
+
 def test_units_words_percent_and_currency_are_read():
     assert verdict(r"4\sqrt{2}\text{ cm}", r"4\sqrt2") and verdict(r"50\%", "50") and verdict(r"\$7.00", "7")
 
@@ -103,7 +116,7 @@ nonzero = st.integers(-9, 9).filter(bool)
 def _forms(draw, wrong: bool) -> tuple[str, str]:
     """(gold in one form, answer in another form), the answer's value perturbed when `wrong`."""
     kind = draw(st.sampled_from(["text_list", "labels", "function", "interval", "setbuilder", "vector", "dms",
-                                 "tuple_order"]))
+                                 "tuple_order", "spelling", "qualifier"]))
     d = draw(nonzero) if wrong else 0
     if kind == "text_list":
         letters = draw(st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=3, unique=True))
@@ -141,6 +154,10 @@ def _forms(draw, wrong: bool) -> tuple[str, str]:
     a, b = draw(ints), draw(ints)
     if a == b:
         b = a + 1
+    if kind == "spelling":
+        return rf"\text{{AB}} = {a}\perp \text{{CD}}", rf"AB={a + d} \perp  CD"
+    if kind == "qualifier":
+        return f"(k, {a})", rf"(k, {a + d}) \text{{ for any integer }} k"
     return f"({a},{b})", f"({b},{a})" if wrong else f"({a}, {b})"
 
 
