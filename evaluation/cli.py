@@ -11,6 +11,7 @@ from pathlib import Path
 
 from evaluation.benchmarks import BENCHMARKS
 from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, PROMPT_TEMPLATES, canonical
+from lead_recipes.answers import EXTRACTION_POLICIES
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
@@ -70,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="apply the model's chat template (default on)")
     g.add_argument("--tokenizer", help="tokenizer for chat templates / token counts (replay, openai completions)")
     g.add_argument("--budgets", type=_int_list, help="token budgets for the sweep, e.g. 1024,2048,4096")
+    gr = p.add_argument_group("grading")
+    gr.add_argument("--grade.extraction", dest="grade.extraction", default="final_answer",
+                    choices=EXTRACTION_POLICIES,
+                    help="final-answer extraction: final_answer (the box, else the closing final-answer statement; "
+                         "comparable with math-verify/lighteval numbers) or boxed (the last \\boxed{} only, as the "
+                         "training reward); default %(default)s; part of the run identity")
     r = p.add_argument_group("replay backend")
     r.add_argument("--replay.path", dest="replay.path", help="JSONL of saved generations")
     o = p.add_argument_group("openai backend")
@@ -183,7 +190,7 @@ def run_main(argv: list[str]) -> int:
             summary = run.run_eval(gen, benchmarks, backend, args.output, model=args.model, base=base,
                                    budgets=args.budgets, tokenizer=tok, limit=args.limit,
                                    sources=_sources(specs, data_dir), progress=args.progress_enable,
-                                   plots=args.plots_enable)
+                                   plots=args.plots_enable, extraction=a["grade.extraction"])
         finally:
             backend.close()
     except (ValueError, FileNotFoundError, RuntimeError) as e:

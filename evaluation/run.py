@@ -40,7 +40,7 @@ def library_versions() -> dict:
 
 
 def run_config(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, model: str | None,
-               limit: int | None, sources: dict | None = None, grading: dict | None = None) -> dict:
+               limit: int | None, sources: dict | None = None, extraction: str = "final_answer") -> dict:
     """The generation identity stored in config.json (and in summary.json["config"]). A backend that did not
     generate (replay) records only the settings it knows; the others are "unknown"."""
     record = getattr(backend, "generation_record", None)
@@ -51,8 +51,7 @@ def run_config(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, mo
                                   "source": (sources or {}).get(name)} for name, probs in benchmarks.items()},
             "limit": limit,
             "versions": library_versions()}
-    if grading is not None:
-        config["grading"] = grading
+    config["grading"] = {"extraction": extraction}     # changes verdicts, so part of the run's identity
     return config
 
 
@@ -193,7 +192,7 @@ def load_summary(run: str | Path) -> dict:
 def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: str | Path, *,
              model: str | None = None, base: dict | None = None, budgets: list[int] | None = None,
              tokenizer=None, limit: int | None = None, sources: dict | None = None, scorer=None,
-             progress: bool = True, plots: bool = True, grading: dict | None = None) -> dict:
+             progress: bool = True, plots: bool = True, extraction: str = "final_answer") -> dict:
     """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json)."""
     from evaluation import report  # noqa: PLC0415
     from evaluation.scoring import Scorer  # noqa: PLC0415
@@ -201,7 +200,7 @@ def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_
     run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer is None and getattr(backend, "prompt_mode", "") == "text":
         tokenizer = getattr(backend, "tokenizer", None)      # vLLM: the engine's own tokenizer
-    config = run_config(gen, benchmarks, backend, model, limit, sources, grading)
+    config = run_config(gen, benchmarks, backend, model, limit, sources, extraction)
     first = next((p for probs in benchmarks.values() for p in probs), None)
     if first is not None and getattr(backend, "prompt_mode", "") != "none":
         config["prompt_example"] = (render_prompt(gen, first.problem, tokenizer)
@@ -211,7 +210,7 @@ def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_
     resumed = store.check_or_write_config(run_dir, config)
     if scorer is None:
         scorer = Scorer({(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs},
-                        **({"extraction": grading["extraction"]} if grading else {}))
+                        extraction=extraction)
     t0 = time.monotonic()
     rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
     t_gen = time.monotonic() - t0

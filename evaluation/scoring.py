@@ -4,18 +4,21 @@
 Speed: the final answer is extracted once per response in this process (cheap string scan), and only distinct
 (gold, extracted answer) pairs are sent to the grader's process pool, with a cache across batches; responses
 without an extractable answer are `no_answer` (wrong) without a grader call, exactly as the grader itself
-rules (§8: no extractable final answer ⇒ incorrect). It does not generate or write files.
+rules (no extractable final answer ⇒ incorrect). It does not generate or write files.
 """
 from __future__ import annotations
 
 
 class Scorer:
     """Adds "extracted", "status", "correct" and "grade_latency_s" to result rows. `grader` defaults to the
-    process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer."""
+    process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer; `extraction` is the answer-extraction
+    policy (`lead_recipes.answers.EXTRACTION_POLICIES`: `final_answer`, the default here as in `lead-recipes
+    grade`, takes an unboxed final-answer statement when there is no box; `boxed` only the box)."""
 
-    def __init__(self, golds: dict[tuple[str, str], str], grader=None):
-        from lead_recipes.grading import extract_final_answer, get_grader  # noqa: PLC0415
-        self.golds, self.extract = golds, extract_final_answer
+    def __init__(self, golds: dict[tuple[str, str], str], grader=None, extraction: str = "final_answer"):
+        from lead_recipes.answers import check_extraction  # noqa: PLC0415
+        from lead_recipes.grading import get_grader  # noqa: PLC0415
+        self.golds, self.extraction = golds, check_extraction(extraction)
         self.grader = grader if grader is not None else get_grader()
         self.cache: dict[tuple[str, str], tuple] = {}
 
@@ -30,6 +33,10 @@ class Scorer:
             for pair, g in zip(todo, grades):
                 self.cache[pair] = (bool(g.correct), str(g.status), float(g.latency_s), g.extracted)
         return [self.cache[p] if p[1] is not None else (False, "no_answer", 0.0, None) for p in pairs]
+
+    def extract(self, text: str) -> str | None:
+        from lead_recipes.answers import extract_final_answer  # noqa: PLC0415
+        return extract_final_answer(text, self.extraction)
 
     def score_rows(self, rows: list[dict]) -> list[dict]:
         pairs = [(self.golds[(r["benchmark"], r["id"])], self.extract(r["response"])) for r in rows]

@@ -223,3 +223,27 @@ def test_data_parallel_size_defaults_to_gpus_over_tensor_parallel():
     assert data_parallel_size(2, 1, []) == 2                       # CPU engines (testing)
     with pytest.raises(ValueError, match="needs 16 GPUs"):
         data_parallel_size(8, 2, eight)
+
+
+def test_extraction_policy_is_recorded_and_changes_verdicts_on_unboxed_answers(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024",), n=1)
+    gold = load_benchmark("aime2024", shared_data / "benchmarks")[0].answer
+    rows = [json.loads(l) for l in replay.read_text().splitlines()]
+    rows[0]["response"] = f"Adding the two cases gives the total.\n\nTherefore, the final answer is {gold}."
+    replay.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    acc = {}
+    for policy in ("final_answer", "boxed"):
+        out = tmp_path / policy
+        assert cli.main(_argv(replay, out, shared_data, "--grade.extraction", policy, "--no-plots_enable")) == 0
+        s = json.loads((out / "summary.json").read_text())
+        assert s["config"]["grading"] == {"extraction": policy}
+        assert json.loads((out / "config.json").read_text())["grading"] == {"extraction": policy}
+        acc[policy] = s["benchmarks"]["aime2024"]["accuracy"]
+    assert (acc["final_answer"], acc["boxed"]) == (1.0, 0.5)      # problem 1 boxes its answer
+
+
+def test_a_run_cannot_be_resumed_under_another_extraction_policy(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-plots_enable")) == 0
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--grade.extraction", "boxed")) == 2
+    assert "differs in: grading" in capsys.readouterr().err

@@ -94,7 +94,8 @@ def test_budget_accuracy_equals_regrading_token_prefixes(replay_run, tiny_qwen2)
     gold = {g["id"]: g["answer"] for g in groups}
     rows = store.read_samples(out / "samples.jsonl")
     texts = [tok.decode(tok.encode(r["response"], add_special_tokens=False)[:512]) for r in rows]
-    grades = get_grader().grade_many([(gold[r["id"]], t, None) for r, t in zip(rows, texts)])
+    grades = get_grader().grade_many([(gold[r["id"]], t, None) for r, t in zip(rows, texts)],
+                                     extraction="final_answer")
     expected = sum(g.correct for g in grades) / len(rows)
     got = json.loads((out / "summary.json").read_text())["budget_sweep"]["budgets"]["512"]["average"]["accuracy"]
     assert got == pytest.approx(expected)
