@@ -142,7 +142,8 @@ def _load_hub(name: str, dataset: str | None, field_map: dict | None) -> list[Pr
     try:
         ds = datasets.load_dataset(dataset, config or None, split=split or "test")
     except (ConnectionError, OSError) as e:
-        raise HubUnavailableError(_hub_hint(name, f"hf:{dataset} is not available offline ({type(e).__name__})")) from None
+        reason = f"hf:{dataset} is not available offline ({type(e).__name__})"
+        raise HubUnavailableError(_hub_hint(name, reason)) from None
     return _rows_to_problems(name, ds, mapping, f"hf:{dataset}:{split}:{config or ''}")
 
 

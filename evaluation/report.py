@@ -1,5 +1,6 @@
-"""Reports and plots from summary dicts: per-run report.md/report.csv, the accuracy-vs-length frontier across runs,
-one run's accuracy, length and length histogram (run.png), budget curves, and the side-by-side comparison table with AES (`lead-recipes eval compare`).
+"""Reports and plots from summary dicts: per-run report.md/report.csv, one run's accuracy, length and length
+histogram (run.png), the accuracy-vs-length frontier across runs, budget curves, and the side-by-side comparison
+table with AES (`lead-recipes eval compare`).
 
 Matplotlib (Agg) is imported lazily, only to draw. It does not generate, grade or compute metrics beyond
 calling `metrics.aes_report` for comparisons.
@@ -57,13 +58,14 @@ def _csv(rows: list[dict]) -> str:
 def render_markdown(summary: dict) -> str:
     gen = summary["config"]["generation"]
     chat = gen["chat_template_enable"]
+    chat = chat if isinstance(chat, str) else "on" if chat else "off"
     seed = ("unknown" if gen["seed"] == "unknown" else "per sample (in samples.jsonl)" if gen["seed"] == "per-sample"
             else f"{gen['seed']} (sample s uses seed + s)")
     avg_set = summary["average"].get("set")
     lines = [f"# Evaluation report: {summary['config'].get('model') or summary['config']['backend']['backend']}", "",
              f"Preset `{gen['preset']}`: temperature {gen['temperature']}, top-p {gen['top_p']}, min-p {gen['min_p']}, "
              f"top-k {gen['top_k']}, max new tokens **{gen['max_new_tokens']}**, seed {seed}, prompt "
-             f"`{gen['prompt_template_name']}`, chat template {chat if isinstance(chat, str) else 'on' if chat else 'off'}"
+             f"`{gen['prompt_template_name']}`, chat template {chat}"
              + (f" (settings marked unknown were not recorded with the replayed generations)" if gen.get("unknown")
                 else "") + ". Accuracy = avg@n (mean over samples) ± standard error over problems, in %. Length = "
              "mean generated tokens incl. thinking (truncated at the cap)."
