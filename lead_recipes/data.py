@@ -391,8 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prompt as text (use --data.apply_chat_template) or chat messages")
     b.add_argument("--system", help="system message (messages format only)")
     b.add_argument("--benchmarks", default=",".join(BENCHMARK_NAMES), help="benchmarks to remove")
-    b.add_argument("--benchmarks-dir", default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR"),
-                   help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub)")
+    b.add_argument("--data.benchmarks_dir", "--benchmarks-dir", dest="benchmarks_dir",
+                   default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
+                   help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
+                        "same flag and variable as lead-recipes eval")
     b.add_argument("--no-decontaminate", action="store_true", help="keep benchmark problems")
     b.add_argument("--no-dedup", action="store_true", help="keep duplicate problems")
     b.add_argument("--limit", type=int, help="write at most N rows")

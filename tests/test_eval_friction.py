@@ -247,3 +247,15 @@ def test_a_run_cannot_be_resumed_under_another_extraction_policy(shared_data, tm
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-plots_enable")) == 0
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--grade.extraction", "boxed")) == 2
     assert "differs in: grading" in capsys.readouterr().err
+
+
+def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):
+    from lead_recipes import data
+    build = ["build", "--preset", "math-l35", "--source", "s.jsonl", "--out", "o.jsonl"]
+    run = ["--backend", "replay", "--output", "o"]
+    for flag in ("--data.benchmarks_dir", None):
+        if flag is None:
+            monkeypatch.setenv("LEAD_RECIPES_BENCHMARKS_DIR", "D")
+        extra = [flag, "D"] if flag else []
+        assert data.build_parser().parse_args(build + extra).benchmarks_dir == "D"
+        assert vars(cli.build_parser().parse_args(run + extra))["data.benchmarks_dir"] == "D"
