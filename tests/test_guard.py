@@ -104,3 +104,36 @@ def test_guard_flags_are_recipe_flags_with_their_defaults_and_checked_at_the_com
     assert (ns.guard.grade_failure_max, ns.guard.grade_failure_steps) == (0.5, 5)
     with pytest.raises(train.UsageError, match="--recipe.guard.grade_failure_max"):
         train.parse_command_line(["--recipe.guard.grade_failure_max", "2"])
+
+
+def test_a_grader_failing_in_every_worker_stops_training_on_the_third_step(monkeypatch):
+    """The package reward function with a broken grader, through the seam's per-step statistics, into the guard."""
+    from types import SimpleNamespace as NS
+
+    import torch
+
+    from lead_recipes import reward_func
+    from lead_recipes.flags import default_recipe
+    from lead_recipes.methods import build_method
+    from lead_recipes.rollout_stats import rollout_batch, step_stats
+
+    def broken():
+        raise RuntimeError("grader pool could not start")
+    monkeypatch.setattr(reward_func, "get_grader", broken)
+    recipe = default_recipe()
+    recipe.method = "lead"
+    method, g = build_method(recipe), GradingGuard.from_recipe(recipe)
+    n, steps = 4, []
+    with pytest.raises(GradingFailure, match=r"8 error, 0 timeout of 8"):
+        for step_no in range(1, 4):
+            steps.append(step_no)
+            logs = [reward_func.reward_func([f"q{i} \\boxed{{1}}"], [f"q{i} "], ["1"])["extra_logs"] for i in range(2 * n)]
+            info = {k: torch.tensor([d[k] for d in logs]) for k in logs[0]}
+            exp = NS(info=info, action_mask=torch.ones(2 * n, 5), truncated=torch.zeros(2 * n), index=list(range(2 * n)),
+                     prompts=[f"q{i // n}" for i in range(2 * n)], labels=["1"] * (2 * n))
+            batch, extra = rollout_batch([exp], lambda t: t.reshape(-1, n), 16)
+            out = method.step(batch)
+            stats = step_stats(method.name, batch, out, out.rewards, torch.zeros(2 * n), extra)
+            assert stats["recipe/correct_rate"] == 0.0  # silently all wrong, as LEAD would train on
+            g.observe(stats)
+    assert steps == [1, 2, 3]  # the default 3 consecutive steps, not earlier
