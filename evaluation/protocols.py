@@ -83,7 +83,9 @@ _GRPO_LEAD_DIFFS = [
     "voting code",
     "min_p 0.01 (authors' README, not the paper) is off unless --min-p 0.01 is given",
     "top-p 1.0 and no system prompt: the paper states neither; chat template on (DeepSeek-R1-Distill models)",
-    "grading with this package's grader, not the authors' deepscaler reward function",
+    "grading with this package's grader, not the authors' deepscaler reward function; that function reads only "
+    "the \\boxed{} answer, which --grade.extraction boxed mirrors (the default final_answer also reads an unboxed "
+    "closing statement)",
 ]
 PROVENANCE = {
     "sober": {
@@ -97,7 +99,9 @@ PROVENANCE = {
             "with seeds 0..n-1 (same sampling distribution; texts differ from lighteval's)",
             "max new tokens 32768 is lighteval's default; LEAD does not state its evaluation cap",
             "length = generated tokens as the engine counts them (no BOS); Sober re-encodes the text with BOS (+1)",
-            "grading with this package's grader (math-verify based) rather than lighteval's extractive_match",
+            "grading with this package's grader (math-verify based) rather than lighteval's extractive_match, "
+            "which takes the boxed answer first and otherwise the last LaTeX/expression anywhere in the text; "
+            "--grade.extraction final_answer (default) reads only the closing statement when there is no box",
         ],
     },
     "grpo-lead-7b": {
@@ -110,8 +114,8 @@ PROVENANCE = {
         "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 14B models: §4.3 (14k test length), §4.4, §5.3",
         "mirrors": f"the paper's evaluation protocol; the authors' scripts ({_GRPO_LEAD}) for the prompt",
         "paper_benchmarks": ["aime2024", "aime2025"],
-        "differences": ["14k read as 14336 tokens, the 14B training generation length (the authors' README "
-                        "says 14k; the old `grpo-lead` preset used 14000)"] + _GRPO_LEAD_DIFFS,
+        "differences": ["14k read as 14336 = 14 x 1024 tokens, the 14B recipes' training generation length "
+                        "(the authors' README says 14k; the old `grpo-lead` preset used 14000)"] + _GRPO_LEAD_DIFFS,
     },
 }
 
