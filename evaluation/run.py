@@ -154,7 +154,11 @@ def summarize(grouped: dict, scorer, config: dict, gen: GenConfig, base: dict | 
     """summary.json content: {"benchmarks": {...}, "average": {..., "set": which benchmarks it covers and whether
     they are the paper's set}, "aes"?, "budget_sweep"?, "config", "protocol": the preset's provenance}."""
     per = {name: metrics.benchmark_metrics(probs, scorer.equivalent_many) for name, probs in grouped.items()}
-    summary = {"benchmarks": per, "average": dict(metrics.average(per), **{"set": benchmark_set(gen.preset, per)})}
+    covered = benchmark_set(gen.preset, per)
+    if config.get("limit"):
+        covered.update(limit=config["limit"], note=covered["note"] + f"; only the first {config['limit']} problems "
+                       "of each (--limit)")
+    summary = {"benchmarks": per, "average": dict(metrics.average(per), set=covered)}
     if base is not None:
         summary["aes"] = metrics.aes_report(summary, base)
     if budgets:

@@ -193,7 +193,8 @@ def test_summary_records_the_protocol_provenance_and_what_the_average_covers(sha
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["protocol"]["preset"] == "grpo-lead-7b" and "2504.09696" in s["protocol"]["paper"]
     assert s["average"]["set"] == {"benchmarks": ["aime2024", "aime2025"], "label": "aime2024+aime2025",
-                                   "paper_set": True, "note": "the paper's benchmark set"}
+                                   "paper_set": True, "limit": 2,
+                                   "note": "the paper's benchmark set; only the first 2 problems of each (--limit)"}
     assert cli.main(_argv(replay, tmp_path / "one", shared_data, "--preset", "grpo-lead-7b", "--benchmarks",
                           "aime2024", "--no-plots_enable")) == 0
     s = json.loads((tmp_path / "one" / "summary.json").read_text())
