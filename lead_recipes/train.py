@@ -5,8 +5,11 @@
 - The flags are exactly OpenRLHF's (parsed and validated by OpenRLHF's own `train_ppo_ray` code) plus `--recipe.*`
   (lead_recipes.flags). Ours are parsed first (allow_abbrev=False, so no abbreviation can swallow an OpenRLHF flag)
   and validated before anything heavy is imported or started.
-- With no OpenRLHF flags, the embedded default recipe `lead-1.5b` (launchers/recipes/lead-1.5b.yaml: LEAD on MATH
-  level 3-5 with DeepSeek-R1-Distill-Qwen-1.5B) supplies them; any flags given still override it.
+- The flags given overlay a base recipe (`--recipe.name`, default the method's reference recipe, e.g. `lead-1.5b`:
+  LEAD on MATH level 3-5 with DeepSeek-R1-Distill-Qwen-1.5B); the defaults the method implies are filled in and
+  printed, and missing required flags are named in one message (lead_recipes.train_args).
+- HTTP reward URLs go through lead_recipes/remote_reward.py; the driver's LEAD_RECIPES_* and WANDB_* variables reach
+  the Ray actors (lead_recipes.actor_env); a run whose grading keeps failing stops (lead_recipes.guard, exit 1).
 - `--dry-run` prints the resolved command and configuration (after OpenRLHF's validation) and exits 0.
 - Otherwise the preflight (lead_recipes.preflight) checks everything checkable (OpenRLHF version and seams, GPUs,
   flash-attn, data, model, reward function grading a probe, checkpoint directory, Ray) and this module exits 1
