@@ -3,6 +3,7 @@
 --dry-run resolves the embedded default recipe, and the preflight on this GPU-less machine names the missing GPU."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -467,3 +468,28 @@ def test_auto_build_never_writes_a_dataset_path_other_than_the_recipe_prepare_ou
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
     assert train.build_missing_data(str(tmp_path / "mine.jsonl"), embedded=True) is False
     assert sorted(p.name for p in tmp_path.iterdir()) == ["math_level3to5.jsonl"]
+
+
+def test_a_grading_failure_in_the_trainer_ends_the_driver_with_its_message_and_exit_1(monkeypatch, capsys):
+    from types import SimpleNamespace as NS
+
+    from ray.exceptions import RayTaskError
+
+    from lead_recipes.guard import GradingFailure
+
+    class FakeSeam:
+        @staticmethod
+        def run_openrlhf(argv, recipe):
+            cause = GradingFailure("grading failed for 100% of the samples (64 error, 0 timeout of 64)")
+            raise RayTaskError("RecipeTrainer.fit", "Traceback ...", cause).as_instanceof_cause()
+
+    monkeypatch.setattr(train, "build_missing_data", lambda *a, **k: False)
+    monkeypatch.setattr(train, "run_preflight", lambda args, skip=(): [])
+    monkeypatch.setattr(train, "forward_env_to_actors", contextlib.nullcontext)
+    ours = NS(preflight=False, preflight_skip=())
+    resolved = NS(base=None, user_flags=set())
+    args = NS(data=NS(prompt_dataset="p.jsonl"), logger=NS(wandb=NS(key=None)))
+    assert train._preflight_and_train(ours, default_recipe(), [], resolved, args, FakeSeam) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == ("lead-recipes train: error: grading failed for 100% of the samples "
+                                            "(64 error, 0 timeout of 64)")
