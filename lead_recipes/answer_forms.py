@@ -17,6 +17,7 @@ different forms of the same kind:
 - degrees–minutes–seconds `30^\\circ 15'` → the exact number of degrees `\\frac{121}{4}^\\circ`;
 - the same formula spelled with other spacing, `\\left`/`\\right`, `\\dfrac`, or a bare name in `\\text{}`
   (`\\text{ML} \\perp \\text{NK}` vs `ML\\perp NK`) → the gold twice;
+- bold emphasis `\\mathbf{2 5}` → `25` and a closing period → dropped;
 - a trailing domain qualifier (`(a, 1) for any positive integer a`) the other side does not state → dropped.
 Endpoints, entries and values are moved verbatim (never parsed or evaluated here), so a wrong value stays wrong.
 Units, words, percent and currency signs need nothing from us: math-verify's LaTeX extractor already reads them.
@@ -248,7 +249,7 @@ def _as_interval(s: str) -> tuple[str, str] | None:
 
 def _looks_interval(s: str) -> bool:
     """Interval notation (or a union of intervals): `(2,\\infty)`, `[-3, 1)`, `(0,4)`."""
-    items = _top_split(s, re.compile(r"\\cup\b|∪"))
+    items = _top_split(re.sub(r"\\(?:left|right)(?=[()\[\]])", "", s), re.compile(r"\\cup\b|∪"))
     return all(re.fullmatch(r"(?:\\left)?[(\[][^()\[\]]*,[^()\[\]]*(?:\\right)?[)\]]", x.replace(" ", ""))
                and len(_top_split(x.strip()[1:-1], _COMMA_RE)) == 2 for x in items)
 
@@ -337,6 +338,16 @@ def _strip_qualifier(s: str, other: str) -> str:
     return m.group(1).rstrip(" ,") if m and not re.search(r"\\text\{[^}]*$", m.group(1)) else s
 
 
+_BOLD_RE = re.compile(r"\\(?:mathbf|boldsymbol|bm)\{([^{}]*)\}")
+
+
+def _unbold(s: str) -> str:
+    """`\\mathbf{2 5}` → `25`, `\\boldsymbol{\\pi}` → `\\pi`: bold is emphasis (digits spaced inside it are one
+    number, as LaTeX typesets them); a closing period of the answer goes too."""
+    s = _BOLD_RE.sub(lambda m: re.sub(r"(?<=\d)\s+(?=\d)", "", m.group(1)), s)
+    return re.sub(r"(?<=[\d}])\s*\.\s*\Z", "", s)
+
+
 # ------------------------------------------------------------------------------------------------ entry point
 def align_forms(gold: str, pred: str) -> tuple[str, str]:
     """(gold, pred) rewritten into forms math-verify compares correctly (see the module docstring); unchanged when
@@ -346,7 +357,7 @@ def align_forms(gold: str, pred: str) -> tuple[str, str]:
     try:
         if _spelling(gold) == _spelling(pred):
             return gold, gold                    # the same formula spelled differently: `ML\\perp NK`
-        g, p = _unwrap_text_list(gold), _unwrap_text_list(pred)
+        g, p = _unwrap_text_list(_unbold(gold)), _unwrap_text_list(_unbold(pred))
         g, p = _strip_qualifier(g, p), _strip_qualifier(p, g)
         g, p = _dms(g) or g, _dms(p) or p
         for rule in (_align_vectors, _align_sets, _align_labels, _align_function):

@@ -3,8 +3,8 @@
 What it does: `extract_statement(text)` reads only the closing part of the response (after the last `</think>`; the
 last paragraphs, at most `_TAIL_CHARS` characters) and returns the answer stated there, trying in order
 1. an answer marker: "the (final) answer is …", "Answer: …", "**Final Answer** …" (the last one in the closing part);
-2. a concluding sentence: "Therefore/Thus/Hence/So … = value" or "… is value", complete (ended by `.`, `!` or a line
-   break), in the last paragraph;
+2. the last concluding sentence, "Therefore/Thus/Hence/So … = value" or "… is value", when it is complete (ended by
+   `.`, `!` or a line break) and nothing but a short closing remark follows it;
 3. the last displayed expression (`\\[…\\]`, `$$…$$`, `\\begin{equation*}…`), when nothing but a short complete
    remark follows it.
 The value is the first math span after the marker (`$…$`, `\\(…\\)`, `\\[…\\]`), else the rest of the sentence (a
@@ -47,7 +47,7 @@ def _closing_part(text: str) -> str:
 
 def _has_variables(expr: str) -> bool:
     """True when `expr` has a letter outside a LaTeX command name (`x`, `AB`), i.e. it is not a plain value."""
-    return re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+|\\text\{[^{}]*\}", "", expr)) is not None
+    return re.search(r"[A-Za-z]", re.sub(r"\\text\{[^{}]*\}|\\[A-Za-z]+", "", expr)) is not None
 
 
 def _rhs(expr: str) -> str:
@@ -74,24 +74,28 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     if m is None and not _CURRENCY_RE.match(rest):
         end = _SENTENCE_END_RE.search(rest)
         sentence = rest[:end.start()] if end else rest
-        m = _SPAN_RE.search(sentence)  # "x is $5$", "the rope is $20$ cm": a math span inside the short sentence
-        if m is not None and len(sentence) > 120:
+        m = _SPAN_RE.search(sentence)  # "probably $5$", "about $20$ cm": a math span after a few words
+        if m is not None and (len(sentence) > 120 or len(sentence[:m.start()]) > 15 or "," in sentence[:m.start()]):
             m = None
     if m is not None:
         val = next(g for g in m.groups() if g is not None)
         tail = rest[m.end():]
         unit = re.match(r"[ \t]*([A-Za-z][A-Za-z ]{0,20}?)[ \t]*(?:[.!?,;]|\n|\Z)", tail)
+        val = _rhs(val) if equation_rhs else val.strip()
         if unit and not _has_variables(val) and not re.match(r"(?i)(?:and|or|but|so|since|because|where|for)\b",
                                                                 unit.group(1)):
             val = f"{val}\\text{{ {unit.group(1).strip()}}}"
-        return _rhs(val) if equation_rhs else val.strip()
+        return val
     end = _SENTENCE_END_RE.search(rest)
     while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1:end.start() + 2]):
         end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
     val = (rest[:end.start()] if end else rest).strip().rstrip("*_ ").strip()
     if _CURRENCY_RE.fullmatch(val) or _CURRENCY_RE.match(val) and "$" not in val[1:]:
         return "\\" + val
-    return val or None
+    if "$" in val or "\\(" in val or len(val) > 80:
+        return None                      # prose with formulas in it ("reasonable, consider that $x$ ...")
+    m = re.fullmatch(r"(-?[\d.,/]*\d)\s+([A-Za-z][A-Za-z \-]*)", val)
+    return f"{m.group(1)}\\text{{ {m.group(2)}}}" if m else val or None
 
 
 def _complete(text: str, pos: int) -> bool:
@@ -122,50 +126,93 @@ def extract_statement(text: str) -> str | None:
             return val
     last_para = _PARA_SPLIT_RE.split(part)[-1]
     concl = list(_CONCLUDE_RE.finditer(last_para))
-    for m in reversed(concl):                        # 2. the last complete concluding sentence
+    if concl:                                        # 2. a concluding sentence that ends the solution
+        m = concl[-1]
         end = _SENTENCE_END_RE.search(last_para, m.end())
         while end is not None and last_para[end.start()] == "." and \
                 re.match(r"\d", last_para[end.start() + 1:end.start() + 2]):
             end = _SENTENCE_END_RE.search(last_para, end.start() + 1)
         sentence = last_para[m.end():end.start() if end else len(last_para)]
-        if end is None and not sentence.rstrip().endswith(("$", "\\)", "\\]")):
-            continue
-        val = _conclusion_value(sentence)
-        if val and len(val) <= _MAX_VALUE_CHARS:
-            return val
+        after = last_para[end.end():].strip() if end else ""
+        complete = end is not None or sentence.rstrip().endswith(("$", "\\)", "\\]"))
+        if complete and _closing_remark(after):
+            val = _conclusion_value(sentence)
+            if val and len(val) <= _MAX_VALUE_CHARS:
+                return val
     displays = list(_DISPLAY_RE.finditer(part))      # 3. the last displayed expression, closing the solution
     if displays:
         d = displays[-1]
-        after = part[d.end():].strip()
-        # Only a short complete remark may follow ("This is the answer."); an unfinished sentence means the
-        # response was cut off while still reasoning.
-        if len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and (not after or after[-1] in ".!"):
-            expr = next(g for g in (d.group(1), d.group(2), d.group(4)) if g is not None)
-            expr = expr.replace("&", "").split("\\\\")[-1].strip()
+        if _closing_remark(part[d.end():].strip()):
+            expr = _last_row(next(g for g in (d.group(1), d.group(2), d.group(4)) if g is not None))
             val = _rhs(expr)
             if val and len(val) <= _MAX_VALUE_CHARS:
                 return val
     return None
 
 
+def _closing_remark(after: str) -> bool:
+    """True when `after` may follow a final statement: nothing, or a short complete remark with no number or math
+    ("I hope it is correct."); an unfinished sentence means the response was cut off while still reasoning."""
+    return not after or (len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and after[-1] in ".!")
+
+
 def _conclusion_value(sentence: str) -> str | None:
-    """The value of a concluding sentence: the right-hand side of its last equation, or what follows its last
-    " is " / " are " / " equals "."""
+    """The value of a concluding sentence: what follows its last " is " / " are " / " gives ", else the right-hand
+    side of its last equation; several values joined only by "and" / "or" / commas (`$k=-1$ or $k=-9$`) are all
+    kept, as a list."""
     spans = list(_SPAN_RE.finditer(sentence))
     is_m = None
     for is_m in re.finditer(r"\b(?:is|are|equals|gives|was|be)\b\s*(?:equal\s+to\s+|exactly\s+|approximately\s+)?",
                             sentence):
         pass
     if spans and (is_m is None or spans[-1].start() >= is_m.end()):
+        run = [spans[-1]]
+        for prev in reversed(spans[:-1]):
+            if (is_m is not None and prev.start() < is_m.end()) or not re.fullmatch(
+                    r"\s*,?\s*(?:and|or)?\s*", sentence[prev.end():run[0].start()]):
+                break
+            run.insert(0, prev)
+        items = [x for m in run for x in _top_items(_span_text(m))]
+        if len(run) > 1 and all(_ASSIGNED_RE.fullmatch(x) for x in items):
+            return ", ".join(_rhs(x) for x in items)
+        run = run[-1:]
         span = spans[-1]
-        expr = next(g for g in span.groups() if g is not None)
         if is_m is not None and span.start() >= is_m.end() and sentence[is_m.end():span.start()].strip() == "":
             return _value(sentence[is_m.end():], equation_rhs=True)
-        if _TOP_EQ_RE.search(expr):
-            return _rhs(expr)
-        return None
+        expr = _span_text(span)
+        return _rhs(expr) if _TOP_EQ_RE.search(expr) else None
     if is_m is not None:
         val = _value(sentence[is_m.end():], equation_rhs=True)
         if val and re.search(r"\d", val) and len(val) <= 60:   # "the rope is 20 cm" — a number, not a claim
             return val
     return None
+
+
+_ASSIGNED_RE = re.compile(r"\s*(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?[-+\d.,/\\{}\s^()]*?[\d}]\s*")
+
+
+def _top_items(expr: str) -> list[str]:
+    """`a=2, h=-1` → [`a=2`, `h=-1`]: the comma-separated items of a math span (commas outside brackets)."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(expr):
+        depth += ch in "{(["
+        depth -= ch in "})]"
+        if ch == "," and depth == 0:
+            items.append(expr[start:i])
+            start = i + 1
+    return [x.strip() for x in items + [expr[start:]] if x.strip()]
+
+
+def _span_text(m: re.Match) -> str:
+    return next(g for g in m.groups() if g is not None)
+
+
+_ENV_RE = re.compile(r"\\(?:begin|end)\{(?:aligned|align|gathered|gather|split|array|eqnarray)\*?\}(?:\{[^{}]*\})?")
+
+
+def _last_row(display: str) -> str:
+    """The last row of a displayed expression (`aligned` environments and `\\\\` rows), without `&`, `\\tag{}` and
+    closing punctuation."""
+    expr = re.sub(r"\\tag\{[^{}]*\}", "", _ENV_RE.sub("", display)).replace("&", "")
+    rows = [r for r in expr.split("\\\\") if r.strip()]
+    return rows[-1].strip().rstrip(".,; ").strip() if rows else ""

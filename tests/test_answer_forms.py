@@ -87,6 +87,11 @@ def test_words_inside_text_keep_their_spaces():
     assert not verdict(r"\text{not a} \perp x", r"\text{nota} \perp x")
 
 
+def test_bold_digits_spaced_inside_mathbf_are_one_number():
+    assert verdict("25", r"\mathbf{2 5}") and verdict(r"\frac{9}{25}", r"\frac{\mathbf{9}}{\mathbf{2 5}}")
+    assert verdict("11", r"\mathbf{1 1 .}")
+
+
 def test_a_trailing_domain_qualifier_is_dropped():
     assert verdict("(a, n) = (a, 1)", r"(a, 1) \text{ for any positive integer } a")
     assert verdict("(a,1)", "(a, 1) for any positive integer a")
@@ -116,7 +121,7 @@ nonzero = st.integers(-9, 9).filter(bool)
 def _forms(draw, wrong: bool) -> tuple[str, str]:
     """(gold in one form, answer in another form), the answer's value perturbed when `wrong`."""
     kind = draw(st.sampled_from(["text_list", "labels", "function", "interval", "setbuilder", "vector", "dms",
-                                 "tuple_order", "spelling", "qualifier"]))
+                                 "tuple_order", "spelling", "qualifier", "bold"]))
     d = draw(nonzero) if wrong else 0
     if kind == "text_list":
         letters = draw(st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=3, unique=True))
@@ -156,6 +161,9 @@ def _forms(draw, wrong: bool) -> tuple[str, str]:
         b = a + 1
     if kind == "spelling":
         return rf"\text{{AB}} = {a}\perp \text{{CD}}", rf"AB={a + d} \perp  CD"
+    if kind == "bold":
+        v = abs(a) + 10
+        return str(v), r"\mathbf{" + " ".join(str(v + abs(d))) + "}"
     if kind == "qualifier":
         return f"(k, {a})", rf"(k, {a + d}) \text{{ for any integer }} k"
     return f"({a},{b})", f"({b},{a})" if wrong else f"({a}, {b})"

@@ -43,7 +43,11 @@ def test_an_unknown_policy_is_a_clear_error():
 
 
 @pytest.mark.parametrize("text,value", [
-    ("Work.\n\nTherefore the rope is 20 cm.", "20 cm"),
+    ("Work.\n\nTherefore the rope is 20 cm.", r"20\text{ cm}"),
+    ("Work.\n\nTherefore, $k=-1$ or $k=-9$.", "-1, -9"),
+    ("Work.\n\nThus, $a=2, h=-1$, and $k=-18$.", "2, -1, -18"),
+    ("Work.\n\nThus $9<2w<10$, and $\\lceil 2w\\rceil=10$.", "10"),
+    ("Work:\n$$\n\\begin{aligned}\nS & =570+20 \\\\\n& =590\n\\end{aligned}\n$$", "590"),
     ("Work.\n\n**Answer:** $7.00", r"\$7.00"),
     ("Work.\n\nThe final answer is $\\frac{3}{4}$. I hope it is correct.", r"\frac{3}{4}"),
     ("Work.\n\n## Final Answer\n$$x^2+1$$", "x^2+1"),
@@ -55,6 +59,10 @@ def test_an_unknown_policy_is_a_clear_error():
 ])
 def test_statement_forms_give_the_stated_value(text, value):
     assert extract_statement(text) == value
+
+
+def test_prose_after_an_answer_marker_is_not_an_answer():
+    assert extract_statement("To see that this answer is reasonable, consider that $x \\approx 1.2$.") is None
 
 
 def test_text_inside_think_is_never_an_answer():

@@ -1,27 +1,36 @@
-"""Grader benchmark (not a test): agreement with the labels and answers/s on ../shared/data/grader/*.jsonl.
+"""Grader benchmark (not a test): agreement with the labels and answers/s on ../shared/data/grader/*.jsonl, the
+targets, and a per-category table of hand-written hard answer forms (tests/benchmarks/hard_forms.py).
 
 Compares, in one run, on full responses:
-  ours            lead_recipes.grading.Grader (workers=2, pool started and warmed before timing)
-  ours-nocache    the same with the verdict cache and duplicate sharing off (every pair goes to math-verify)
+  ours            lead_recipes.grading.Grader, extraction `final_answer` (the `lead-recipes grade` default; workers=2,
+                  pool started and warmed before timing)
+  ours-boxed      the same pool with extraction `boxed` (the reward function's default)
+  ours-nocache    `final_answer` with the verdict cache and duplicate sharing off (every pair goes to math-verify)
   math-verify     anchor (a): parse(gold)+parse(response)+verify per pair, sequential, main thread, default timeouts
   openrlhf        anchor (b): openrlhf.utils.math_utils.grade_answer(extract_boxed_answer(response), gold)
 Every grader is first warmed up (untimed) on 400 answers from ../shared/data/train/math_full.jsonl (other data than
 the measured sets: antlr's parser DFA and sympy's caches are built lazily, per process), then timed --repeats times
 on each set and on the union; the table shows the first timed pass and the median. Our pool stays up between runs
 (as in a server) but its verdict cache is cleared before every timed run. Start-up is excluded.
+Targets (printed with PASS/FAIL): `ours` agrees with the labels at least as often as math-verify on every set, and
+grades the union at >= 5x math-verify's answers/s (medians). The hard-form table grades every case once per grader
+(ours = `final_answer`) and counts agreement with the hand label per category. Load average printed at both ends.
 
     .venv/bin/python tests/benchmarks/bench_grader.py [--repeats 3]
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # hard_forms.py next to this file
 DATA = ROOT.parent / "shared" / "data" / "grader"
 
 
@@ -46,7 +55,7 @@ def warmup_pairs() -> list[tuple[str, str]]:
     return [(r["answer"], r["answer"]) for r in rows] + [(r["answer"], "1") for r in rows]
 
 
-def run_ours(rows, cache: bool) -> tuple[list[bool], float]:
+def run_ours(rows, cache: bool, policy: str = "final_answer") -> tuple[list[bool], float]:
     from lead_recipes.grading import Grader
     g = _GRADERS.get(cache)
     if g is None:
@@ -54,7 +63,7 @@ def run_ours(rows, cache: bool) -> tuple[list[bool], float]:
         g.grade_many([(a, None, b) for a, b in warmup_pairs()])
     g.clear_cache()
     t = time.perf_counter()
-    out = g.grade_many([(r["answer"], r["response"], None) for r in rows])
+    out = g.grade_many([(r["answer"], r["response"], None) for r in rows], extraction=policy)
     dt = time.perf_counter() - t
     return [x.correct for x in out], dt
 
@@ -97,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     sets = load_sets()
     if args.sets:
         sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
-    graders = {"ours": lambda rows: run_ours(rows, True), "ours-nocache": lambda rows: run_ours(rows, False),
-               "math-verify": run_math_verify, "openrlhf": run_openrlhf}
+    graders = {"ours": lambda rows: run_ours(rows, True), "ours-boxed": lambda rows: run_ours(rows, True, "boxed"),
+               "ours-nocache": lambda rows: run_ours(rows, False), "math-verify": run_math_verify,
+               "openrlhf": run_openrlhf}
+    print(f"# load average at start: {os.getloadavg()}", file=sys.stderr, flush=True)
     table = []
     for name, rows in sets.items():
         labels = [truth(r) for r in rows]
@@ -120,15 +131,50 @@ def main(argv: list[str] | None = None) -> int:
         for i, row in enumerate(table):
             if row[0] == name and base_rate:
                 table[i] = row + (row[5] / base_rate,)
+    hard = hard_form_table()
     for g in _GRADERS.values():
         if hasattr(g, "close"):
             g.close()
+    print(f"\nload average at end: {os.getloadavg()}")
     print("\n| set | n | grader | agreement with labels | answers/s, first pass | answers/s, median "
           "| × math-verify (median) | runs |")
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for name, n, gname, agree, first, rate, reps, ratio in table:
         print(f"| {name} | {n} | {gname} | {100 * agree:.1f}% | {first:,.0f} | {rate:,.0f} | {ratio:.2f}× | {reps} |")
+    by = {(t[0], t[2]): t for t in table}
+    print("\nTargets (ours = extraction final_answer):")
+    for name in sets:
+        if (name, "ours") in by and (name, "math-verify") in by:
+            a, b = by[name, "ours"][3], by[name, "math-verify"][3]
+            print(f"- {name}: agreement ours {100 * a:.1f}% >= math-verify {100 * b:.1f}%: {'PASS' if a >= b else 'FAIL'}")
+    if ("union", "ours") in by and ("union", "math-verify") in by:
+        ratio = by["union", "ours"][7]
+        print(f"- union: ours {ratio:.1f}x math-verify's answers/s (median) >= 5x: {'PASS' if ratio >= 5 else 'FAIL'}")
+    print("\n| hard-form category | cases | ours | math-verify | OpenRLHF `grade_answer` |")
+    print("|---|---:|---:|---:|---:|")
+    for cat, (n, counts) in hard.items():
+        print(f"| {cat} | {n} | " + " | ".join(f"{counts[k]}/{n}" for k in ("ours", "math-verify", "openrlhf")) + " |")
     return 0
+
+
+def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
+    """Per category of hard_forms.CASES: number of cases and, per grader, how many verdicts match the hand label
+    (each case graded once; ours = the warmed `final_answer` pool, cache cleared)."""
+    from hard_forms import CASES, response
+    rows = [{"answer": gold, "response": response(c)} for c in CASES for gold in [c[1]]]
+    verdicts = {"ours": run_ours(rows, True)[0], "math-verify": run_math_verify(rows)[0],
+                "openrlhf": run_openrlhf(rows)[0]}
+    out: dict[str, tuple[int, collections.Counter]] = {}
+    for i, (cat, _, _, label) in enumerate(CASES):
+        n, counts = out.get(cat, (0, collections.Counter()))
+        for k, v in verdicts.items():
+            counts[k] += v[i] == label
+        out[cat] = (n + 1, counts)
+    total = collections.Counter()
+    for n, counts in out.values():
+        total.update(counts)
+    out["all"] = (len(CASES), total)
+    return out
 
 
 if __name__ == "__main__":
