@@ -189,3 +189,16 @@ def test_every_form_with_the_right_value_is_correct(pair):
 @given(wrong_pairs())
 def test_every_form_with_a_perturbed_value_stays_wrong(pair):
     assert not verdict(*pair), pair
+
+
+_ATOMS = list(r"\{}()[]$=<>,.;:^_ -+0123456789xyABabcdefghilmnoprstq'|&") + [
+    "\\le", "\\text{", "\\begin{pmatrix}", "\\end{pmatrix}", "\\mid", "\\circ", "\\\\", "\\mathbf{"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), max_size=60).map("".join), st.text(max_size=40))
+def test_arbitrary_text_never_raises_and_identical_text_is_unchanged(a, b):
+    for g, p in ((a, b), (b, a), (a, a)):
+        out = align_forms(g, p)
+        assert isinstance(out, tuple) and all(isinstance(x, str) for x in out)
+    assert align_forms(a, a) == (a, a)

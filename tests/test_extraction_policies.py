@@ -156,3 +156,15 @@ def test_grade_cli_boxed_flag_keeps_todays_rule(tmp_path, capsys):
     row = json.loads(out.read_text())
     assert (row["status"], row["extraction"]) == ("no_answer", "boxed")
     assert "extraction boxed" in capsys.readouterr().out
+
+
+_ATOMS = list("$\\{}()=.,:!?*#\n 0123456789xTtheanswrois") + [
+    "Therefore", "Answer:", "The final answer is", "\\[", "\\]", "$$", "<think>", "</think>", "\\begin{aligned}",
+    "\\end{aligned}", "&", "\\\\"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), max_size=80).map("".join))
+def test_arbitrary_text_never_raises(text):
+    out = extract_final_answer(text, "final_answer")
+    assert out is None or (isinstance(out, str) and out.strip())
