@@ -260,3 +260,11 @@ def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):
         extra = [flag, "D"] if flag else []
         assert data.build_parser().parse_args(build + extra).benchmarks_dir == "D"
         assert vars(cli.build_parser().parse_args(run + extra))["data.benchmarks_dir"] == "D"
+
+
+def test_old_grpo_lead_preset_name_runs_the_14b_preset_and_says_so(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024",), n=1)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--preset", "grpo-lead", "--no-plots_enable")) == 0
+    assert "grpo-lead-14b" in capsys.readouterr().err
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert (s["protocol"]["preset"], s["config"]["generation"]["max_new_tokens"]) == ("grpo-lead-14b", 14336)
