@@ -32,6 +32,7 @@ import re
 from fractions import Fraction
 
 _MAX_CHARS = 600        # longer answers are left as they are (rewrites are for short final answers)
+_NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 
 # ------------------------------------------------------------------------------------------------ splitting
 _OPEN, _CLOSE = "{([", "})]"
@@ -352,8 +353,9 @@ def _unbold(s: str) -> str:
 def align_forms(gold: str, pred: str) -> tuple[str, str]:
     """(gold, pred) rewritten into forms math-verify compares correctly (see the module docstring); unchanged when
     no rewrite applies. Never raises."""
-    if len(gold) > _MAX_CHARS or len(pred) > _MAX_CHARS or gold == pred:
-        return gold, pred
+    if len(gold) > _MAX_CHARS or len(pred) > _MAX_CHARS or gold == pred or (
+            _NUMBER_RE.fullmatch(gold) and _NUMBER_RE.fullmatch(pred)):
+        return gold, pred                        # plain numbers (most rewards) need no rewrite
     try:
         if _spelling(gold) == _spelling(pred):
             return gold, gold                    # the same formula spelled differently: `ML\\perp NK`

@@ -168,3 +168,12 @@ _ATOMS = list("$\\{}()=.,:!?*#\n 0123456789xTtheanswrois") + [
 def test_arbitrary_text_never_raises(text):
     out = extract_final_answer(text, "final_answer")
     assert out is None or (isinstance(out, str) and out.strip())
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 10 ** 6), d=st.integers(-9, 9), template=st.sampled_from(
+    ["Work.\n\nTherefore the rope is {v} cm.", "Work.\n\n**Answer:** ${v}$", "Work.\n\nThe final answer is $x = {v}$.",
+     "Work.\n\nThus, $a + b = 3 + 4 = {v}$.", "Work:\n\\[ y = {v} \\]"]))
+def test_a_stated_value_is_graded_by_its_value(grader, n, d, template):
+    text = template.format(v=n + d)
+    assert grader.grade(str(n), text, extraction="final_answer").correct == (d == 0)
