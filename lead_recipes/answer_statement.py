@@ -35,7 +35,6 @@ _SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<![\\$])\$(?
 _CURRENCY_RE = re.compile(r"\$\s?-?\d[\d,]*(?:\.\d+)?")
 _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
 _TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
-_PLAIN_VALUE_RE = re.compile(r"[\s\d.,+\-*/^(){}\[\]|%!]*|.*\\(?:frac|dfrac|tfrac|sqrt|pi|cdot|times|circ|infty)\b.*")
 
 
 def _closing_part(text: str) -> str:
