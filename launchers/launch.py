@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reward-placement", choices=("every_node", "head", "none"))
     s.add_argument("--reward-port", type=int)
     s.add_argument("--signal-seconds", type=int, help="USR1 this many seconds before the time limit (checkpoint)")
+    s.add_argument("--save-timeout", type=int, help="seconds the job waits for the requested checkpoint on USR1 "
+                                                     "(default: sized from the model by slurm/train.sbatch)")
+    s.add_argument("--resume", action="store_true", help="a fresh submission resumes the run's checkpoint and W&B run "
+                                                         "(a requeued job always does)")
     s.add_argument("--sbatch-script", default=str(SBATCH_SCRIPT), help=f"default {SBATCH_SCRIPT}")
     s.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG", help="extra sbatch argument")
     r = p.add_argument_group("ray job submit")
@@ -93,12 +97,42 @@ def missing_data(recipe) -> list[str]:
     return out
 
 
+def slurm_seconds(limit: str) -> int | None:
+    """Slurm's --time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds; None if unparsable."""
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", limit.strip())
+    if not m:
+        return None
+    d, a, b, c = (int(x) if x else None for x in m.groups())
+    if d is not None:  # D-H[:M[:S]]
+        return ((d * 24 + a) * 60 + (b or 0)) * 60 + (c or 0)
+    return a * 3600 + b * 60 + c if c is not None else (a * 60 + b if b is not None else a * 60)
+
+
+def node_cpus(partition: str | None) -> int | None:
+    """CPUs of the smallest node of the partition (all nodes without one), from sinfo; None without Slurm."""
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%c", *(["-p", partition] if partition else [])],
+                             capture_output=True, text=True, timeout=30).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    counts = [int(c) for c in out if c.isdigit()]
+    return min(counts) if counts else None
+
+
 def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     res = dict(recipe.resources)
     for key in ("nodes", "gpus_per_node", "cpus_per_node", "partition", "account", "time", "qos", "reward_placement",
-                "reward_port", "signal_seconds"):
+                "reward_port", "signal_seconds", "save_timeout"):
         if getattr(args, key, None) is not None:
             res[key] = getattr(args, key)
+    limit = slurm_seconds(str(res["time"]))
+    if res["requeue"] and limit is not None and limit <= res["signal_seconds"]:
+        raise RecipeError(f"resources.time {res['time']} is not longer than the USR1 lead time of "
+                          f"{res['signal_seconds']} s (resources.signal_seconds): the job would be signalled at start")
+    # No CPU request gives one CPU on many clusters, and OpenRLHF then waits forever for a CPU per GPU: ask for the
+    # whole node's CPUs (the smallest node of the partition) unless the recipe says how many.
+    if not res.get("cpus_per_node"):
+        res["cpus_per_node"] = node_cpus(res.get("partition"))
     logs = run_dir / "slurm"
     sb = ["sbatch", "--parsable", f"--job-name={recipe.name}", f"--nodes={res['nodes']}", "--ntasks-per-node=1",
           f"--time={res['time']}", f"--output={logs}/%x-%j.out"]
@@ -113,8 +147,14 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
         sb.append(f"--cpus-per-task={res['cpus_per_node']}")
     sb += list(args.sbatch_arg)
     sb += [args.sbatch_script, "--run-dir", str(run_dir), "--gpus-per-node", str(res["gpus_per_node"]),
-           "--reward-placement", res["reward_placement"], "--reward-port", str(res["reward_port"]),
-           "--train-mode", args.train_mode]
+           "--reward-placement", res["reward_placement"], "--train-mode", args.train_mode,
+           "--signal-seconds", str(res["signal_seconds"])]
+    if res.get("reward_port"):
+        sb += ["--reward-port", str(res["reward_port"])]
+    if res.get("save_timeout") is not None:
+        sb += ["--save-timeout", str(res["save_timeout"])]
+    if args.resume:
+        sb += ["--resume"]
     if res.get("cpus_per_node"):
         sb += ["--cpus-per-node", str(res["cpus_per_node"])]
     if res.get("reward_workers"):
@@ -153,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     # Under Slurm the batch script appends the mode flag itself (after its own additions such as resume flags).
     cmd = train_command(recipe, "run" if args.slurm else args.train_mode, exe)
     if args.slurm:
-        submit = sbatch_command(recipe, args, run_dir, cmd)
+        try:
+            submit = sbatch_command(recipe, args, run_dir, cmd)
+        except RecipeError as exc:
+            print(f"lead-recipes launch: {exc}", file=sys.stderr)
+            return 2
     elif args.ray_address:
         submit = ray_command(recipe, args, cmd)
     else:
