@@ -133,7 +133,7 @@ def extract_statement(text: str) -> str | None:
             end = _SENTENCE_END_RE.search(last_para, end.start() + 1)
         sentence = last_para[m.end():end.start() if end else len(last_para)]
         after = last_para[end.end():].strip() if end else ""
-        complete = end is not None or sentence.rstrip().endswith(("$", "\\)", "\\]"))
+        complete = end is not None          # ended by `.`, `!` or a line break, not by the text running out
         if complete and _closing_remark(after):
             val = _conclusion_value(sentence)
             if val and len(val) <= _MAX_VALUE_CHARS:

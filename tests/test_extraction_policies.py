@@ -61,6 +61,12 @@ def test_statement_forms_give_the_stated_value(text, value):
     assert extract_statement(text) == value
 
 
+def test_a_concluding_formula_that_the_text_runs_out_on_is_not_an_answer():
+    # A generation cut at the token limit right after a closed formula: no sentence end, so still reasoning.
+    assert extract_statement("Work.\n\nSo $f(2m)f(0)=f(m+7)f(m-7)$") is None
+    assert extract_statement("Work.\n\nSo $x = 12$.") == "12"
+
+
 def test_prose_after_an_answer_marker_is_not_an_answer():
     assert extract_statement("To see that this answer is reasonable, consider that $x \\approx 1.2$.") is None
 
