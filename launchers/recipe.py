@@ -250,10 +250,12 @@ class Recipe:
         return _section_argv("--", self.openrlhf) + _section_argv("--recipe.", self.recipe)
 
     def command(self) -> list[str]:
-        """The full command that runs this recipe on an existing Ray cluster (train) or under deepspeed (sft)."""
+        """The full command that runs this recipe on an existing Ray cluster (train) or under deepspeed (sft).
+        `--recipe.name none`: the rendered flags are the whole recipe, so `train` must not lay them over the
+        method's reference recipe (a switch this recipe leaves off would come back from the base)."""
         if self.entrypoint == "sft":
             return ["deepspeed", "--module", ENTRYPOINTS["sft"], *self.train_argv()]
-        return ["lead-recipes", "train", *self.train_argv()]
+        return ["lead-recipes", "train", *self.train_argv(), "--recipe.name", "none"]
 
     def actor_gpus(self) -> int:
         return int(self.openrlhf.get("actor.num_nodes", 1)) * int(self.openrlhf.get("actor.num_gpus_per_node", 8))

@@ -141,7 +141,8 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
         warnings.append("DAPO overlong / stop-properly penalty on: its per-sample reward change is added to the "
                         "method's advantage (un-normalised), logged as recipe/length_penalty_mean")
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
-    if args.recipe.method == "lead" and b_max and args.rollout.max_new_tokens and b_max != args.rollout.max_new_tokens:
+    if (args.recipe.method in ("lead", "composed") and b_max and args.rollout.max_new_tokens
+            and b_max != args.rollout.max_new_tokens):
         warnings.append(f"--recipe.lead.b_max {b_max} differs from --rollout.max_new_tokens "
                         f"{args.rollout.max_new_tokens}")
     return errors, warnings

@@ -25,8 +25,8 @@ NONE = "none"
 # method -> the recipe that reproduces its paper's main setting (launchers/recipes/<name>.yaml)
 METHOD_RECIPES = {"grpo": "grpo-correctness-1.5b", "grpo-scalarized": "grpo-1.5b", "gdpo": "gdpo-1.5b",
                   "lead": "lead-1.5b", "grpo-lead": "grpo-lead-7b", "leash": "leash-1.5b",
-                  "shorter-better": "shorter-better-1.5b"}
-FALLBACK_RECIPE = "lead-1.5b"  # for a method without a paper recipe of its own (composed: LEAD's setting)
+                  "shorter-better": "shorter-better-1.5b", "composed": "composed-1.5b"}
+FALLBACK_RECIPE = "lead-1.5b"  # for a method without a recipe of its own
 DEFAULT_CAP = 4000          # LEAD's B_max, the cap of the reference recipe lead-1.5b
 PROMPT_BUDGET = 1024        # tokens of prompt room added to the cap when --data.max_len is filled in
 DEFAULT_SAMPLES = 8         # G: every recipe's group size
@@ -101,7 +101,7 @@ def resolve(argv: list[str], parser) -> Resolved:
             out.filled.append(f"{flag} {value} ({why})")
             given.add(flag)
 
-    lead_b_max = getattr(ours, "recipe.lead.b_max", None) if method == "lead" else None
+    lead_b_max = getattr(ours, "recipe.lead.b_max", None) if method in ("lead", "composed") else None
     cap_given = "--rollout.max_new_tokens" in given
     fill("--algo.advantage.estimator", "group_norm", f"--recipe.method {method} replaces its group step")
     fill("--reward.remote_url", reward_func_path(), "the package reward function; no remote URL given")

@@ -34,8 +34,7 @@ def isolated_dirs(tmp_path, monkeypatch):
 def test_dry_run_prints_the_train_command_of_the_recipe_with_overrides(capsys, tmp_path):
     assert launch.main(["lead-1.5b", "--dry-run", "--set", "recipe.lead.aggregator=min_correct"]) == 0
     cmd = section(capsys.readouterr().out, "command")
-    assert cmd == ["lead-recipes", "train", *load_recipe("lead-1.5b", ["recipe.lead.aggregator=min_correct"])
-                   .train_argv()]
+    assert cmd == load_recipe("lead-1.5b", ["recipe.lead.aggregator=min_correct"]).command()
     assert cmd[cmd.index("--recipe.lead.aggregator") + 1] == "min_correct"
     assert not (tmp_path / "run").exists()          # nothing written, nothing started
 
@@ -51,8 +50,8 @@ def test_slurm_render_takes_resources_from_the_recipe_and_flags_override_them(ca
         assert opt in head, opt
     assert head[0] == "sbatch" and head[head.index(str(launch.SBATCH_SCRIPT)) + 1:][:2] == ["--run-dir",
                                                                                            str(tmp_path / "run")]
-    assert cmd[1:] == ["train", *load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2",
-                                                           "vllm.num_engines=8", "resources.nodes=2"]).train_argv()]
+    assert cmd[1:] == load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8",
+                                                "resources.nodes=2"]).command()[1:]
 
 
 def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(capsys):
@@ -66,7 +65,7 @@ def test_ray_address_renders_a_ray_job_submission(capsys):
     assert launch.main(["leash-1.5b", "--ray-address", "http://10.0.0.1:8265", "--dry-run", "--no-wait"]) == 0
     sub = section(capsys.readouterr().out, "submit")
     assert sub[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.1:8265"] and "--no-wait" in sub
-    assert sub[sub.index("--") + 1:] == ["lead-recipes", "train", *load_recipe("leash-1.5b").train_argv()]
+    assert sub[sub.index("--") + 1:] == load_recipe("leash-1.5b").command()
 
 
 def test_sft_recipe_renders_a_deepspeed_train_sft_command(capsys):

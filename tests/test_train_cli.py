@@ -252,6 +252,19 @@ def test_each_method_reference_recipe_runs_that_method():
         assert resolved.base == METHOD_RECIPES.get(method, "lead-1.5b") and not resolved.missing
 
 
+def test_a_rendered_recipe_command_takes_nothing_from_a_base_recipe():
+    from launchers.recipe import load_recipe, recipe_names
+    from lead_recipes.train_args import resolve
+    for name in recipe_names():
+        recipe = load_recipe(name)
+        if recipe.entrypoint == "sft":
+            continue
+        cmd = recipe.command()
+        resolved = resolve(cmd[2:], train._our_parser())
+        assert resolved.base is None, name
+        assert resolved.argv[:len(cmd) - 2] == cmd[2:], name
+
+
 def test_unknown_base_recipe_is_a_usage_error(capsys):
     assert train.main(["--recipe.name", "no-such-recipe", "--dry-run"]) == 2
     assert "--recipe.name: unknown recipe 'no-such-recipe'" in capsys.readouterr().err
