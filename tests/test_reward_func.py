@@ -132,3 +132,9 @@ def test_inside_an_async_ray_actor_the_pool_starts_lazily_and_grades():
         import shutil
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
+
+
+def test_an_unboxed_answer_statement_gets_no_reward_under_the_default_boxed_policy(executor, monkeypatch):
+    monkeypatch.delenv("LEAD_RECIPES_EXTRACTION", raising=False)
+    out = _call(executor, PROMPT + "6 * 7 = 42.\n\nThe answer is 42.<|im_end|>", "42")
+    assert out["rewards"].tolist() == [0.0] and out["extra_logs"]["status_no_answer"] == 1.0
