@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field, replace
 from evaluation.benchmarks import BENCHMARKS as ALL_BENCHMARKS
 
 PROMPT_TEMPLATES = {
-    # lighteval MATH_QUERY_TEMPLATE (Sober-Reasoning / LEAD evaluation).
-    "sober": ("Solve the following math problem efficiently and clearly. The last line of your response should be "
+    # lighteval MATH_QUERY_TEMPLATE (Sober-Reasoning / LEAD evaluation), its two spaces after "clearly." included.
+    "sober": ("Solve the following math problem efficiently and clearly.  The last line of your response should be "
               "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
               "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
               "problem. Think step by step before answering.\n\n{problem}"),

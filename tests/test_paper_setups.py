@@ -300,3 +300,9 @@ def test_lead_7b_uses_smaller_rollout_and_update_batches_and_a_lower_lr_than_1_5
     small, big = load_recipe("lead-7b").openrlhf, load_recipe("lead-1.5b").openrlhf
     for key in ("rollout.batch_size", "train.batch_size", "actor.adam.lr"):   # arXiv 2605.09806, setup
         assert small[key] < big[key], key
+
+
+def test_eval_sober_prompt_is_the_training_sober_template_with_lightevals_spacing():
+    from evaluation.protocols import PROMPT_TEMPLATES
+    assert PROMPT_TEMPLATES["sober"] == data.TEMPLATES["sober"]
+    assert "efficiently and clearly.  The last line" in PROMPT_TEMPLATES["sober"]
