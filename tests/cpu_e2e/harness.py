@@ -7,8 +7,9 @@ What it does:
   once into a cache directory (LEAD_RECIPES_E2E_CACHE, default the system temp dir) keyed by this builder's version.
 - `RayCluster`: a Ray head with fake GPUs started with the shim's environment (Ray workers inherit the raylet's
   environment, not the driver's), stopped by its own process IDs (never `ray stop`, which stops every cluster).
-- `train()`: `python -m lead_recipes.cli train` with the smoke command of launchers/gpu_smoke.py's "cpu" profile
-  (the GPU smoke is the same command with profile "gpu" and no shim), `--preflight.skip gpu`, logs to a file.
+- `Run`: `python -m lead_recipes.cli train` with the smoke command of launchers/gpu_smoke.py's "cpu" profile
+  (the GPU smoke is the same command with profile "gpu" and no shim), `--preflight.skip gpu`, every checkpoint kept
+  (the read-back needs the controller state before each step), logs to a file.
 - Readers for what a run left: TensorBoard scalars, the actor's training-side record (shim's E2E_RECORD), the
   checkpoints' client_states["recipe"].
 
@@ -196,7 +197,7 @@ class Run:
             gpu_smoke.write_data(str(data), "cpu")
         reward = str(ROOT / "lead_recipes" / "reward_func.py")
         argv = gpu_smoke.train_argv("cpu", method, str(model), str(data), str(self.dir), reward, episodes,
-                                    extra=["--preflight.skip", "gpu", *extra])
+                                    extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100", *extra])
         self.log_path = self.dir / log_name
         self.log = open(self.log_path, "w")
         self.started = time.time()

@@ -1,0 +1,143 @@
+"""The real `lead-recipes train` end to end on CPU (CI's representative set): OpenRLHF's whole Ray loop (vLLM-CPU
+rollouts, the package reward function, the seam, DeepSpeed ZeRO-2 on gloo, weight sync, checkpoints) with the
+test-only shim of tests/cpu_e2e and a tiny SFT-nudged Qwen2, through the CLI with `--preflight.skip gpu`.
+
+Runs (each check reads one of them, so a run is paid once):
+- lead, 2 steps: the per-token advantage the actor trained on equals the method's advantage; |vllm_kl| < 1e-2 at
+  step 2 (after a step with a real gradient, so the weight sync is exercised); then a resume from global_step1
+  (the step-2 checkpoint removed, as after a crash): controller restored equal to the saved one, global steps
+  2-4 follow, the same W&B run id (offline), each (step, prompt) once in recipe_problems.jsonl.
+- grpo-lead: SIGUSR1 after step 1 -> checkpoint at the next step boundary -> saved marker -> exit 75 -> the
+  rerun with --ckpt.load_enable resumes from it and finishes; advantages read back on both runs.
+- leash with --train.async_enable: 2 steps and a save.
+The rest of the matrix is in test_e2e_full.py (`pytest -m e2e_full`).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import signal
+import time
+
+import pytest
+
+from cpu_e2e import harness
+from lead_recipes import preempt
+from cpu_e2e.checks import advantage_mismatches, problem_record_counts
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
+              pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
+P = harness.gpu_smoke.PROFILES["cpu"]
+PER_STEP, N, CAP = P["rollout_batch"] * P["n"], P["n"], P["max_new_tokens"]
+WANDB = ["--logger.wandb.key", "0" * 40, "--logger.wandb.project", "e2e"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return harness.fixture_model()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = harness.RayCluster()
+    yield c
+    c.stop()
+    assert not c.pids(), "processes of the test's Ray cluster survived its stop"
+
+
+@pytest.fixture(scope="module")
+def lead(cluster, model, tmp_path_factory):
+    run = harness.Run(cluster, model, tmp_path_factory.mktemp("e2e") / "lead", "lead", episodes=1, extra=WANDB)
+    rc = run.wait()
+    assert rc == 0, run.tail()
+    return run
+
+
+def _argv(run):
+    return harness.gpu_smoke.method_flags(run.method, CAP) + ["--recipe.method", run.method]
+
+
+def test_lead_trained_advantage_equals_the_methods_advantage(lead):
+    assert advantage_mismatches(lead, _argv(lead), 1, N, CAP, PER_STEP) == []
+    assert len(lead.trained_rows()) == 2 * PER_STEP
+
+
+def test_lead_vllm_is_in_sync_with_the_actor_after_a_real_gradient_step(lead):
+    scalars = lead.scalars()
+    assert abs(scalars["train/vllm_kl"][2]) < 1e-2, scalars["train/vllm_kl"]
+    assert any(abs(v) > 0 for k, s in scalars.items() if "grad_norm" in k for v in s.values()), \
+        "no gradient: the sync check would be vacuous"
+
+
+@pytest.fixture(scope="module")
+def lead_resumed(lead, cluster, model):
+    """Resume from global_step1 as after a crash between the step-1 and step-2 checkpoints."""
+    saved = {s: lead.recipe_state(s) for s in (1, 2)}
+    wandb_id = (lead.ckpt / "recipe_wandb_run_id.txt").read_text().strip()
+    actor = lead.ckpt / "_actor"
+    shutil.rmtree(actor / "global_step2")
+    (actor / "latest").write_text("global_step1")
+    run = harness.Run(cluster, model, lead.dir, "lead", episodes=2, extra=[*WANDB, "--ckpt.load_enable"],
+                      log_name="resume.log")
+    rc = run.wait()
+    assert rc == 0, run.tail()
+    return run, saved, wandb_id
+
+
+def test_resume_restores_the_saved_controller_and_continues_the_global_step(lead_resumed):
+    run, saved, _ = lead_resumed
+    m = re.search(r"restored lead state at global_step (\d+): (\{.*\})", run.text())
+    assert m and int(m.group(1)) == 1, run.tail()
+    assert ast.literal_eval(m.group(2)) == saved[1]["controller"]  # what the trainer loaded == what was saved
+    steps = sorted(run.scalars()["train/recipe/correct_rate"])
+    assert steps[-3:] == [2, 3, 4], steps
+    # the resumed steps trained on the method's advantage from the restored controller onwards
+    assert advantage_mismatches(run, _argv(run), 2, N, CAP, PER_STEP) == []
+    assert all((run.ckpt / "_actor" / f"global_step{s}").is_dir() for s in (2, 3, 4))
+
+
+def test_resume_keeps_the_wandb_run_id(lead_resumed, cluster):
+    run, _, wandb_id = lead_resumed
+    assert (run.ckpt / "recipe_wandb_run_id.txt").read_text().strip() == wandb_id
+    offline = [p for p in (harness.Path(cluster.temp) / "wandb").glob("offline-run-*") if p.name.endswith(wandb_id)]
+    assert len(offline) >= 1, list((harness.Path(cluster.temp) / "wandb").glob("*"))
+
+
+def test_resume_records_each_step_and_prompt_once(lead_resumed):
+    run, _, _ = lead_resumed
+    counts = problem_record_counts(run.ckpt)
+    assert {s for s, _ in counts} == {1, 2, 3, 4}
+    assert set(counts.values()) == {1}, {k: v for k, v in counts.items() if v != 1}
+
+
+def test_preemption_saves_at_the_step_boundary_exits_75_and_the_rerun_resumes(cluster, model, tmp_path):
+    run = harness.Run(cluster, model, tmp_path / "grpo-lead", "grpo-lead", episodes=3)
+    problems = run.ckpt / "recipe_problems.jsonl"
+    deadline = time.time() + 900
+    while not (problems.exists() and problems.read_text().strip()) and run.proc.poll() is None:
+        assert time.time() < deadline, run.tail()
+        time.sleep(0.5)
+    os.kill(run.proc.pid, signal.SIGUSR1)
+    rc = run.wait()
+    assert rc == 75, run.tail()
+    marker_path = preempt.saved_marker_path(preempt.save_request_path(str(run.ckpt)))
+    marker = json.loads(open(marker_path).read())
+    stopped = max(int(p.name[len("global_step"):]) for p in (run.ckpt / "_actor").glob("global_step*"))
+    assert marker["step"] == stopped and 1 <= stopped < 6, (marker, stopped)
+    rerun = harness.Run(cluster, model, run.dir, "grpo-lead", episodes=3, extra=["--ckpt.load_enable"],
+                        log_name="rerun.log")
+    assert rerun.wait() == 0, rerun.tail()
+    assert f"restored grpo-lead state at global_step {stopped}" in rerun.text()
+    assert (run.ckpt / "_actor" / "global_step6").is_dir()
+    assert advantage_mismatches(rerun, _argv(rerun), stopped + 1, N, CAP, PER_STEP) == []
+
+
+def test_async_training_runs_two_steps_and_saves(cluster, model, tmp_path):
+    run = harness.Run(cluster, model, tmp_path / "leash-async", "leash", episodes=1,
+                      extra=["--train.async_enable"])
+    assert run.wait() == 0, run.tail()
+    assert run.recipe_state(2)["method"] == "leash"
+    assert sorted(run.scalars()["train/recipe/correct_rate"]) == [1, 2]
