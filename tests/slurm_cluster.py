@@ -1,6 +1,8 @@
 """A real single-node Slurm for tests (Debian slurm-wlm, ../shared/specs/cpu-stack.md §4): munge + slurmctld +
-slurmd with a temporary SLURM_CONF and state directory, proctrack/linuxproc + task/none (the cgroup plugins fail
-silently on this kind of machine). Everything started here is stopped by PID in `stop()`.
+slurmd with a temporary SLURM_CONF and state directory, proctrack/linuxproc + task/affinity (each task is bound to the
+cores Slurm gave its job, as on a real cluster; the cgroup plugins fail silently on this kind of machine, so memory
+is not enforced), and `gpus` fake GPUs per node (gres/gpu over character devices that behave like /dev/null: Slurm sets CUDA_VISIBLE_DEVICES as for
+real ones; nothing can run on them). Everything started here is stopped by PID in `stop()`.
 
 It does not install Slurm (launchers/bootstrap.sh does); `missing()` says what is absent so tests can skip.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -45,11 +48,12 @@ class SlurmCluster:
     127.0.0.1 with its own port, spool and pid file — several Slurm nodes on one machine, so multi-node job
     scripts (a Ray head plus workers) run for real; `cpus` is then per node."""
 
-    def __init__(self, root: Path, cpus: int | None = None, nodes: int = 1):
+    def __init__(self, root: Path, cpus: int | None = None, nodes: int = 1, gpus: int = 0):
         self.root = Path(root).resolve()
         self.nodes = nodes
         self.names = ["localhost"] if nodes == 1 else [f"n{i + 1}" for i in range(nodes)]
         self.cpus = cpus or (max(1, os.cpu_count() or 1) if nodes == 1 else 1)
+        self.gpus = gpus
         self.conf = self.root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self._munged_started = False
@@ -66,15 +70,24 @@ class SlurmCluster:
             f"StateSaveLocation={s}/state", f"SlurmdSpoolDir={s}/spool{per_node}",
             f"SlurmctldPidFile={s}/slurmctld.pid", f"SlurmdPidFile={s}/slurmd{per_node}.pid",
             f"SlurmctldLogFile={s}/slurmctld.log", f"SlurmdLogFile={s}/slurmd{per_node}.log",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity", "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none", "SchedulerType=sched/backfill",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
             "SlurmctldTimeout=30", "SlurmdTimeout=30", "MinJobAge=600", "KillWait=10"]
+        gres = ""
+        if self.gpus:
+            devices = [s / f"fake-gpu{i}" for i in range(self.gpus)]
+            for dev in devices:  # character devices like /dev/null (slurmd rejects regular files)
+                if not dev.exists():
+                    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            lines.append("GresTypes=gpu")
+            (s / "gres.conf").write_text("".join(f"Name=gpu Type=fake File={d}\n" for d in devices))
+            gres = f" Gres=gpu:fake:{self.gpus}"
         if self.nodes == 1:
-            lines.append(f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=4000 State=UNKNOWN")
+            lines.append(f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=4000{gres} State=UNKNOWN")
         else:
             lines += [f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} CPUs={self.cpus} "
-                      "RealMemory=4000 State=UNKNOWN" for n in self.names]
+                      f"RealMemory=4000{gres} State=UNKNOWN" for n in self.names]
         lines += [f"PartitionName=debug Nodes={','.join(self.names)} Default=YES MaxTime=INFINITE State=UP", ""]
         self.conf.write_text("\n".join(lines))
 
