@@ -96,6 +96,14 @@ def test_save_wait_is_bounded_by_the_time_left_minus_cleanup(slurm, tmp_path):
     assert 0 <= waited <= 120 - 60      # a 2-minute job keeps its 60 s of cleanup: not the 300 s asked for
 
 
+def test_default_save_wait_is_sized_from_the_model(slurm, tmp_path):
+    run_dir = slurm.root_tmp / "sized"
+    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once", "--actor.model_name_or_path",
+                          "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", save_timeout=None)
+    slurm.wait_state(job, DONE, timeout=120)
+    assert "save timeout 344s" in out_of(run_dir, job), out_of(run_dir, job)[-2000:]   # 120 + 32 x 7
+
+
 def test_sigterm_without_usr1_asks_the_trainer_for_a_checkpoint_within_the_grace_time(slurm, tmp_path):
     run_dir = slurm.root_tmp / "term"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path))
