@@ -63,11 +63,24 @@ def commands(out: str) -> list[list[str]]:
 
 
 def leftovers(slurm, job: str, port: int | None = None) -> list[str]:
-    """Processes of this job still alive: anything under its Ray temp dir, or a reward server on its port."""
-    ps = subprocess.run(["ps", "-ww", "-eo", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
+    """Processes of this job still alive: anything under its Ray temp dir, or a reward server on its port. Only this
+    cluster's (SLURM_CONF in their environment): job ids and derived ports repeat across test sessions."""
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True).stdout.splitlines()
     ray_tmp = re.compile(rf"/ray-{job}(/|\s|$)")
-    return [p for p in ps if not p.startswith("Z") and (ray_tmp.search(p) or (port and f"--port {port} " in p
-                                                                                and " serve " in p))]
+    mine = f"SLURM_CONF={slurm.conf}".encode()
+    found = []
+    for line in ps:
+        pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
+        if stat.startswith("Z") or not (ray_tmp.search(args) or (port and f"--port {port} " in args
+                                                                   and " serve " in args)):
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mine in f.read().split(b"\0"):
+                    found.append(args)
+        except OSError:
+            continue
+    return found
 
 
 def scancel(slurm, *args: str) -> None:
