@@ -3,10 +3,10 @@ rollouts, the package reward function, the seam, DeepSpeed ZeRO-2 on gloo, weigh
 test-only shim of tests/cpu_e2e and a tiny SFT-nudged Qwen2, through the CLI with `--preflight.skip gpu`.
 
 Runs (each check reads one of them, so a run is paid once):
-- lead, 2 steps: the per-token advantage the actor trained on equals the method's advantage; |vllm_kl| < 1e-2 at
-  step 2 (after a step with a real gradient, so the weight sync is exercised); then a resume from global_step1
-  (the step-2 checkpoint removed, as after a crash): controller restored equal to the saved one, global steps
-  2-4 follow, the same W&B run id (offline), each (step, prompt) once in recipe_problems.jsonl.
+- lead, 4 steps: the per-token advantage the actor trained on equals the method's advantage; |vllm_kl| < 1e-2 at
+  every step after a step with a real gradient (so the weight sync is exercised); then a resume from global_step2
+  (the step-3/4 checkpoints removed, as after a crash): controller restored equal to the saved one, global steps
+  3-4 follow, the same W&B run id (offline), each (step, prompt) once in recipe_problems.jsonl.
 - grpo-lead: SIGUSR1 after step 1 -> checkpoint at the next step boundary -> saved marker -> exit 75 -> the
   rerun with --ckpt.load_enable resumes from it and finishes; advantages read back on both runs.
 - leash with --train.async_enable: 2 steps and a save.
@@ -26,7 +26,7 @@ import pytest
 
 from cpu_e2e import harness
 from lead_recipes import preempt
-from cpu_e2e.checks import advantage_mismatches, problem_record_counts
+from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
               pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
@@ -50,7 +50,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def lead(cluster, model, tmp_path_factory):
-    run = harness.Run(cluster, model, tmp_path_factory.mktemp("e2e") / "lead", "lead", episodes=1, extra=WANDB)
+    run = harness.Run(cluster, model, tmp_path_factory.mktemp("e2e") / "lead", "lead", episodes=2, extra=WANDB)
     rc = run.wait()
     assert rc == 0, run.tail()
     return run
@@ -62,24 +62,24 @@ def _argv(run):
 
 def test_lead_trained_advantage_equals_the_methods_advantage(lead):
     assert advantage_mismatches(lead, _argv(lead), 1, N, CAP, PER_STEP) == []
-    assert len(lead.trained_rows()) == 2 * PER_STEP
+    assert len(lead.trained_rows()) == 4 * PER_STEP
 
 
 def test_lead_vllm_is_in_sync_with_the_actor_after_a_real_gradient_step(lead):
-    scalars = lead.scalars()
-    assert abs(scalars["train/vllm_kl"][2]) < 1e-2, scalars["train/vllm_kl"]
-    assert any(abs(v) > 0 for k, s in scalars.items() if "grad_norm" in k for v in s.values()), \
-        "no gradient: the sync check would be vacuous"
+    checked = vllm_kl_after_gradient_steps(lead.scalars())
+    assert checked, "no step followed a step with a gradient: the sync check would be vacuous"
+    assert all(abs(v) < 1e-2 for v in checked.values()), checked
 
 
 @pytest.fixture(scope="module")
 def lead_resumed(lead, cluster, model):
-    """Resume from global_step1 as after a crash between the step-1 and step-2 checkpoints."""
+    """Resume from global_step2 as after a crash between the step-2 and step-4 checkpoints."""
     saved = {s: lead.recipe_state(s) for s in (1, 2)}
     wandb_id = (lead.ckpt / "recipe_wandb_run_id.txt").read_text().strip()
     actor = lead.ckpt / "_actor"
-    shutil.rmtree(actor / "global_step2")
-    (actor / "latest").write_text("global_step1")
+    for step in (3, 4):
+        shutil.rmtree(actor / f"global_step{step}")
+    (actor / "latest").write_text("global_step2")
     run = harness.Run(cluster, model, lead.dir, "lead", episodes=2, extra=[*WANDB, "--ckpt.load_enable"],
                       log_name="resume.log")
     rc = run.wait()
@@ -90,13 +90,13 @@ def lead_resumed(lead, cluster, model):
 def test_resume_restores_the_saved_controller_and_continues_the_global_step(lead_resumed):
     run, saved, _ = lead_resumed
     m = re.search(r"restored lead state at global_step (\d+): (\{.*\})", run.text())
-    assert m and int(m.group(1)) == 1, run.tail()
-    assert ast.literal_eval(m.group(2)) == saved[1]["controller"]  # what the trainer loaded == what was saved
-    steps = sorted(run.scalars()["train/recipe/correct_rate"])
-    assert steps[-3:] == [2, 3, 4], steps
+    assert m and int(m.group(1)) == 2, run.tail()
+    assert ast.literal_eval(m.group(2)) == saved[2]["controller"]  # what the trainer loaded == what was saved
+    assert sorted(run.scalars()["train/recipe/correct_rate"]) == [1, 2, 3, 4]
     # the resumed steps trained on the method's advantage from the restored controller onwards
-    assert advantage_mismatches(run, _argv(run), 2, N, CAP, PER_STEP) == []
-    assert all((run.ckpt / "_actor" / f"global_step{s}").is_dir() for s in (2, 3, 4))
+    assert len(run.trained_rows()) == 2 * PER_STEP
+    assert advantage_mismatches(run, _argv(run), 3, N, CAP, PER_STEP) == []
+    assert all((run.ckpt / "_actor" / f"global_step{s}").is_dir() for s in (3, 4))
 
 
 def test_resume_keeps_the_wandb_run_id(lead_resumed, cluster):

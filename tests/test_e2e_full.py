@@ -1,0 +1,65 @@
+"""The rest of the CPU end-to-end matrix (deselected by default; `pytest -m e2e_full tests/test_e2e_full.py`):
+every other method for 2 steps with the trained-advantage read-back, `composed` with a resume, and the weight-sync
+control (vLLM receives but does not load the weights: the |vllm_kl| < 1e-2 check of test_e2e_cpu.py must fail)."""
+from __future__ import annotations
+
+import pytest
+
+from cpu_e2e import harness
+from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
+from lead_recipes.methods import METHODS
+
+pytestmark = [pytest.mark.e2e_full, pytest.mark.slow, pytest.mark.timeout(1500),
+              pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
+P = harness.gpu_smoke.PROFILES["cpu"]
+PER_STEP, N, CAP = P["rollout_batch"] * P["n"], P["n"], P["max_new_tokens"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return harness.fixture_model()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = harness.RayCluster()
+    yield c
+    c.stop()
+    assert not c.pids()
+
+
+def _argv(method):
+    return harness.gpu_smoke.method_flags(method, CAP) + ["--recipe.method", method]
+
+
+@pytest.mark.parametrize("method", ["grpo", "grpo-scalarized", "gdpo", "shorter-better"])
+def test_trained_advantage_equals_the_methods_advantage(method, cluster, model, tmp_path):
+    run = harness.Run(cluster, model, tmp_path / method, method, episodes=1)
+    assert run.wait() == 0, run.tail()
+    assert advantage_mismatches(run, _argv(method), 1, N, CAP, PER_STEP) == []
+    assert run.recipe_state(2)["method"] == method
+
+
+def test_composed_trains_two_steps_and_resumes(cluster, model, tmp_path):
+    if "composed" not in METHODS:
+        pytest.skip("no composed method in this checkout")
+    run = harness.Run(cluster, model, tmp_path / "composed", "composed", episodes=1)
+    assert run.wait() == 0, run.tail()
+    assert advantage_mismatches(run, _argv("composed"), 1, N, CAP, PER_STEP) == []
+    resumed = harness.Run(cluster, model, run.dir, "composed", episodes=2, extra=["--ckpt.load_enable"],
+                          log_name="resume.log")
+    assert resumed.wait() == 0, resumed.tail()
+    assert "restored composed state at global_step 2" in resumed.text()
+    assert advantage_mismatches(resumed, _argv("composed"), 3, N, CAP, PER_STEP) == []
+    assert set(problem_record_counts(run.ckpt).values()) == {1}
+
+
+def test_without_the_weight_sync_vllm_kl_fails_the_check(model, tmp_path):
+    cluster = harness.RayCluster(E2E_SYNC_OFF="1")
+    try:
+        run = harness.Run(cluster, model, tmp_path / "sync-off", "lead", episodes=2)
+        assert run.wait() == 0, run.tail()
+        checked = vllm_kl_after_gradient_steps(run.scalars())
+        assert checked and any(abs(v) >= 1e-2 for v in checked.values()), checked  # the CI check would fail
+    finally:
+        cluster.stop()
