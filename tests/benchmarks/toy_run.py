@@ -229,24 +229,34 @@ def steps_to_half(steps: list[int], lengths: list[float], start_len: float) -> i
     return next((s for s, v in zip(steps, lengths) if v <= start_len / 2), None)
 
 
-def length_advantage_corr(run_dir: Path, batch: int) -> float | None:
+def _corr(xs: list[float], ys: list[float]) -> float | None:
+    sxy, sxx, syy = (sum(a * b for a, b in zip(u, v)) for u, v in ((xs, ys), (xs, xs), (ys, ys)))
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
+def length_advantage_corr(run_dir: Path, batch: int) -> dict:
     """Pearson correlation of response length and the advantage the actor trained on, both centred within each
     prompt's group, over every trained sample (the harness's training-side record, one block of `batch` rows per
-    step). Negative: the method pays shorter answers to the same prompt more; 0: no length signal."""
+    step). Negative: the method pays shorter answers to the same prompt more; 0: no length signal. Also split:
+    the correct answers of groups with any correct answer (centred over those), and groups with none."""
     import glob
     rows = [json.loads(line) for f in sorted(glob.glob(str(run_dir / "ckpt" / "e2e_record" / "*.jsonl")))
             for line in open(f, encoding="utf-8")]
-    xs, ys = [], []
+    pairs: dict[str, tuple[list, list]] = {"all": ([], []), "correct": ([], []), "unsolved": ([], [])}
+    unsolved = 0
     for at in range(0, len(rows), batch):
         groups: dict[str, list] = {}
         for r in rows[at:at + batch]:
-            groups.setdefault(r["prompt"], []).append((len(r["adv"]), r["info"]["recipe_advantage"]))
+            groups.setdefault(r["prompt"], []).append((len(r["adv"]), r["info"]["recipe_advantage"],
+                                                       r["info"]["correct"] > 0))
         for g in groups.values():
-            ml, ma = sum(x for x, _ in g) / len(g), sum(a for _, a in g) / len(g)
-            xs += [x - ml for x, _ in g]
-            ys += [a - ma for _, a in g]
-    sxy, sxx, syy = (sum(a * b for a, b in zip(u, v)) for u, v in ((xs, ys), (xs, xs), (ys, ys)))
-    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+            right = [x for x in g if x[2]]
+            unsolved += not right
+            for key, members in (("all", g), ("correct" if right else "unsolved", right or g)):
+                ml, ma = (sum(x[i] for x in members) / len(members) for i in (0, 1))
+                pairs[key][0].extend(x[0] - ml for x in members)
+                pairs[key][1].extend(round(x[1] - ma, 6) for x in members)  # equal advantages: exactly 0
+    return {**{k: _corr(*v) for k, v in pairs.items()}, "unsolved_groups": unsolved}
 
 
 def report(work: Path, args, t_all: float) -> None:
@@ -258,14 +268,16 @@ def report(work: Path, args, t_all: float) -> None:
     print(f"\nstart (every method): accuracy {start['accuracy']:.3f}, mean length {start['length']:.1f} "
           f"({start['n']} samples); accuracy (samples) by filler words: {start['by_filler']}")
     print("| method | accuracy start → end | mean length start → end | length change | steps to half the start "
-          "length | within-group corr(length, advantage) | wall s |")
+          "length | within-group corr(length, advantage): all / correct answers / groups with none correct (n) "
+          "| wall s |")
     print("|---|---|---|---|---|---|---|")
+    fmt = lambda c: "n/a" if c is None else f"{c:+.3f}"  # noqa: E731
     for m, r in results.items():
-        e, corr = r["end"], length_advantage_corr(work / m, args.prompts_per_step * args.n)
+        e, c = r["end"], length_advantage_corr(work / m, args.prompts_per_step * args.n)
         half = r["half"] if r["half"] is not None else f"not within {len(r['steps'])}"
         print(f"| {m} | {start['accuracy']:.3f} → {e['accuracy']:.3f} | {start['length']:.1f} → {e['length']:.1f} "
-              f"| {100 * (e['length'] / start['length'] - 1):+.0f}% | {half} | "
-              f"{'n/a' if corr is None else f'{corr:+.3f}'} | {r['wall_s']:.0f} |")
+              f"| {100 * (e['length'] / start['length'] - 1):+.0f}% | {half} | {fmt(c['all'])} / {fmt(c['correct'])}"
+              f" / {fmt(c['unsolved'])} ({c['unsolved_groups']}) | {r['wall_s']:.0f} |")
     print(f"total wall {time.time() - t_all:.0f} s; load average {os.getloadavg()}; plot {args.plot}")
 
 
