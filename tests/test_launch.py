@@ -106,18 +106,25 @@ def ray_head():
     tmp = tempfile.mkdtemp(prefix="lrj", dir="/tmp")   # short: Ray's socket paths live under it
     gcs, dash = free_port(), free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
-                             f"--port={gcs}", f"--dashboard-port={dash}", "--include-dashboard=true",
-                             "--num-cpus=1", "--num-gpus=0", f"--temp-dir={tmp}", "--disable-usage-stats"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # Every port Ray would otherwise take at a fixed default (client server 10001, dashboard agent 52365) is a free
+    # one: another Ray on the machine (a second test session, a user's cluster) must not make this head fail.
+    log = Path(tmp) / "ray-start.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
+                                 f"--port={gcs}", f"--dashboard-port={dash}", "--include-dashboard=true",
+                                 "--node-ip-address=127.0.0.1", f"--ray-client-server-port={free_port()}",
+                                 f"--dashboard-agent-listen-port={free_port()}", "--num-cpus=1", "--num-gpus=0",
+                                 f"--temp-dir={tmp}", "--disable-usage-stats"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
     address = f"http://127.0.0.1:{dash}"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 180
     while True:
         try:
             urllib.request.urlopen(f"{address}/api/version", timeout=2)
             break
         except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "Ray head with job server did not start"
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                "Ray head with job server did not start:\n" + log.read_text()[-3000:]
             time.sleep(1)
     yield address, env, tmp
     proc.terminate()
