@@ -192,31 +192,30 @@ def test_server_killed_and_restarted_mid_stream_loses_nothing_and_grades_each_sa
     monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{port}/get_reward")
     monkeypatch.setenv(rr.WAIT_ENV, "120")
     server = _start_server(port, log_path)
-    n = 60
-    answered = []
+    n, first = 60, 15
 
     def one(k):
         prompt = f"What is {k} + 1? "
         out = rr.reward_func([prompt + f"It is \\boxed{{{k + 1}}}."], [prompt], [str(k + 1)])
-        answered.append(k)
         return float(out["rewards"][0]), out["extra_logs"]["status_correct"]
 
+    # Deterministic on a fast or a loaded machine: the first quarter is graded, the server stops, the rest of the
+    # stream is sent while nothing listens (each request fails and backs off), then the server comes back.
     try:
         with ThreadPoolExecutor(8) as pool:
-            futures = [pool.submit(one, k) for k in range(n)]
-            while len(answered) < n // 4:
-                time.sleep(0.05)
+            early = [pool.submit(one, k) for k in range(first)]
+            assert [f.result(timeout=120) for f in early] == [(1.0, 1.0)] * first
             os.killpg(server.pid, signal.SIGTERM)  # graceful stop: in-flight requests finish, new ones are refused
             server.wait(timeout=60)
-            stopped_after = len(answered)
-            time.sleep(2.0)  # an outage: requests meanwhile fail and back off
+            late = [pool.submit(one, k) for k in range(first, n)]
+            time.sleep(2.0)  # the outage
+            assert not any(f.done() for f in late)  # nothing was answered (or given up) while the server was down
             server = _start_server(port, log_path)
-            results = [f.result(timeout=240) for f in futures]
+            results = [f.result(timeout=240) for f in early + late]
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
-    assert stopped_after < n  # the restart did happen mid-stream
     assert results == [(1.0, 1.0)] * n  # nothing lost, every reward from a real grading
     graded = [json.loads(line) for line in log_path.read_text().splitlines()]
     assert sorted(graded, key=int) == [str(k + 1) for k in range(n)]  # each sample graded exactly once
