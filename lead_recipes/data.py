@@ -230,7 +230,7 @@ def problem_accuracy(records: Iterable[dict], since_step: int = 0) -> dict[str, 
         try:
             step, correct, total = int(rec["step"]), int(rec["correct"]), int(rec["total"])
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"record {i}: needs integer step/correct/total (contract C), got {rec}") from None
+            raise ValueError(f"record {i}: needs integer step/correct/total, got {rec}") from None
         if step < since_step or total <= 0:
             continue
         if not 0 <= correct <= total:
@@ -401,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, help="shuffle the rows with this seed (recorded in the report), so that the "
                    "first N rows (OpenRLHF's data.max_samples) are a random draw")
     c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
-    c.add_argument("--problems", required=True, help="recipe_problems.jsonl written by the trainer (contract C)")
+    c.add_argument("--problems", required=True, help="recipe_problems.jsonl written by the trainer")
     c.add_argument("--dataset", required=True, help="the stage-1 prompt dataset (lead-recipes data build output)")
     c.add_argument("--threshold", type=float, default=0.75, help="keep accuracy <= this (default 0.75)")
     c.add_argument("--min-attempts", type=int, default=1, help="ignore problems with fewer graded rollouts")
