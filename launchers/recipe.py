@@ -1,5 +1,5 @@
 """YAML recipes: load, merge (``extends``), override (``--set``), validate and render to a `lead-recipes train`
-command line (contract D).
+command line (recipe format: docs/launch.md).
 
 A recipe lists only *deltas* from OpenRLHF's defaults::
 
@@ -15,7 +15,7 @@ A recipe lists only *deltas* from OpenRLHF's defaults::
 Validation runs before anything starts: unknown keys (naming the key and the file), values the real parser rejects,
 and impossible resource layouts (colocation with vLLM engines x TP != actor GPUs, more GPUs than allocated, batch
 sizes not divisible by the data-parallel world). OpenRLHF flags are checked against the parser of the *installed*
-OpenRLHF: its parser lives under ``if __name__ == "__main__"`` (openrlhf.md D.7), so we compile just the
+OpenRLHF: its parser lives under ``if __name__ == "__main__"`` (OpenRLHF's cli scripts), so we compile just the
 ``add_argument`` statements of that block (read, never copied). Values may use ``${data}``, ``${run}``,
 ``${run:NAME}`` (recipe NAME's run directory) and ``${reward_func}`` (see ``placeholders``). Every value's source is
 in docs/recipes.md. This module does not start anything.
@@ -86,7 +86,7 @@ def openrlhf_parser(entrypoint: str = "train") -> argparse.ArgumentParser:
 
 @functools.lru_cache(maxsize=None)
 def recipe_parser() -> argparse.ArgumentParser:
-    """Our --recipe.* flags, defined once in lead_recipes.flags (contract B)."""
+    """Our --recipe.* flags, defined once in lead_recipes.flags."""
     from lead_recipes.flags import add_recipe_flags
     parser = argparse.ArgumentParser(prog="lead-recipes train", allow_abbrev=False, add_help=False)
     add_recipe_flags(parser)
@@ -345,7 +345,7 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
 
 
 def _check_recipe_semantics(recipe: Recipe) -> None:
-    """Run the methods helper's own validate_recipe on the parsed --recipe.* namespace (contract B)."""
+    """Run the methods helper's own validate_recipe on the parsed --recipe.* namespace (lead_recipes.methods)."""
     from lead_recipes import flags
     args = recipe_parser().parse_args(_section_argv("--recipe.", recipe.recipe))
     try:
