@@ -1,5 +1,6 @@
-"""The stateful controllers: LEAD's EMA of the PSI target weights (§1.4 Eq. 7), Leash's Lagrange multiplier λ
-with its Adam moments (§3.2, as decided in §8), and the composed method's pair of both under one flat state.
+"""The stateful controllers: LEAD's EMA of the PSI target weights (LEAD, arXiv 2605.09806,
+Eq. 7), Leash's Lagrange multiplier λ with its Adam moments (Leash, arXiv 2512.21540; the optimiser settings are
+our choice, see docs/methods.md), and the composed method's pair of both under one flat state.
 
 Both work on plain Python floats (IEEE double) and keep nothing else, so `state_dict()` is JSON-able and a
 save → load round trip (JSON or torch checkpoint) restores the exact bits: a resumed run continues identically.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-PSI_EPS = 1e-8   # §1.4: ε of the PSI normalisation and of the "Ψ_c = Ψ_l = 0" test
+PSI_EPS = 1e-8   # LEAD Eqs. 4-7: ε of the PSI normalisation and of the "Ψ_c = Ψ_l = 0" test
 
 
 def _float(state: dict, key: str, kind: str) -> float:
@@ -31,9 +32,9 @@ def _int(state: dict, key: str, kind: str) -> int:
 
 @dataclass
 class LeadController:
-    """w(t) = β·w(t−1) + (1−β)·λ̂(t), w(0) = (0.5, 0.5); λ_c = max(w_c, λ_min), λ_l = 1 − λ_c (§1.4 Eq. 7).
+    """w(t) = β·w(t−1) + (1−β)·λ̂(t), w(0) = (0.5, 0.5); λ_c = max(w_c, λ_min), λ_l = 1 − λ_c (LEAD Eq. 7).
 
-    The stored state is the un-floored w (reference code). When Ψ_c + Ψ_l < ε the update is skipped (§8) unless
+    The stored state is the un-floored w (reference code). When Ψ_c + Ψ_l < ε the update is skipped (our choice) unless
     `decay_on_zero_psi` (reference code: the EMA then shrinks toward (0, 0)). With `static_lambda_c` set, λ_c is that
     constant and w never moves (LEAD-static ablation)."""
     beta_ema: float = 0.95
@@ -80,7 +81,7 @@ class LeadController:
 @dataclass
 class LeashController:
     """λ ≥ 0 for the constraint E[l/L_t − 1] ≤ 0. After each batch, Adam minimises −λ·ĝ (gradient −ĝ), then λ is
-    projected to [λ_min, λ_max]: λ grows while lengths exceed L_t, shrinks when under (§3.2, §8). Adam follows
+    projected to [λ_min, λ_max]: λ grows while lengths exceed L_t, shrinks when under (Leash). Adam follows
     torch.optim.Adam's arithmetic (bias-corrected, ε added to the corrected √v). `constant` = Leash-C."""
     lr: float = 1e-2
     beta1: float = 0.9

@@ -8,7 +8,7 @@ GRPO-LEAD-style difficulty / numeric-answer filters, `dapo` = DAPO-Math-17k with
 in the report), applies a paper prompt template and writes JSONL rows `{"prompt", "label", "id", ...}` for
 `--data.input_key prompt --data.label_key label` (plus `--data.apply_chat_template`). A JSON report lists every
 removed problem and why.
-`curriculum` reads the per-problem records the trainer appends to `recipe_problems.jsonl` (contract C), keeps the
+`curriculum` reads the per-problem records the trainer appends to `recipe_problems.jsonl` (docs/training.md), keeps the
 problems whose accuracy is <= a threshold (GRPO-LEAD: 0.75), merges them with other sets and, with a seed, writes an
 exact number of rows of a seeded order (one stage's part of it).
 It does not download anything itself except through `datasets` for hub ids, and never grades.
@@ -28,7 +28,8 @@ from typing import Iterable
 
 from lead_recipes.jsonl import parse_jsonl
 
-# Prompt templates (algorithms.md §1.7, §4.2). {problem} is the problem text; the result is the user turn.
+# Prompt templates (LEAD's release, DeepSeek-R1, Sober Reasoning arXiv 2504.07086). {problem} is the problem
+# text; the result is the user turn.
 TEMPLATES = {
     "lead": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
     "r1": "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
@@ -251,7 +252,7 @@ def problem_accuracy(records: Iterable[dict], since_step: int = 0) -> dict[str, 
 
 
 def row_keys(row: dict, chat_template=None) -> list[str]:
-    """The keys a trainer record may carry for this dataset row (contract C / lead_recipes.seam): the sha1 (and its
+    """The keys a trainer record may carry for this dataset row (see lead_recipes.seam): the sha1 (and its
     16-hex "problem" prefix) of the prompt as written and, with a tokenizer, as OpenRLHF renders it through the
     chat template; and the row id. Labels are never used: many problems share an answer."""
     prompt = row.get("prompt")

@@ -1,4 +1,4 @@
-"""Math answer grading: the public API (contract A) and the parent side of the worker pool.
+"""Math answer grading: the public API and the parent side of the worker pool.
 
 What it does:
 - `STATUSES`, `Grade`, `REWARD_LOG_KEYS`, `reward_extra_logs` (the reward function's / server's `extra_logs`).

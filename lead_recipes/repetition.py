@@ -1,4 +1,4 @@
-"""GRPO-LEAD's repetition detector (spec algorithms.md §2.3), on response text only — never on the prompt.
+"""GRPO-LEAD's repetition detector (aeroplanepaper/GRPO-LEAD code), on response text only — never on the prompt.
 
 A response is repetitive when, for some n ≤ 30, its whitespace-split words cut into non-overlapping n-word chunks
 (aligned at offset 0) contain ≥ 10 identical adjacent chunks, or when one whitespace token has ≥ 120 characters.

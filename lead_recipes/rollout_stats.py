@@ -121,7 +121,7 @@ def step_stats(method_name: str, batch: RolloutBatch, out, shaped, penalty, extr
 
 
 def problem_records(experiences, indices, batch: RolloutBatch, n: int) -> list[dict]:
-    """One record per prompt group (contract C, without "step"): problem id (label["id"] or the prompt hash),
+    """One record per prompt group (recipe_problems.jsonl, no "step"): problem id (label["id"] or the prompt hash),
     prompt_sha1, correct count, total and mean length. [] when prompts do not line up with the samples."""
     prompts = list(itertools.chain.from_iterable(e.prompts for e in experiences))
     labels = list(itertools.chain.from_iterable(e.labels for e in experiences))

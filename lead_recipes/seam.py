@@ -3,7 +3,7 @@
 What it does:
 - `RecipeExperienceMaker` subclasses `RemoteExperienceMaker` and replaces only the group step of
   `compute_advantages_and_returns` (upstream experience_maker.py: the estimator branch after the reshape to
-  [prompts, n]) with the `--recipe.method` Method (contract B), fed per-sample correctness (`info["correct"]`),
+  [prompts, n]) with the `--recipe.method` Method (methods API), fed per-sample correctness (`info["correct"]`),
   response length (action-mask sum), truncation and repetition (`info["repetitive"]`). Everything else is
   OpenRLHF's: `apply_length_penalties`, the regrouping by `experience.index`, `group_reward_std` (after the
   penalties), `compute_reward` (KL; not `--reward.clip_range`, which would cut the method's advantage) and per-token
@@ -15,7 +15,7 @@ What it does:
 - `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
   subclassing an actor class), install the maker, put the controller state into `client_states["recipe"]` on
   every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
-  status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl` (contract C); a resume drops the
+  status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
   records of steps after the restored one, which are trained again.
 - The trainers checkpoint on request (preemption) through lead_recipes.preempt.SaveOnRequestMixin, a base of theirs;
   the seam resolves the request path into `args.recipe_save_request` and guards the save test it relies on.

@@ -1,4 +1,4 @@
-"""Group-advantage methods (contract B): the types every caller sees, and `build_method`.
+"""Group-advantage methods: the types every caller sees, and `build_method`.
 
 A method maps one rollout batch of M prompts × G rollouts (correctness, lengths, optional truncation/repetition
 flags) to per-rollout shaped rewards, per-rollout scalar advantages (before OpenRLHF broadcasts them over tokens) and
@@ -6,7 +6,7 @@ a fixed set of named statistics. Each method lives in its own module as a pure t
 wraps that function and, for LEAD, Leash and the composed method, a controller whose state goes into checkpoints.
 
 This module does not import torch at import time (flags and recipes stay importable without the training stack)
-and holds no method math. DRPO is not offered: it is a loss, not an advantage (spec §8).
+and holds no method math. DRPO is not offered: it is a loss, not an advantage (see docs/methods.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Shared building blocks of every method: batch validation, GRPO group normalisation (§0.1), BatchWhiten (§0.2,
-token-weighted or per sequence) and the statistics every method logs.
+"""Shared building blocks of every method: batch validation, GRPO group normalisation (arXiv 2402.03300),
+BatchWhiten (verl masked_whiten, token-weighted or per sequence) and the statistics every method logs.
 
 All arithmetic runs in float64 (outputs are cast to float32 by the caller) so that a resumed controller sees the
 same numbers bit for bit. Nothing here knows about a particular method; nothing here does I/O.
@@ -12,8 +12,8 @@ import torch
 
 from lead_recipes.methods import MethodOutput, RolloutBatch
 
-GROUP_EPS = 1e-6      # §8: ε of group normalisation for every method
-WHITEN_EPS = 1e-8     # §0.2: verl masked_whiten, inside rsqrt
+GROUP_EPS = 1e-6      # our choice (verl's value): ε of group normalisation for every method
+WHITEN_EPS = 1e-8     # verl masked_whiten, inside rsqrt
 
 
 def _first_bad_row(bad: torch.Tensor) -> int:
@@ -108,7 +108,7 @@ def check_output(out: MethodOutput, keys: tuple[str, ...]) -> None:
 
 def group_normalize(r: torch.Tensor, eps: float = GROUP_EPS) -> torch.Tensor:
     """A = (r − mean_g r) / (std_g r + ε) per row (unbiased std over all G). Rewards are shifted by the row's first
-    value before averaging, so a row whose rewards are all equal gets exactly 0 (§8) with no float residue of the
+    value before averaging, so a row whose rewards are all equal gets exactly 0 with no float residue of the
     mean, and no extra mask. The std is spelled out: torch.std over a short inner dimension is ~30× slower than
     these ops (bench_methods.py)."""
     g = float(r.shape[-1])   # a float scalar: the same division as by the int, without the int→float promotion

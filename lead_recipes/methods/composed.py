@@ -2,7 +2,7 @@
 budget in one advantage step, each part switchable (--recipe.composed.*; design and reasons in docs/methods.md).
 
   ok      = 1[correct] (binary, signed) or 1[correct ∧ ¬truncated] (grpo_lead, as GRPO-LEAD counts it)
-  r_c     = ok (binary) | 2·ok − 1 (signed) | exp(−α z) if ok else −1 (grpo_lead; arXiv 2504.09696 §3)
+  r_c     = ok (binary) | 2·ok − 1 (signed) | exp(−α z) if ok else −1 (grpo_lead; arXiv 2504.09696 Sec. 3)
   p       = λ_t · max(0, l/L_t − 1)                        budget (arXiv 2512.21540); 0 when off or λ_t = 0
   two channels (length_reward = lead; arXiv 2605.09806 Eqs. 2–9):
     r_l   = max(−1, r_l^LEAD − p)                          LEAD's Eq. 9 with the budget added to it

@@ -1,4 +1,4 @@
-"""Every method's hyperparameters, with their defaults, written down once (spec algorithms.md §8).
+"""Every method's hyperparameters, with their defaults, written down once (choices explained in docs/methods.md).
 
 One frozen dataclass per method; `lead_recipes.flags` turns each field into a `--recipe.<section>.<field>` flag, so
 the defaults here are the defaults of the training CLI, `lead-recipes replay` and the recipes. Field metadata:
@@ -22,7 +22,7 @@ def _f(default, help: str, choices: tuple[str, ...] | None = None):
 
 @dataclass(frozen=True)
 class GrpoConfig:
-    """GRPO on correctness only: no hyperparameters beyond the shared ε = 1e-6 (§0.1, §8)."""
+    """GRPO on correctness only: no hyperparameters beyond the shared ε = 1e-6."""
 
 
 LENGTH_REWARDS = ("conditioned", "classic", "lead")
@@ -30,7 +30,8 @@ LENGTH_REWARDS = ("conditioned", "classic", "lead")
 
 @dataclass(frozen=True)
 class ScalarizedConfig:
-    """LEAD's scalarised GRPO baseline (§1.9a): R = w_c·1[correct] + w_l·r_len, then group normalisation."""
+    """LEAD's scalarised GRPO baseline (arXiv 2605.09806, Table 2): R = w_c·1[correct] + w_l·r_len, then group
+    normalisation."""
     correct_weight: float = _f(0.5, "weight w_c on 1[correct] (LEAD sweep: λ1 = 1/(1+ratio); paper best 1:1)")
     length_weight: float = _f(0.5, "weight w_l on the length reward (paper best 1:1 ⇒ 0.5)")
     length_reward: str = _f("conditioned", "conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script); classic = "
@@ -42,7 +43,7 @@ class ScalarizedConfig:
 
 @dataclass(frozen=True)
 class GdpoConfig:
-    """GDPO (§1.9b): per-channel group normalisation, static weights, batch whitening."""
+    """GDPO (arXiv 2601.05242): per-channel group normalisation, static weights, batch whitening."""
     correct_weight: float = _f(1.0, "weight on the correctness channel's advantage (verl snippet: unweighted sum)")
     length_weight: float = _f(1.0, "weight on the length channel's advantage")
     length_reward: str = _f("conditioned", "length channel: conditioned / classic / lead (see grpo_scalarized)",
@@ -57,7 +58,7 @@ AGGREGATORS = ("mean_correct", "min_correct", "median_correct", "mean_all")
 
 @dataclass(frozen=True)
 class LeadConfig:
-    """LEAD (§1): decoupled normalisation, PSI controller, symmetric target-length reward."""
+    """LEAD (arXiv 2605.09806): decoupled normalisation, PSI controller, symmetric target-length reward."""
     aggregator: str = _f("mean_correct", "L*_q aggregator (paper/code: mean_correct; Table-3 ablations: "
                          "min_correct, median_correct, mean_all)", AGGREGATORS)
     l_min: float = _f(1000.0, "L_min clamp on L*_q in tokens (paper and code: 1000, hard-coded there)")
@@ -71,18 +72,18 @@ class LeadConfig:
     whiten: str = _f("token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence",
                      ("token", "sequence"))
     ref_code_psi_decay_enable: bool = _f(False, "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
-                                         "toward (0, 0) (default: skip that step's update, §8)")
+                                         "toward (0, 0) (default: skip that step's update)")
 
 
 @dataclass(frozen=True)
 class GrpoLeadConfig:
-    """GRPO-LEAD (§2): length-dependent accuracy reward, −1 for wrong, difficulty-aware reweighting."""
+    """GRPO-LEAD (arXiv 2504.09696): length-dependent accuracy reward, −1 for wrong, difficulty-aware reweighting."""
     alpha: float = _f(0.05, "α in exp(−α z) (paper and code: 0.05); 0 turns the length reward off (stage 2)")
     weight_min: float = _f(0.4, "A, the lower asymptote of w(ρ) (paper: 0.4)")
     weight_max: float = _f(1.5, "B, the upper asymptote of w(ρ) (paper: 1.5)")
     rho0: float = _f(0.75, "ρ_0, the midpoint of w(ρ) (paper: 0.75)")
     steepness: float = _f(10.0, "k, the steepness of w(ρ) (paper: 10)")
-    repetition_penalty_enable: bool = _f(False, "stage 2: incorrect repetitive responses (§2.3 detector) get "
+    repetition_penalty_enable: bool = _f(False, "stage 2: incorrect repetitive responses (authors' code detector) get "
                                          "--recipe.grpo_lead.repetition_reward")
     repetition_reward: float = _f(-1.5, "reward of a repetitive incorrect response (paper: −1.5; code: −2)")
     ref_code_length_gate_enable: bool = _f(False, "reference-code behaviour: shape correct rewards only when the "
@@ -98,7 +99,8 @@ class GrpoLeadConfig:
 
 @dataclass(frozen=True)
 class LeashConfig:
-    """Leash (§3, as decided in §8): clipped one-sided length penalty with an Adam-updated Lagrange multiplier."""
+    """Leash (arXiv 2512.21540): clipped one-sided length penalty with an Adam-updated Lagrange multiplier (the
+    optimiser settings are our choice, see docs/methods.md)."""
     target_length: float = _f(4096.0, "L_t in tokens (paper, 1.5B: 4096)")
     lr: float = _f(1e-2, "Adam learning rate η_λ for λ (reconstructed; paper value unknown)")
     lambda_init: float = _f(0.0, "λ_0 (reconstructed)")
@@ -112,7 +114,7 @@ class LeashConfig:
 
 @dataclass(frozen=True)
 class ShorterBetterConfig:
-    """ShorterBetter (§1.9d): r = α·1[correct] − β·|l − SOL|."""
+    """ShorterBetter (arXiv 2504.21370): r = α·1[correct] − β·|l − SOL|."""
     alpha: float = _f(2.0, "α, the correctness reward (paper and code: 2.0; paper also reports 1.0)")
     beta: float = _f(0.001, "β, the per-token distance penalty (code: 0.001)")
 

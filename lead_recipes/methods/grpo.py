@@ -1,9 +1,9 @@
-"""GRPO baselines: plain GRPO on correctness, and LEAD's scalarised GRPO (spec §0.1, §1.9a).
+"""GRPO baselines: plain GRPO on correctness, and LEAD's scalarised GRPO (arXiv 2605.09806).
 
 grpo:             R = 1[correct];                       A = (R − mean_g R) / (std_g R + ε)      (Shao et al. 2024)
-grpo-scalarized:  R = w_c·1[correct] + w_l·r_len;        A = (R − mean_g R) / (std_g R + ε)      (LEAD §5 baseline)
+grpo-scalarized:  R = w_c·1[correct] + w_l·r_len;        A = (R − mean_g R) / (std_g R + ε)      (LEAD's baseline)
 with r_len one of: conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script), classic = 1[l ≤ T], lead = LEAD's r_l
-(Eq. 9). ε = 1e-6, unbiased std, zero-std group ⇒ A = 0 (§8). Stateless. The length channels are shared with GDPO.
+(Eq. 9). ε = 1e-6, unbiased std, zero-std group ⇒ A = 0. Stateless. The length channels are shared with GDPO.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GRPO-LEAD (Zhang & Zuo, arXiv 2504.09696, EMNLP 2025; spec §2), paper form by default.
+"""GRPO-LEAD (Zhang & Zuo, arXiv 2504.09696, EMNLP 2025), paper form by default.
 
   correct:    z = (l − μ) / (σ + 1e-6), μ, σ over the correct rollouts' lengths (unbiased σ; σ := 0 with < 2
               correct ⇒ z = 0);   R = exp(−α z)
@@ -6,7 +6,7 @@
   repetition: R = repetition_reward (paper −1.5) for incorrect repetitive responses, when enabled (stage 2)
   ρ_q = #correct / G;   w(ρ) = A + (B − A) / (1 + exp(k (ρ − ρ_0)))
   Ã = (R − mean_g R) / (std_g R + 1e-6);   A' = Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ)
-Reference-code behaviours (`aeroplanepaper/GRPO-LEAD`, §2.2) are options, off by default: the 4000-token gate,
+Reference-code behaviours (`aeroplanepaper/GRPO-LEAD`) are options, off by default: the 4000-token gate,
 0 for truncated, σ := 1 below 2 correct, rejection of degenerate groups (their advantages are set to 0 — the
 plug-in cannot drop rows; they still count in a token-mean loss denominator). Stateless.
 """

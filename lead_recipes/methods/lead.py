@@ -1,4 +1,4 @@
-"""LEAD — Length-Efficient Adaptive and Dynamic reasoning (Wei et al., arXiv 2605.09806; spec §1).
+"""LEAD — Length-Efficient Adaptive and Dynamic reasoning (Wei et al., arXiv 2605.09806).
 
   (8) L*_q = clamp(agg_{j∈C_q} l_{q,j}, L_min, B_max), or B_max when no rollout of q is correct
       (agg = mean_correct | min_correct | median_correct; mean_all = mean over all G, no sentinel)

@@ -1,5 +1,5 @@
-"""Leash — adaptive length penalty with a Lagrange multiplier (Li et al., arXiv 2512.21540, ACL 2026; spec §3 as
-decided in §8; the paper's exact values are unknown, so λ's optimiser settings are reconstructed).
+"""Leash — adaptive length penalty with a Lagrange multiplier (Li et al., arXiv 2512.21540, ACL 2026;
+the paper's exact values are unknown, so λ's optimiser settings are reconstructed).
 
   r   = +1 if correct else −1                                  (DAPO rule reward)
   r'' = clip(r − λ_t · max(0, l/L_t − 1), −1, 1)               (one-sided, clipped)

@@ -1,4 +1,4 @@
-"""ShorterBetter (Yi, Wang, Li 2025, arXiv 2504.21370; spec §1.9d).
+"""ShorterBetter (Yi, Wang, Li 2025, arXiv 2504.21370).
 
   SOL_q = min_{j∈C_q} l_{q,j} if some rollout of q is correct, else mean_j l_{q,j}
   r     = α·1[correct] − β·|l − SOL_q|,   then A = (r − mean_g r) / (std_g r + 1e-6)
