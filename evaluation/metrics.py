@@ -2,7 +2,7 @@
 answer-equivalence classes), length / truncation / no-answer rates, the unweighted benchmark average and AES.
 
 Pure Python on plain lists; no grading happens here except the answer-vs-answer equivalence calls that Cons@k
-needs, which go through an `equivalent_many(pairs) -> list[bool]` callable (contract A's `Grader.equivalent_many`).
+needs, which go through an `equivalent_many(pairs) -> list[bool]` callable (`lead_recipes.grading`'s Grader).
 It does not read files, generate, or plot.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-# O1-Pruner (Luo et al. 2025, arXiv 2501.12570) weights; algorithms.md §4.1 and §8.
+# O1-Pruner (Luo et al. 2025, arXiv 2501.12570) weights; our choices: docs/evaluation.md.
 AES_ALPHA, AES_BETA, AES_GAMMA = 1.0, 3.0, 5.0
 
 
@@ -88,7 +88,7 @@ def _vote_plan(votes: Sequence[Vote]):
 
 def majority_votes(problems: Sequence[Sequence[Vote]],
                    equivalent_many: Callable[[list[tuple[str, str]]], list[bool]]) -> list[bool]:
-    """Cons@k verdicts (algorithms.md §4.4/§8 convention): True iff the largest answer class is correct.
+    """Cons@k verdicts (our convention, see docs/evaluation.md): True iff the largest answer class is correct.
 
     - Unparsable (answer None) and truncated samples do not vote; if none vote, the problem is wrong.
     - Classes are answer-equivalence classes. Every answer graded correct is equivalent to the gold answer, so all
@@ -124,7 +124,7 @@ def majority_votes(problems: Sequence[Sequence[Vote]],
 
 def aes(acc_model: float, len_model: float, acc_base: float, len_base: float,
         alpha: float = AES_ALPHA, beta: float = AES_BETA, gamma: float = AES_GAMMA) -> dict:
-    """Accuracy-Efficiency Score (O1-Pruner, Luo et al. 2025, arXiv 2501.12570; algorithms.md §4.1):
+    """Accuracy-Efficiency Score (O1-Pruner, Luo et al. 2025, arXiv 2501.12570):
     ΔL = (L_base - L_model)/L_base, ΔA = (A_model - A_base)/A_base,
     AES = α·ΔL + β·|ΔA| if ΔA ≥ 0 else α·ΔL − γ·|ΔA|; defaults α=1, β=3, γ=5.
     Returns {"aes", "delta_length", "delta_accuracy", "reason"}; A_base = 0 (ΔA undefined) or L_base = 0 gives
@@ -148,7 +148,7 @@ def aes(acc_model: float, len_model: float, acc_base: float, len_base: float,
 def benchmark_metrics(problems: Sequence[Sequence[dict]], equivalent_many, ks: Sequence[int] | None = None
                       ) -> dict:
     """All per-benchmark metrics from graded samples. `problems` holds, per problem, its samples in sample order,
-    each a dict with "correct" (bool), "status" (contract A status), "extracted" (str|None), "num_tokens" (int),
+    each a dict with "correct" (bool), "status" (grader status), "extracted" (str|None), "num_tokens" (int),
     "truncated" (bool). Every problem must have the same n ≥ 1 samples.
 
     accuracy = avg@n (mean_and_stderr); accuracy_seed_std = sd over sample indices s of the accuracy of the s-th
@@ -200,7 +200,7 @@ def average(per_benchmark: dict[str, dict]) -> dict:
 
 
 def aes_report(model: dict, base: dict) -> dict:
-    """AES of a run against a base run, both summary dicts with "benchmarks" and "average" (§8): the headline on
+    """AES of a run against a base run, both summary dicts with "benchmarks" and "average": the headline on
     the benchmark-averaged accuracy and length, plus one per benchmark the two runs share. Note the mean of
     per-benchmark AES differs from the AES of the means."""
     out = {"overall": aes(model["average"]["accuracy"], model["average"]["mean_length"],

@@ -1,10 +1,10 @@
 """Evaluation protocols: the papers' presets and prompt templates, resolved into one explicit `GenConfig`.
 
-Presets (algorithms.md §4.2, §2.1, §8):
+Presets (sources in docs/evaluation.md):
 - `sober` (Hochlehnert et al. 2025, arXiv 2504.07086, as used by LEAD): temperature 0.8, top-p 0.9, n = 10 for
   AIME24/AIME25/AMC23 and n = 3 for MATH-500/OlympiadBench (one seed per sample: seed + s), lighteval's
   MATH_QUERY_TEMPLATE, chat template on, max new tokens 32768 (lighteval's default; LEAD's is not stated).
-- `grpo-lead-7b` / `grpo-lead-14b` (Zhang & Zuo 2025, arXiv 2504.09696 §4.3-4.4): temperature 0.6, n = 32, Pass@1
+- `grpo-lead-7b` / `grpo-lead-14b` (Zhang & Zuo 2025, arXiv 2504.09696 Sec. 4.3-4.4): temperature 0.6, n = 32, Pass@1
   and Cons@32, the DeepScaleR prompt "{problem} Let's think step by step and output the final answer within
   \\boxed{}.", AIME24 and AIME25 only (the paper's tables), max new tokens 8192 for 7B models ("8k ... matching the
   training length limit") and 14336 for 14B ("14k", read as 14 × 1024 like the 14B training length). The authors'
@@ -105,13 +105,14 @@ PROVENANCE = {
         ],
     },
     "grpo-lead-7b": {
-        "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 7B models: §4.3 (8k test length), §4.4",
+        "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 7B models: Sec. 4.3 (8k test length), Sec. 4.4",
         "mirrors": f"the paper's evaluation protocol; the authors' scripts ({_GRPO_LEAD}) for the prompt",
         "paper_benchmarks": ["aime2024", "aime2025"],
         "differences": ["8k read as 8192 tokens"] + _GRPO_LEAD_DIFFS,
     },
     "grpo-lead-14b": {
-        "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 14B models: §4.3 (14k test length), §4.4, §5.3",
+        "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 14B models: "
+                 "Sec. 4.3 (14k test length), Sec. 4.4, Sec. 5.3",
         "mirrors": f"the paper's evaluation protocol; the authors' scripts ({_GRPO_LEAD}) for the prompt",
         "paper_benchmarks": ["aime2024", "aime2025"],
         "differences": ["14k read as 14336 = 14 x 1024 tokens, the 14B recipes' training generation length "

@@ -1,4 +1,4 @@
-"""Grading of generations for evaluation, and the token-budget sweep, through contract A only
+"""Grading of generations for evaluation, and the token-budget sweep, through the grader API (lead_recipes.grading) only
 (`lead_recipes.grading`: `extract_final_answer`, `Grader.grade_many`, `equivalent_many`).
 
 Speed: the final answer is extracted once per response in this process (cheap string scan), and only distinct
