@@ -180,6 +180,18 @@ def test_rendered_flags_run_the_papers_step_count(name):
     assert flag("train.batch_size") == per_step * flag("rollout.n_samples_per_prompt")   # one update per step
 
 
+# DAPO-Math-17k has 17,917 distinct prompts (each repeated 100 times); `data build --preset dapo` keeps the distinct
+# ones (de-duplication and de-contamination drop at most a few hundred), so steps follow from the rendered flags.
+DAPO_ROWS = (17_400, 17_917)
+
+
+@pytest.mark.parametrize("name", ["leash-1.5b", "leash-4b"])
+def test_leash_runs_about_300_steps_over_the_whole_dapo_set(name):
+    argv = load_recipe(name).train_argv()
+    episodes, per_step = int(_flag(argv, "--train.num_episodes")), int(_flag(argv, "--rollout.batch_size"))
+    assert all(250 <= episodes * (rows // per_step) <= 320 for rows in DAPO_ROWS)
+
+
 def test_stage_2b_continues_stage_2as_seeded_curriculum_order():
     a, b = ([str(x) for x in load_recipe(f"grpo-lead-14b-stage2{s}").data["prepare"]] for s in "ab")
     for flag in ("--problems", "--dataset", "--threshold", "--merge", "--seed"):
