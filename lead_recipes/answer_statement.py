@@ -35,6 +35,11 @@ _SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<![\\$])\$(?
 _CURRENCY_RE = re.compile(r"\$\s?-?\d[\d,]*(?:\.\d+)?")
 _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
 _TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
+# A value after one of these words is not asserted ("the answer is probably 5", "cannot be 5", "isn't 5").
+_HEDGE_RE = re.compile(r"(?i)\b(?:not|cannot|neither|either|maybe|perhaps|probably|possibly|might|could|if)\b|n't\b")
+# A value followed, in the same sentence, by a joiner and another value is one of several candidates.
+_ALTERNATIVE_RE = re.compile(r"(?i)\b(?:or|and|nor|otherwise|but|if)\b.*?(?:\d|\$|\\\()", re.S)
+_RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
 
 
 def _closing_part(text: str) -> str:
@@ -69,6 +74,14 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     """The value stated at the start of `rest`: its first math span if one starts the sentence, else the rest of
     the sentence (plain words, or a currency amount)."""
     rest = rest.lstrip(" \t*_:")
+    end = _SENTENCE_END_RE.search(rest)
+    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1:end.start() + 2]):
+        end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
+    if end is not None and rest[end.start()] == "?":
+        return None                      # a question is not a statement
+    first = re.search(r"\d|\$|\\\(", rest[:end.start()] if end else rest)
+    if _HEDGE_RE.search(rest[:first.start() if first else (end.start() if end else len(rest))]):
+        return None                      # "probably $5$", "not 5", "either $5$ or $6$"
     m = _SPAN_RE.match(rest)
     if m is None and not _CURRENCY_RE.match(rest):
         end = _SENTENCE_END_RE.search(rest)
@@ -79,6 +92,8 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     if m is not None:
         val = next(g for g in m.groups() if g is not None)
         tail = rest[m.end():]
+        if _RETRACT_RE.match(tail) or _ALTERNATIVE_RE.search(tail[:_sentence_len(tail)]):
+            return None                  # "$5$ or $6$", "$5$ if $a>0$, otherwise $6$", "$5$... no wait"
         unit = re.match(r"[ \t]*([A-Za-z][A-Za-z ]{0,20}?)[ \t]*(?:[.!?,;]|\n|\Z)", tail)
         val = _rhs(val) if equation_rhs else val.strip()
         if unit and not _has_variables(val) and not re.match(r"(?i)(?:and|or|but|so|since|because|where|for)\b",
@@ -89,12 +104,23 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1:end.start() + 2]):
         end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
     val = (rest[:end.start()] if end else rest).strip().rstrip("*_ ").strip()
+    num = re.search(r"\d", val)
+    if num and (_ALTERNATIVE_RE.search(val[num.end():]) or _RETRACT_RE.match(rest[end.start():] if end else "")):
+        return None                      # "5 or 6", "5. No wait, 6"
     if _CURRENCY_RE.fullmatch(val) or _CURRENCY_RE.match(val) and "$" not in val[1:]:
         return "\\" + val
     if "$" in val or "\\(" in val or len(val) > 80:
         return None                      # prose with formulas in it ("reasonable, consider that $x$ ...")
     m = re.fullmatch(r"(-?[\d.,/]*\d)\s+([A-Za-z][A-Za-z \-]*)", val)
     return f"{m.group(1)}\\text{{ {m.group(2)}}}" if m else val or None
+
+
+def _sentence_len(text: str) -> int:
+    """Length of the first sentence of `text` (a decimal point does not end it)."""
+    end = _SENTENCE_END_RE.search(text)
+    while end is not None and text[end.start()] == "." and re.match(r"\d", text[end.start() + 1:end.start() + 2]):
+        end = _SENTENCE_END_RE.search(text, end.start() + 1)
+    return end.start() if end else len(text)
 
 
 def _complete(text: str, pos: int) -> bool:
@@ -117,7 +143,10 @@ def extract_statement(text: str) -> str | None:
         return None
     found = None
     for m in _MARKER_RE.finditer(part):              # 1. the last answer marker
-        if _complete(part, m.end()) or _SPAN_RE.match(part, m.end()) or part[m.end():].strip():
+        # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
+        # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
+        prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_:"))
+        if (_complete(part, m.end()) or not prose) and part[m.end():].strip():
             found = m
     if found is not None:
         val = _value(part[found.end():], equation_rhs=True)
@@ -133,7 +162,8 @@ def extract_statement(text: str) -> str | None:
             end = _SENTENCE_END_RE.search(last_para, end.start() + 1)
         sentence = last_para[m.end():end.start() if end else len(last_para)]
         after = last_para[end.end():].strip() if end else ""
-        complete = end is not None          # ended by `.`, `!` or a line break, not by the text running out
+        # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
+        complete = end is not None and last_para[end.start()] != "?"
         if complete and _closing_remark(after):
             val = _conclusion_value(sentence)
             if val and len(val) <= _MAX_VALUE_CHARS:
@@ -164,6 +194,10 @@ def _conclusion_value(sentence: str) -> str | None:
     for is_m in re.finditer(r"\b(?:is|are|equals|gives|was|be)\b\s*(?:equal\s+to\s+|exactly\s+|approximately\s+)?",
                             sentence):
         pass
+    first = re.search(r"\d|\$|\\\(", sentence)
+    if _HEDGE_RE.search(sentence[:first.start() if first else len(sentence)]) or (
+            spans and _HEDGE_RE.search(sentence[:spans[-1].start()])):
+        return None                      # "Thus the answer cannot be $5$", "So if $a>0$, $x=5$"
     if spans and (is_m is None or spans[-1].start() >= is_m.end()):
         run = [spans[-1]]
         for prev in reversed(spans[:-1]):

@@ -183,3 +183,49 @@ def test_arbitrary_text_never_raises(text):
 def test_a_stated_value_is_graded_by_its_value(grader, n, d, template):
     text = template.format(v=n + d)
     assert grader.grade(str(n), text, extraction="final_answer").correct == (d == 0)
+
+
+# ------------------------------------------------------------------------------------------------ refused statements
+_NOT_AN_ANSWER_FOR_5 = [
+    "The answer is either $5$ or $6$.", "The answer is probably $5$, but it could be $6$.", "The answer is maybe $5$.",
+    "The answer is NOT $5$.", "Answer: not $5$", "The answer is neither $5$ nor $6$.", "Answer: $5$ or $6$",
+    "The answer is $5$ and $6$.", "The answer is $5$... no wait, it's $6$.",
+    "The answer is $5$ if $a>0$, otherwise $6$.", "Thus the answer cannot be $5$.", "The answer isn't 5.",
+]
+
+
+@pytest.mark.parametrize("statement", _NOT_AN_ANSWER_FOR_5)
+def test_a_negated_hedged_or_alternative_statement_never_states_5(statement):
+    assert extract_statement("Work.\n\n" + statement) not in {"5", "5\\text{ }"}
+
+
+@pytest.mark.parametrize("statement", ["The answer is $5$.", "Answer: 5", "Therefore $x = 5$."])
+def test_a_plain_statement_of_5_still_states_5(statement):
+    assert extract_statement("Work.\n\n" + statement) == "5"
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(-10 ** 6, 10 ** 6), word=st.sampled_from(
+    ["not", "cannot be", "neither", "either", "maybe", "perhaps", "probably", "possibly", "might be", "could be",
+     "if"]), math=st.booleans(), marker=st.sampled_from(["The answer is {w} {v}.", "Answer: {w} {v}",
+                                                         "So the answer is {w} {v}."]))
+def test_any_hedge_or_negation_before_the_value_gives_no_answer(n, word, math, marker):
+    v = f"${n}$" if math else str(n)
+    assert extract_statement("Work.\n\n" + marker.format(w=word, v=v)) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.integers(-999, 999), b=st.integers(-999, 999), joiner=st.sampled_from(
+    ["or", "nor", "otherwise", "but it could be", "... no wait, it's"]))
+def test_a_value_followed_by_an_alternative_value_gives_no_answer(a, b, joiner):
+    assert extract_statement(f"Work.\n\nThe answer is ${a}$ {joiner} ${b}$.") is None
+
+
+def test_a_question_is_not_a_conclusion():
+    assert extract_statement("Work.\n\nSo we need $x = 5$? Let's verify: no, that fails.") is None
+    assert extract_statement("Work.\n\nThe answer is $5$?") is None
+
+
+def test_an_answer_sentence_the_text_runs_out_on_is_not_an_answer():
+    assert extract_statement("Work.\n\nAdding everything up, the answer is 1") is None
+    assert extract_statement("Work.\n\nAdding everything up, the answer is 1.") == "1"
