@@ -6,7 +6,8 @@ stage finds its model (``${run:PREVIOUS}/hf``) and, for a curriculum, the previo
 A stage whose prompt dataset does not exist yet gets its `lead-recipes data` step (the recipe's data.prepare) right
 before it, since its inputs may be written by an earlier stage. Locally the steps run one after the other and the
 chain stops at the first failure; under Slurm every step is its own job, each submitted with
-``--dependency=afterok:<previous job>``. This module does not start Ray or reward servers (see launchers.launch).
+``--dependency=afterok:<previous job> --kill-on-invalid-dep=yes`` (a failed stage cancels the ones after it instead
+of leaving them pending forever). This module does not start Ray or reward servers (see launchers.launch).
 """
 from __future__ import annotations
 
@@ -69,7 +70,10 @@ def _data_sbatch(recipe, args, run_dir: Path, command: list[str]) -> list[str]:
 
 
 def _with_dependency(sbatch: list[str], job: str | None) -> list[str]:
-    return sbatch if job is None else [sbatch[0], f"--dependency=afterok:{job}", *sbatch[1:]]
+    # --kill-on-invalid-dep: when a stage fails its afterok can never be met, and without it Slurm leaves every later
+    # stage pending (reason DependencyNeverSatisfied) until someone cancels it by hand.
+    return sbatch if job is None else [sbatch[0], f"--dependency=afterok:{job}", "--kill-on-invalid-dep=yes",
+                                       *sbatch[1:]]
 
 
 def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | None]]:

@@ -267,8 +267,8 @@ def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dir
     names = [j.split("--job-name=")[1].split()[0] for j in jobs]
     assert names == [n + s for n in CHAIN for s in ("-data", "")]          # every stage's data is missing here
     for i, job in enumerate(jobs):
-        dependency = [a for a in job.split() if a.startswith("--dependency=")]
-        assert dependency == ([f"--dependency=afterok:{100 + i}"] if i else []), job
+        dependency = [a for a in job.split() if a.startswith(("--dependency=", "--kill-on-invalid-dep"))]
+        assert dependency == ([f"--dependency=afterok:{100 + i}", "--kill-on-invalid-dep=yes"] if i else []), job
     for name in CHAIN:
         assert (chain_dirs / "runs" / name / "launch.json").exists()
 
