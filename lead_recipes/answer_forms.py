@@ -6,7 +6,9 @@ different forms of the same kind:
 - a list in one `\\text{}` (`\\text{B,C}`) → the bare list `B, C`;
 - distinct labels on a list (`p=3, q=7`, `T(4)=9, T(5)=2`) against a bare list of the same length → both sides become
   ordered tuples `(3, 7)`, so labelled values keep their order (a repeated label, `x=1, x=2`, is a solution list and
-  is left alone: math-verify compares bare lists as sets);
+  is left alone: math-verify compares bare lists as sets); single-letter labels are read in canonical order
+  (`y=1, x=2` is `(2, 1)`), segment labels (`AB=5, BC=7`) as written; a labelled tuple `(x, y) = (2, 1)` is a
+  labelled list, and two labelled lists are matched label by label;
 - a function answer `g(t)=t^2+1` against `g(x)=x^2+1` or `x^2+1` → both bodies, the answer's variable renamed to the
   gold's (only when the new name is not already used in the body);
 - an inequality, an inequality chain, a union of them (`x<-1 \\text{ or } x>2`), `x \\in [a,b)` or set-builder
@@ -67,6 +69,9 @@ _OR_RE = re.compile(r"\\text\{\s*or\s*\}|\\(?:lor|vee|cup)\b|\bor\b")
 _VAR = r"(?:[A-Za-z]|\\(?:alpha|beta|gamma|theta|lambda|mu|phi|varphi|omega|tau|rho|sigma))(?:_\{?\w+\}?)?"
 _VAR_RE = re.compile(_VAR)
 _LABEL_RE = re.compile(rf"\s*({_VAR}(?:\s*\([^()=]{{1,40}}\))?)\s*=(?!=)\s*(.+)", re.S)
+_SEG_RE = re.compile(r"\s*[A-Z]{2,3}\s*|" + _VAR)          # a segment `AB` or a variable
+_SEG_LABEL_RE = re.compile(r"\s*([A-Z]{2,3})\s*=(?!=)\s*(.+)", re.S)
+_TUPLE_EQ_RE = re.compile(r"\s*\(([^()=]+)\)\s*=(?!=)\s*\(([^()=]+)\)\s*")
 _FUNC_RE = re.compile(rf"\s*([A-Za-z](?:_\{{?\w+\}}?)?)\s*\(\s*([A-Za-z])\s*\)\s*=(?!=)\s*(.+)", re.S)
 
 
@@ -97,13 +102,20 @@ def _unwrap_text_list(s: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ labels, functions
 def _labelled(s: str) -> list[tuple[str, str]] | None:
-    """[(label, value)] when `s` is a list of ≥ 2 items that all carry a label (`p=3`, `T(4)=9`), else None."""
+    """[(label, value)] when `s` is a list of ≥ 2 items that all carry a label (`p=3`, `T(4)=9`, segment `AB=5`), or
+    a labelled tuple `(x, y) = (2, 1)`, else None."""
+    m = _TUPLE_EQ_RE.fullmatch(s)
+    if m is not None:
+        labels, values = _top_split(m.group(1), _COMMA_RE), _top_split(m.group(2), _COMMA_RE)
+        if len(labels) >= 2 and len(labels) == len(values) and all(_SEG_RE.fullmatch(x) for x in labels):
+            return [(re.sub(r"\s+", "", k), v.strip()) for k, v in zip(labels, values)]
+        return None
     items = _top_split(s, _COMMA_RE)
     if len(items) < 2:
         return None
     out = []
     for it in items:
-        m = _LABEL_RE.fullmatch(it)
+        m = _LABEL_RE.fullmatch(it) or _SEG_LABEL_RE.fullmatch(it)
         if m is None or "=" in m.group(2):
             return None
         out.append((re.sub(r"\s+", "", m.group(1)), m.group(2).strip()))
@@ -121,12 +133,31 @@ def _bare_list(s: str) -> list[str] | None:
     return items
 
 
+def _canonical(lab: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Single-letter labels (`y=1, x=2`, `x_2, x_1`) and numeric function arguments (`T(5), T(4)`) in their
+    canonical order x, y, z / a, b, c / x_1, x_2; other labels (`AB`, `BC`) as written. The bare list of the other
+    side is read in that order, so a labelled side written out of order is compared by what each label means."""
+    def key(k: str):
+        m = re.fullmatch(r"([A-Za-z])(?:_\{?(\d+)\}?)?", k) or re.fullmatch(r"([A-Za-z])\((-?\d+)\)", k)
+        return (m.group(1), int(m.group(2) or 0)) if m else None
+    keys = [key(k) for k, _ in lab]
+    if None in keys or len({k[0] for k in keys}) not in (1, len(keys)):
+        return lab
+    return [x for _, x in sorted(zip(keys, lab))]
+
+
 def _align_labels(gold: str, pred: str) -> tuple[str, str] | None:
+    gl, pl = _labelled(gold), _labelled(pred)
+    if gl and pl:                # both labelled: values matched by label (`y=2, x=1` is `x=1, y=2`)
+        gd, pd = dict(gl), dict(pl)
+        if len(gd) == len(gl) and len(pd) == len(pl) and set(gd) == set(pd):
+            return "(" + ", ".join(v for _, v in gl) + ")", "(" + ", ".join(pd[k] for k, _ in gl) + ")"
+        return None
     for a, b, flip in ((gold, pred, False), (pred, gold, True)):
         lab = _labelled(a)
         bare = _bare_list(b) if lab else None
         if lab and bare and len(lab) == len(bare) and len({k for k, _ in lab}) == len(lab):
-            ta = "(" + ", ".join(v for _, v in lab) + ")"
+            ta = "(" + ", ".join(v for _, v in _canonical(lab)) + ")"
             tb = "(" + ", ".join(bare) + ")"
             return (tb, ta) if flip else (ta, tb)
     return None

@@ -37,6 +37,22 @@ def test_labelled_values_keep_their_order():
     assert not verdict("p=3, q=7", "7, 3")
 
 
+def test_a_labelled_tuple_is_read_label_by_label():
+    assert not verdict("x=1, y=2", "(x,y)=(2,1)") and verdict("x=1, y=2", "(x, y) = (1, 2)")
+
+
+def test_two_labelled_lists_are_matched_by_label_not_position():
+    assert verdict("x=1, y=2", "y=2, x=1") and not verdict("x=1, y=2", "y=1, x=2")
+
+
+def test_labels_out_of_canonical_order_against_a_bare_tuple_are_not_reordered_into_a_match():
+    assert not verdict("(1,2)", "y=1, x=2") and verdict("(1,2)", "x=1, y=2")
+
+
+def test_segment_labels_keep_their_order():
+    assert not verdict("7, 5", "AB=5, BC=7") and not verdict("AB=5, BC=7", "7, 5") and verdict("AB=5, BC=7", "5, 7")
+
+
 def test_a_repeated_label_is_a_solution_list_whose_order_does_not_matter():
     assert verdict("x=1, x=2", "2, 1")
 
