@@ -117,6 +117,10 @@ def parse_command_line(argv: list[str]):
     return ours, recipe, rest, resolved
 
 
+MIN_PROMPT_ROOM = 256               # fewest prompt tokens --data.max_len may leave beside the rollout cap
+OPENRLHF_CLIP_RANGE = (-10.0, 10.0)  # OpenRLHF's --reward.clip_range default
+
+
 def recipe_conflicts(args) -> tuple[list[str], list[str]]:
     """(errors, warnings) about OpenRLHF settings the recipe cannot run with; all decidable from the args alone."""
     errors, warnings = [], []
@@ -125,6 +129,15 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
                       "replaces its group step; other estimators add a critic or batch whitening)")
     if args.rollout.max_new_tokens is None:
         errors.append("--rollout.max_new_tokens is unset: the methods need the rollout cap (LEAD B_max, truncation)")
+    cap, max_len = args.rollout.max_new_tokens, args.data.max_len
+    if cap is not None and max_len is not None and max_len - cap < MIN_PROMPT_ROOM:
+        # OpenRLHF keeps only the last max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor.execute)
+        errors.append(f"--data.max_len {max_len} minus --rollout.max_new_tokens {cap} leaves {max_len - cap} prompt "
+                      f"tokens (< {MIN_PROMPT_ROOM}): OpenRLHF would silently cut the prompts from the left; raise "
+                      "--data.max_len (the cap plus ~1024)")
+    if tuple(args.reward.clip_range or ()) != OPENRLHF_CLIP_RANGE:
+        warnings.append(f"--reward.clip_range {' '.join(map(str, args.reward.clip_range))} has no effect: the "
+                        "method's advantage is the final reward (clipping it would cut the method's signal)")
     urls = args.reward.remote_url or []
     if not urls or urls == ["agent"]:
         errors.append("--reward.remote_url is unset: pass lead-recipes' reward function "

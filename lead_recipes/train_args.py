@@ -7,7 +7,8 @@ the method implies, and every still-missing flag named at once, before OpenRLHF 
   flags such as `--reward.clip_range -5 5` are replaced whole), so one OpenRLHF flag no longer drops the recipe.
 - Implied defaults, filled in only when neither the user nor the base gives them, and reported (`Resolved.filled`):
   `group_norm` (the method replaces its group step), the package reward function, 8 samples per prompt, the rollout
-  cap (`--recipe.lead.b_max`, else 4000) with a 1024-token prompt budget in `--data.max_len`, and the dataset
+  cap (`--recipe.lead.b_max`, else 4000) with a 1024-token prompt budget in `--data.max_len` (also when the
+  user gives `--rollout.max_new_tokens` without `--data.max_len`: the base's max_len is then dropped), and the dataset
   columns `lead-recipes data build` writes (`prompt`, `label`).
 - HTTP reward URLs are routed through lead_recipes/remote_reward.py (bounded backoff and fail-over instead of
   OpenRLHF's 5 tries 1 s apart): the URLs move to $LEAD_RECIPES_REWARD_URLS (`Resolved.env`, which the caller
@@ -91,8 +92,12 @@ def resolve(argv: list[str], parser) -> Resolved:
         base = load_recipe(name).train_argv()
         if "--recipe.method" not in user and "--recipe.name" in user:  # the chosen recipe's method then
             method = getattr(parser.parse_known_args(base)[0], "recipe.method")
-    used = drop_flags(base, user) + list(argv)
+    dropped = user | ({"--data.max_len"} if "--rollout.max_new_tokens" in user else set())
+    # a cap given without --data.max_len must not keep the base's max_len: OpenRLHF keeps only the last
+    # max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor), so a larger cap would cut the prompt
+    used = drop_flags(base, dropped) + list(argv)
     given = flag_names(parser.parse_known_args(used)[1])
+    size_max_len = "--rollout.max_new_tokens" not in given or "--data.max_len" in flag_names(base)
     out = Resolved(argv=used, base=None if name == NONE else name, user_flags=user)
 
     def fill(flag: str, value, why: str) -> None:
@@ -102,14 +107,13 @@ def resolve(argv: list[str], parser) -> Resolved:
             given.add(flag)
 
     lead_b_max = getattr(ours, "recipe.lead.b_max", None) if method in ("lead", "composed") else None
-    cap_given = "--rollout.max_new_tokens" in given
     fill("--algo.advantage.estimator", "group_norm", f"--recipe.method {method} replaces its group step")
     fill("--reward.remote_url", reward_func_path(), "the package reward function; no remote URL given")
     fill("--rollout.n_samples_per_prompt", DEFAULT_SAMPLES, "group methods need several samples per prompt")
     fill("--rollout.max_new_tokens", int(lead_b_max or DEFAULT_CAP), "the rollout cap the methods' length terms use")
-    if not cap_given:
-        fill("--data.max_len", int(lead_b_max or DEFAULT_CAP) + PROMPT_BUDGET,
-             f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")
+    cap = (flag_values(out.argv, "--rollout.max_new_tokens") or [""])[0]
+    if size_max_len and cap.isdigit():  # else OpenRLHF's default stays (train.recipe_conflicts checks the room)
+        fill("--data.max_len", int(cap) + PROMPT_BUDGET, f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")
     fill("--data.input_key", "prompt", "the column `lead-recipes data build` writes")
     fill("--data.label_key", "label", "the column `lead-recipes data build` writes; the grader needs the gold")
     out.missing = [f"{flag}: {what}" for flag, what in REQUIRED.items() if flag not in given]

@@ -506,3 +506,25 @@ def test_a_grading_failure_in_the_trainer_ends_the_driver_with_its_message_and_e
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == ("lead-recipes train: error: grading failed for 100% of the samples "
                                             "(64 error, 0 timeout of 64)")
+
+
+def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
+    from lead_recipes.train_args import PROMPT_BUDGET, flag_values, resolve
+    resolved = resolve(["--rollout.max_new_tokens", "8000"], train._our_parser())  # over lead-1.5b (max_len 5024)
+    assert flag_values(resolved.argv, "--data.max_len") == [str(8000 + PROMPT_BUDGET)]
+    assert any(f.startswith(f"--data.max_len {8000 + PROMPT_BUDGET} ") for f in resolved.filled)
+
+
+def test_max_len_leaving_no_prompt_room_is_refused_naming_both_flags(capsys):
+    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8100", "--dry-run"]
+    assert train.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--data.max_len 8100" in err and "--rollout.max_new_tokens 8000" in err and "leaves 100 prompt" in err
+
+
+def test_a_set_reward_clip_range_is_warned_to_have_no_effect(capsys):
+    assert train.main(["--reward.clip_range", "-3", "3", "--dry-run"]) == 0
+    assert "--reward.clip_range -3.0 3.0 has no effect" in capsys.readouterr().out
+    assert train.main(["--dry-run"]) == 0
+    warned = [line for line in capsys.readouterr().out.splitlines() if line.startswith("# warning")]
+    assert not any("clip_range" in line for line in warned)
