@@ -10,9 +10,12 @@ Why: OpenRLHF's own HTTP client tries 5 times 1 s apart, then leaves the reward 
 What it does: `reward_func(queries, prompts, labels)` POSTs the samples (OpenRLHF's remote-RM payload) to one server,
 starting at a rotating one; on a connection error, a timeout, a 5xx or a 429 it tries the next server at once, and
 after every server failed once it waits with exponential backoff 0.5 s, 1 s, 2 s ... capped at 30 s (jittered
-down by up to half), until $LEAD_RECIPES_REWARD_WAIT_S (default 600) have passed since the first try. One request
-is in flight at a time per sample, and a sample's reward is returned once, from the one response that arrived.
-A server that answers 4xx (bad token, bad request) or a malformed response is not retried. When no valid answer
+down by up to half), until $LEAD_RECIPES_REWARD_WAIT_S (default 600) have passed since the outage began. The outage
+deadline is one per process: the first failing call starts it, every call shares it, and once it has passed calls
+fail at once (one call per 5 s still tries the servers) until a server answers again, which ends the outage. One
+request is in flight at a time per sample, and a sample's reward is returned once, from the one response that
+arrived. A server that answers 4xx (bad token, bad request) or a malformed response is not retried: the sample goes
+to the other servers, and the refusal is logged once per server at ERROR. When no valid answer
 comes, the samples get reward 0 with `status_error` = 1, never an exception and never None: lead_recipes.guard then
 stops the run if that persists. Per-request timeout: $LEAD_RECIPES_REWARD_TIMEOUT_S (default 180, OpenRLHF's).
 $LEAD_RECIPES_SERVE_TOKEN, if set, is also sent as a Bearer token.
@@ -41,9 +44,17 @@ URLS_ENV, WAIT_ENV, TIMEOUT_ENV, TOKEN_ENV = ("LEAD_RECIPES_REWARD_URLS", "LEAD_
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 30.0
 DEFAULT_WAIT_S, DEFAULT_TIMEOUT_S = 600.0, 180.0
 
+PROBE_EVERY_S, PROBE_TIMEOUT_S = 5.0, 30.0  # during a spent outage, one call per 5 s still tries the servers
+
 log = logging.getLogger("lead_recipes.remote_reward")
 _rotation = itertools.count()
 _rotation_lock = threading.Lock()
+# One outage deadline per process: OpenRLHF calls reward_func once per sample (asyncio.to_thread), so a
+# per-call budget made every sample of a step wait the full $LEAD_RECIPES_REWARD_WAIT_S during an outage.
+_outage = {"deadline": None, "next_probe": 0.0}
+_warned: set[str] = set()    # URLs warned about in their current outage
+_refused: set[str] = set()   # URLs whose refusal was logged
+_outage_lock = threading.Lock()
 
 
 class Retryable(Exception):
@@ -101,30 +112,83 @@ def post_once(url: str, payload: bytes, n: int, timeout: float) -> dict:
     return {"rewards": rewards, "extra_logs": logs}
 
 
+class OutageFailFast(TimeoutError):
+    """The process's outage deadline has passed and no server has answered since: fail at once."""
+
+
+def _outage_deadline(start: float) -> float:
+    """The outage's shared deadline, started at `start` by the first failure."""
+    with _outage_lock:
+        if _outage["deadline"] is None:
+            _outage["deadline"] = start
+        return _outage["deadline"]
+
+
+def _answered(url: str) -> None:
+    with _outage_lock:
+        _outage["deadline"] = None
+        _warned.discard(url)
+
+
+def _note(url: str, exc: Exception, wait_s: float) -> None:
+    """Log a server's failure once per URL (a Retryable per outage, a Refused once)."""
+    with _outage_lock:
+        seen = _refused if isinstance(exc, Refused) else _warned
+        if url in seen:
+            return
+        seen.add(url)
+    if isinstance(exc, Refused):
+        log.error("reward server %s refused (%s); trying the others", _shown(url), exc)
+    else:
+        log.warning("reward server %s did not answer (%s); trying the others, then retrying until the outage "
+                    "has lasted %.0f s", _shown(url), exc, wait_s)
+
+
 def fetch(urls: Sequence[str], payload: bytes, n: int, wait_s: float, timeout: float, sleep=time.sleep,
           clock=time.monotonic) -> dict:
     """The first valid response from `urls` (rotating start, fail-over, backoff; module docstring). Raises Refused
-    or TimeoutError (budget spent) with the last reason."""
+    (every server refused), TimeoutError (the outage outlasted `wait_s`) or OutageFailFast, with the last reason."""
     with _rotation_lock:
         start = next(_rotation) % len(urls)
     order = list(urls[start:]) + list(urls[:start])
+    with _outage_lock:
+        spent = _outage["deadline"] is not None and clock() >= _outage["deadline"]
+        if spent and clock() < _outage["next_probe"]:
+            raise OutageFailFast(f"no reward server has answered since the outage passed {wait_s:.0f} s "
+                                 f"({WAIT_ENV}); failing at once until one does")
+        if spent:
+            _outage["next_probe"] = clock() + PROBE_EVERY_S
     deadline = clock() + wait_s
     delays = backoff_delays()
     last = "no attempt"
-    for attempt in itertools.count():
-        for url in order:
+    while True:
+        for url in list(order):
             try:
-                return post_once(url, payload, n, max(1.0, min(timeout, deadline - clock())))
+                out = post_once(url, payload, n, min(timeout, PROBE_TIMEOUT_S) if spent
+                                else max(1.0, min(timeout, deadline - clock())))
             except Retryable as exc:
                 last = f"{_shown(url)}: {exc}"
-                if attempt == 0:
-                    log.warning("reward server %s did not answer (%s); trying the others, then retrying for up to "
-                                "%.0f s", _shown(url), exc, wait_s)
+                deadline = _outage_deadline(clock() + wait_s)
+                _note(url, exc, wait_s)
+                continue
+            except Refused as exc:  # misconfigured server: the others may still grade this sample
+                last = f"{_shown(url)}: {exc}"
+                order.remove(url)
+                _note(url, exc, wait_s)
+                continue
+            _answered(url)
+            return out
+        if not order:
+            raise Refused(last)
         pause = next(delays) * random.uniform(0.5, 1.0)
-        if clock() + pause > deadline:
+        if spent or clock() + pause > deadline:  # a probe of a spent outage makes one round only
+            with _outage_lock:  # the outage is spent now for every call: they fail at once until a probe answers
+                now = clock()
+                if _outage["deadline"] is not None and not spent:  # None: a server answered meanwhile
+                    _outage["deadline"] = min(now, _outage["deadline"])
+                    _outage["next_probe"] = now + PROBE_EVERY_S
             raise TimeoutError(f"no reward server answered within {wait_s:.0f} s ({WAIT_ENV}); last: {last}")
         sleep(pause)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _as_float_vector(values: list[float]):
@@ -159,6 +223,8 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
         out = fetch(urls, payload, n, float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S)),
                     float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
         return _result(out["rewards"], out["extra_logs"])
+    except OutageFailFast:  # logged when the outage's deadline passed, not once per sample
+        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1)
     except Exception as exc:  # noqa: BLE001 - OpenRLHF turns an exception into reward None and a crash later
         log.error("reward: graded as error: %s", exc)
         return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1)

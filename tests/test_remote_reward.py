@@ -74,6 +74,19 @@ def fake_server():
         s.server_close()
 
 
+@pytest.fixture(autouse=True)
+def _no_outage_carried_over():
+    """The outage deadline is process-wide: each test starts outside an outage."""
+    def clear():
+        with rr._outage_lock:
+            rr._outage.update(deadline=None, next_probe=0.0)
+            rr._warned.clear()
+            rr._refused.clear()
+    clear()
+    yield
+    clear()
+
+
 def test_backoff_doubles_from_half_a_second_and_is_capped_at_thirty():
     assert list(itertools.islice(rr.backoff_delays(), 9)) == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
 
@@ -131,6 +144,60 @@ def test_reward_func_contract_as_openrlhf_loads_and_calls_it(fake_server, monkey
     assert tuple(out["extra_logs"]) == REWARD_LOG_KEYS
     assert all(isinstance(v, float) for v in out["extra_logs"].values())
     assert handler.hits == ["Bearer tok-123"]
+
+
+def test_after_one_call_spent_the_outage_wait_later_calls_fail_at_once_until_a_server_answers(fake_server,
+                                                                                             monkeypatch):
+    monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{_free_port()}/get_reward")
+    monkeypatch.setenv(rr.WAIT_ENV, "1")
+    assert rr.reward_func(["q a"], ["q "], ["2"])["extra_logs"]["status_error"] == 1.0  # waits out the outage
+    posts = []
+    real_post = rr.post_once
+    monkeypatch.setattr(rr, "post_once", lambda *a: posts.append(a[0]) or real_post(*a))
+    monkeypatch.setattr(rr.time, "sleep", lambda s: pytest.fail("waited again in a spent outage"))
+    rr._outage["next_probe"] = float("inf")  # no probe in this window, whatever the load
+    for _ in range(20):
+        assert rr.reward_func(["q a"], ["q "], ["2"])["extra_logs"]["status_error"] == 1.0
+    assert posts == []
+    good, handler = fake_server()  # a server answers again (the probe finds it): the outage ends
+    monkeypatch.setenv(rr.URLS_ENV, good)
+    rr._outage["next_probe"] = 0.0
+    assert rr.reward_func(["q 2"], ["q "], ["2"])["extra_logs"]["status_correct"] == 1.0
+    assert rr._outage["deadline"] is None and len(handler.hits) == 1
+
+
+def test_calls_during_an_outage_share_one_deadline():
+    clock = {"t": 0.0}
+
+    def sleep(s):
+        clock["t"] += s
+    dead = [f"http://127.0.0.1:{_free_port()}/x"]
+    clock["t"], rr._outage["deadline"] = 30.0, 60.0  # an outage began 30 s before this call, with a 60 s wait
+    with pytest.raises(TimeoutError):
+        rr.fetch(dead, b"{}", 1, 60.0, 1.0, sleep=sleep, clock=lambda: clock["t"])
+    assert clock["t"] <= 60.0
+
+
+@pytest.mark.parametrize("status", [401, 422])
+def test_a_refusing_server_hands_the_sample_to_the_others(fake_server, monkeypatch, caplog, status):
+    bad, bad_handler = fake_server(status=status)
+    good, good_handler = fake_server()
+    monkeypatch.setenv(rr.URLS_ENV, f"{bad},{good}")
+    monkeypatch.setattr(rr.time, "sleep", lambda s: pytest.fail("slept although a server was up"))
+    with caplog.at_level("ERROR", logger="lead_recipes.remote_reward"):
+        for _ in range(4):  # whichever server the rotation starts at
+            assert rr.reward_func(["q 2"], ["q "], ["2"])["extra_logs"]["status_correct"] == 1.0
+    assert len(good_handler.hits) == 4 and len(bad_handler.hits) >= 1
+    assert len([r for r in caplog.records if "refused" in r.getMessage()]) == 1
+
+
+def test_a_down_server_is_warned_about_once_per_outage(fake_server, monkeypatch, caplog):
+    good, _ = fake_server()
+    monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{_free_port()}/get_reward,{good}")
+    with caplog.at_level("WARNING", logger="lead_recipes.remote_reward"):
+        for _ in range(6):
+            rr.reward_func(["q 2"], ["q "], ["2"])
+    assert len([r for r in caplog.records if "did not answer" in r.getMessage()]) == 1
 
 
 def test_no_configured_server_is_an_error_reward():
