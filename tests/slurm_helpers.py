@@ -109,7 +109,7 @@ if sys.argv[1:2] == ["serve"]:
     os.execv({real!r}, [{real!r}, *sys.argv[1:]])
 from lead_recipes.preempt import PREEMPTED_EXIT, save_request_path, saved_marker_path, write_json_atomic
 argv = sys.argv[2:]
-ckpt = argv[argv.index("--ckpt.path") + 1]
+ckpt = ([a.split("=", 1)[1] for a in argv if a.startswith("--ckpt.path=")] or [argv[argv.index("--ckpt.path") + 1]])[0]
 latest = os.path.join(ckpt, "_actor", "latest")
 env = {{k: os.environ.get(k) for k in ("WANDB_RUN_ID", "CUDA_VISIBLE_DEVICES", "SITE_SETUP_DONE", "RAY_ADDRESS")}}
 env["nofile"] = list(resource.getrlimit(resource.RLIMIT_NOFILE))
@@ -163,13 +163,14 @@ def stand_in_trainer(tmp_path: Path) -> Path:
 
 def submit_stand_in(slurm, run_dir: Path, fake: Path, *train_args: str, sbatch: tuple[str, ...] = (),
                     script: tuple[str, ...] = ("--no-ray", "--reward-placement", "none"), save_timeout: int | None = 60,
-                    env: dict | None = None, preexec_fn=None) -> str:
+                    env: dict | None = None, preexec_fn=None, ckpt_equals: bool = False) -> str:
     """sbatch train.sbatch by hand (no launcher) with the stand-in as the training command; output <run>/slurm/%j.out"""
     (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
     argv = [which("sbatch"), "--parsable", "--nodes=1", f"--output={run_dir}/slurm/%j.out", *sbatch,
             str(TRAIN_SBATCH), *script, "--run-dir", str(run_dir),
             *(["--save-timeout", str(save_timeout)] if save_timeout is not None else []), "--",
-            str(fake), "train", "--ckpt.path", str(run_dir / "ckpt"), *train_args]
+            str(fake), "train", *([f"--ckpt.path={run_dir / 'ckpt'}"] if ckpt_equals
+                                  else ["--ckpt.path", str(run_dir / "ckpt")]), *train_args]
     out = subprocess.run(argv, env={**slurm.env, **(env or {})}, capture_output=True, text=True, cwd=run_dir,
                          preexec_fn=preexec_fn)
     assert out.returncode == 0, out.stderr

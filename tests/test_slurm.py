@@ -48,6 +48,15 @@ def test_slurm_script_is_strict_documents_how_to_launch_and_answers_help(script)
     assert out.returncode == 0 and out.stdout.startswith("usage:")
 
 
+@pytest.mark.parametrize("script", SLURM_SCRIPTS, ids=lambda p: p.name)
+def test_slurm_script_needs_no_bash_newer_than_4_4(script):
+    # RHEL 8 ships bash 4.4 and Ubuntu 20.04 bash 5.0: `wait -p` (5.1) fails there with rc 2 and kills the job
+    lines = [line.split(" #")[0] for line in script.read_text().splitlines() if not line.lstrip().startswith("#")]
+    code = "\n".join(lines)
+    assert not re.search(r"\bwait\b[^;&|\n]*\s-\w*p", code), "wait -p needs bash 5.1"
+    assert not re.search(r"\$\{?(EPOCHSECONDS|EPOCHREALTIME|SRANDOM)\b|\$\{[^}]*@[kK]\}", code), "bash 5.x feature"
+
+
 def test_train_script_refuses_to_run_outside_slurm():
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     out = subprocess.run(["bash", str(ROOT / "slurm/train.sbatch"), "--", "true"], capture_output=True, text=True,

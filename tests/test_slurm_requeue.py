@@ -2,7 +2,8 @@
 is requeued, resumed or stopped, and the site-facing options. Each test submits the real script with the stand-in
 trainer (no Ray: these paths do not depend on it) and checks one property:
 - requeue that ends: a time limit within the USR1 lead is refused, a dry-run is never requeued, --max-restarts caps
-  the requeues, and a checkpoint that did not advance since the last run stops the cycle;
+  the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
+  also found from `--ckpt.path=DIR`);
 - the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint;
 - resume only for the same job's requeue or an explicit --resume (a stale mark from another job is ignored);
 - site options: a setup file, the open-files limit, the default time limit, the head address on a multi-node job,
@@ -80,6 +81,17 @@ def test_a_requeued_run_whose_checkpoint_did_not_advance_is_not_requeued_again(s
     out = out_of(run_dir, job)
     assert (info["JobState"], info["Restarts"]) == ("FAILED", "1"), out[-2000:]
     assert "checkpoint did not advance" in out and out.count("requeueing job") == 1
+
+
+def test_checkpoint_path_given_as_flag_equals_value_is_found_for_the_mark(slurm, tmp_path):
+    run_dir = slurm.root_tmp / "ckpteq"
+    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), ckpt_equals=True,
+                          script=("--no-ray", "--reward-placement", "none", "--max-restarts", "0"))
+    training(run_dir, job)
+    scancel(slurm, "--signal=USR1", "--batch", job)
+    slurm.wait_state(job, DONE, timeout=120)
+    saved = json.loads((run_dir / "state" / "preempted.json").read_text())
+    assert saved["latest_checkpoint"] == saved["saved"]["tag"], out_of(run_dir, job)[-2000:]   # not "none"
 
 
 # ---------------------------------------------------------------- save time, SIGTERM
