@@ -6,7 +6,7 @@ submitted once per module (a fixture) and several tests check one property of it
   requested and registered with Ray, a reward port derived from the job id, and everything cleaned up;
 - `ray_probe`: a job with one fake GPU, a TMPDIR too long for Ray's sockets, and a stand-in trainer that joins Ray
   from inside (an actor reads WANDB_RUN_ID), then waits while `scancel --signal=USR1` (steps, not the batch script)
-  is sent, and checks Ray again;
+  is sent, and checks Ray again; meanwhile the CPUs Ray's processes may run on are read from /proc;
 - `two_jobs`: two jobs with reward servers on one node, one of whose servers is then killed;
 - `eval_array`: slurm/eval.sbatch --submit with a checkpoint written after submission.
 Not shown here: GPUs really used by Ray workers (fake devices), a reward server answering a real trainer (the
@@ -77,17 +77,46 @@ def ray_probe(slurm, tmp_path_factory):
     run_dir = slurm.root_tmp / "probe"
     long_tmp = slurm.root_tmp / ("t" * 70)    # with <tmp>/ray-<job>/session_.../sockets/plasma_store: > 107 bytes
     long_tmp.mkdir()
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path_factory.mktemp("probe")), "--ray-probe",
+    bin_dir = tmp_path_factory.mktemp("probe")
+    # Slurm's srun ignores SLURM_CPUS_PER_TASK (the job's --cpus-per-task) since 22.05, but Debian's 22.05.8, here,
+    # still reads it; with it unset and --exact (SLURM_EXACT, set by some sites), a step without -c gets one CPU.
+    (bin_dir / "setup.sh").write_text("unset SLURM_CPUS_PER_TASK\nexport SLURM_EXACT=1\n")
+    job = submit_stand_in(slurm, run_dir, stand_in_trainer(bin_dir), "--ray-probe",
                           sbatch=("--gpus-per-node=1", "--cpus-per-task=2", "--nodelist=n1"),
-                          script=("--reward-placement", "none", "--gpus-per-node", "1"), env={"TMPDIR": str(long_tmp)})
+                          script=("--reward-placement", "none", "--gpus-per-node", "1", "--setup",
+                                  str(bin_dir / "setup.sh")), env={"TMPDIR": str(long_tmp)})
     wait_for(lambda: "stand-in ray:" in train_log(run_dir, job) or slurm.job(job).get("JobState") in DONE, 240,
              "the stand-in to reach Ray")
+    affinity = {}
     if "stand-in ray:" in train_log(run_dir, job):
+        affinity = ray_affinity(job)
         scancel(slurm, "--signal=USR1", job)     # to the steps (no --batch): what a site's --signal=USR1@N does
         time.sleep(3)
         (run_dir / "probe-go").touch()
     info = slurm.wait_state(job, DONE, timeout=120)
-    return slurm, run_dir, job, info, out_of(run_dir, job), train_log(run_dir, job)
+    return slurm, run_dir, job, info, out_of(run_dir, job), train_log(run_dir, job), affinity
+
+
+def cpu_set(text: str) -> set[int]:   # "0-1,4" -> {0, 1, 4}
+    out = set()
+    for part in filter(None, text.strip().split(",")):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def ray_affinity(job: str) -> dict[str, set[int]]:
+    """The CPUs each of this job's raylet and gcs_server processes may run on (Cpus_allowed_list in /proc)."""
+    found = {}
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    found = {}
+    for line in ps:
+        pid, _, args = line.strip().partition(" ")
+        name = os.path.basename(args.split()[0]) if args else ""
+        if name in ("raylet", "gcs_server") and f"/ray-{job}/" in args:
+            status = Path(f"/proc/{pid}/status").read_text()
+            found[name] = cpu_set(re.search(r"Cpus_allowed_list:\s*(\S+)", status).group(1))
+    return found
 
 
 def probe_result(log: str, key: str) -> dict:
@@ -96,19 +125,28 @@ def probe_result(log: str, key: str) -> dict:
 
 
 def test_ray_starts_when_tmpdir_is_too_long_for_its_sockets(ray_probe):
-    slurm, run_dir, job, info, out, log = ray_probe
+    slurm, run_dir, job, info, out, log, affinity = ray_probe
     assert f"ray temp dir /tmp/ray-{job}" in out and "ray ready: 1/1 nodes" in out, out[-3000:]
     assert probe_result(log, "stand-in ray: ")["resources"]["GPU"] == 1
 
 
 def test_wandb_run_id_reaches_the_ray_actors(ray_probe):
-    slurm, run_dir, job, info, out, log = ray_probe
+    slurm, run_dir, job, info, out, log, affinity = ray_probe
     wandb_id = re.search(r"W&B run id (\w+)", out).group(1)
     assert probe_result(log, "stand-in ray: ")["actor_wandb_run_id"] == wandb_id
 
 
+def test_ray_may_use_every_cpu_the_job_has_on_its_node_not_one_core(ray_probe):
+    # a step without -c is one CPU, bound to one core by task/affinity: Ray and all it forks would share that core
+    slurm, run_dir, job, info, out, log, affinity = ray_probe
+    job_cpus = int(slurm.job(job)["NumCPUs"])   # the one node's: --cpus-per-task=2
+    assert "raylet" in affinity and job_cpus == 2, (affinity, log[-2000:])
+    for name, cpus in affinity.items():
+        assert len(cpus) >= job_cpus, (name, cpus, job_cpus)
+
+
 def test_usr1_sent_to_the_job_steps_leaves_ray_running(ray_probe):
-    slurm, run_dir, job, info, out, log = ray_probe
+    slurm, run_dir, job, info, out, log, affinity = ray_probe
     again = probe_result(log, "stand-in ray again: ")
     assert again["alive_nodes"] == 1 and again["actor_wandb_run_id"] and info["JobState"] == "COMPLETED", out[-3000:]
 
