@@ -131,10 +131,13 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
         errors.append("--rollout.max_new_tokens is unset: the methods need the rollout cap (LEAD B_max, truncation)")
     cap, max_len = args.rollout.max_new_tokens, args.data.max_len
     if cap is not None and max_len is not None and max_len - cap < MIN_PROMPT_ROOM:
-        # OpenRLHF keeps only the last max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor.execute)
-        errors.append(f"--data.max_len {max_len} minus --rollout.max_new_tokens {cap} leaves {max_len - cap} prompt "
-                      f"tokens (< {MIN_PROMPT_ROOM}): OpenRLHF would silently cut the prompts from the left; raise "
-                      "--data.max_len (the cap plus ~1024)")
+        # OpenRLHF keeps only the last max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor.execute):
+        # no room at all is an error; little room (tiny test models use short prompts) is a warning
+        room = max_len - cap
+        (errors if room <= 0 else warnings).append(
+            f"--data.max_len {max_len} minus --rollout.max_new_tokens {cap} leaves {room} prompt tokens "
+            f"(< {MIN_PROMPT_ROOM}): OpenRLHF cuts longer prompts from the left without a message; raise "
+            "--data.max_len (the cap plus ~1024)")
     if tuple(args.reward.clip_range or ()) != OPENRLHF_CLIP_RANGE:
         warnings.append(f"--reward.clip_range {' '.join(map(str, args.reward.clip_range))} has no effect: the "
                         "method's advantage is the final reward (clipping it would cut the method's signal)")

@@ -516,10 +516,17 @@ def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
 
 
 def test_max_len_leaving_no_prompt_room_is_refused_naming_both_flags(capsys):
-    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8100", "--dry-run"]
+    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8000", "--dry-run"]
     assert train.main(argv) == 2
     err = capsys.readouterr().err
-    assert "--data.max_len 8100" in err and "--rollout.max_new_tokens 8000" in err and "leaves 100 prompt" in err
+    assert "--data.max_len 8000" in err and "--rollout.max_new_tokens 8000" in err and "leaves 0 prompt" in err
+
+
+def test_max_len_leaving_little_prompt_room_is_warned_naming_both_flags(capsys):
+    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8100", "--dry-run"]
+    assert train.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "--data.max_len 8100 minus --rollout.max_new_tokens 8000 leaves 100 prompt" in out
 
 
 def test_a_set_reward_clip_range_is_warned_to_have_no_effect(capsys):
