@@ -91,6 +91,11 @@ def release_requeued(slurm, job: str, restarts: int = 1) -> None:
     """After a requeue: wait until the job is pending again, then start it now (Slurm holds it with a BeginTime)."""
     slurm.wait_state(job, ("PENDING",), timeout=120, restarts=restarts)
     slurm.wait_idle(120)
+    # slurmd revoked the old run's credential before its node went idle, and it rejects any credential of this job
+    # id created in that same whole second or earlier (ctime <= revoked): "Killing non-startable batch job: Job
+    # credential revoked", and the job ends FAILED. Slurm's own BeginTime hold avoids this; the test waits for the
+    # next whole second instead.
+    time.sleep(1.05 - time.time() % 1)
     slurm.scontrol("update", f"jobid={job}", "starttime=now")
 
 
