@@ -105,6 +105,7 @@ def release_requeued(slurm, job: str, restarts: int = 1) -> None:
 # PREEMPTED_EXIT. It first prints what it sees of its environment ("stand-in env: {json}").
 #   --ignore-requests  never answers a request (and does not stop on --ckpt.load_enable)
 #   --exit-at-once     ends (0) right after the environment line
+#   --ignore-term      ignores SIGTERM
 #   --ray-probe        joins the job's Ray: cluster resources and the WANDB_RUN_ID inside an actor, then waits for
 #                      <run dir>/probe-go and checks Ray again ("stand-in ray again: ...")
 #   --ckpt.load_enable reports the resume ("resumed from <tag>") and ends, unless --ignore-requests
@@ -121,6 +122,9 @@ env["nofile"] = list(resource.getrlimit(resource.RLIMIT_NOFILE))
 print("stand-in env:", json.dumps(env), flush=True)
 if "--exit-at-once" in argv:
     sys.exit(0)
+if "--ignore-term" in argv:   # like a trainer stuck in a collective: only SIGKILL ends it
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if "--ray-probe" in argv:
     import ray
     ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)

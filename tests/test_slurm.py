@@ -111,8 +111,8 @@ def test_usr1_makes_the_running_trainer_checkpoint_before_requeue_and_the_rerun_
     tag = saved_line.group(1)
     mark = json.loads((run_dir / "state" / "preempted.done.json").read_text())
     assert (mark["latest_checkpoint"], mark["saved"]["tag"], mark["saved"]["request"]["signal"]) == (tag, tag, "USR1")
-    # the order in the job log: request, the trainer's marker, then cleanup and requeue
-    positions = [out.find(s) for s in ("checkpoint requested", "trainer saved:", "cleanup done", "requeueing job")]
+    # the order in the job log: request, the trainer's marker, the requeue, then the clean-up
+    positions = [out.find(s) for s in ("checkpoint requested", "trainer saved:", "requeueing job", "cleanup:")]
     assert -1 not in positions and positions == sorted(positions), out[-3000:]
     first, second = commands(out)
     assert "--ckpt.load_enable" not in first and second == [*first, "--ckpt.load_enable"]
@@ -123,9 +123,13 @@ def test_usr1_makes_the_running_trainer_checkpoint_before_requeue_and_the_rerun_
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-def test_trainer_that_never_saves_delays_the_requeue_by_at_most_the_save_timeout(slurm, tmp_path):
+def test_trainer_that_never_saves_nor_stops_delays_the_requeue_by_at_most_the_save_timeout(slurm, tmp_path):
+    # The trainer ignores the request and SIGTERM (as one stuck in a collective would): stopping it takes the
+    # clean-up's whole 30 s wait. The requeue must not wait for that: a job still running at its time limit ends
+    # TIMEOUT and is never requeued.
     run_dir = slurm.root_tmp / "nosave"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", save_timeout=3)
+    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", "--ignore-term",
+                          save_timeout=3)
     out_file = run_dir / "slurm" / f"{job}.out"
     wait_for(lambda: out_file.exists() and "] command: " in out_file.read_text(), 120, "the training step")
     signalled = time.monotonic()
@@ -135,7 +139,8 @@ def test_trainer_that_never_saves_delays_the_requeue_by_at_most_the_save_timeout
     out = out_file.read_text()
     subprocess.run([which("scancel"), job], env=slurm.env, check=True)
     assert "WARNING: no checkpoint marker after 3s" in out and "requeueing job" in out, out[-2000:]
-    assert waited < 3 + 30 + 20   # save timeout + cleanup's bounded wait for the trainer + Slurm's bookkeeping
+    assert out.find("requeueing job") < out.find("cleanup:"), out[-2000:]
+    assert waited < 3 + 10 + 8, out[-2000:]   # save timeout + Slurm's KillWait (10 s here) + bookkeeping, not the 30 s
     assert "latest_checkpoint\": \"none\"" in (run_dir / "state" / "preempted.json").read_text()
 
 
