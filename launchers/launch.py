@@ -126,7 +126,7 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
         if getattr(args, key, None) is not None:
             res[key] = getattr(args, key)
     limit = slurm_seconds(str(res["time"]))
-    if res["requeue"] and limit is not None and limit <= res["signal_seconds"]:
+    if limit is not None and limit <= res["signal_seconds"]:
         raise RecipeError(f"resources.time {res['time']} is not longer than the USR1 lead time of "
                           f"{res['signal_seconds']} s (resources.signal_seconds): the job would be signalled at start")
     # No CPU request gives one CPU on many clusters, and OpenRLHF then waits forever for a CPU per GPU: ask for the
@@ -136,8 +136,9 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     logs = run_dir / "slurm"
     sb = ["sbatch", "--parsable", f"--job-name={recipe.name}", f"--nodes={res['nodes']}", "--ntasks-per-node=1",
           f"--time={res['time']}", f"--output={logs}/%x-%j.out"]
-    if res["requeue"]:
-        sb += ["--requeue", f"--signal=B:USR1@{res['signal_seconds']}"]
+    # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --max-restarts 0 below).
+    # USR1 still comes before the time limit, so the run ends on a checkpoint either way.
+    sb += ["--requeue" if res["requeue"] else "--no-requeue", f"--signal=B:USR1@{res['signal_seconds']}"]
     if res["gpus_per_node"]:
         sb.append(f"--gpus-per-node={res['gpus_per_node']}")
     for key in ("partition", "account", "qos", "mem", "constraint"):
@@ -155,6 +156,8 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
         sb += ["--save-timeout", str(res["save_timeout"])]
     if args.resume:
         sb += ["--resume"]
+    if not res["requeue"]:
+        sb += ["--max-restarts", "0"]
     if res.get("cpus_per_node"):
         sb += ["--cpus-per-node", str(res["cpus_per_node"])]
     if res.get("reward_workers"):

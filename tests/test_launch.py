@@ -54,6 +54,15 @@ def test_slurm_render_takes_resources_from_the_recipe_and_flags_override_them(ca
                                                 "resources.nodes=2"]).command()[1:]
 
 
+def test_requeue_false_overrides_the_script_header_and_still_checkpoints_before_the_limit(capsys):
+    # slurm/train.sbatch says `#SBATCH --requeue`: leaving the flag out would requeue anyway
+    assert launch.main(["lead-1.5b", "--slurm", "--dry-run", "--set", "resources.requeue=false"]) == 0
+    sub = section(capsys.readouterr().out, "submit")
+    head = sub[:sub.index(str(launch.SBATCH_SCRIPT))]
+    assert "--no-requeue" in head and "--requeue" not in head and "--signal=B:USR1@600" in head
+    assert sub[sub.index("--max-restarts") + 1] == "0"
+
+
 def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(capsys):
     assert launch.main(["lead-1.5b", "--slurm", "--dry-run", "--gpus-per-node", "0", "--train-mode", "dry-run"]) == 0
     sub = section(capsys.readouterr().out, "submit")
