@@ -88,7 +88,13 @@ class SlurmCluster:
         else:
             lines += [f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} CPUs={self.cpus} "
                       f"RealMemory=4000{gres} State=UNKNOWN" for n in self.names]
-        lines += [f"PartitionName=debug Nodes={','.join(self.names)} Default=YES MaxTime=INFINITE State=UP", ""]
+        # Preemption with a grace time: an `urgent` job takes the nodes of `debug` jobs; Slurm sends SIGTERM to the
+        # preempted job's steps at once and requeues it after GraceTime (sched_interval: preempt within seconds).
+        nodes = ",".join(self.names)
+        lines += ["PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE", "SchedulerParameters=sched_interval=5",
+                  f"PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 "
+                  "GraceTime=45",
+                  f"PartitionName=urgent Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF", ""]
         self.conf.write_text("\n".join(lines))
 
     def _munge_ok(self) -> bool:
@@ -130,9 +136,10 @@ class SlurmCluster:
     def wait_idle(self, timeout: float = 60.0) -> None:
         """Until every node is idle (a requeued job's previous run has fully left its nodes)."""
         def idle() -> bool:
-            out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%t"], env=self.env, capture_output=True,
-                                 text=True).stdout.split()
-            return len(out) == self.nodes and all(state == "idle" for state in out)
+            out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
+                                 text=True).stdout.splitlines()   # a node is listed once per partition
+            states = dict(line.split() for line in out)
+            return len(states) == self.nodes and all(state == "idle" for state in states.values())
         self._wait(idle, timeout, "all nodes idle")
 
     @staticmethod
@@ -182,8 +189,24 @@ class SlurmCluster:
         return "\n".join(out)
 
     def stop(self) -> None:
+        # A job still running (a failed test) would outlive the daemons: its slurmstepd and step processes keep
+        # their ports (the reward port of job 1 is the same in the next session). Cancel everything first, then kill
+        # whatever of this cluster's jobs is left.
+        subprocess.run([which("scancel"), "--full", "--user=root"], env=self.env, capture_output=True)
+        try:
+            self._wait(lambda: not subprocess.run([which("squeue"), "-h", "-t", "running,completing"],
+                                                  env=self.env, capture_output=True, text=True).stdout.strip(), 30, "")
+        except TimeoutError:
+            pass
         for pid in reversed(self._pids):
             _kill(pid)
+        mine = f"SLURM_CONF={self.conf}".encode()
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if int(proc.name) != os.getpid() and mine in (proc / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(proc.name), 9)
+            except (OSError, ValueError):
+                continue
         if self._munged_started:
             pidfile = Path("/run/munge/munged.pid")
             if pidfile.exists():

@@ -4,7 +4,9 @@ trainer (no Ray: these paths do not depend on it) and checks one property:
 - requeue that ends: a time limit within the USR1 lead is refused, a dry-run is never requeued, --max-restarts caps
   the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
   also found from `--ckpt.path=DIR`);
-- the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint;
+- the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint; a job
+  preempted with a grace time (Slurm stops its steps first) requeues itself; a real
+  preemption (PreemptMode=REQUEUE with send_user_signal) checkpoints, requeues and resumes;
 - resume only for the same job's requeue or an explicit --resume (a stale mark from another job is ignored);
 - site options: a setup file, the open-files limit, the default time limit, the head address on a multi-node job,
   and CPUs/GPUs that cannot hold the layout.
@@ -21,6 +23,8 @@ import sys
 
 import pytest
 
+from slurm_cluster import which
+from slurm_cluster import which
 from slurm_helpers import (DONE, commands, out_of, release_requeued, scancel, stand_in_trainer, submit_stand_in,
                            train_log, wait_for)
 
@@ -125,6 +129,30 @@ def test_sigterm_without_usr1_asks_the_trainer_for_a_checkpoint_within_the_grace
     mark = json.loads((run_dir / "state" / "preempted.json").read_text())
     assert mark["signal"] == "TERM" and mark["saved"]["request"]["signal"] == "TERM", out_of(run_dir, job)[-2000:]
     assert mark["latest_checkpoint"] == mark["saved"]["tag"]
+
+
+def test_a_job_preempted_with_a_grace_time_requeues_itself_when_its_steps_are_stopped_and_resumes(slurm, tmp_path):
+    # PreemptMode=REQUEUE with GraceTime (tests/slurm_cluster.py): an `urgent` job that needs both nodes preempts this
+    # one; Slurm sends SIGTERM to its steps at once (here the reward server; on a cluster also Ray, whose workers exit
+    # on it) and would requeue only at the end of the grace time. Before, the dead step failed the job during the
+    # grace time, and a FAILED job is never requeued.
+    run_dir = slurm.root_tmp / "preempted"
+    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
+                          script=("--no-ray", "--reward-placement", "head", "--reward-workers", "1"))
+    training(run_dir, job)
+    urgent = subprocess.run([which("sbatch"), "--parsable", "-p", "urgent", "--nodes=2", "--exclusive",
+                             f"--output={run_dir}/slurm/urgent-%j.out", "--wrap", "sleep 1"], env=slurm.env,
+                            capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    release_requeued(slurm, job)
+    info = slurm.wait_state(job, DONE, timeout=150, restarts=1)
+    out = out_of(run_dir, job)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", (info, out[-3000:])
+    assert slurm.job(urgent)["JobState"] == "COMPLETED"
+    assert "is being preempted" in out and "step exited" not in out, out[-3000:]
+    mark = json.loads((run_dir / "state" / "preempted.done.json").read_text())
+    assert (mark["signal"], mark["run"]) == ("PREEMPT", 0)
+    first, second = commands(out)
+    assert second == [*first, "--ckpt.load_enable"]
 
 
 # ---------------------------------------------------------------- resume only when meant
