@@ -138,7 +138,7 @@ class SlurmCluster:
         def idle() -> bool:
             out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
                                  text=True).stdout.splitlines()   # a node is listed once per partition
-            states = dict(line.split() for line in out)
+            states = dict(line.split() for line in out if line.strip())
             return len(states) == self.nodes and all(state == "idle" for state in states.values())
         self._wait(idle, timeout, "all nodes idle")
 

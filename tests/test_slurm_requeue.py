@@ -5,8 +5,8 @@ trainer (no Ray: these paths do not depend on it) and checks one property:
   the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
   also found from `--ckpt.path=DIR`);
 - the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint; a job
-  preempted with a grace time (Slurm stops its steps first) requeues itself; a real
-  preemption (PreemptMode=REQUEUE with send_user_signal) checkpoints, requeues and resumes;
+  preempted with a grace time (Slurm stops its steps first) requeues itself and resumes;
+- ports of the Ray head already taken on the node are refused;
 - resume only for the same job's requeue or an explicit --resume (a stale mark from another job is ignored);
 - site options: a setup file, the open-files limit, the default time limit, the head address on a multi-node job,
   and CPUs/GPUs that cannot hold the layout.
@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import re
 import resource
+import socket
 import subprocess
 import sys
 
 import pytest
 
-from slurm_cluster import which
 from slurm_cluster import which
 from slurm_helpers import (DONE, commands, out_of, release_requeued, scancel, stand_in_trainer, submit_stand_in,
                            train_log, wait_for)
@@ -69,7 +69,8 @@ def test_restart_cap_stops_requeueing_even_after_a_good_checkpoint(slurm, tmp_pa
     scancel(slurm, "--signal=USR1", "--batch", job)
     info = slurm.wait_state(job, DONE, timeout=120)
     out = out_of(run_dir, job)
-    assert "trainer saved:" in out and "restart limit reached" in out and "requeueing" not in out, out[-2000:]
+    assert "trainer saved:" in out and "requeue disabled (--max-restarts 0" in out and "requeueing" not in out, \
+        out[-2000:]
     assert (info["JobState"], info["Restarts"]) == ("FAILED", "0")
 
 
@@ -256,6 +257,21 @@ def test_fewer_cpus_than_the_layout_needs_is_refused_before_ray_starts(slurm, tm
     out = out_of(run_dir, job)
     assert info["JobState"] == "FAILED" and "only 1 CPU(s) per node for a layout that needs 2" in out, out[-2000:]
     assert "ray-head" not in " ".join(p.name for p in (run_dir / "logs").rglob("*"))
+
+
+def test_ray_ports_taken_on_the_head_are_refused_instead_of_joining_another_jobs_ray(slurm, tmp_path):
+    # what a co-located job whose id agrees modulo 3000 would hold (here: a listener on the port the job is given)
+    run_dir = slurm.root_tmp / "portbusy"
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once",
+                              script=("--reward-placement", "none", "--ray-port", str(port)))
+        info = slurm.wait_state(job, DONE, timeout=90)
+    out = out_of(run_dir, job)
+    assert info["JobState"] == "FAILED" and f"port {port} on " in out and "is in use" in out, out[-2000:]
+    assert "ray ready" not in out
 
 
 def test_more_gpus_for_ray_than_slurm_gives_is_refused(slurm, tmp_path):
