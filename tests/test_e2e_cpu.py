@@ -28,24 +28,12 @@ from cpu_e2e import harness
 from lead_recipes import preempt
 from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
 
+pytest_plugins = ("cpu_e2e.fixtures",)   # the module-scoped `model` and `cluster`
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
               pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
 P = harness.gpu_smoke.PROFILES["cpu"]
 PER_STEP, N, CAP = P["rollout_batch"] * P["n"], P["n"], P["max_new_tokens"]
 WANDB = ["--logger.wandb.key", "0" * 40, "--logger.wandb.project", "e2e"]
-
-
-@pytest.fixture(scope="module")
-def model():
-    return harness.fixture_model()
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    c = harness.RayCluster()
-    yield c
-    c.stop()
-    assert not c.pids(), "processes of the test's Ray cluster survived its stop"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,20 @@
+"""Module-scoped pytest fixtures of the CPU end-to-end tests (a plugin: a test module names it in `pytest_plugins`):
+the fixture model, built once and cached, and a Ray cluster with fake GPUs, stopped by its own PIDs."""
+from __future__ import annotations
+
+import pytest
+
+from cpu_e2e import harness
+
+
+@pytest.fixture(scope="module")
+def model():
+    return harness.fixture_model()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = harness.RayCluster()
+    yield c
+    c.stop()
+    assert not c.pids(), "processes of the test's Ray cluster survived its stop"
