@@ -86,7 +86,8 @@ case "$cmd" in
   test)
     ensure_venv; ensure_slurm
     cd "$ROOT"
-    exec "$VENV/bin/python" -m pytest "$@" ;;
+    # -X faulthandler: a crash after pytest has reported (at interpreter exit) still prints every thread's stack
+    exec "$VENV/bin/python" -X faulthandler -m pytest "$@" ;;
   run) ensure_venv; PATH="$VENV/bin:$PATH" exec "$@" ;;
   help|-h|--help) usage ;;
   *) echo "unknown subcommand: $cmd" >&2; usage >&2; exit 2 ;;
