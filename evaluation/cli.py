@@ -9,9 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from evaluation.benchmarks import BENCHMARKS
+from lead_recipes.benchmarks import BENCHMARKS
 from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, PROMPT_TEMPLATES, canonical
-from lead_recipes.answers import EXTRACTION_POLICIES
+from lead_recipes.grading.answers import EXTRACTION_POLICIES
+from lead_recipes.help_format import HelpFormatter
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
@@ -41,7 +42,7 @@ def _field_map(text: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes eval", description=" ".join(__doc__.split("\n\n")[0].split()),
+    p = argparse.ArgumentParser(prog="lead-recipes eval", formatter_class=HelpFormatter, description=" ".join(__doc__.split("\n\n")[0].split()),
                                 epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
     p.add_argument("--backend", required=True, choices=("vllm", "openai", "replay"))
     p.add_argument("--model", help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)")
@@ -103,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_compare_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes eval compare",
+    p = argparse.ArgumentParser(prog="lead-recipes eval compare", formatter_class=HelpFormatter,
                                 description="side-by-side table of finished runs with AES against a base run")
     p.add_argument("runs", nargs="+", help="run directories (or summary.json files)")
     p.add_argument("--base", help="base-model run (AES reference)")
@@ -138,7 +139,7 @@ def make_backend(args, gen, tok, replay=None):
 
 
 def _sources(specs: list[str], data_dir: str | None) -> dict:
-    from evaluation.benchmarks import parse_spec  # noqa: PLC0415
+    from lead_recipes.benchmarks import parse_spec  # noqa: PLC0415
     out = {}
     for spec in specs:
         name, source = parse_spec(spec)
@@ -155,7 +156,7 @@ def benchmark_specs(args, replay=None) -> list[str]:
 
 def run_main(argv: list[str]) -> int:
     from evaluation import protocols, run  # noqa: PLC0415
-    from evaluation.benchmarks import load_benchmarks  # noqa: PLC0415
+    from lead_recipes.benchmarks import load_benchmarks  # noqa: PLC0415
     args = build_parser().parse_args(argv)
     a = vars(args)
     try:

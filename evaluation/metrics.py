@@ -2,7 +2,7 @@
 answer-equivalence classes), length / truncation / no-answer rates, the unweighted benchmark average and AES.
 
 Pure Python on plain lists; no grading happens here except the answer-vs-answer equivalence calls that Cons@k
-needs, which go through an `equivalent_many(pairs) -> list[bool]` callable (`lead_recipes.grading`'s Grader).
+needs, which go through an `equivalent_many(pairs) -> list[bool]` callable (`lead_recipes.grading.grader`'s Grader).
 It does not read files, generate, or plot.
 """
 from __future__ import annotations

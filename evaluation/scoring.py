@@ -1,5 +1,5 @@
-"""Grading of generations for evaluation, and the token-budget sweep, through the grader API (lead_recipes.grading) only
-(`lead_recipes.grading`: `extract_final_answer`, `Grader.grade_many`, `equivalent_many`).
+"""Grading of generations for evaluation, and the token-budget sweep, through the grader API (lead_recipes.grading.grader) only
+(`lead_recipes.grading.grader`: `extract_final_answer`, `Grader.grade_many`, `equivalent_many`).
 
 Speed: the final answer is extracted once per response in this process (cheap string scan), and only distinct
 (gold, extracted answer) pairs are sent to the grader's process pool, with a cache across batches; responses
@@ -12,12 +12,12 @@ from __future__ import annotations
 class Scorer:
     """Adds "extracted", "status", "correct" and "grade_latency_s" to result rows. `grader` defaults to the
     process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer; `extraction` is the answer-extraction
-    policy (`lead_recipes.answers.EXTRACTION_POLICIES`: `final_answer`, the default here as in `lead-recipes
+    policy (`lead_recipes.grading.answers.EXTRACTION_POLICIES`: `final_answer`, the default here as in `lead-recipes
     grade`, takes an unboxed final-answer statement when there is no box; `boxed` only the box)."""
 
     def __init__(self, golds: dict[tuple[str, str], str], grader=None, extraction: str = "final_answer"):
-        from lead_recipes.answers import check_extraction  # noqa: PLC0415
-        from lead_recipes.grading import get_grader  # noqa: PLC0415
+        from lead_recipes.grading.answers import check_extraction  # noqa: PLC0415
+        from lead_recipes.grading.grader import get_grader  # noqa: PLC0415
         self.golds, self.extraction = golds, check_extraction(extraction)
         self.grader = grader if grader is not None else get_grader()
         self.cache: dict[tuple[str, str], tuple] = {}
@@ -35,7 +35,7 @@ class Scorer:
         return [self.cache[p] if p[1] is not None else (False, "no_answer", 0.0, None) for p in pairs]
 
     def extract(self, text: str) -> str | None:
-        from lead_recipes.answers import extract_final_answer  # noqa: PLC0415
+        from lead_recipes.grading.answers import extract_final_answer  # noqa: PLC0415
         return extract_final_answer(text, self.extraction)
 
     def score_rows(self, rows: list[dict]) -> list[dict]:

@@ -8,11 +8,11 @@ import sys
 
 # subcommand -> (module exposing main(argv), one-line description)
 COMMANDS = {
-    "train": ("lead_recipes.train", "train on OpenRLHF (train_ppo_ray flags + --recipe.*); preflight, --dry-run"),
-    "launch": ("launchers.launch", "render a YAML recipe to a train command: --local, --ray-address, --slurm"),
+    "train": ("lead_recipes.training.cli", "train on OpenRLHF (train_ppo_ray flags + --recipe.*); preflight, --dry-run"),
+    "launch": ("lead_recipes.recipes.launch", "render a YAML recipe to a train command: --local, --ray-address, --slurm"),
     "data": ("lead_recipes.data", "build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula"),
-    "grade": ("lead_recipes.grade_cli", "grade a JSONL of responses or extracted answers"),
-    "serve": ("lead_recipes.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),
+    "grade": ("lead_recipes.grading.cli", "grade a JSONL of responses or extracted answers"),
+    "serve": ("lead_recipes.grading.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),
     "replay": ("lead_recipes.replay", "replay logged rollout statistics through a method and its controller"),
     "eval": ("evaluation.cli", "evaluate a model or saved generations on the five benchmarks"),
 }
@@ -21,7 +21,7 @@ COMMANDS = {
 def _usage() -> str:
     lines = ["usage: lead-recipes COMMAND [flags]", "", "commands:"]
     lines += [f"  {name:<8} {desc}" for name, (_, desc) in COMMANDS.items()]
-    lines += ["", "`lead-recipes COMMAND --help` shows a command's flags."]
+    lines += ["", "`lead-recipes COMMAND --help` shows a command's flags; `lead-recipes --version` the version."]
     return "\n".join(lines)
 
 
@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from lead_recipes import __version__
+        print(f"lead-recipes {__version__}")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterable
 
 from lead_recipes.jsonl import parse_jsonl
+from lead_recipes.help_format import HelpFormatter
 
 # Prompt templates (LEAD's release, DeepSeek-R1, Sober Reasoning arXiv 2504.07086). {problem} is the problem
 # text; the result is the user turn.
@@ -173,7 +174,7 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
 
 def benchmark_index(names: Iterable[str], benchmarks_dir: str | None) -> dict[str, list[str]]:
     """normalised problem text -> ["benchmark:id", ...] for the evaluation benchmarks (same loader as eval)."""
-    from evaluation.benchmarks import load_benchmarks
+    from lead_recipes.benchmarks import load_benchmarks
     index: dict[str, list[str]] = defaultdict(list)
     for name, problems in load_benchmarks(list(names), data_dir=benchmarks_dir).items():
         for p in problems:
@@ -224,7 +225,7 @@ def prompt_sha1(text: str) -> str:
 
 
 def problem_accuracy(records: Iterable[dict], since_step: int = 0) -> dict[str, dict]:
-    """Aggregate contract-C records per problem: {key: {"correct", "total", "accuracy"}} keyed by prompt_sha1
+    """Aggregate the per-problem training records (recipe_problems.jsonl rows) per problem: {key: {"correct", "total", "accuracy"}} keyed by prompt_sha1
     (and by "problem" as well, when it differs), over steps >= since_step."""
     acc: dict[str, dict] = {}
     for i, rec in enumerate(records):
@@ -252,7 +253,7 @@ def problem_accuracy(records: Iterable[dict], since_step: int = 0) -> dict[str, 
 
 
 def row_keys(row: dict, chat_template=None) -> list[str]:
-    """The keys a trainer record may carry for this dataset row (see lead_recipes.seam): the sha1 (and its
+    """The keys a trainer record may carry for this dataset row (see lead_recipes.training.openrlhf_plugin): the sha1 (and its
     16-hex "problem" prefix) of the prompt as written and, with a tokenizer, as OpenRLHF renders it through the
     chat template; and the row id. Labels are never used: many problems share an answer."""
     prompt = row.get("prompt")
@@ -364,10 +365,10 @@ def _report(args, summary: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes data", allow_abbrev=False,
+    p = argparse.ArgumentParser(prog="lead-recipes data", formatter_class=HelpFormatter, allow_abbrev=False,
                                 description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
     sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="select, clean and template a prompt dataset")
+    b = sub.add_parser("build", formatter_class=HelpFormatter, help="select, clean and template a prompt dataset")
     b.add_argument("--preset", choices=PRESETS, required=True)
     b.add_argument("--source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
     b.add_argument("--split", default="train", help="hub split (default train)")
@@ -401,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, help="write at most N rows")
     b.add_argument("--seed", type=int, help="shuffle the rows with this seed (recorded in the report), so that the "
                    "first N rows (OpenRLHF's data.max_samples) are a random draw")
-    c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
+    c = sub.add_parser("curriculum", formatter_class=HelpFormatter, help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
     c.add_argument("--problems", required=True, help="recipe_problems.jsonl written by the trainer")
     c.add_argument("--dataset", required=True, help="the stage-1 prompt dataset (lead-recipes data build output)")
     c.add_argument("--threshold", type=float, default=0.75, help="keep accuracy <= this (default 0.75)")

@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from lead_recipes.flags import add_recipe_flags, recipe_namespace, validate_recipe
+from lead_recipes.flags import add_recipe_flags, recipe_config
 from lead_recipes.jsonl import read_jsonl
+from lead_recipes.help_format import HelpFormatter
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
 
@@ -44,7 +45,7 @@ def _flags(group: dict, key: str, q: int, step: Any, kind, g: int | None) -> lis
 def batch_from_record(rec: dict, max_new_tokens: int):
     """One input line → RolloutBatch. ValueError names the step and the prompt index on bad input."""
     import torch
-    from lead_recipes.methods import RolloutBatch
+    from lead_recipes.methods.base import RolloutBatch
     step = rec.get("step") if isinstance(rec, dict) else None
     if not isinstance(rec, dict) or isinstance(step, bool) or not isinstance(step, int):
         raise ValueError(f"each line needs an integer 'step' and a 'groups' list, got {str(rec)[:80]!r}")
@@ -93,7 +94,7 @@ def records_from_rollouts(path: Path, prompts_per_step: int, max_new_tokens: int
                           epochs: int = 1, grader=None) -> tuple[list[dict], str]:
     """Grade a rollouts file and chunk its groups into steps. Lengths above the cap count at the cap and are
     marked truncated. Returns (records, length unit label)."""
-    from lead_recipes.repetition import is_repetitive
+    from lead_recipes.grading.repetition import is_repetitive
     rows = read_jsonl(path)
     count, unit = length_counter(tokenizer)
     items, shape = [], []
@@ -107,7 +108,7 @@ def records_from_rollouts(path: Path, prompts_per_step: int, max_new_tokens: int
         items += [(row["answer"], t, None) for t in texts]
         shape.append(texts)
     if grader is None:
-        from lead_recipes.grading import get_grader
+        from lead_recipes.grading.grader import get_grader
         grader = get_grader()
     grades = iter(grader.grade_many(items))
     groups = []
@@ -180,7 +181,7 @@ def format_table(lines: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="lead-recipes replay", allow_abbrev=False,
+    p = argparse.ArgumentParser(prog="lead-recipes replay", formatter_class=HelpFormatter, allow_abbrev=False,
                                 description="Replay logged rollout statistics through a method and its controller.")
     p.add_argument("input", nargs="?", help="input JSONL, one line per step (see module docs)")
     p.add_argument("--from-rollouts", metavar="FILE", help="build the input from a rollouts JSONL with responses")
@@ -198,10 +199,9 @@ def main(argv: list[str]) -> int:
     if args.prompts_per_step < 1 or args.epochs < 1 or args.max_new_tokens < 1:
         p.error("--prompts-per-step, --epochs and --max-new-tokens must be ≥ 1")
     try:
-        ns = recipe_namespace(args)
-        validate_recipe(ns)
         from lead_recipes.methods import build_method
-        method = build_method(ns)
+        config = recipe_config(args)
+        method = build_method(config)
         unit = "as logged"
         if args.from_rollouts:
             records, unit = records_from_rollouts(Path(args.from_rollouts), args.prompts_per_step,
@@ -219,7 +219,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.output)
     out.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
     plot = Path(args.plot) if args.plot else out.with_suffix(".png")
-    write_plot(lines, plot, f"{ns.method} replay ({len(lines)} steps; lengths: {unit})")
+    write_plot(lines, plot, f"{config.method} replay ({len(lines)} steps; lengths: {unit})")
     if unit == APPROX_LABEL:
         print(f"NOTE: no --tokenizer given; lengths are an APPROXIMATION: {APPROX_LABEL}")
     print(format_table(lines))

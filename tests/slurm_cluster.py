@@ -1,4 +1,4 @@
-"""A real single-node Slurm for tests (Debian slurm-wlm, ../shared/specs/cpu-stack.md §4): munge + slurmctld +
+"""A real single-node Slurm for tests (Debian slurm-wlm; CONTRIBUTING.md says how to install it): munge + slurmctld +
 slurmd with a temporary SLURM_CONF and state directory, proctrack/linuxproc + task/affinity (each task is bound to the
 cores Slurm gave its job, as on a real cluster; the cgroup plugins fail silently on this kind of machine, so memory
 is not enforced), and `gpus` fake GPUs per node (gres/gpu over character devices that behave like /dev/null: Slurm sets CUDA_VISIBLE_DEVICES as for

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.recipe import load_recipe
+from lead_recipes.recipes.recipe import load_recipe
 from slurm_cluster import SlurmCluster, missing, which
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +100,7 @@ def release_requeued(slurm, job: str, restarts: int = 1) -> None:
 
 
 # Stands in for `lead-recipes train` inside the job. It honours a checkpoint request as RecipeTrainer does
-# (tests/test_seam.py tests that one): same request path (lead_recipes.preempt.save_request_path), polled at each
+# (tests/test_seam.py tests that one): same request path (lead_recipes.training.preemption.save_request_path), polled at each
 # "step boundary"; on a request it writes the checkpoint tag, the saved marker, consumes the request and exits
 # PREEMPTED_EXIT. It first prints what it sees of its environment ("stand-in env: {json}").
 #   --ignore-requests  never answers a request (and does not stop on --ckpt.load_enable)
@@ -113,7 +113,7 @@ STAND_IN_TRAINER = """#!{python}
 import json, os, resource, sys, time
 if sys.argv[1:2] == ["serve"]:
     os.execv({real!r}, [{real!r}, *sys.argv[1:]])
-from lead_recipes.preempt import PREEMPTED_EXIT, save_request_path, saved_marker_path, write_json_atomic
+from lead_recipes.training.preemption import PREEMPTED_EXIT, save_request_path, saved_marker_path, write_json_atomic
 argv = sys.argv[2:]
 ckpt = ([a.split("=", 1)[1] for a in argv if a.startswith("--ckpt.path=")] or [argv[argv.index("--ckpt.path") + 1]])[0]
 latest = os.path.join(ckpt, "_actor", "latest")

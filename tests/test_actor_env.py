@@ -1,4 +1,4 @@
-"""lead_recipes.actor_env: the driver's LEAD_RECIPES_* / WANDB_* variables reach Ray actors of a cluster started
+"""lead_recipes.training.actor_env: the driver's LEAD_RECIPES_* / WANDB_* variables reach Ray actors of a cluster started
 without them (as a Slurm job starts Ray before it exports WANDB_RUN_ID), the W&B key never travels, the caller's own
 runtime_env values win, and a Ray initialised beforehand without them is refused."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lead_recipes import actor_env
+from lead_recipes.training import actor_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,7 +127,7 @@ class _Cluster:
 
 _DRIVER = """
 import contextlib, json, os, sys, ray
-from lead_recipes.actor_env import forward_env_to_actors
+from lead_recipes.training.actor_env import forward_env_to_actors
 KEYS = ("LEAD_RECIPES_GRADE_TIMEOUT_S", "LEAD_RECIPES_REWARD_URLS", "WANDB_RUN_ID", "WANDB_API_KEY")
 
 @ray.remote(num_cpus=0)

@@ -1,4 +1,4 @@
-"""Answer forms a careful human accepts and plain math-verify does not (lead_recipes.answer_forms): one property per
+"""Answer forms a careful human accepts and plain math-verify does not (lead_recipes.grading.forms): one property per
 test, then the reverse property for every form — the same form holding a perturbed value stays wrong (hypothesis).
 Verdicts come from the real math-verify (in this process for the property tests, in the pool for the wiring test)."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lead_recipes.answer_forms import align_forms
-from lead_recipes.answers import fast_verdict, normalize_answer
-from lead_recipes.grading import Grader
-from lead_recipes.grading_worker import _judge
+from lead_recipes.grading.forms import align_forms
+from lead_recipes.grading.answers import fast_verdict, normalize_answer
+from lead_recipes.grading.grader import Grader
+from lead_recipes.grading.worker import _judge
 
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 

@@ -9,9 +9,11 @@ import pickle
 import pytest
 import torch
 
-from lead_recipes.controllers import LeadController, LeashController
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import METHODS, RolloutBatch, build_method
+from lead_recipes.methods.controllers import LeadController, LeashController
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import METHODS
 
 RECIPES = {
     "lead": {"method": "lead"},
@@ -46,12 +48,12 @@ def torch_roundtrip(state):
 @pytest.mark.parametrize("k", [1, 4])
 def test_resume_after_k_steps_equals_uninterrupted_run(recipe, roundtrip, k):
     data = batches(10)
-    full = build_method(merge_recipe(RECIPES[recipe]))
+    full = build_method(RecipeConfig.of(RECIPES[recipe]))
     ref = [full.step(b) for b in data]
-    first = build_method(merge_recipe(RECIPES[recipe]))
+    first = build_method(RecipeConfig.of(RECIPES[recipe]))
     for b in data[:k]:
         first.step(b)
-    resumed = build_method(merge_recipe(RECIPES[recipe]))
+    resumed = build_method(RecipeConfig.of(RECIPES[recipe]))
     resumed.load_state_dict(roundtrip(first.state_dict()))
     rest = [resumed.step(b) for b in data[k:]]
     for a, b in zip(ref[k:], rest):
@@ -64,9 +66,9 @@ def test_resume_after_k_steps_equals_uninterrupted_run(recipe, roundtrip, k):
 def test_fresh_method_differs_from_resumed_one(recipe):
     """The round-trip test above can fail: without loading, the controller starts over and diverges."""
     data = batches(6)
-    full = build_method(merge_recipe(RECIPES[recipe]))
+    full = build_method(RecipeConfig.of(RECIPES[recipe]))
     ref = [full.step(b) for b in data]
-    fresh = build_method(merge_recipe(RECIPES[recipe]))
+    fresh = build_method(RecipeConfig.of(RECIPES[recipe]))
     assert not torch.equal(fresh.step(data[3]).advantages, ref[3].advantages)
 
 
@@ -79,7 +81,7 @@ def test_state_dicts_hold_only_plain_json_types():
 @pytest.mark.parametrize("name", METHODS)
 def test_methods_pickle_mid_run_and_continue_identically(name):
     data = batches(3, seed=1)
-    m = build_method(merge_recipe({"method": name}))
+    m = build_method(RecipeConfig.of({"method": name}))
     m.step(data[0])
     clone = pickle.loads(pickle.dumps(m))
     assert torch.equal(m.step(data[1]).advantages, clone.step(data[1]).advantages)
@@ -102,7 +104,7 @@ def test_corrupt_leash_state_is_rejected_and_leaves_a_clear_message():
 
 
 def test_stateless_method_rejects_controller_state():
-    m = build_method(merge_recipe({"method": "grpo"}))
+    m = build_method(RecipeConfig.of({"method": "grpo"}))
     with pytest.raises(ValueError, match="stateless"):
         m.load_state_dict({"method": "grpo", "version": 1, "controller": {"w_c": 0.5}})
 

@@ -1,5 +1,5 @@
 """`lead-recipes data` on ../shared/data: MATH level 3-5 selection, benchmark de-contamination with a report,
-filters, templates, and the GRPO-LEAD stage-2 curriculum selector on contract-C records."""
+filters, templates, and the GRPO-LEAD stage-2 curriculum selector on the per-problem records training writes (recipe_problems.jsonl)."""
 from __future__ import annotations
 
 import hashlib

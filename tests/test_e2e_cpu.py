@@ -25,7 +25,7 @@ import time
 import pytest
 
 from cpu_e2e import harness
-from lead_recipes import preempt
+from lead_recipes.training import preemption as preempt
 from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
 
 pytest_plugins = ("cpu_e2e.fixtures",)   # the module-scoped `model` and `cluster`

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cpu_e2e import harness
-from lead_recipes import train
+from lead_recipes.training import cli as train
 
 gpu_smoke = harness.gpu_smoke
 SIZE_FLAGS = {"--data.max_len", "--rollout.max_new_tokens", "--rollout.batch_size", "--rollout.n_samples_per_prompt",

@@ -6,9 +6,11 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from lead_recipes import preflight, train
+from lead_recipes.training import preflight
 
 
+
+from lead_recipes.training import cli as train
 def test_skipped_checks_are_reported_as_skipped_and_never_run(tmp_path, monkeypatch):
     def boom(*_a, **_k):
         raise AssertionError("a skipped check ran")

@@ -1,5 +1,5 @@
 """A reward-server outage in the middle of a real CPU training run (`pytest -m e2e_full`): `lead-recipes train`
-with an http reward URL (routed through lead_recipes/remote_reward.py), a real `lead-recipes serve` that counts
+with an http reward URL (routed through lead_recipes/grading/remote_reward.py), a real `lead-recipes serve` that counts
 every sample it grades, stopped after the first step's rewards and restarted after an outage of several seconds
 (OpenRLHF's own client gives up after 5 tries 1 s apart and the run then crashes). The run must finish, every
 sample graded exactly as often as the run drew it (none lost, none graded twice), and no step may log a grading

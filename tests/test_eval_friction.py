@@ -15,7 +15,7 @@ import time
 import pytest
 
 from evaluation import cli, protocols, report, store
-from evaluation.benchmarks import load_benchmark
+from lead_recipes.benchmarks import load_benchmark
 
 
 def _replay_file(path, shared_data, benches=("aime2024", "math500"), n=3, k=2, extra=None):

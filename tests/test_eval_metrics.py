@@ -38,7 +38,7 @@ def test_pass_at_k_rejects_impossible_counts(n, c, k):
 
 @pytest.fixture(scope="module")
 def grader():
-    from lead_recipes.grading import Grader
+    from lead_recipes.grading.grader import Grader
     g = Grader(timeout_s=5.0, workers=1)
     yield g
     g.close()

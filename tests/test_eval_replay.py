@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from evaluation import cli, metrics, store
-from evaluation.benchmarks import EXPECTED_COUNTS, load_benchmark
+from lead_recipes.benchmarks import EXPECTED_COUNTS, load_benchmark
 
 # Every per-sample disagreement with the file's own labels was inspected by hand (see /tmp/team/readme_eval.md):
 #  - qwen25math_cot100-72 sample 7: gold "10{,}000" vs pred "10000"; the harness says wrong, we say correct — the
@@ -87,7 +86,7 @@ def test_budget_at_full_cap_reproduces_full_accuracy(replay_run):
 
 
 def test_budget_accuracy_equals_regrading_token_prefixes(replay_run, tiny_qwen2):
-    from lead_recipes.grading import get_grader
+    from lead_recipes.grading.grader import get_grader
     from transformers import AutoTokenizer
     out, groups, _ = replay_run
     tok = AutoTokenizer.from_pretrained(str(tiny_qwen2))
@@ -181,9 +180,9 @@ def test_compare_reports_aes_against_base(replay_run, rollouts, tiny_qwen2, tmp_
 
 def test_import_evaluation_does_not_import_the_training_stack():
     code = ("import sys, evaluation, evaluation.cli, evaluation.run, evaluation.metrics, evaluation.report, "
-            "evaluation.backends, evaluation.scoring, evaluation.store, evaluation.benchmarks, evaluation.protocols, "
+            "evaluation.backends, evaluation.scoring, evaluation.store, lead_recipes.benchmarks, evaluation.protocols, "
             "evaluation.replay, evaluation.vllm_dp\n"
-            "bad = [m for m in ('ray', 'deepspeed', 'openrlhf', 'vllm', 'torch', 'lead_recipes.seam') "
+            "bad = [m for m in ('ray', 'deepspeed', 'openrlhf', 'vllm', 'torch', 'lead_recipes.training.openrlhf_plugin') "
             "if m in sys.modules]\nprint(bad)\nsys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr

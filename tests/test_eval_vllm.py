@@ -8,7 +8,7 @@ import pytest
 
 from evaluation import store
 from evaluation.backends import VLLMBackend
-from evaluation.benchmarks import BENCHMARKS, load_benchmarks
+from lead_recipes.benchmarks import BENCHMARKS, load_benchmarks
 from evaluation.protocols import resolve
 from evaluation.run import run_eval
 

@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lead_recipes import grade_cli, grading
-from lead_recipes.answer_statement import extract_statement
-from lead_recipes.answers import EXTRACTION_POLICIES, extract_final_answer
-from lead_recipes.grading import Grader, extraction_from_env
+from lead_recipes.grading import cli as grade_cli
+
+from lead_recipes.grading import grader as grading
+from lead_recipes.grading.statement import extract_statement
+from lead_recipes.grading.answers import EXTRACTION_POLICIES, extract_final_answer
+from lead_recipes.grading.grader import Grader, extraction_from_env
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +136,7 @@ def test_reward_env_defaults_to_boxed_and_rejects_unknown_names(monkeypatch):
 
 
 def test_reward_function_with_an_unknown_env_policy_gives_status_error(monkeypatch):
-    from lead_recipes.reward_func import reward_func
+    from lead_recipes.grading.reward_func import reward_func
     monkeypatch.setattr(grading, "_SHARED", None)
     monkeypatch.setenv("LEAD_RECIPES_EXTRACTION", "sloppy")
     out = reward_func(["\\boxed{1}"], [""], ["1"])

@@ -9,10 +9,9 @@ import sys
 
 import pytest
 
-from lead_recipes.flags import (add_recipe_flags, default_recipe, merge_recipe, recipe_argv, recipe_namespace,
-                                validate_recipe)
+from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.methods import build_method
-from lead_recipes.methods.config import SECTIONS
+from lead_recipes.methods.config import SECTIONS, LeadConfig, RecipeConfig, base_type, validate
 
 
 def parser():
@@ -41,16 +40,16 @@ def test_boolean_flags_end_in_enable_and_are_store_true():
 
 
 def test_empty_command_line_gives_the_default_recipe_with_lead():
-    ns = recipe_namespace(parser().parse_args([]))
-    assert ns == default_recipe() and ns.method == "lead" and ns.lead.aggregator == "mean_correct"
+    ns = recipe_config(parser().parse_args([]))
+    assert ns == RecipeConfig() and ns.method == "lead" and ns.lead.aggregator == "mean_correct"
 
 
 def test_dotted_flags_survive_openrlhf_hierarchize():
     from openrlhf.utils.config import hierarchize
     args = parser().parse_args(["--recipe.lead.aggregator", "min_correct", "--recipe.leash.target_length", "2048"])
-    via_openrlhf = recipe_namespace(hierarchize(args))
+    via_openrlhf = recipe_config(hierarchize(args))
     assert via_openrlhf.lead.aggregator == "min_correct" and via_openrlhf.leash.target_length == 2048.0
-    assert via_openrlhf == recipe_namespace(args)
+    assert via_openrlhf == recipe_config(args)
 
 
 @pytest.mark.parametrize("argv,flag", [
@@ -66,7 +65,7 @@ def test_dotted_flags_survive_openrlhf_hierarchize():
 ])
 def test_bad_values_raise_value_error_naming_the_flag(argv, flag):
     with pytest.raises(ValueError, match=flag.replace(".", r"\.")):
-        validate_recipe(recipe_namespace(parser().parse_args(argv)))
+        validate(recipe_config(parser().parse_args(argv)))
 
 
 def test_bad_choice_is_refused_by_the_parser():
@@ -76,34 +75,63 @@ def test_bad_choice_is_refused_by_the_parser():
 
 @pytest.mark.parametrize("value,match", [("drpo", "DRPO is a loss"), ("ppo", "--recipe.method")])
 def test_unknown_method_names_the_flag(value, match):
-    ns = default_recipe()
-    ns.method = value
     with pytest.raises(ValueError, match=match):
-        validate_recipe(ns)
+        validate(RecipeConfig(method=value))
 
 
 def test_wrong_types_from_a_yaml_recipe_are_named():
     with pytest.raises(ValueError, match=r"--recipe\.lead\.ref_code_psi_decay_enable must be true or false"):
-        validate_recipe(merge_recipe({"lead": {"ref_code_psi_decay_enable": "yes"}}))
+        validate(RecipeConfig.of({"lead": {"ref_code_psi_decay_enable": "yes"}}))
     with pytest.raises(ValueError, match=r"--recipe\.lead\.b_max must be an integer"):
-        validate_recipe(merge_recipe({"lead": {"b_max": 4000.5}}))
+        validate(RecipeConfig.of({"lead": {"b_max": 4000.5}}))
 
 
 def test_unknown_keys_are_refused_by_name():
     with pytest.raises(ValueError, match=r"--recipe\.leash\.targetlength is not a recipe flag"):
-        merge_recipe({"leash": {"targetlength": 4096}})
+        RecipeConfig.of({"leash": {"targetlength": 4096}})
 
 
 def test_recipe_argv_round_trips_through_the_parser():
-    ns = merge_recipe({"method": "grpo-lead", "grpo_lead": {"repetition_penalty_enable": True, "alpha": 0.0},
+    ns = RecipeConfig.of({"method": "grpo-lead", "grpo_lead": {"repetition_penalty_enable": True, "alpha": 0.0},
                        "lead": {"static_lambda_c": 0.7, "b_max": 8000}, "leash": {"lr": 0.003}})
-    assert recipe_namespace(parser().parse_args(recipe_argv(ns))) == ns
-    assert recipe_argv(default_recipe()) == []
+    assert recipe_config(parser().parse_args(recipe_argv(ns))) == ns
+    assert recipe_argv(RecipeConfig()) == []
 
 
 def test_build_method_validates_before_building():
-    with pytest.raises(ValueError, match=r"--recipe\.lead\.alpha"):
-        build_method(merge_recipe({"lead": {"alpha": -1.0}}))
+    with pytest.raises(ValueError, match=r"--recipe\.lead\.alpha must be > 0"):
+        build_method(RecipeConfig(lead=LeadConfig(alpha=-1.0)))   # built directly, never validated before
+
+
+def test_build_method_takes_only_a_recipe_config():
+    with pytest.raises(TypeError, match="RecipeConfig"):
+        build_method({"method": "lead"})
+
+
+def _just_outside(f: dataclasses.Field):
+    """(a value just outside, the closed bound or None) for each bound of the field's declared range."""
+    m, step = f.metadata, (1 if base_type(f) is int else 1e-3)
+    if "ge" in m:
+        yield m["ge"] - step, m["ge"]
+    if "gt" in m:
+        yield m["gt"], None
+    if "le" in m:
+        yield m["le"] + step, m["le"]
+    if "lt" in m:
+        yield m["lt"], None
+
+
+def test_every_range_on_a_config_field_is_enforced_at_its_bound_and_names_the_flag():
+    checked = 0
+    for section, config in SECTIONS.items():
+        for f in dataclasses.fields(config):
+            for bad, closed_bound in _just_outside(f):
+                with pytest.raises(ValueError, match=rf"--recipe\.{section}\.{f.name} must be"):
+                    RecipeConfig.of({section: {f.name: bad}})
+                if closed_bound is not None:
+                    RecipeConfig.of({section: {f.name: closed_bound}})   # the closed bound itself is allowed
+                checked += 1
+    assert checked >= 25   # every range the configs declare was tried (27 today)
 
 
 def test_importing_flags_does_not_import_torch():
@@ -113,6 +141,6 @@ def test_importing_flags_does_not_import_torch():
 
 
 def test_integer_values_for_float_flags_become_floats():
-    ns = merge_recipe({"leash": {"target_length": 4096, "lambda_init": 0}, "lead": {"b_max": 4000}})
+    ns = RecipeConfig.of({"leash": {"target_length": 4096, "lambda_init": 0}, "lead": {"b_max": 4000}})
     assert type(ns.leash.target_length) is float and type(ns.leash.lambda_init) is float
     assert type(ns.lead.b_max) is int

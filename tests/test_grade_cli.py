@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lead_recipes import grade_cli
+from lead_recipes.grading import cli as grade_cli
 
 
 def _write(path: Path, lines: list[str]) -> Path:

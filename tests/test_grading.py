@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lead_recipes.grading import (REWARD_LOG_KEYS, STATUSES, Grade, Grader, _certainly_unequal, _parse, _worker_chunk,
-                                  explosive,
-                                  extract_final_answer, fast_verdict, get_grader, normalize_answer, reward_extra_logs)
+from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, get_grader, reward_extra_logs
+from lead_recipes.grading.worker import _certainly_unequal, _parse, _worker_chunk
+from lead_recipes.grading.answers import explosive, extract_final_answer, fast_verdict, normalize_answer
 
 TIMEOUT_S = 2.0
 HARD_S = TIMEOUT_S + 0.5 + 0.05   # soft limit + grace + chunk budget (grading.py)
@@ -184,7 +184,7 @@ def test_rational_literal_fast_path_matches_math_verify(data, same):
 
 
 def _rational_of(s):
-    from lead_recipes.grading import _rational
+    from lead_recipes.grading.answers import _rational
     return _rational(s)
 
 

@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from lead_recipes import guard
-from lead_recipes.guard import GradingFailure, GradingGuard
+from lead_recipes.training import guard
+from lead_recipes.training.guard import GradingFailure, GradingGuard
 
 
 def step(correct=0, wrong=0, no_answer=0, timeout=0, error=0, missing=0.0):
@@ -76,7 +76,7 @@ def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
 
 def test_seam_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
     from types import SimpleNamespace as NS
-    seam = pytest.importorskip("lead_recipes.seam")
+    seam = pytest.importorskip("lead_recipes.training.openrlhf_plugin")
 
     class Upstream:  # stands in for OpenRLHF's BasePPOTrainer.train_step
         def train_step(self, rollout_samples, global_step):
@@ -96,11 +96,11 @@ def test_seam_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
 
 def test_guard_flags_are_recipe_flags_with_their_defaults_and_checked_at_the_command_line(tmp_path):
     import argparse
-    from lead_recipes import train
-    from lead_recipes.flags import add_recipe_flags, recipe_namespace
+    from lead_recipes.training import cli as train
+    from lead_recipes.flags import add_recipe_flags, recipe_config
     parser = argparse.ArgumentParser()
     add_recipe_flags(parser)
-    ns = recipe_namespace(parser.parse_args(["--recipe.guard.grade_failure_steps", "5"]))
+    ns = recipe_config(parser.parse_args(["--recipe.guard.grade_failure_steps", "5"]))
     assert (ns.guard.grade_failure_max, ns.guard.grade_failure_steps) == (0.5, 5)
     with pytest.raises(train.UsageError, match="--recipe.guard.grade_failure_max"):
         train.parse_command_line(["--recipe.guard.grade_failure_max", "2"])
@@ -112,16 +112,15 @@ def test_a_grader_failing_in_every_worker_stops_training_on_the_third_step(monke
 
     import torch
 
-    from lead_recipes import reward_func
-    from lead_recipes.flags import default_recipe
+    from lead_recipes.grading import reward_func
+    from lead_recipes.methods.config import RecipeConfig
     from lead_recipes.methods import build_method
-    from lead_recipes.rollout_stats import rollout_batch, step_stats
+    from lead_recipes.training.step_stats import rollout_batch, step_stats
 
     def broken():
         raise RuntimeError("grader pool could not start")
     monkeypatch.setattr(reward_func, "get_grader", broken)
-    recipe = default_recipe()
-    recipe.method = "lead"
+    recipe = RecipeConfig(method="lead")
     method, g = build_method(recipe), GradingGuard.from_recipe(recipe)
     n, steps = 4, []
     with pytest.raises(GradingFailure, match=r"8 error, 0 timeout of 8"):

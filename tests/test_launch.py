@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from launchers import launch
-from launchers.recipe import load_recipe
+from lead_recipes.recipes import launch
+from lead_recipes.recipes.recipe import load_recipe
 
 
 def section(out: str, name: str) -> list[str]:

@@ -1,17 +1,18 @@
-"""GRPO, scalarised GRPO, GDPO and ShorterBetter (spec §0.1, §1.9): hand-computed values."""
+"""GRPO, scalarised GRPO, GDPO and ShorterBetter (docs/methods.md): hand-computed values."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.common import group_normalize
 
 
 def step(name, correct, lengths, cap=4000, **section):
     sec = name.replace("-", "_")
-    m = build_method(merge_recipe({"method": name, **({sec: section} if section else {})}))
+    m = build_method(RecipeConfig.of({"method": name, **({sec: section} if section else {})}))
     return m.step(RolloutBatch(torch.tensor(correct, dtype=torch.bool), torch.tensor(lengths, dtype=torch.float32),
                                cap))
 
@@ -52,7 +53,7 @@ def test_gdpo_normalises_each_channel_before_summing():
 def test_gdpo_lead_reward_with_static_weights_equals_lead_static():
     correct, lengths = [[1, 1, 0, 0], [0, 0, 0, 0]], [[1200, 2000, 3000, 4000], [500, 1000, 2000, 4000]]
     g = step("gdpo", correct, lengths, length_reward="lead", correct_weight=0.7, length_weight=0.3)
-    m = build_method(merge_recipe({"method": "lead", "lead": {"static_lambda_c": 0.7}}))
+    m = build_method(RecipeConfig.of({"method": "lead", "lead": {"static_lambda_c": 0.7}}))
     l = m.step(RolloutBatch(torch.tensor(correct, dtype=torch.bool), torch.tensor(lengths, dtype=torch.float32), 4000))
     assert torch.allclose(g.advantages, l.advantages, atol=1e-6)
 

@@ -10,9 +10,10 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from lead_recipes.cli import main as cli_main
-from lead_recipes.controllers import LeashController
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.methods.controllers import LeashController
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import GrpoLeadConfig
 from lead_recipes.methods.grpo import grpo
 from lead_recipes.methods.grpo_lead import difficulty_weight
@@ -22,11 +23,11 @@ OFF = {"correct_reward": "binary", "length_reward": "none", "difficulty": "none"
 
 
 def composed(parts=None, **sections):
-    return build_method(merge_recipe({"method": "composed", "composed": {**OFF, **(parts or {})}, **sections}))
+    return build_method(RecipeConfig.of({"method": "composed", "composed": {**OFF, **(parts or {})}, **sections}))
 
 
 def method(name, **sections):
-    return build_method(merge_recipe({"method": name, **sections}))
+    return build_method(RecipeConfig.of({"method": name, **sections}))
 
 
 def random_batches(n, seed=0, m=12, g=8, truncate=False, repetitive=False):

@@ -1,4 +1,4 @@
-"""GRPO-LEAD (spec §2): the paper's worked numbers, the weighting on the sign of the normalised advantage, and the
+"""GRPO-LEAD (arXiv 2504.09696, §3): the paper's worked numbers, the weighting on the sign of the normalised advantage, and the
 reference-code options (each off by default)."""
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ import math
 import pytest
 import torch
 
-from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.methods import build_method
+
+from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import GrpoLeadConfig
 from lead_recipes.methods.grpo_lead import difficulty_weight, grpo_lead
-from lead_recipes.flags import merge_recipe
+from lead_recipes.methods.config import RecipeConfig
 
 CFG = GrpoLeadConfig()
 
 
 def method(**kw):
-    return build_method(merge_recipe({"method": "grpo-lead", "grpo_lead": kw}))
+    return build_method(RecipeConfig.of({"method": "grpo-lead", "grpo_lead": kw}))
 
 
 def _2d(x):
@@ -127,7 +129,7 @@ def test_ref_code_rejection_zeroes_no_positive_and_all_exactly_one_groups_only()
               ref_code_rejection_enable=True, ref_code_truncated_zero_enable=True)
     assert out.advantages[0].abs().sum() == 0 and out.advantages[1].abs().sum() == 0
     assert out.advantages[2].abs().sum() > 0 and out.stats["rejected_groups"] == 2.0
-    # without the option the mixed 0/−1 group keeps its nonzero advantages (code behaviour §2.4)
+    # without the option the mixed 0/−1 group keeps its nonzero advantages (the authors' code)
     assert run([[0, 0, 0, 0]], [[100, 200, 300, 400]], truncated=[[True, False, False, False]],
                ref_code_truncated_zero_enable=True).advantages.abs().sum() > 0
 

@@ -1,16 +1,18 @@
-"""Bad input to any method: a defined result (spec §1.6/§2.4/§8) or a ValueError naming the offending prompt;
+"""Bad input to any method: a defined result (docs/methods.md, edge cases) or a ValueError naming the offending prompt;
 NaN/inf never leaves a method."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import METHODS, RolloutBatch, build_method
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import METHODS
 
 
 def make(name):
-    return build_method(merge_recipe({"method": name}))
+    return build_method(RecipeConfig.of({"method": name}))
 
 
 GOOD_C = torch.tensor([[1, 0, 1, 0], [1, 1, 0, 0], [0, 1, 1, 1]], dtype=torch.bool)

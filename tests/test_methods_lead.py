@@ -1,4 +1,4 @@
-"""LEAD (spec §1): hand-computed L*_q, r_l, the Law-of-Total-Variance statistics with correct-only masking, CṼ, P, Ψ,
+"""LEAD (arXiv 2605.09806, Eqs. 2–9; docs/methods.md): hand-computed L*_q, r_l, the Law-of-Total-Variance statistics with correct-only masking, CṼ, P, Ψ,
 the EMA, the floor, the Ψ_c = Ψ_l = 0 skip, and token-weighted BatchWhiten against an explicit per-token reference."""
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.lead import efficiency_reward, psi_statistics, target_lengths
 
 
@@ -21,7 +22,7 @@ def B(x):
 
 
 def lead(**kw):
-    return build_method(merge_recipe({"method": "lead", "lead": kw}))
+    return build_method(RecipeConfig.of({"method": "lead", "lead": kw}))
 
 
 def batch(correct, lengths, cap=4000):
@@ -72,7 +73,7 @@ HAND_LENGTHS = [[1200, 2000, 3000, 4000], [500, 1000, 2000, 4000]]
 
 
 def hand_psi():
-    """Spec §1.4 by hand for HAND_*: prompt 0 L* = 1600, r_l = (.75, .75, .125, −.5); prompt 1 unsolved."""
+    """LEAD's statistics by hand for HAND_*: prompt 0 L* = 1600, r_l = (.75, .75, .125, −.5); prompt 1 unsolved."""
     mu_c = 0.25                                          # prompt means 0.5 and 0
     sigma_c = math.sqrt((0.25 + 0) / 2 + ((0.25) ** 2 + (0.25) ** 2) / 2 + 1e-8)
     mu_l, sigma_l = 0.75, math.sqrt(0 + 0 + 1e-8)        # only prompt 0, correct rollouts only: (.75, .75)

@@ -1,4 +1,4 @@
-"""Leash (spec §3 / §8): the clipped one-sided reward, primal-then-dual ordering, λ rising while over L_t and
+"""Leash (arXiv 2512.21540; our optimiser choices in docs/methods.md): the clipped one-sided reward, primal-then-dual ordering, λ rising while over L_t and
 falling to λ_min when under, the projection bounds, and Leash-C."""
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from lead_recipes.controllers import LeashController
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.methods.controllers import LeashController
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.leash import leash
 
 
 def method(**kw):
-    return build_method(merge_recipe({"method": "leash", "leash": {"target_length": 1000.0, **kw}}))
+    return build_method(RecipeConfig.of({"method": "leash", "leash": {"target_length": 1000.0, **kw}}))
 
 
 def batch(correct, lengths, cap=4000):

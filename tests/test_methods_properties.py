@@ -6,8 +6,10 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import METHODS, RolloutBatch, build_method
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import METHODS
 
 CAP = 4000
 ISOLATED = ("grpo", "grpo-scalarized", "grpo-lead", "leash", "shorter-better")
@@ -28,7 +30,7 @@ def fit(row: torch.Tensor, g: int) -> torch.Tensor:
 
 
 def run(name, c, l, **recipe):
-    return build_method(merge_recipe({"method": name, **recipe})).step(RolloutBatch(c, l, CAP))
+    return build_method(RecipeConfig.of({"method": name, **recipe})).step(RolloutBatch(c, l, CAP))
 
 
 @pytest.mark.parametrize("name", METHODS)

@@ -116,7 +116,9 @@ def test_sft_build_keeps_difficulty_strictly_above_one_and_the_solution_as_respo
 
 
 # ---------------------------------------------------------------- recipes against the papers
-from launchers.recipe import RecipeError, load_recipe, recipe_names, rollout_steps  # noqa: E402
+from lead_recipes.recipes import RecipeError
+from lead_recipes.recipes.layout import rollout_steps
+from lead_recipes.recipes.recipe import load_recipe, recipe_names  # noqa: E402
 
 TRAIN_RECIPES = [n for n in recipe_names() if load_recipe(n).entrypoint == "train"]
 
@@ -155,7 +157,7 @@ def compliant_response(template: str, answer: str) -> str:
 
 @pytest.mark.parametrize("name", TRAIN_RECIPES)
 def test_a_response_following_the_recipes_prompt_earns_the_correct_reward(name):
-    from lead_recipes.reward_func import grade_samples
+    from lead_recipes.grading.reward_func import grade_samples
     recipe = load_recipe(name)
     assert recipe.openrlhf["reward.remote_url"].endswith("reward_func.py")   # the reward graded here
     template = prompt_template(recipe)
@@ -254,7 +256,7 @@ def chain_dirs(tmp_path, monkeypatch):
 
 
 def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dirs, monkeypatch):
-    from launchers import launch
+    from lead_recipes.recipes import launch
     bin_dir, log = chain_dirs / "bin", chain_dirs / "sbatch.log"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(   # stand-in: records its arguments, answers job ids 101, 102, ...
@@ -274,7 +276,8 @@ def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dir
 
 
 def test_local_chain_runs_steps_in_order_and_stops_at_the_first_failure(chain_dirs, monkeypatch):
-    from launchers import chain, launch
+    from lead_recipes.recipes import chain
+    from lead_recipes.recipes import launch
     calls = []
 
     def fake_call(cmd):
@@ -289,14 +292,14 @@ def test_local_chain_runs_steps_in_order_and_stops_at_the_first_failure(chain_di
 
 
 def test_chain_refuses_a_missing_source_unless_told(chain_dirs, capsys):
-    from launchers import launch
+    from lead_recipes.recipes import launch
     assert launch.main(["grpo-lead-14b-stage1", "--chain", "--local"]) == 2
     assert "deepscaler_qwq32b.jsonl" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("report, refused", [({"seed": None}, True), ({"seed": 0}, False), (None, True)])
 def test_launch_refuses_max_samples_on_a_file_built_without_a_seed(chain_dirs, monkeypatch, report, refused, capsys):
-    from launchers import launch
+    from lead_recipes.recipes import launch
     monkeypatch.setenv("LEAD_RECIPES_RUN_DIR", str(chain_dirs / "run"))
     path = chain_dirs / "data" / "deepscaler_d25.jsonl"
     path.parent.mkdir()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launchers.recipe import RECIPES_DIR, _read, recipe_names
+from lead_recipes.recipes.recipe import RECIPES_DIR, _read, recipe_names
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "recipes.md"
 SOURCE_FORMS = re.compile(r"arXiv \d{4}\.\d{5}|authors' code|^not stated: our choice, because \S")

@@ -1,4 +1,4 @@
-"""Recipes (launchers/recipe.py + launchers/recipes/*.yaml): every recipe renders and is accepted by the real
+"""Recipes (lead_recipes/recipes/recipe.py + launchers/recipes/*.yaml): every recipe renders and is accepted by the real
 parsers (the installed OpenRLHF CLI's and our --recipe.* flags); broken recipes fail naming the key."""
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import textwrap
 import pytest
 import yaml
 
-from launchers.recipe import (RecipeError, load_recipe, openrlhf_parser, recipe_names, recipe_parser)
+from lead_recipes.recipes import RecipeError
+from lead_recipes.recipes.recipe import load_recipe, recipe_names, recipe_parser
+from lead_recipes.recipes.openrlhf_parser import openrlhf_parser
 
 NAMES = recipe_names()
 PAPER_SETUPS = {"lead-1.5b", "lead-7b", "lead-1.5b-static", "lead-1.5b-agg-min", "lead-1.5b-agg-median",
@@ -59,7 +61,7 @@ def test_every_train_recipe_builds_its_method_through_contract_b(name):
     from lead_recipes import flags
     from lead_recipes.methods import build_method
     recipe = load_recipe(name)
-    ns = flags.recipe_namespace(recipe_parser().parse_args(split_argv(recipe.train_argv())[1]))
+    ns = flags.recipe_config(recipe_parser().parse_args(split_argv(recipe.train_argv())[1]))
     assert build_method(ns).name == recipe.recipe["method"]
 
 
@@ -170,7 +172,7 @@ def test_placeholders_expand_from_the_environment_and_unknown_ones_are_named(tmp
     r = load_recipe("lead-1.5b")
     assert r.openrlhf["data.prompt_dataset"] == str(tmp_path / "d" / "math_l35_lead.jsonl")
     assert r.openrlhf["ckpt.path"] == str(tmp_path / "r" / "ckpt")
-    assert r.openrlhf["reward.remote_url"].endswith("lead_recipes/reward_func.py")
+    assert r.openrlhf["reward.remote_url"].endswith("lead_recipes/grading/reward_func.py")
     path = write(tmp_path, "extends: lead-1.5b\nopenrlhf:\n  ckpt.path: ${scratch}/ckpt\n")
     with pytest.raises(RecipeError, match=r"ckpt\.path.*\$\{scratch\}"):
         load_recipe(path)

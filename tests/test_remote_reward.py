@@ -1,4 +1,4 @@
-"""lead_recipes/remote_reward.py: OpenRLHF's reward_func contract, fail-over between servers without waiting, bounded
+"""lead_recipes/grading/remote_reward.py: OpenRLHF's reward_func contract, fail-over between servers without waiting, bounded
 exponential backoff, errors as reward 0 (never an exception or None) and, against a real `lead-recipes serve` killed
 and restarted mid-stream, every sample graded exactly once and nothing lost."""
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from lead_recipes import remote_reward as rr
-from lead_recipes.grading import REWARD_LOG_KEYS
+from lead_recipes.grading import remote_reward as rr
+from lead_recipes.grading.grader import REWARD_LOG_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,7 +184,7 @@ def test_a_refusing_server_hands_the_sample_to_the_others(fake_server, monkeypat
     good, good_handler = fake_server()
     monkeypatch.setenv(rr.URLS_ENV, f"{bad},{good}")
     monkeypatch.setattr(rr.time, "sleep", lambda s: pytest.fail("slept although a server was up"))
-    with caplog.at_level("ERROR", logger="lead_recipes.remote_reward"):
+    with caplog.at_level("ERROR", logger="lead_recipes.grading.remote_reward"):
         for _ in range(4):  # whichever server the rotation starts at
             assert rr.reward_func(["q 2"], ["q "], ["2"])["extra_logs"]["status_correct"] == 1.0
     assert len(good_handler.hits) == 4 and len(bad_handler.hits) >= 1
@@ -194,7 +194,7 @@ def test_a_refusing_server_hands_the_sample_to_the_others(fake_server, monkeypat
 def test_a_down_server_is_warned_about_once_per_outage(fake_server, monkeypatch, caplog):
     good, _ = fake_server()
     monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{_free_port()}/get_reward,{good}")
-    with caplog.at_level("WARNING", logger="lead_recipes.remote_reward"):
+    with caplog.at_level("WARNING", logger="lead_recipes.grading.remote_reward"):
         for _ in range(6):
             rr.reward_func(["q 2"], ["q "], ["2"])
     assert len([r for r in caplog.records if "did not answer" in r.getMessage()]) == 1
@@ -206,7 +206,7 @@ def test_no_configured_server_is_an_error_reward():
 
 
 def test_preflight_probes_every_forwarded_server_directly_and_names_a_dead_one_at_once(fake_server, monkeypatch):
-    from lead_recipes.preflight import _check_reward
+    from lead_recipes.training.preflight import _check_reward
     good, _ = fake_server()
     dead = f"http://127.0.0.1:{_free_port()}/get_reward"
     monkeypatch.setenv(rr.URLS_ENV, good)
@@ -222,7 +222,7 @@ def test_preflight_probes_every_forwarded_server_directly_and_names_a_dead_one_a
 # ------------------------------------------------------------------ a real `lead-recipes serve`, restarted mid-stream
 _COUNTING_SERVER = """
 import json, sys
-import lead_recipes.server as s
+import lead_recipes.grading.server as s
 log_path = sys.argv[1]
 original = s.RewardServer._grade
 async def counted(self, req, n):

@@ -1,10 +1,10 @@
-"""GRPO-LEAD's repetition detector (spec §2.3): ≥ 10 aligned repeats of an n-gram with n ≤ 30, or a token of
+"""GRPO-LEAD's repetition detector (arXiv 2504.09696, §3.4, and its authors' code): ≥ 10 aligned repeats of an n-gram with n ≤ 30, or a token of
 ≥ 120 characters; run on response text."""
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from lead_recipes.repetition import is_repetitive, longest_chunk_run
+from lead_recipes.grading.repetition import is_repetitive, longest_chunk_run
 
 
 def words(n, prefix="w"):

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from lead_recipes.cli import main as cli_main
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
 
 STEPS = [
     {"step": 1, "groups": [{"correct": [True, False, True, False], "lengths": [1200, 3000, 1800, 4000]},
@@ -32,7 +33,7 @@ def test_replay_output_equals_stepping_the_method_directly(tmp_path, capsys, met
             "--recipe.leash.target_length", "1000"]
     assert cli_main(argv) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    m = build_method(merge_recipe({"method": method, "leash": {"target_length": 1000.0}}))
+    m = build_method(RecipeConfig.of({"method": method, "leash": {"target_length": 1000.0}}))
     for rec, line in zip(STEPS, lines):
         b = RolloutBatch(torch.tensor([g["correct"] for g in rec["groups"]]),
                          torch.tensor([g["lengths"] for g in rec["groups"]], dtype=torch.float32), 4000)

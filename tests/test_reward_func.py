@@ -1,4 +1,4 @@
-"""lead_recipes/reward_func.py as OpenRLHF uses it: loaded from its file path by OpenRLHF's own
+"""lead_recipes/grading/reward_func.py as OpenRLHF uses it: loaded from its file path by OpenRLHF's own
 SingleTurnAgentExecutor and called through asyncio.to_thread (off the main thread), one sample per call."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import lead_recipes.reward_func as rf_module
-from lead_recipes.grading import REWARD_LOG_KEYS
+import lead_recipes.grading.reward_func as rf_module
+from lead_recipes.grading.grader import REWARD_LOG_KEYS
 
 PROMPT = "<|im_start|>user\nWhat is 6 * 7? Put the final answer in \\boxed{}.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -117,7 +117,7 @@ def test_inside_an_async_ray_actor_the_pool_starts_lazily_and_grades():
                 ex = SingleTurnAgentExecutor(path)
                 outs = await asyncio.gather(*[ex._fetch_rewards_via_func([q], [p], [lab])
                                               for q, p, lab in zip(queries, prompts, labels)])
-                from lead_recipes.grading import get_grader
+                from lead_recipes.grading.grader import get_grader
                 return [o[0]["rewards"].tolist() for o in outs], get_grader().worker_pids(), os.getpid()
 
         actor = RolloutLike.remote()

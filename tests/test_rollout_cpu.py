@@ -9,7 +9,6 @@ to `<words> \\boxed{2}` or `\\boxed{3}`: answers and lengths vary, the grader de
 for the whole module (~1 min, ~3 GB)."""
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -46,7 +45,7 @@ def engine(tiny_qwen2):
     import ray
     from transformers import AutoTokenizer
     from openrlhf.trainer.ray.vllm_engine import RolloutRayActor
-    from lead_recipes import reward_func
+    from lead_recipes.grading import reward_func
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for __ray_call__(_set_executor)
     actor = RolloutRayActor.options(num_cpus=1, num_gpus=0).remote(
@@ -104,17 +103,18 @@ def generate(engine, seed):
 def check_every_method(samples):
     from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
     from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
-    from lead_recipes.flags import default_recipe
-    from lead_recipes.methods import METHODS, RolloutBatch, build_method
-    from lead_recipes.seam import RecipeExperienceMaker
+    from lead_recipes.methods.config import RecipeConfig
+    from lead_recipes.methods import build_method
+    from lead_recipes.methods.base import RolloutBatch
+    from lead_recipes.methods.config import METHODS
+    from lead_recipes.training.openrlhf_plugin import RecipeExperienceMaker
 
     correct = torch.tensor([float(s.info["correct"][0]) for s in samples]).reshape(len(PROMPTS), N)
     assert 0 < correct.sum() < correct.numel(), "structured outputs should give both right and wrong answers"
     assert all("status_timeout" in s.info and "repetitive" in s.info for s in samples)
     lengths = torch.tensor([float(s.action_mask.sum()) for s in samples]).reshape(len(PROMPTS), N)
     for method in METHODS:
-        recipe = default_recipe()
-        recipe.method = method
+        recipe = RecipeConfig(method=method)
         args = NS(algo=NS(advantage=NS(estimator="group_norm", gamma=1.0)),
                   rollout=NS(n_samples_per_prompt=N, max_new_tokens=48, micro_batch_size=3, max_tokens_per_gpu=300),
                   reward=NS(clip_range=(-10, 10), overlong_buffer_len=None, stop_properly_penalty_coef=None),

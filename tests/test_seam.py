@@ -19,11 +19,15 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 
-from lead_recipes import preempt, seam
-from lead_recipes.flags import default_recipe
-from lead_recipes.grading import REWARD_LOG_KEYS, get_grader
-from lead_recipes.methods import METHODS, RolloutBatch, build_method
-from lead_recipes.repetition import is_repetitive
+from lead_recipes.training import preemption as preempt
+
+from lead_recipes.training import openrlhf_plugin as seam
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.grading.grader import REWARD_LOG_KEYS, get_grader
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import METHODS
+from lead_recipes.grading.repetition import is_repetitive
 
 N = 8            # samples per prompt in the shared rollouts
 CAP = 768        # rollout cap for these tests (tiny tokenizer: many responses exceed it and count as truncated)
@@ -31,8 +35,7 @@ PROMPTS = 40     # of the 100 groups, to keep the module quick
 
 
 def make_args(method="lead", cap=CAP, n=N, **reward):
-    recipe = default_recipe()
-    recipe.method = method
+    recipe = RecipeConfig(method=method)
     return NS(algo=NS(advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False),
                       kl=NS(use_loss=False, estimator="k1")),
               rollout=NS(n_samples_per_prompt=n, max_new_tokens=cap, micro_batch_size=4, max_tokens_per_gpu=6000),
@@ -387,9 +390,9 @@ def prompt_file(tmp_path_factory, shared_data):
 def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1):
     from openrlhf.trainer.ray.launcher import RayActorGroup
     from openrlhf.utils import get_strategy
-    from lead_recipes.flags import recipe_namespace
+    from lead_recipes.flags import recipe_config
     import argparse
-    recipe = recipe_namespace(argparse.Namespace(**{"recipe.method": method}))
+    recipe = recipe_config(argparse.Namespace(**{"recipe.method": method}))
     argv = ["--actor.model_name_or_path", str(tiny), "--data.prompt_dataset", str(prompt_file),
             "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", str(N),
             "--rollout.max_new_tokens", str(CAP), "--rollout.batch_size", "4", "--train.batch_size", "32",
@@ -666,7 +669,7 @@ def test_group_reward_std_is_of_rewards_after_the_length_penalties(rollouts):
 
 
 def test_resume_drops_problem_records_after_the_restored_step(tmp_path):
-    from lead_recipes.rollout_stats import truncate_problem_records
+    from lead_recipes.training.step_stats import truncate_problem_records
     path = tmp_path / seam.PROBLEMS_FILE
     lines = [json.dumps({"step": s, "problem": p}) for s in (1, 2, 3, 4) for p in ("a", "b")]
     path.write_text("\n".join(lines) + "\n" + '{"step": 5, "probl')  # a torn last append

@@ -14,7 +14,7 @@ import urllib.request
 import aiohttp
 import pytest
 
-from lead_recipes.grading import REWARD_LOG_KEYS
+from lead_recipes.grading.grader import REWARD_LOG_KEYS
 
 TOKEN = "s3cret-token"
 PROMPT = "<|im_start|>user\nCompute 6*7. Box the answer.<|im_end|>\n<|im_start|>assistant\n"
@@ -189,7 +189,7 @@ def test_health_reports_the_default_boxed_extraction(server):
 
 
 def test_extraction_flag_accepts_only_the_named_policies():
-    from lead_recipes.server import build_parser
+    from lead_recipes.grading.server import build_parser
     assert vars(build_parser().parse_args(["--grade.extraction", "final_answer"]))["grade.extraction"] == "final_answer"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--grade.extraction", "lenient"])

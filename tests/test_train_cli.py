@@ -18,8 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from lead_recipes import preempt, train
-from lead_recipes.flags import default_recipe
+from lead_recipes.training import preemption as preempt
+
+from lead_recipes.training import cli as train
+from lead_recipes.training.args import reward_func_path
+from lead_recipes.training.preflight import required_gpus
+from lead_recipes.methods.config import RecipeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +32,7 @@ def base_flags(tmp_path, model="some/model", extra=()):
     return ["--actor.model_name_or_path", str(model), "--data.prompt_dataset", str(tmp_path / "p.jsonl"),
             "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", "8",
             "--rollout.max_new_tokens", "512", "--algo.advantage.estimator", "group_norm",
-            "--reward.remote_url", train._reward_func_path(), "--reward.clip_range", "-5", "5",
+            "--reward.remote_url", reward_func_path(), "--reward.clip_range", "-5", "5",
             "--actor.num_gpus_per_node", "1", "--logger.wandb.run_name", "t", *extra, *NO_BASE]
 
 
@@ -64,7 +68,7 @@ def openrlhf_own_parse(argv):
 
 
 def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
-    from lead_recipes import seam
+    from lead_recipes.training import openrlhf_plugin as seam
     flags = base_flags(tmp_path, extra=["--train.colocate_all", "--vllm.num_engines", "1", "--ds.packing_samples"])
     ours, recipe, rest, _ = train.parse_command_line(
         flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:])
@@ -79,7 +83,7 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
 
 
 def _run_cli(*argv):
-    code = ("import sys, json; from lead_recipes.train import main; rc = main(sys.argv[1:]); "
+    code = ("import sys, json; from lead_recipes.training.cli import main; rc = main(sys.argv[1:]); "
             "print(json.dumps({'rc': rc, 'heavy': [m for m in ('openrlhf', 'ray', 'vllm', 'deepspeed') "
             "if m in sys.modules]}))")
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
@@ -146,11 +150,11 @@ def test_required_gpus_follows_openrlhf_placement():
     args = NS(actor=NS(num_nodes=1, num_gpus_per_node=4), ref=NS(num_nodes=1, num_gpus_per_node=4),
               vllm=NS(num_engines=2, tensor_parallel_size=2), algo=NS(kl=NS(init_coef=0.01)),
               train=NS(colocate_all=True, colocate_actor_ref=False))
-    assert train.required_gpus(args) == 4
+    assert required_gpus(args) == 4
     args.train.colocate_all = False
-    assert train.required_gpus(args) == 12
+    assert required_gpus(args) == 12
     args.train.colocate_actor_ref = True
-    assert train.required_gpus(args) == 8
+    assert required_gpus(args) == 8
 
 
 @pytest.mark.slow
@@ -199,7 +203,7 @@ def test_the_command_a_user_types_overlays_the_method_reference_recipe(capsys):
     assert (config["actor"]["model_name_or_path"], config["data"]["prompt_dataset"]) == ("M", "D")
     assert config["recipe"]["method"] == "leash" and config["recipe"]["leash"]["target_length"] == 4096.0
     assert config["rollout"]["max_new_tokens"] == 16384  # from leash-1.5b, the leash reference recipe
-    assert config["reward"]["remote_url"] == [train._reward_func_path()]
+    assert config["reward"]["remote_url"] == [reward_func_path()]
     assert "base recipe leash-1.5b" in captured.err
 
 
@@ -221,14 +225,14 @@ def test_without_a_base_recipe_the_method_defaults_are_filled_in_and_printed(cap
     assert config["rollout"]["n_samples_per_prompt"] == 8 and config["rollout"]["max_new_tokens"] == 4000
     assert config["data"]["max_len"] == 5024
     assert (config["data"]["input_key"], config["data"]["label_key"]) == ("prompt", "label")
-    assert config["reward"]["remote_url"] == [train._reward_func_path()]
+    assert config["reward"]["remote_url"] == [reward_func_path()]
     for flag in ("--algo.advantage.estimator group_norm", "--rollout.n_samples_per_prompt 8",
                  "--rollout.max_new_tokens 4000", "--reward.remote_url"):
         assert f"default {flag}" in captured.err
 
 
 def test_lead_cap_defaults_to_its_b_max():
-    from lead_recipes.train_args import flag_values, resolve
+    from lead_recipes.training.args import flag_values, resolve
     resolved = resolve(["--recipe.name", "none", "--recipe.lead.b_max", "3000"], train._our_parser())
     assert flag_values(resolved.argv, "--rollout.max_new_tokens") == ["3000"]
     assert flag_values(resolved.argv, "--data.max_len") == ["4024"]
@@ -242,9 +246,9 @@ def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_
 
 
 def test_each_method_reference_recipe_runs_that_method():
-    from launchers.recipe import load_recipe
-    from lead_recipes.methods import METHODS
-    from lead_recipes.train_args import METHOD_RECIPES, resolve
+    from lead_recipes.recipes.recipe import load_recipe
+    from lead_recipes.methods.config import METHODS
+    from lead_recipes.training.args import METHOD_RECIPES, resolve
     for method, name in METHOD_RECIPES.items():
         assert load_recipe(name).recipe["method"] == method
     for method in METHODS:  # every method resolves, with or without a paper recipe of its own
@@ -253,8 +257,8 @@ def test_each_method_reference_recipe_runs_that_method():
 
 
 def test_a_rendered_recipe_command_takes_nothing_from_a_base_recipe():
-    from launchers.recipe import load_recipe, recipe_names
-    from lead_recipes.train_args import resolve
+    from lead_recipes.recipes.recipe import load_recipe, recipe_names
+    from lead_recipes.training.args import resolve
     for name in recipe_names():
         recipe = load_recipe(name)
         if recipe.entrypoint == "sft":
@@ -271,13 +275,13 @@ def test_unknown_base_recipe_is_a_usage_error(capsys):
 
 
 def test_http_reward_urls_are_routed_through_the_forwarding_reward_function(tmp_path, capsys, monkeypatch):
-    from lead_recipes.train_args import REWARD_URLS_ENV
+    from lead_recipes.training.args import REWARD_URLS_ENV
     monkeypatch.setenv(REWARD_URLS_ENV, "")  # main() exports the URLs; restored afterwards
     flags = base_flags(tmp_path)
     flags[flags.index("--reward.remote_url") + 1] = "http://a:1/get_reward,http://b:2/get_reward"
     assert train.main(flags + ["--dry-run"]) == 0
     config = _config(capsys.readouterr().out)
-    assert config["reward"]["remote_url"] == [train._reward_func_path().replace("reward_func", "remote_reward")]
+    assert config["reward"]["remote_url"] == [reward_func_path().replace("reward_func", "remote_reward")]
     assert os.environ[REWARD_URLS_ENV] == "http://a:1/get_reward,http://b:2/get_reward"
 
 
@@ -287,7 +291,7 @@ def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, mo
     import ray
     import openrlhf.trainer.ppo_trainer as pt
     import openrlhf.trainer.ppo_trainer_async as pta
-    from lead_recipes import seam
+    from lead_recipes.training import openrlhf_plugin as seam
     seen = {}
 
     class Seen(Exception):
@@ -488,7 +492,7 @@ def test_a_grading_failure_in_the_trainer_ends_the_driver_with_its_message_and_e
 
     from ray.exceptions import RayTaskError
 
-    from lead_recipes.guard import GradingFailure
+    from lead_recipes.training.guard import GradingFailure
 
     class FakeSeam:
         @staticmethod
@@ -502,14 +506,14 @@ def test_a_grading_failure_in_the_trainer_ends_the_driver_with_its_message_and_e
     ours = NS(preflight=False, preflight_skip=())
     resolved = NS(base=None, user_flags=set())
     args = NS(data=NS(prompt_dataset="p.jsonl"), logger=NS(wandb=NS(key=None)))
-    assert train._preflight_and_train(ours, default_recipe(), [], resolved, args, FakeSeam) == 1
+    assert train._preflight_and_train(ours, RecipeConfig(), [], resolved, args, FakeSeam) == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == ("lead-recipes train: error: grading failed for 100% of the samples "
                                             "(64 error, 0 timeout of 64)")
 
 
 def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
-    from lead_recipes.train_args import PROMPT_BUDGET, flag_values, resolve
+    from lead_recipes.training.args import PROMPT_BUDGET, flag_values, resolve
     resolved = resolve(["--rollout.max_new_tokens", "8000"], train._our_parser())  # over lead-1.5b (max_len 5024)
     assert flag_values(resolved.argv, "--data.max_len") == [str(8000 + PROMPT_BUDGET)]
     assert any(f.startswith(f"--data.max_len {8000 + PROMPT_BUDGET} ") for f in resolved.filled)

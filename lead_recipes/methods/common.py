@@ -1,4 +1,4 @@
-"""Shared building blocks of every method: batch validation, GRPO group normalisation (arXiv 2402.03300),
+"""Shared building blocks of every method: GRPO group normalisation (arXiv 2402.03300),
 BatchWhiten (verl masked_whiten, token-weighted or per sequence) and the statistics every method logs.
 
 All arithmetic runs in float64 (outputs are cast to float32 by the caller) so that a resumed controller sees the
@@ -10,14 +10,10 @@ import math
 
 import torch
 
-from lead_recipes.methods import MethodOutput, RolloutBatch
+from lead_recipes.methods.base import MethodOutput, RolloutBatch
 
 GROUP_EPS = 1e-6      # our choice (verl's value): ε of group normalisation for every method
 WHITEN_EPS = 1e-8     # verl masked_whiten, inside rsqrt
-
-
-def _first_bad_row(bad: torch.Tensor) -> int:
-    return int(bad.reshape(bad.shape[0], -1).any(1).nonzero()[0, 0])
 
 
 def as_float(mask: torch.Tensor) -> torch.Tensor:
@@ -31,79 +27,6 @@ def row_sums01(x: torch.Tensor) -> torch.Tensor:
     the same integers) and zero exactly when a row of non-negative entries is all zero: a matrix-vector product,
     ~2.5× faster than .sum(1) on short rows. Not for general floats (the order of the additions differs)."""
     return torch.mv(x, x.new_ones(x.shape[1]))
-
-
-def _as_bool(name: str, x, shape) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected [M, G] = {tuple(shape)} like `correct`")
-    if x.dtype == torch.bool:
-        return x
-    bad = ~((x == 0) | (x == 1))
-    if bad.any():
-        q = _first_bad_row(bad)
-        raise ValueError(f"prompt {q}: {name} must be boolean (0/1), got {x[q].tolist()}")
-    return x != 0
-
-
-def check_batch(batch: RolloutBatch) -> RolloutBatch:
-    """Validate a batch and return a normalised copy: bool flags, float64 lengths, `truncated` derived from
-    `lengths >= max_new_tokens` when not given. ValueError names the offending prompt index."""
-    if not isinstance(batch, RolloutBatch):
-        raise ValueError(f"expected a RolloutBatch, got {type(batch).__name__}")
-    c = batch.correct
-    if not isinstance(c, torch.Tensor) or c.dim() != 2:
-        raise ValueError(f"correct must be a 2-D [M prompts, G rollouts] tensor, got "
-                         f"{tuple(c.shape) if isinstance(c, torch.Tensor) else type(c).__name__}")
-    m, g = c.shape
-    if m == 0:
-        raise ValueError("the batch has no prompts (M = 0)")
-    if g == 0:
-        raise ValueError("prompt 0: empty group (G = 0 rollouts)")
-    if g == 1:
-        raise ValueError("prompt 0: group of 1 rollout; group-relative advantages need G ≥ 2 per prompt")
-    mnt = batch.max_new_tokens
-    if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt <= 0:
-        raise ValueError(f"max_new_tokens must be a positive int, got {mnt!r}")
-    correct = _as_bool("correct", c, (m, g))
-    lens = batch.lengths
-    if not isinstance(lens, torch.Tensor) or tuple(lens.shape) != (m, g):
-        raise ValueError(f"lengths has shape {tuple(getattr(lens, 'shape', ()))}, expected [M, G] = {(m, g)}")
-    lens = lens.double()
-    lo_t, hi_t = torch.aminmax(lens)
-    lo, hi = float(lo_t), float(hi_t)
-    if not (lo > 0 and hi <= mnt):   # NaN fails both comparisons; diagnose only on failure
-        for bad, what in ((~torch.isfinite(lens), "must be finite"), (lens <= 0, "must be > 0 tokens (EOS included)"),
-                          (lens > mnt, f"exceed max_new_tokens = {mnt}")):
-            if bad.any():
-                q = _first_bad_row(bad)
-                raise ValueError(f"prompt {q}: lengths {what}: {lens[q].tolist()}")
-    if batch.truncated is not None:
-        trunc = _as_bool("truncated", batch.truncated, (m, g))
-    elif hi < mnt:   # lengths ≤ max_new_tokens holds here, so nothing reaches the cap: skip the comparison
-        trunc = torch.zeros((m, g), dtype=torch.bool)
-    else:            # hi == max_new_tokens: comparing with the 0-dim tensor is the same test, ~2× faster
-        trunc = lens >= hi_t
-    rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
-    return RolloutBatch(correct=correct, lengths=lens, max_new_tokens=mnt, truncated=trunc, repetitive=rep)
-
-
-def check_output(out: MethodOutput, keys: tuple[str, ...]) -> None:
-    """NaN/inf never leaves a method: raise naming the prompt (a bug guard; valid input cannot trigger it)."""
-    for name in ("rewards", "advantages"):
-        t = getattr(out, name)
-        # any NaN/inf makes the (float32) sum non-finite; a sum that merely overflowed finds no bad element below
-        if not math.isfinite(float(t.sum())):
-            bad = ~torch.isfinite(t)
-            if bad.any():
-                q = _first_bad_row(bad)
-                raise ValueError(f"prompt {q}: non-finite {name} {t[q].tolist()}")
-    if tuple(out.stats) != keys:
-        raise ValueError(f"stats keys {tuple(out.stats)} differ from the method's fixed set {keys}")
-    bad = [k for k, v in out.stats.items() if not (isinstance(v, float) and math.isfinite(v))]
-    if bad:
-        raise ValueError(f"non-finite or non-float statistics: {bad}")
 
 
 def group_normalize(r: torch.Tensor, eps: float = GROUP_EPS) -> torch.Tensor:

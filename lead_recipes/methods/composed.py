@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from lead_recipes.controllers import ComposedController, LeadController, LeashController
-from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.controllers import ComposedController, LeadController, LeashController
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize, row_sums01, whiten
-from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig
+from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig, RecipeConfig
 from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight
 from lead_recipes.methods.lead import _psi_statistics, _target_lengths, efficiency_reward
 
@@ -116,9 +116,9 @@ class ComposedMethod(Method):
                                  constant=leash.constant_lambda_enable, lam=leash.lambda_init))
 
     @classmethod
-    def from_recipe(cls, ns) -> "ComposedMethod":
-        return cls(ComposedConfig(**vars(ns.composed)), LeadConfig(**vars(ns.lead)),
-                   GrpoLeadConfig(**vars(ns.grpo_lead)), LeashConfig(**vars(ns.leash)))
+    def from_config(cls, cfg: RecipeConfig) -> "ComposedMethod":
+        return cls(cfg.composed, cfg.lead,
+                   cfg.grpo_lead, cfg.leash)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         b_max = self.lead.b_max or b.max_new_tokens

@@ -1,22 +1,33 @@
-"""Every method's hyperparameters, with their defaults, written down once (choices explained in docs/methods.md).
+"""Every method's hyperparameters, written down once: default, allowed range and help (choices explained in
+docs/methods.md), and `RecipeConfig`, the whole `--recipe.*` configuration that `build_method` takes.
 
-One frozen dataclass per method; `lead_recipes.flags` turns each field into a `--recipe.<section>.<field>` flag, so
-the defaults here are the defaults of the training CLI, `lead-recipes replay` and the recipes. Field metadata:
-`help` (shown by --help; says the paper value and, where it differs, the reference-code value) and, for strings,
-`choices`. Booleans end in `_enable` and default to False. This module is torch-free on purpose (the launcher
-validates recipes on machines without the training stack); it holds no method math.
+One frozen dataclass per flag section; `lead_recipes.flags` turns each field into a `--recipe.<section>.<field>`
+flag, so the defaults here are the defaults of the training CLI, `lead-recipes replay` and the recipes. Field
+metadata: `help` (shown by --help; says the paper value and, where it differs, the reference-code value), `choices`
+for strings, and the range (`ge`, `gt`, `le`, `lt`) for numbers. Booleans end in `_enable` and default to False.
+This module is torch-free on purpose (the launcher validates recipes on machines without the training stack); it
+holds no method math.
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import math
+import types
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from lead_recipes.guard import GuardConfig
+METHODS = ("grpo", "grpo-scalarized", "gdpo", "lead", "grpo-lead", "leash", "shorter-better", "composed")
+DEFAULT_METHOD = "lead"
 
 
-def _f(default, help: str, choices: tuple[str, ...] | None = None):
-    meta = {"help": help}
+def _f(default, help: str, choices: tuple[str, ...] | None = None, *, ge: float | None = None,
+       gt: float | None = None, le: float | None = None, lt: float | None = None):
+    meta: dict[str, Any] = {"help": help}
     if choices is not None:
         meta["choices"] = choices
+    bounds = {"ge": ge, "gt": gt, "le": le, "lt": lt}
+    meta.update({k: v for k, v in bounds.items() if v is not None})
     return field(default=default, metadata=meta)
 
 
@@ -32,23 +43,23 @@ LENGTH_REWARDS = ("conditioned", "classic", "lead")
 class ScalarizedConfig:
     """LEAD's scalarised GRPO baseline (arXiv 2605.09806, Table 2): R = w_c·1[correct] + w_l·r_len, then group
     normalisation."""
-    correct_weight: float = _f(0.5, "weight w_c on 1[correct] (LEAD sweep: λ1 = 1/(1+ratio); paper best 1:1)")
-    length_weight: float = _f(0.5, "weight w_l on the length reward (paper best 1:1 ⇒ 0.5)")
+    correct_weight: float = _f(0.5, "weight w_c on 1[correct] (LEAD sweep: λ1 = 1/(1+ratio); paper best 1:1)", ge=0)
+    length_weight: float = _f(0.5, "weight w_l on the length reward (paper best 1:1 ⇒ 0.5)", ge=0)
     length_reward: str = _f("conditioned", "conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script); classic = "
                             "1[l ≤ T]; lead = LEAD's r_l (Eq. 9, uses --recipe.lead.aggregator/l_min)",
                             LENGTH_REWARDS)
     length_threshold: float = _f(2000.0, "T in tokens for conditioned/classic (reference code: 2000, counted as "
-                                 "chars/4 there; here real response tokens)")
+                                 "chars/4 there; here real response tokens)", gt=0)
 
 
 @dataclass(frozen=True)
 class GdpoConfig:
     """GDPO (arXiv 2601.05242): per-channel group normalisation, static weights, batch whitening."""
-    correct_weight: float = _f(1.0, "weight on the correctness channel's advantage (verl snippet: unweighted sum)")
-    length_weight: float = _f(1.0, "weight on the length channel's advantage")
+    correct_weight: float = _f(1.0, "weight on the correctness channel's advantage (verl snippet: unweighted sum)", ge=0)
+    length_weight: float = _f(1.0, "weight on the length channel's advantage", ge=0)
     length_reward: str = _f("conditioned", "length channel: conditioned / classic / lead (see grpo_scalarized)",
                             LENGTH_REWARDS)
-    length_threshold: float = _f(2000.0, "T in tokens for conditioned/classic length rewards")
+    length_threshold: float = _f(2000.0, "T in tokens for conditioned/classic length rewards", gt=0)
     whiten: str = _f("token", "batch whitening: token (verl masked_whiten, LEAD's re-implementation) or sequence "
                      "(TRL)", ("token", "sequence"))
 
@@ -61,14 +72,14 @@ class LeadConfig:
     """LEAD (arXiv 2605.09806): decoupled normalisation, PSI controller, symmetric target-length reward."""
     aggregator: str = _f("mean_correct", "L*_q aggregator (paper/code: mean_correct; Table-3 ablations: "
                          "min_correct, median_correct, mean_all)", AGGREGATORS)
-    l_min: float = _f(1000.0, "L_min clamp on L*_q in tokens (paper and code: 1000, hard-coded there)")
+    l_min: float = _f(1000.0, "L_min clamp on L*_q in tokens (paper and code: 1000, hard-coded there)", gt=0)
     b_max: int | None = _f(None, "B_max in tokens; default: the rollout max_new_tokens (paper: 4000; code main "
-                           "script: 8000)")
-    alpha: float = _f(1.0, "potential exponent α (code: 1.0)")
-    beta_ema: float = _f(0.95, "EMA factor β_ema (code: 0.95; paper: 0.9–0.95)")
-    lambda_min: float = _f(0.3, "floor on λ_c (code: 0.3)")
+                           "script: 8000)", gt=0)
+    alpha: float = _f(1.0, "potential exponent α (code: 1.0)", gt=0)
+    beta_ema: float = _f(0.95, "EMA factor β_ema (code: 0.95; paper: 0.9–0.95)", ge=0, lt=1)
+    lambda_min: float = _f(0.3, "floor on λ_c (code: 0.3)", ge=0, le=1)
     static_lambda_c: float | None = _f(None, "constant λ_c (λ_l = 1-λ_c), no controller: the 'LEAD static' "
-                                       "ablation (code: lead_static_lambda_corr)")
+                                       "ablation (code: lead_static_lambda_corr)", ge=0, le=1)
     whiten: str = _f("token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence",
                      ("token", "sequence"))
     ref_code_psi_decay_enable: bool = _f(False, "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
@@ -78,17 +89,17 @@ class LeadConfig:
 @dataclass(frozen=True)
 class GrpoLeadConfig:
     """GRPO-LEAD (arXiv 2504.09696): length-dependent accuracy reward, −1 for wrong, difficulty-aware reweighting."""
-    alpha: float = _f(0.05, "α in exp(−α z) (paper and code: 0.05); 0 turns the length reward off (stage 2)")
-    weight_min: float = _f(0.4, "A, the lower asymptote of w(ρ) (paper: 0.4)")
-    weight_max: float = _f(1.5, "B, the upper asymptote of w(ρ) (paper: 1.5)")
-    rho0: float = _f(0.75, "ρ_0, the midpoint of w(ρ) (paper: 0.75)")
+    alpha: float = _f(0.05, "α in exp(−α z) (paper and code: 0.05); 0 turns the length reward off (stage 2)", ge=0)
+    weight_min: float = _f(0.4, "A, the lower asymptote of w(ρ) (paper: 0.4)", gt=0)
+    weight_max: float = _f(1.5, "B, the upper asymptote of w(ρ) (paper: 1.5)", gt=0)
+    rho0: float = _f(0.75, "ρ_0, the midpoint of w(ρ) (paper: 0.75)", ge=0, le=1)
     steepness: float = _f(10.0, "k, the steepness of w(ρ) (paper: 10)")
     repetition_penalty_enable: bool = _f(False, "stage 2: incorrect repetitive responses (authors' code detector) get "
                                          "--recipe.grpo_lead.repetition_reward")
     repetition_reward: float = _f(-1.5, "reward of a repetitive incorrect response (paper: −1.5; code: −2)")
     ref_code_length_gate_enable: bool = _f(False, "reference-code behaviour: shape correct rewards only when the "
                                            "mean of the 3 shortest lengths in the group exceeds the gate")
-    ref_code_length_gate_tokens: float = _f(4000.0, "the gate for ref_code_length_gate_enable (code: 4000)")
+    ref_code_length_gate_tokens: float = _f(4000.0, "the gate for ref_code_length_gate_enable (code: 4000)", gt=0)
     ref_code_truncated_zero_enable: bool = _f(False, "reference-code behaviour: truncated (format-failed) responses"
                                               " get 0 instead of the paper's −1")
     ref_code_sigma_one_enable: bool = _f(False, "reference-code behaviour: σ := 1 when fewer than 2 correct "
@@ -101,22 +112,22 @@ class GrpoLeadConfig:
 class LeashConfig:
     """Leash (arXiv 2512.21540): clipped one-sided length penalty with an Adam-updated Lagrange multiplier (the
     optimiser settings are our choice, see docs/methods.md)."""
-    target_length: float = _f(4096.0, "L_t in tokens (paper, 1.5B: 4096)")
-    lr: float = _f(1e-2, "Adam learning rate η_λ for λ (reconstructed; paper value unknown)")
+    target_length: float = _f(4096.0, "L_t in tokens (paper, 1.5B: 4096)", gt=0)
+    lr: float = _f(1e-2, "Adam learning rate η_λ for λ (reconstructed; paper value unknown)", gt=0)
     lambda_init: float = _f(0.0, "λ_0 (reconstructed)")
-    lambda_min: float = _f(0.0, "projection lower bound λ_min (reconstructed)")
+    lambda_min: float = _f(0.0, "projection lower bound λ_min (reconstructed)", ge=0)
     lambda_max: float = _f(1.0, "projection upper bound λ_max (reconstructed)")
-    adam_beta1: float = _f(0.9, "Adam β1")
-    adam_beta2: float = _f(0.999, "Adam β2")
-    adam_eps: float = _f(1e-8, "Adam ε")
+    adam_beta1: float = _f(0.9, "Adam β1", ge=0, lt=1)
+    adam_beta2: float = _f(0.999, "Adam β2", ge=0, lt=1)
+    adam_eps: float = _f(1e-8, "Adam ε", gt=0)
     constant_lambda_enable: bool = _f(False, "Leash-C ablation: keep λ = lambda_init, no dual update")
 
 
 @dataclass(frozen=True)
 class ShorterBetterConfig:
     """ShorterBetter (arXiv 2504.21370): r = α·1[correct] − β·|l − SOL|."""
-    alpha: float = _f(2.0, "α, the correctness reward (paper and code: 2.0; paper also reports 1.0)")
-    beta: float = _f(0.001, "β, the per-token distance penalty (code: 0.001)")
+    alpha: float = _f(2.0, "α, the correctness reward (paper and code: 2.0; paper also reports 1.0)", gt=0)
+    beta: float = _f(0.001, "β, the per-token distance penalty (code: 0.001)", ge=0)
 
 
 COMPOSED_CORRECT = ("binary", "signed", "grpo_lead")
@@ -139,11 +150,19 @@ class ComposedConfig:
                      "−λ·max(0, l/L_t − 1) to the length channel (to the correctness channel when there is none); "
                      "none = off", ("leash", "none"))
     budget_tokens: float | None = _f(None, "L_t of the budget in tokens; default B_max / 2 (B_max = "
-                                     "--recipe.lead.b_max or the rollout max_new_tokens)")
+                                     "--recipe.lead.b_max or the rollout max_new_tokens)", gt=0)
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """Stop when the grader fails (lead_recipes.training.guard); applies to every method."""
+    grade_failure_max: float = _f(0.5, "stop when the share of samples graded error or timeout stays above this "
+                                  "(1 = never stop)", ge=0, le=1)
+    grade_failure_steps: int = _f(3, "... for this many consecutive steps", ge=1)
 
 
 # flag section (the word after --recipe.) -> config class; the section is the method name with '-' → '_', except
-# `guard` (stop when grading fails: lead_recipes.guard), which applies to every method
+# `guard` (stop when grading fails), which applies to every method
 SECTIONS = {
     "grpo_scalarized": ScalarizedConfig,
     "gdpo": GdpoConfig,
@@ -154,3 +173,137 @@ SECTIONS = {
     "composed": ComposedConfig,
     "guard": GuardConfig,
 }
+
+
+@dataclass(frozen=True)
+class RecipeConfig:
+    """The whole `--recipe.*` configuration: the method and every section (unused sections keep their defaults).
+    Build one with `RecipeConfig.of` (from YAML or flags, validated); `build_method` takes it."""
+    method: str = DEFAULT_METHOD
+    grpo_scalarized: ScalarizedConfig = field(default_factory=ScalarizedConfig)
+    gdpo: GdpoConfig = field(default_factory=GdpoConfig)
+    lead: LeadConfig = field(default_factory=LeadConfig)
+    grpo_lead: GrpoLeadConfig = field(default_factory=GrpoLeadConfig)
+    leash: LeashConfig = field(default_factory=LeashConfig)
+    shorter_better: ShorterBetterConfig = field(default_factory=ShorterBetterConfig)
+    composed: ComposedConfig = field(default_factory=ComposedConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
+
+    @classmethod
+    def of(cls, recipe: Any = None) -> "RecipeConfig":
+        """Defaults overlaid with `recipe` (a RecipeConfig, or a nested mapping or namespace such as a YAML recipe's
+        `recipe:` section or OpenRLHF's hierarchized `args.recipe`), validated. ValueError names the flag."""
+        if recipe is None or isinstance(recipe, cls):
+            cfg = recipe or cls()
+        else:
+            sections = {}
+            method = DEFAULT_METHOD
+            for key, value in _as_mapping(recipe).items():
+                if key == "method":
+                    method = value
+                elif key in SECTIONS:
+                    sections[key] = _section(key, value)
+                else:
+                    raise ValueError(f"--recipe.{key} is not a recipe flag or section")
+            cfg = cls(method=method, **sections)
+        validate(cfg)
+        return cfg
+
+
+def flag(section: str, name: str) -> str:
+    return f"--recipe.{section}.{name}"
+
+
+def base_type(f: dataclasses.Field) -> type:
+    """bool, int, float or str: the type a field's flag parses (annotations are strings here, e.g. "int | None")."""
+    ann = str(f.type).replace(" ", "")
+    for name, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
+        if ann.split("|")[0] == name:
+            return typ
+    raise TypeError(f"unsupported recipe field type {f.type!r}")  # pragma: no cover - config authoring error
+
+
+def _as_mapping(x: Any) -> Mapping:
+    if isinstance(x, Mapping):
+        return x
+    if isinstance(x, (types.SimpleNamespace, argparse.Namespace)) or dataclasses.is_dataclass(x):
+        return vars(x)
+    raise ValueError(f"recipe must be a namespace or a mapping, got {type(x).__name__}")
+
+
+def _section(section: str, value: Any):
+    """One section's config from a mapping, unknown keys refused; YAML's `4096` for a float field becomes 4096.0
+    (controller state stays plain floats)."""
+    fields = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
+    values = {}
+    for name, v in _as_mapping(value).items():
+        if name not in fields:
+            raise ValueError(f"{flag(section, name)} is not a recipe flag")
+        if base_type(fields[name]) is float and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        values[name] = v
+    return SECTIONS[section](**values)
+
+
+def _range_problem(f: dataclasses.Field, v: float) -> str | None:
+    """What `v` must be per the field's range metadata, or None when it is inside."""
+    m = f.metadata
+    lo, hi = ("ge", m["ge"]) if "ge" in m else ("gt", m.get("gt")), ("le", m["le"]) if "le" in m else ("lt", m.get("lt"))
+    ok = ((lo[1] is None or (v >= lo[1] if lo[0] == "ge" else v > lo[1]))
+          and (hi[1] is None or (v <= hi[1] if hi[0] == "le" else v < hi[1])))
+    if ok:
+        return None
+    if lo[1] is not None and hi[1] is not None:
+        return f"in {'[' if lo[0] == 'ge' else '('}{lo[1]}, {hi[1]}{']' if hi[0] == 'le' else ')'}"
+    if lo[1] is not None:
+        return f"{'≥' if lo[0] == 'ge' else '>'} {lo[1]}"
+    return f"{'≤' if hi[0] == 'le' else '<'} {hi[1]}"
+
+
+def validate_section(section: str, sec: Any) -> None:
+    """ValueError naming the --recipe.<section>.* flag whose value has the wrong type or is out of range."""
+    for f in dataclasses.fields(SECTIONS[section]):
+        name, v, typ = flag(section, f.name), getattr(sec, f.name), base_type(f)
+        if v is None:
+            if f.default is None:
+                continue
+            raise ValueError(f"{name} must be set (default {f.default})")
+        if typ is bool:
+            if not isinstance(v, bool):
+                raise ValueError(f"{name} must be true or false, got {v!r}")
+            continue
+        if typ is str:
+            if v not in f.metadata.get("choices", (v,)):
+                raise ValueError(f"{name} must be one of {', '.join(f.metadata['choices'])}, got {v!r}")
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (typ is int and v != int(v)):
+            raise ValueError(f"{name} must be a{'n integer' if typ is int else ' number'}, got {v!r}")
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {v!r}")
+        problem = _range_problem(f, v)
+        if problem:
+            raise ValueError(f"{name} must be {problem}, got {v!r}")
+
+
+def validate(cfg: RecipeConfig) -> None:
+    """Raise ValueError naming the offending --recipe.* flag when a value has the wrong type or range."""
+    if getattr(cfg, "method", None) not in METHODS:
+        raise ValueError(f"--recipe.method must be one of {', '.join(METHODS)}, got {getattr(cfg, 'method', None)!r}"
+                         + (" (DRPO is a loss, not an advantage method: not supported)"
+                            if str(getattr(cfg, "method", "")).lower() == "drpo" else ""))
+    for section in SECTIONS:
+        validate_section(section, getattr(cfg, section))
+    for section in ("grpo_scalarized", "gdpo"):
+        sec = getattr(cfg, section)
+        if sec.correct_weight == 0 and sec.length_weight == 0:
+            raise ValueError(f"--recipe.{section}.correct_weight and --recipe.{section}.length_weight are both 0")
+    if cfg.method == "composed" and cfg.grpo_lead.ref_code_rejection_enable:
+        raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method composed "
+                         "(group rejection is a GRPO-LEAD training-loop option, not part of its reweighting)")
+    le = cfg.leash
+    if not le.lambda_min <= le.lambda_max:
+        raise ValueError(f"--recipe.leash.lambda_max must be ≥ --recipe.leash.lambda_min ({le.lambda_min}), "
+                         f"got {le.lambda_max}")
+    if not le.lambda_min <= le.lambda_init <= le.lambda_max:
+        raise ValueError(f"--recipe.leash.lambda_init must be in [lambda_min, lambda_max] = "
+                         f"[{le.lambda_min}, {le.lambda_max}], got {le.lambda_init}")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize, whiten
-from lead_recipes.methods.config import GdpoConfig, LeadConfig
+from lead_recipes.methods.config import GdpoConfig, LeadConfig, RecipeConfig
 from lead_recipes.methods.grpo import length_channel
 
 
@@ -38,8 +38,8 @@ class GdpoMethod(Method):
         self.lead = lead
 
     @classmethod
-    def from_recipe(cls, ns) -> "GdpoMethod":
-        return cls(GdpoConfig(**vars(ns.gdpo)), LeadConfig(**vars(ns.lead)))
+    def from_config(cls, cfg: RecipeConfig) -> "GdpoMethod":
+        return cls(cfg.gdpo, cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         length_sum = float(b.lengths.sum())

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
-from lead_recipes.methods.config import GrpoConfig, LeadConfig, ScalarizedConfig
+from lead_recipes.methods.config import GrpoConfig, LeadConfig, RecipeConfig, ScalarizedConfig
 
 
 def length_channel(kind: str, correct: torch.Tensor, lengths: torch.Tensor, threshold: float,
@@ -46,7 +46,7 @@ class GrpoMethod(Method):
     STATS_KEYS = BASE_STATS
 
     @classmethod
-    def from_recipe(cls, ns) -> "GrpoMethod":
+    def from_config(cls, cfg: RecipeConfig) -> "GrpoMethod":
         return cls(GrpoConfig())
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
@@ -63,8 +63,8 @@ class ScalarizedMethod(Method):
         self.lead = lead
 
     @classmethod
-    def from_recipe(cls, ns) -> "ScalarizedMethod":
-        return cls(ScalarizedConfig(**vars(ns.grpo_scalarized)), LeadConfig(**vars(ns.lead)))
+    def from_config(cls, cfg: RecipeConfig) -> "ScalarizedMethod":
+        return cls(cfg.grpo_scalarized, cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         b_max = self.lead.b_max or b.max_new_tokens

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import torch
 
-from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import (BASE_STATS, GROUP_EPS, as_float, finish, group_normalize,
                                          row_sums01)
-from lead_recipes.methods.config import GrpoLeadConfig
+from lead_recipes.methods.config import GrpoLeadConfig, RecipeConfig
 
 
 def difficulty_weight(rho: torch.Tensor | float, cfg: GrpoLeadConfig):
@@ -54,7 +54,7 @@ def accuracy_reward(correct: torch.Tensor, lengths: torch.Tensor, truncated: tor
     if cfg.repetition_penalty_enable:
         if repetitive is None:
             raise ValueError("--recipe.grpo_lead.repetition_penalty_enable needs per-rollout repetition flags "
-                             "(RolloutBatch.repetitive, from lead_recipes.repetition.is_repetitive)")
+                             "(RolloutBatch.repetitive, from lead_recipes.grading.repetition.is_repetitive)")
         penalised = as_float(repetitive & ~c)
         r = r + penalised * (cfg.repetition_reward - r)
         penalised_sum = float(penalised.sum())
@@ -97,8 +97,8 @@ class GrpoLeadMethod(Method):
                                "rejected_groups")
 
     @classmethod
-    def from_recipe(cls, ns) -> "GrpoLeadMethod":
-        return cls(GrpoLeadConfig(**vars(ns.grpo_lead)))
+    def from_config(cls, cfg: RecipeConfig) -> "GrpoLeadMethod":
+        return cls(cfg.grpo_lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         r, a, extra = grpo_lead(b.correct, b.lengths, b.truncated, b.repetitive, self.config)

@@ -18,10 +18,10 @@ import math
 
 import torch
 
-from lead_recipes.controllers import PSI_EPS, LeadController
-from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.controllers import PSI_EPS, LeadController
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize, row_sums01, whiten
-from lead_recipes.methods.config import LeadConfig
+from lead_recipes.methods.config import LeadConfig, RecipeConfig
 
 CV_EPS = 1e-8
 LTV_EPS = 1e-8
@@ -140,8 +140,8 @@ class LeadMethod(Method):
                                          decay_on_zero_psi=config.ref_code_psi_decay_enable)
 
     @classmethod
-    def from_recipe(cls, ns) -> "LeadMethod":
-        return cls(LeadConfig(**vars(ns.lead)))
+    def from_config(cls, cfg: RecipeConfig) -> "LeadMethod":
+        return cls(cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         length_sum = float(b.lengths.sum())

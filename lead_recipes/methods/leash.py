@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from lead_recipes.controllers import LeashController
-from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.controllers import LeashController
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
-from lead_recipes.methods.config import LeashConfig
+from lead_recipes.methods.config import LeashConfig, RecipeConfig
 
 
 def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
@@ -53,8 +53,8 @@ class LeashMethod(Method):
                                           lam=config.lambda_init)
 
     @classmethod
-    def from_recipe(cls, ns) -> "LeashMethod":
-        return cls(LeashConfig(**vars(ns.leash)))
+    def from_config(cls, cfg: RecipeConfig) -> "LeashMethod":
+        return cls(cfg.leash)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         lam = self.controller.lam

@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from lead_recipes.methods import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
-from lead_recipes.methods.config import ShorterBetterConfig
+from lead_recipes.methods.config import RecipeConfig, ShorterBetterConfig
 
 
 def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
@@ -32,8 +32,8 @@ class ShorterBetterMethod(Method):
     STATS_KEYS = BASE_STATS + ("sol_mean",)
 
     @classmethod
-    def from_recipe(cls, ns) -> "ShorterBetterMethod":
-        return cls(ShorterBetterConfig(**vars(ns.shorter_better)))
+    def from_config(cls, cfg: RecipeConfig) -> "ShorterBetterMethod":
+        return cls(cfg.shorter_better)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         r, a, extra = shorter_better(b.correct, b.lengths, self.config)

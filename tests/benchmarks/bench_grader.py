@@ -2,7 +2,7 @@
 targets, and a per-category table of hand-written hard answer forms (tests/benchmarks/hard_forms.py).
 
 Compares, in one run, on full responses:
-  ours            lead_recipes.grading.Grader, extraction `final_answer` (the `lead-recipes grade` default; workers=2,
+  ours            lead_recipes.grading.grader.Grader, extraction `final_answer` (the `lead-recipes grade` default; workers=2,
                   pool started and warmed before timing)
   ours-boxed      the same pool with extraction `boxed` (the reward function's default)
   ours-nocache    `final_answer` with the verdict cache and duplicate sharing off (every pair goes to math-verify)
@@ -56,7 +56,7 @@ def warmup_pairs() -> list[tuple[str, str]]:
 
 
 def run_ours(rows, cache: bool, policy: str = "final_answer") -> tuple[list[bool], float]:
-    from lead_recipes.grading import Grader
+    from lead_recipes.grading.grader import Grader
     g = _GRADERS.get(cache)
     if g is None:
         g = _GRADERS[cache] = Grader(timeout_s=5.0, workers=2, cache_size=200_000 if cache else 0).start()

@@ -25,8 +25,10 @@ import time
 
 import torch
 
-from lead_recipes.flags import merge_recipe
-from lead_recipes.methods import METHODS, RolloutBatch, build_method
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import METHODS
 from lead_recipes.methods.common import check_batch
 from lead_recipes.methods.config import (ComposedConfig, GdpoConfig, GrpoLeadConfig, LeadConfig, ScalarizedConfig,
                                          ShorterBetterConfig)
@@ -63,7 +65,7 @@ def interleaved_medians(fns: dict, reps: int) -> dict[str, float]:
 
 def bare_functions(b: RolloutBatch):
     """The method functions alone on a pre-validated batch (controllers fresh each call)."""
-    from lead_recipes.controllers import LeadController
+    from lead_recipes.methods.controllers import LeadController
     from lead_recipes.methods.composed import composed
     from lead_recipes.methods.gdpo import gdpo
     from lead_recipes.methods.grpo import grpo, grpo_scalarized
@@ -99,7 +101,7 @@ def main() -> None:
     rewards = batch.correct.to(torch.float32).reshape(-1)
     checked = check_batch(batch)
     bare = bare_functions(checked)
-    methods = {name: build_method(merge_recipe({"method": name})) for name in METHODS}
+    methods = {name: build_method(RecipeConfig.of({"method": name})) for name in METHODS}
     fns = {"stock group_norm (anchor)": lambda: stock_group_norm(rewards, args.n)}
     for name, m in methods.items():
         fns[f"{name}: Method.step"] = (lambda m=m: m.step(batch))

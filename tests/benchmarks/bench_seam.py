@@ -1,6 +1,6 @@
 """Benchmark: the trainer-side advantage step, stock OpenRLHF vs lead-recipes' seam, same experiences, same run.
 
-Anchor (issue 4): stock `RemoteExperienceMaker.compute_advantages_and_returns` with `group_norm` on 8,192
+Anchor: stock `RemoteExperienceMaker.compute_advantages_and_returns` with `group_norm` on 8,192
 experiences (1,024 prompts x 8 samples, 4,096-token action masks, micro-batches of 16), ~18 s per call on 2 CPU
 threads, almost all of it in `get_cumulative_returns`' Python loop over token positions. The subclass replaces
 the group step with each method and computes the γ = 1 returns as a reversed cumsum. Target: every method ≤ 0.1×.
@@ -22,9 +22,8 @@ import torch
 
 
 def make_args(n: int, max_new: int, estimator: str = "group_norm", method: str = "grpo"):
-    from lead_recipes.flags import default_recipe
-    recipe = default_recipe()
-    recipe.method = method
+    from lead_recipes.methods.config import RecipeConfig
+    recipe = RecipeConfig(method=method)
     return NS(algo=NS(advantage=NS(estimator=estimator, gamma=1.0, lambd=1.0, no_std_norm=False),
                       kl=NS(use_loss=False, estimator="k1")),
               rollout=NS(n_samples_per_prompt=n, max_new_tokens=max_new, micro_batch_size=16),
@@ -34,7 +33,7 @@ def make_args(n: int, max_new: int, estimator: str = "group_norm", method: str =
 
 
 def make_experiences(prompts: int, n: int, max_new: int, micro: int, seed: int = 0):
-    """Experiences as make_experience leaves them: rewards, kl, action_mask, index, info (contract A keys)."""
+    """Experiences as make_experience leaves them: rewards, kl, action_mask, index, info (the keys the reward function puts into info)."""
     from openrlhf.trainer.ppo_utils.experience import Experience
     g = torch.Generator().manual_seed(seed)
     total = prompts * n
@@ -87,8 +86,8 @@ def main(argv: list[str]) -> int:
 
     from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
     from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
-    from lead_recipes.methods import METHODS
-    from lead_recipes.seam import RecipeExperienceMaker
+    from lead_recipes.methods.config import METHODS
+    from lead_recipes.training.openrlhf_plugin import RecipeExperienceMaker
 
     def build():
         return make_experiences(a.prompts, a.n, a.max_new, a.micro)

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import logging
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    from lead_recipes.grading import Grader
+    from lead_recipes.grading.grader import Grader
     print(f"load average at start: {os.getloadavg()}")
     rows = []
     with Grader(timeout_s=5.0, workers=2) as g:

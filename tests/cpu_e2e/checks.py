@@ -13,15 +13,16 @@ from pathlib import Path
 
 import torch
 
-from lead_recipes.flags import add_recipe_flags, recipe_namespace
-from lead_recipes.methods import RolloutBatch, build_method
+from lead_recipes.flags import add_recipe_flags, recipe_config
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import RolloutBatch
 
 
 def recipe_of(argv: list[str]):
     parser = argparse.ArgumentParser(allow_abbrev=False)
     add_recipe_flags(parser)
     ours, _ = parser.parse_known_args(argv)
-    return recipe_namespace(ours)
+    return recipe_config(ours)
 
 
 def steps_of(rows: list[dict], per_step: int) -> list[list[dict]]:

@@ -8,12 +8,15 @@ import json
 import os
 import shlex
 
+from lead_recipes.recipes import RecipeError
+from lead_recipes.recipes.openrlhf_parser import openrlhf_default
 
 REWARD_PLACEMENTS = ("every_node", "head", "none")
 
 
-class RecipeError(ValueError):
-    """A recipe is invalid; the message names the offending key and the file (re-exported by launchers.recipe)."""
+def _value(openrlhf: dict, key: str):
+    """The recipe's value of OpenRLHF flag `key`, or the installed OpenRLHF's default when the recipe leaves it out."""
+    return openrlhf[key] if key in openrlhf else openrlhf_default(key)
 
 
 def _flag(argv: list[str], name: str) -> str | None:
@@ -56,7 +59,7 @@ def rollout_steps(recipe) -> int | None:
     known = [int(x) for x in (o.get("data.max_samples"), _flag(prepare, "--rows")) if x is not None]
     if recipe.entrypoint != "train" or not known:
         return None
-    return int(o.get("train.num_episodes", 1)) * (min(known) // int(o.get("rollout.batch_size", 1024)))
+    return int(_value(o, "train.num_episodes")) * (min(known) // int(_value(o, "rollout.batch_size")))
 
 
 def check_layout(recipe) -> None:
@@ -77,19 +80,19 @@ def check_layout(recipe) -> None:
             if key in o and int(o[key]) > r["gpus_per_node"]:
                 raise RecipeError(f"{where}: key '{key}' = {o[key]} exceeds resources.gpus_per_node = "
                                   f"{r['gpus_per_node']} (a node cannot hold it)")
-    g = lambda role: int(o.get(f"{role}.num_nodes", 1)) * int(o.get(f"{role}.num_gpus_per_node", 8))  # noqa: E731
+    g = lambda role: int(_value(o, f"{role}.num_nodes")) * int(_value(o, f"{role}.num_gpus_per_node"))  # noqa: E731
     actor = g("actor")
-    engines, tp = o.get("vllm.num_engines"), int(o.get("vllm.tensor_parallel_size", 1))
+    engines, tp = o.get("vllm.num_engines"), int(_value(o, "vllm.tensor_parallel_size"))
     colocate_all = bool(o.get("train.colocate_all")) and not o.get("train.async_enable")
     if engines and colocate_all and engines * tp != actor:
         raise RecipeError(f"{where}: key 'vllm.num_engines': under train.colocate_all, vllm.num_engines x "
                           f"vllm.tensor_parallel_size ({engines} x {tp} = {engines * tp}) must equal the actor GPUs "
                           f"(actor.num_nodes x actor.num_gpus_per_node = {actor})")
-    if (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")) and float(o.get("algo.kl.init_coef", 0.01)) > 0 \
+    if (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")) and float(_value(o, "algo.kl.init_coef")) > 0 \
             and g("ref") != actor:
         raise RecipeError(f"{where}: key 'ref.num_gpus_per_node': a colocated reference model needs the actor's "
                           f"layout ({actor} GPUs), got {g('ref')}")
-    needs_ref = float(o.get("algo.kl.init_coef", 0.01)) > 0 or o.get("algo.kl.use_loss")
+    needs_ref = float(_value(o, "algo.kl.init_coef")) > 0 or o.get("algo.kl.use_loss")
     total = actor
     if needs_ref and not (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")):
         total += g("ref")
@@ -101,14 +104,14 @@ def check_layout(recipe) -> None:
                           f"{', ref ' + str(g('ref')) if total > actor else ''}{', vLLM ' + str(engines * tp) if engines and not colocate_all else ''})"
                           f" but resources give {r['nodes']} x {r['gpus_per_node']} = {have}")
     for role in ("actor", "ref"):
-        if int(o.get(f"{role}.num_nodes", 1)) > r["nodes"]:
+        if int(_value(o, f"{role}.num_nodes")) > r["nodes"]:
             raise RecipeError(f"{where}: key '{role}.num_nodes' = {o.get(f'{role}.num_nodes')} exceeds resources.nodes "
                               f"= {r['nodes']}")
-    batch, micro = int(o.get("train.batch_size", 128)), int(o.get("train.micro_batch_size", 1))
+    batch, micro = int(_value(o, "train.batch_size")), int(_value(o, "train.micro_batch_size"))
     if not o.get("train.dynamic_batch_enable") and batch % (micro * actor):
         raise RecipeError(f"{where}: key 'train.batch_size' = {batch} is not divisible by train.micro_batch_size x "
                           f"actor GPUs = {micro} x {actor}")
-    rollout = int(o.get("rollout.batch_size", 1024)) * int(o.get("rollout.n_samples_per_prompt", 1))
+    rollout = int(_value(o, "rollout.batch_size")) * int(_value(o, "rollout.n_samples_per_prompt"))
     if rollout % batch:
         raise RecipeError(f"{where}: key 'train.batch_size' = {batch} must divide rollout.batch_size x "
                           f"rollout.n_samples_per_prompt = {rollout}")
@@ -117,7 +120,7 @@ def check_layout(recipe) -> None:
             and int(b_max) > int(o["rollout.max_new_tokens"]):
         raise RecipeError(f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "
                           f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, see docs/methods.md)")
-    new, max_len = o.get("rollout.max_new_tokens"), int(o.get("data.max_len", 2048))
+    new, max_len = o.get("rollout.max_new_tokens"), int(_value(o, "data.max_len"))
     if new is not None and int(new) >= max_len:
         raise RecipeError(f"{where}: key 'rollout.max_new_tokens' = {new} leaves no room for the prompt within "
                           f"data.max_len = {max_len}")

@@ -1,5 +1,5 @@
 """OpenRLHF reward function: pass this file's path as `--reward.remote_url <path>/lead_recipes/reward_func.py`
-(print it with `python -c "import lead_recipes.reward_func as m; print(m.__file__)"`).
+(print it with `python -c "import lead_recipes.grading.reward_func as m; print(m.__file__)"`).
 
 OpenRLHF loads it with `spec_from_file_location` inside each vLLM engine actor and calls
 `reward_func(queries, prompts, labels)` through `asyncio.to_thread` (never the main thread) with lists of length 1:
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from lead_recipes.grading import REWARD_LOG_KEYS, Grade, get_grader, reward_extra_logs
+from lead_recipes.grading.grader import REWARD_LOG_KEYS, Grade, get_grader, reward_extra_logs
 
 
 def response_text(query: Any, prompt: Any) -> str:
@@ -38,9 +38,9 @@ def response_text(query: Any, prompt: Any) -> str:
 
 
 def _is_repetitive(text: str) -> bool:
-    """`lead_recipes.repetition.is_repetitive(text)`; a failure there must never cost the reward (→ False)."""
+    """`lead_recipes.grading.repetition.is_repetitive(text)`; a failure there must never cost the reward (→ False)."""
     try:
-        from lead_recipes.repetition import is_repetitive
+        from lead_recipes.grading.repetition import is_repetitive
         return bool(is_repetitive(text))
     except Exception:  # noqa: BLE001
         return False

@@ -3,7 +3,7 @@
 What it does:
 - `_to_text`: model text or a label of any JSON type → str (invalid UTF-8 / lone surrogates become U+FFFD).
 - `EXTRACTION_POLICIES`: `boxed` (the last `\\boxed{}` only) and `final_answer` (the box when there is one, else the
-  final-answer statement of the closing part, `lead_recipes.answer_statement`); `check_extraction` validates a name.
+  final-answer statement of the closing part, `lead_recipes.grading.statement`); `check_extraction` validates a name.
 - `extract_final_answer(text, policy)`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces; `\\boxed 5`
   too), searched after the last `</think>` when the response has one, then the policy's fallback; None if nothing.
 - `normalize_answer`: strips whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold (nothing semantic).
@@ -11,7 +11,7 @@ What it does:
   `explosive`: integer towers/factorials too large for sympy to build. Both property-tested in tests/test_grading.py.
 
 What it does not do: no math-verify, no sympy, no processes — pure string and integer work that runs in the caller
-(`lead_recipes.grading.Grader.submit`). Under `boxed` it does not look for answers outside `\\boxed{}`/`\\fbox{}`.
+(`lead_recipes.grading.grader.Grader.submit`). Under `boxed` it does not look for answers outside `\\boxed{}`/`\\fbox{}`.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import math
 import re
 from typing import Any
 
-from lead_recipes.answer_statement import extract_statement
+from lead_recipes.grading.statement import extract_statement
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
 EXTRACTION_ENV = "LEAD_RECIPES_EXTRACTION"   # the reward function's / shared grader's policy (default `boxed`)
@@ -85,7 +85,7 @@ def check_extraction(policy: str) -> str:
 def extract_final_answer(text: str, policy: str = "boxed") -> str | None:
     """Last complete `\\boxed{}`/`\\fbox{}` content (nested braces) after the last `</think>` if there is one;
     an unclosed last box falls back to the previous complete one. Under `final_answer`, a response without a box
-    gives the answer stated in its closing part (`lead_recipes.answer_statement.extract_statement`). None when
+    gives the answer stated in its closing part (`lead_recipes.grading.statement.extract_statement`). None when
     there is no non-empty final answer."""
     check_extraction(policy)
     text = _to_text(text)

@@ -7,25 +7,26 @@
   and validated before anything heavy is imported or started.
 - The flags given overlay a base recipe (`--recipe.name`, default the method's reference recipe, e.g. `lead-1.5b`:
   LEAD on MATH level 3-5 with DeepSeek-R1-Distill-Qwen-1.5B); the defaults the method implies are filled in and
-  printed, and missing required flags are named in one message (lead_recipes.train_args).
-- HTTP reward URLs go through lead_recipes/remote_reward.py; the driver's LEAD_RECIPES_* and WANDB_* variables reach
-  the Ray actors (lead_recipes.actor_env); a run whose grading keeps failing stops (lead_recipes.guard, exit 1).
+  printed, and missing required flags are named in one message (lead_recipes.training.args).
+- HTTP reward URLs go through lead_recipes/grading/remote_reward.py; the driver's LEAD_RECIPES_* and WANDB_* variables reach
+  the Ray actors (lead_recipes.training.actor_env); a run whose grading keeps failing stops (lead_recipes.training.guard, exit 1).
 - `--dry-run` prints the resolved command and configuration (after OpenRLHF's validation) and exits 0.
-- Otherwise the preflight (lead_recipes.preflight) checks everything checkable (OpenRLHF version and seams, GPUs,
+- Otherwise the preflight (lead_recipes.training.preflight) checks everything checkable (OpenRLHF version and seams, GPUs,
   flash-attn, data, model, reward function grading a probe, checkpoint directory, Ray) and this module exits 1
   naming what is missing; `--preflight` stops after it. Only when all pass does training start
-  (lead_recipes.seam.run_openrlhf). Before it, a real run whose prompt dataset is missing builds it with the
-  recipe's `data.prepare` if that command's source file exists (lead_recipes.preflight.build_missing_data).
+  (lead_recipes.training.openrlhf_plugin.run_openrlhf). Before it, a real run whose prompt dataset is missing builds it with the
+  recipe's `data.prepare` if that command's source file exists (lead_recipes.training.preflight.build_missing_data).
 - Preemption: while it runs, SIGUSR1 (or a first SIGTERM) requests a checkpoint at the next step boundary and a
-  second SIGTERM ends it (lead_recipes.preempt); after a requested save it exits PREEMPTED_EXIT (75).
+  second SIGTERM ends it (lead_recipes.training.preemption); after a requested save it exits PREEMPTED_EXIT (75).
 - Secrets (URL tokens, the W&B key) are masked in everything printed.
 
-What it does not do: the checks themselves (lead_recipes.preflight) or any OpenRLHF patching (lead_recipes.seam).
+What it does not do: the checks themselves (lead_recipes.training.preflight) or any OpenRLHF patching (lead_recipes.training.openrlhf_plugin).
 This module never imports OpenRLHF itself (the seam does), and never starts Ray before the preflight.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import math
@@ -35,17 +36,15 @@ import shlex
 import sys
 from types import SimpleNamespace
 
-from lead_recipes.actor_env import forward_env_to_actors
-from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_namespace, validate_recipe
-from lead_recipes.guard import GradingGuard, grading_failure
-from lead_recipes.train_args import resolve
-# save_request_path, saved_marker_path, write_json_atomic: also imported from here by tests/test_slurm.py's
-# stand-in trainer (it honours a request as the real trainer does)
-from lead_recipes.preempt import (PREEMPTED_EXIT, SaveOnSignal, save_request_path, saved_marker_path,  # noqa: F401
-                                  saved_on_request, write_json_atomic)
-# required_gpus: re-exported for callers that reach the preflight through this module (tests/test_train_cli.py)
-from lead_recipes.preflight import (DEFAULT_RECIPE, PROG, add_preflight_flags, build_missing_data,  # noqa: F401
-                                    prepare_hint, report, required_gpus, run_preflight)
+from lead_recipes.training.actor_env import forward_env_to_actors
+from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
+from lead_recipes.training.guard import grading_failure
+from lead_recipes.help_format import HelpFormatter
+from lead_recipes.recipes.openrlhf_parser import openrlhf_default
+from lead_recipes.training.args import resolve, reward_func_path
+from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
+from lead_recipes.training.preflight import (DEFAULT_RECIPE, PROG, add_preflight_flags, build_missing_data,
+                                             prepare_hint, report, run_preflight)
 
 _URL_SECRET = re.compile(r"([?&](?:token|key|api_key|apikey|access_token|secret|password)=)[^&\s\"']+", re.I)
 
@@ -70,8 +69,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _our_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, allow_abbrev=False, add_help=False,
-                                     description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
+    parser = _Parser(prog=PROG, allow_abbrev=False, add_help=False, formatter_class=HelpFormatter,
+                     description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved command and configuration, exit 0")
     parser.add_argument("--preflight", action="store_true", help="run only the preflight checks (exit 0 if all pass)")
@@ -85,13 +84,13 @@ def _our_parser() -> argparse.ArgumentParser:
 
 def parse_command_line(argv: list[str]):
     """Split argv into (our options, recipe namespace, OpenRLHF argv, resolved argv). The user's flags overlay the
-    base recipe and the method's implied defaults are filled in (lead_recipes.train_args). Bad --recipe flags and
+    base recipe and the method's implied defaults are filled in (lead_recipes.training.args). Bad --recipe flags and
     missing required flags raise UsageError here, before anything is imported or started."""
     parser = _our_parser()
     ours, rest = parser.parse_known_args(argv)
     resolved = None
     if not ours.help:
-        from launchers.recipe import RecipeError
+        from lead_recipes.recipes import RecipeError
         try:
             resolved = resolve(list(argv), parser)
         except RecipeError as exc:
@@ -106,10 +105,8 @@ def parse_command_line(argv: list[str]):
                              + f"; `{PROG} --help` lists the --recipe.* flags")
     if resolved is not None and resolved.missing:
         raise UsageError("missing required flag(s):\n  " + "\n  ".join(resolved.missing))
-    recipe = recipe_namespace(ours)
     try:
-        validate_recipe(recipe)
-        GradingGuard.from_recipe(recipe)  # validates --recipe.guard.*
+        recipe = recipe_config(ours)
         from lead_recipes.methods import build_method
         build_method(recipe)
     except ValueError as exc:
@@ -118,7 +115,6 @@ def parse_command_line(argv: list[str]):
 
 
 MIN_PROMPT_ROOM = 256               # fewest prompt tokens --data.max_len may leave beside the rollout cap
-OPENRLHF_CLIP_RANGE = (-10.0, 10.0)  # OpenRLHF's --reward.clip_range default
 
 
 def recipe_conflicts(args) -> tuple[list[str], list[str]]:
@@ -138,13 +134,13 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             f"--data.max_len {max_len} minus --rollout.max_new_tokens {cap} leaves {room} prompt tokens "
             f"(< {MIN_PROMPT_ROOM}): OpenRLHF cuts longer prompts from the left without a message; raise "
             "--data.max_len (the cap plus ~1024)")
-    if tuple(args.reward.clip_range or ()) != OPENRLHF_CLIP_RANGE:
+    if tuple(args.reward.clip_range or ()) != tuple(openrlhf_default("reward.clip_range")):
         warnings.append(f"--reward.clip_range {' '.join(map(str, args.reward.clip_range))} has no effect: the "
                         "method's advantage is the final reward (clipping it would cut the method's signal)")
     urls = args.reward.remote_url or []
     if not urls or urls == ["agent"]:
         errors.append("--reward.remote_url is unset: pass lead-recipes' reward function "
-                      f"({_reward_func_path()}) or a `lead-recipes serve` URL; the seam reads extra_logs['correct']")
+                      f"({reward_func_path()}) or a `lead-recipes serve` URL; the seam reads extra_logs['correct']")
     elif len(urls) > 1:
         warnings.append("several --reward.remote_url values: OpenRLHF sends each one-sample request to the first "
                         "URL only; use one URL (or a load balancer)")
@@ -164,13 +160,11 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
     return errors, warnings
 
 
-def _reward_func_path() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "reward_func.py")
 
 
 def plain(x):
-    """A nested namespace as JSON-able data (inf/nan as strings)."""
-    if isinstance(x, (SimpleNamespace, argparse.Namespace)):
+    """A nested namespace or config as JSON-able data (inf/nan as strings)."""
+    if isinstance(x, (SimpleNamespace, argparse.Namespace)) or dataclasses.is_dataclass(x):
         return {k: plain(v) for k, v in sorted(vars(x).items())}
     if isinstance(x, dict):
         return {str(k): plain(v) for k, v in x.items()}
@@ -194,8 +188,10 @@ def dry_run_text(openrlhf_argv: list[str], recipe, args, warnings: list[str]) ->
 def _help(parser: argparse.ArgumentParser) -> str:
     text = parser.format_help()
     try:
-        from launchers.recipe import openrlhf_parser
-        text += "\nOpenRLHF train_ppo_ray flags (installed version):\n" + openrlhf_parser("train").format_help()
+        from lead_recipes.recipes.openrlhf_parser import openrlhf_parser
+        openrlhf = openrlhf_parser("train")
+        openrlhf.formatter_class = HelpFormatter   # its defaults shown like ours
+        text += "\nOpenRLHF train_ppo_ray flags (installed version):\n" + openrlhf.format_help()
     except Exception as exc:  # noqa: BLE001 - help must still print without the training stack
         text += f"\n(OpenRLHF's flags could not be listed: {exc})\n"
     return text
@@ -210,13 +206,13 @@ def main(argv: list[str]) -> int:
     if ours.help:
         print(_help(_our_parser()))
         return 0
-    os.environ.update(resolved.env)  # the driver's copy; lead_recipes.actor_env forwards it into the actors
+    os.environ.update(resolved.env)  # the driver's copy; lead_recipes.training.actor_env forwards it into the actors
     print(f"{PROG}: base recipe {resolved.base or 'none (OpenRLHF defaults)'} (--recipe.name), overlaid by the "
           "flags given", file=sys.stderr)
     for line in resolved.filled:
         print(mask_secrets(f"{PROG}: default {line}"), file=sys.stderr)
 
-    from lead_recipes import seam  # imports OpenRLHF (several seconds); only after our own flags are valid
+    from lead_recipes.training import openrlhf_plugin as seam  # imports OpenRLHF (several seconds); only after our own flags are valid
     try:
         args = seam.run_openrlhf(openrlhf_argv, recipe, resolve_only=True)
     except seam.OpenRLHFMismatch as exc:

@@ -17,12 +17,12 @@ What it does:
   every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
   status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
   records of steps after the restored one, which are trained again.
-- The trainers checkpoint on request (preemption) through lead_recipes.preempt.SaveOnRequestMixin, a base of theirs;
+- The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
   the seam resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
   OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
 - The OpenRLHF-free per-step pieces (the Method's RolloutBatch, logged statistics, per-problem records) are in
-  lead_recipes.rollout_stats.
+  lead_recipes.training.step_stats.
 
 What it does not do: method math (lead_recipes.methods), grading, argument parsing of --recipe.* (lead_recipes.flags).
 """
@@ -38,7 +38,6 @@ import os
 import runpy
 import sys
 import uuid
-from types import SimpleNamespace
 
 import ray
 import torch
@@ -50,11 +49,13 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 from openrlhf.utils.logging_utils import init_logger
 
-from lead_recipes import preempt
-from lead_recipes.guard import observe_trainer
-from lead_recipes.methods import Method, build_method
-from lead_recipes.preempt import SaveOnRequestMixin, save_request_path
-from lead_recipes.rollout_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
+from lead_recipes.training import preemption as preempt
+from lead_recipes.training.guard import observe_trainer
+from lead_recipes.methods import build_method
+from lead_recipes.methods.base import Method
+from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_path
+from lead_recipes.training.step_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
                                         step_stats, truncate_problem_records)
 
 logger = init_logger(__name__)
@@ -124,7 +125,7 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         if self.advantage_estimator not in GROUP_ESTIMATORS:
             raise ValueError(f"--recipe.method needs --algo.advantage.estimator group_norm (or dr_grpo), got "
                              f"{self.advantage_estimator!r}: other estimators add a critic or batch whitening")
-        self.method = method if method is not None else build_method(self.args.recipe)
+        self.method = method if method is not None else build_method(RecipeConfig.of(self.args.recipe))
         self.last_stats: dict[str, float] = {}
         self.last_problems: list[dict] = []
 
@@ -260,7 +261,7 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
     def train_step(self, rollout_samples, global_step):
         status, next_step = super().train_step(rollout_samples, global_step)
         status.update(self.experience_maker.last_stats)
-        status.update(observe_trainer(self, status))  # stops the run when grading keeps failing (lead_recipes.guard)
+        status.update(observe_trainer(self, status))  # stops the run when grading keeps failing (lead_recipes.training.guard)
         self._append_problems(next_step)
         return status, next_step
 
@@ -366,7 +367,7 @@ def _patched(obj, name, value):
         setattr(obj, name, old)
 
 
-def run_openrlhf(openrlhf_argv: list[str], recipe: SimpleNamespace, resolve_only: bool = False):
+def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig, resolve_only: bool = False):
     """Run `openrlhf.cli.train_ppo_ray` as __main__ on `openrlhf_argv` (its own parser and validation) with
     `args.recipe = recipe` attached by hierarchize and our trainer classes installed. With `resolve_only`, stop at
     the first line of `train()` (before Ray starts) and return the validated nested args."""

@@ -3,7 +3,7 @@
 Why: Ray workers inherit the environment of the raylet that started them, not the driver's, and OpenRLHF's
 `train()` calls `ray.init` with only three variables in its runtime environment. So the grader settings read in the
 rollout actors (LEAD_RECIPES_GRADE_TIMEOUT_S, LEAD_RECIPES_GRADE_WORKERS), the reward-server URLs of
-lead_recipes/remote_reward.py (LEAD_RECIPES_REWARD_URLS) and a W&B run id exported after `ray start`
+lead_recipes/grading/remote_reward.py (LEAD_RECIPES_REWARD_URLS) and a W&B run id exported after `ray start`
 (WANDB_RUN_ID, as a Slurm script does) never reached the processes that use them.
 
 What it does: `forward_env_to_actors()` is a context manager around the training run. Inside it, `ray.init` adds

@@ -15,7 +15,7 @@ What it does:
   ends with `SavedOnRequest` (trackers closed, OpenRLHF's final model save skipped).
   The trainer may run on another node: request and marker must be on a filesystem both see.
 
-What it does not do: import OpenRLHF (the mixin only calls `super()`; lead_recipes.seam subclasses OpenRLHF and
+What it does not do: import OpenRLHF (the mixin only calls `super()`; lead_recipes.training.openrlhf_plugin subclasses OpenRLHF and
 fills `client_states`), requeue or resume a job (slurm/train.sbatch, `--ckpt.load_enable`).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ REQUEST_FILE, SAVED_FILE = "recipe_save_request.json", "recipe_saved.json"
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped after a requested checkpoint; rerun with --ckpt.load_enable
 PROG = "lead-recipes train"
 
-# lead_recipes.seam attaches OpenRLHF's log handler to this logger (init_logger), as to its own
+# lead_recipes.training.openrlhf_plugin attaches OpenRLHF's log handler to this logger (init_logger), as to its own
 logger = logging.getLogger(__name__)
 
 

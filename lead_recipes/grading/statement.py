@@ -11,7 +11,7 @@ The value is the first math span after the marker (`$…$`, `\\(…\\)`, `\\[…
 lone `$7.00` is read as currency). For an equation only the right-hand side of its last `=` is kept when that side is
 a plain value (no variables), so `a+b = 3+4 = 7` gives `7` and `AE + AP = PD` stays whole.
 
-What it does not do: no `\\boxed{}` handling (`lead_recipes.answers.extract_final_answer` tries the box first), no
+What it does not do: no `\\boxed{}` handling (`lead_recipes.grading.answers.extract_final_answer` tries the box first), no
 search of the middle of the reasoning (a number computed mid-way is never picked), nothing inside `<think>`
 (an unclosed `<think>` means there is no answer yet), no math parsing, no sympy.
 """

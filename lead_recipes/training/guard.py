@@ -5,9 +5,9 @@ sample `error` or `timeout`, i.e. reward 0 with correctness 0. Nothing crashes: 
 learns nothing, and LEAD keeps optimising its length channel on pure noise. Both look like a quiet run.
 
 What it does:
-- `GuardConfig`: the `--recipe.guard.*` flags (a section of lead_recipes.methods.config.SECTIONS, so they are
-  recipe flags like any other): `grade_failure_max` (default 0.5) and `grade_failure_steps` (default 3).
-- `GradingGuard.observe(stats)` reads one step's `recipe/grading/<status>_count` statistics (lead_recipes.rollout_stats)
+- The `--recipe.guard.*` flags are a section of the recipe like any other (GuardConfig in
+  lead_recipes.methods.config): `grade_failure_max` (default 0.5) and `grade_failure_steps` (default 3).
+- `GradingGuard.observe(stats)` reads one step's `recipe/grading/<status>_count` statistics (lead_recipes.training.step_stats)
   and returns `{"recipe/grading/failure_share": (error + timeout) / all}` for the step's logs; when that share has
   been above `grade_failure_max` for `grade_failure_steps` consecutive steps it raises GradingFailure, whose message
   says what failed and what to check. `observe_trainer(trainer, status)` keeps one guard per trainer (the seam's
@@ -19,7 +19,7 @@ What it does not do: change rewards, retry grading, or judge steps whose reward 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from lead_recipes.methods.config import GuardConfig, validate_section
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
 FAILED = ("error", "timeout")
@@ -30,30 +30,13 @@ def _count_key(status: str) -> str:
     return f"recipe/grading/{status}_count"
 
 
-@dataclass(frozen=True)
-class GuardConfig:
-    """Stop when the grader fails (flags --recipe.guard.*)."""
-    grade_failure_max: float = field(default=0.5, metadata={"help": "stop when the share of samples graded error or "
-                                     "timeout stays above this (0-1; 1 = never stop)"})
-    grade_failure_steps: int = field(default=3, metadata={"help": "... for this many consecutive steps (>= 1)"})
-
-
 class GradingFailure(RuntimeError):
     """Grading failed for most samples for several steps in a row; the message says what to check."""
 
 
-def validate(cfg) -> None:
-    """ValueError naming the flag for an out-of-range guard setting."""
-    share, steps = getattr(cfg, "grade_failure_max", None), getattr(cfg, "grade_failure_steps", None)
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-        raise ValueError(f"--recipe.guard.grade_failure_max must be in [0, 1], got {share!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"--recipe.guard.grade_failure_steps must be an integer >= 1, got {steps!r}")
-
-
 class GradingGuard:
     def __init__(self, grade_failure_max: float = 0.5, grade_failure_steps: int = 3):
-        validate(GuardConfig(float(grade_failure_max), grade_failure_steps))
+        validate_section("guard", GuardConfig(float(grade_failure_max), grade_failure_steps))
         self.max_share, self.steps = float(grade_failure_max), grade_failure_steps
         self.streak = 0
 

@@ -21,13 +21,15 @@ import sys
 import time
 from typing import Iterator
 
-from lead_recipes.grading import EXTRACTION_POLICIES, STATUSES, Grader
+from lead_recipes.grading.answers import EXTRACTION_POLICIES
+from lead_recipes.grading.grader import STATUSES, Grader
+from lead_recipes.help_format import HelpFormatter
 
 BATCH = 512
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes grade", description=__doc__.splitlines()[0], allow_abbrev=False)
+    p = argparse.ArgumentParser(prog="lead-recipes grade", formatter_class=HelpFormatter, description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--input", required=True, help="JSONL with `answer` and `response` or `given_answer`")
     p.add_argument("--output", required=True, help="JSONL to write (input + correct, status, extracted)")
     p.add_argument("--grade.use", dest="grade.use", choices=("auto", "response", "given_answer"), default="auto",

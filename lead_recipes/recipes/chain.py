@@ -7,7 +7,7 @@ A stage whose prompt dataset does not exist yet gets its `lead-recipes data` ste
 before it, since its inputs may be written by an earlier stage. Locally the steps run one after the other and the
 chain stops at the first failure; under Slurm every step is its own job, each submitted with
 ``--dependency=afterok:<previous job> --kill-on-invalid-dep=yes`` (a failed stage cancels the ones after it instead
-of leaving them pending forever). This module does not start Ray or reward servers (see launchers.launch).
+of leaving them pending forever). This module does not start Ray or reward servers (see lead_recipes.recipes.launch).
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from launchers.recipe import RecipeError, load_recipe, run_dir_of
+from lead_recipes.recipes import RecipeError
+from lead_recipes.recipes.recipe import load_recipe, run_dir_of
 
 
 def chain_of(name: str) -> list:
@@ -78,7 +79,7 @@ def _with_dependency(sbatch: list[str], job: str | None) -> list[str]:
 
 def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | None]]:
     """(kind "data"/"train", recipe, run dir, command, sbatch argv or None) for every step of the chain."""
-    from launchers.launch import lead_recipes_exe, sbatch_command, train_command
+    from lead_recipes.recipes.commands import lead_recipes_exe, sbatch_command, train_command
     exe = lead_recipes_exe() if (args.slurm or args.local) else "lead-recipes"
     out = []
     for recipe in stages:
@@ -92,7 +93,7 @@ def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | 
 
 
 def main(args) -> int:
-    """`launch --chain` (args: launchers.launch's parsed arguments)."""
+    """`launch --chain` (args: lead_recipes.recipes.launch's parsed arguments)."""
     if args.overrides or args.run_dir or args.ray_address:
         print("lead-recipes launch: --chain takes no --set/--run-dir/--ray-address (each stage is its own recipe file "
               "and runs in ${run:NAME}; set $LEAD_RECIPES_RUNS to move all of them)", file=sys.stderr)

@@ -10,9 +10,9 @@ the method implies, and every still-missing flag named at once, before OpenRLHF 
   cap (`--recipe.lead.b_max`, else 4000) with a 1024-token prompt budget in `--data.max_len` (also when the
   user gives `--rollout.max_new_tokens` without `--data.max_len`: the base's max_len is then dropped), and the dataset
   columns `lead-recipes data build` writes (`prompt`, `label`).
-- HTTP reward URLs are routed through lead_recipes/remote_reward.py (bounded backoff and fail-over instead of
+- HTTP reward URLs are routed through lead_recipes/grading/remote_reward.py (bounded backoff and fail-over instead of
   OpenRLHF's 5 tries 1 s apart): the URLs move to $LEAD_RECIPES_REWARD_URLS (`Resolved.env`, which the caller
-  exports and lead_recipes.actor_env forwards into the Ray actors).
+  exports and lead_recipes.training.actor_env forwards into the Ray actors).
 - `Resolved.missing` names every flag still required (model, prompt dataset), for one message (exit 2).
 
 What it does not do: parse or validate values (OpenRLHF's parser and lead_recipes.flags do), print, or start anything.
@@ -76,19 +76,20 @@ def flag_values(argv: list[str], name: str) -> list[str] | None:
 
 
 def reward_func_path(name: str = "reward_func.py") -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    """The path of a reward-function file of lead_recipes.grading, as OpenRLHF's --reward.remote_url takes it."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grading", name)
 
 
 def resolve(argv: list[str], parser) -> Resolved:
     """Overlay `argv` on its base recipe and fill in the method's defaults. `parser` is the train command's own
-    parser (its flags are told apart from OpenRLHF's with it). launchers.recipe.RecipeError for a bad base recipe."""
+    parser (its flags are told apart from OpenRLHF's with it). lead_recipes.recipes.recipe.RecipeError for a bad base recipe."""
     ours, _ = parser.parse_known_args(argv)
     user = flag_names(argv)
     method = getattr(ours, "recipe.method")
     name = ours.base_recipe or METHOD_RECIPES.get(method, FALLBACK_RECIPE)
     base: list[str] = []
     if name != NONE:
-        from launchers.recipe import load_recipe
+        from lead_recipes.recipes.recipe import load_recipe
         base = load_recipe(name).train_argv()
         if "--recipe.method" not in user and "--recipe.name" in user:  # the chosen recipe's method then
             method = getattr(parser.parse_known_args(base)[0], "recipe.method")

@@ -3,12 +3,12 @@
 What it does:
 - `run_preflight(args, skip)` runs every check not named in `--preflight.skip` (`add_preflight_flags`) on
   OpenRLHF's validated nested args, cheap ones first, none stopping the others: OpenRLHF version and patched
-  signatures (via lead_recipes.seam), GPUs for the layout (`required_gpus`), flash-attn, prompt/eval data, model,
+  signatures (via lead_recipes.training.openrlhf_plugin), GPUs for the layout (`required_gpus`), flash-attn, prompt/eval data, model,
   the reward function grading a probe, the checkpoint directory, and Ray (started and shut down again). `report(checks)` formats the result, one line per `Check`.
 - `build_missing_data` builds a missing prompt dataset in-process with the recipe's `data.prepare` when its source
   exists; `prepare_hint` names the command (and the missing source) when it cannot.
 
-What it does not do: parse the command line, mask secrets, print, or start training (lead_recipes.train does).
+What it does not do: parse the command line, mask secrets, print, or start training (lead_recipes.training.cli does).
 It never imports OpenRLHF or Ray at module import time: the seam, torch and Ray are imported inside the checks.
 """
 from __future__ import annotations
@@ -110,14 +110,14 @@ _PROBE = ("What is 1 + 1?", "Adding gives two. </think> The answer is $\\boxed{2
 
 
 def _check_reward(urls) -> Check:
-    from lead_recipes.grading import REWARD_LOG_KEYS
+    from lead_recipes.grading.grader import REWARD_LOG_KEYS
     if not urls:
         return Check("reward", False, "--reward.remote_url is unset")
     url = urls[0]
-    # lead_recipes/remote_reward.py forwards to servers: probe each one directly (its retries would wait minutes)
+    # lead_recipes/grading/remote_reward.py forwards to servers: probe each one directly (its retries would wait minutes)
     targets = url
     if os.path.basename(url) == "remote_reward.py":
-        from lead_recipes.remote_reward import URLS_ENV, server_urls
+        from lead_recipes.grading.remote_reward import URLS_ENV, server_urls
         targets = server_urls()
         if not targets:
             return Check("reward", False, f"{url} forwards to the servers in ${URLS_ENV}, which is empty")
@@ -211,7 +211,7 @@ def add_preflight_flags(parser) -> None:
 
 
 def _check_openrlhf() -> Check:
-    from lead_recipes import seam
+    from lead_recipes.training import openrlhf_plugin as seam
     try:
         seam.check_openrlhf()
         return Check("openrlhf", True, f"openrlhf {seam.SUPPORTED_OPENRLHF}, patched signatures match")
@@ -243,7 +243,7 @@ def _dataset_paths(spec: str | None) -> list[str]:
 def _prepare_of(prompt_dataset: str | None, embedded: bool) -> tuple[str, list[str]] | None:
     """(recipe name, its `data.prepare` argv) that builds the prompt data: the embedded default recipe's, else that
     of the first recipe whose prompt dataset is this path."""
-    from launchers.recipe import load_recipe, recipe_names
+    from lead_recipes.recipes.recipe import load_recipe, recipe_names
     wanted = set(_dataset_paths(prompt_dataset))
     for name in [DEFAULT_RECIPE] if embedded else recipe_names():
         try:

@@ -34,10 +34,12 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from lead_recipes.grading import EXTRACTION_POLICIES, REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
-from lead_recipes.reward_func import _is_repetitive, response_text
+from lead_recipes.grading.answers import EXTRACTION_POLICIES
+from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
+from lead_recipes.grading.reward_func import _is_repetitive, response_text
+from lead_recipes.help_format import HelpFormatter
 
-log = logging.getLogger("lead_recipes.server")
+log = logging.getLogger("lead_recipes.grading.server")
 TOKEN_ENV = "LEAD_RECIPES_SERVE_TOKEN"
 
 
@@ -203,7 +205,7 @@ class RewardServer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes serve", description=__doc__.splitlines()[0], allow_abbrev=False)
+    p = argparse.ArgumentParser(prog="lead-recipes serve", formatter_class=HelpFormatter, description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)")
     p.add_argument("--port", type=int, default=5000)
     p.add_argument("--token", default=None, help=f"shared token (default: env {TOKEN_ENV}; none = no auth)")

@@ -23,26 +23,23 @@ in docs/recipes.md. This module does not start anything.
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
 import difflib
 import functools
-import importlib.util
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
-from launchers.layout import (REWARD_PLACEMENTS, RecipeError, check_layout, check_seeded_selection,  # noqa: F401
-                              rollout_steps, unseeded_file)
+from lead_recipes.recipes import RecipeError
+from lead_recipes.recipes.layout import check_layout, check_seeded_selection
+from lead_recipes.recipes.openrlhf_parser import ENTRYPOINTS, openrlhf_parser
 
-RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "launchers" / "recipes"
 TOP_KEYS = ("description", "entrypoint", "extends", "after", "data", "resources", "openrlhf", "recipe")
-ENTRYPOINTS = {"train": "openrlhf.cli.train_ppo_ray", "sft": "openrlhf.cli.train_sft"}
 DATA_KEYS = ("prepare", "notes")
 # Layout of the job. gpus_per_node may be 0 (CPU-only dry runs); reward_placement: where `lead-recipes serve` runs.
 # Slurm: cpus_per_node None = the whole node's CPUs, mem "0" = all its memory; reward_port None = derived from the
@@ -60,30 +57,6 @@ _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)(?::([A-Za-z0-9_.-]+))?\}")
 
 
 # ---------------------------------------------------------------- parsers (the real ones, built once per process)
-@functools.lru_cache(maxsize=None)
-def openrlhf_parser(entrypoint: str = "train") -> argparse.ArgumentParser:
-    """The installed OpenRLHF CLI's own ArgumentParser: the statements of its ``__main__`` block up to
-    ``parse_args()`` (add_argument calls only), compiled from the installed file so flag names, types, choices and
-    defaults are exactly those of the version users run."""
-    module = ENTRYPOINTS[entrypoint]
-    spec = importlib.util.find_spec(module.rsplit(".", 1)[0])
-    if spec is None or not spec.submodule_search_locations:
-        raise RecipeError(f"OpenRLHF is not installed (cannot find {module}); install the `train` extra")
-    path = Path(list(spec.submodule_search_locations)[0]) / (module.rsplit(".", 1)[1] + ".py")
-    tree = ast.parse(path.read_text(), str(path))
-    for node in tree.body:
-        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
-            body = []
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assign) and "parse_args" in ast.unparse(stmt.value):
-                    break
-                body.append(stmt)
-            scope: dict[str, Any] = {"argparse": argparse, "datetime": datetime, "os": os}
-            exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), scope)  # safe: OpenRLHF's own installed source, not model/user text
-            return scope["parser"]
-    raise RecipeError(f"cannot find the argument parser in {path} (OpenRLHF layout changed?)")
-
-
 @functools.lru_cache(maxsize=None)
 def recipe_parser() -> argparse.ArgumentParser:
     """Our --recipe.* flags, defined once in lead_recipes.flags."""
@@ -196,14 +169,12 @@ def placeholders(name: str) -> dict[str, str]:
     """${data}: where `lead-recipes data` writes (LEAD_RECIPES_DATA, default ./data); ${sources}: raw source files
     it reads (LEAD_RECIPES_SOURCES, default ./data/sources); ${run}: this run's directory (LEAD_RECIPES_RUN_DIR,
     default <runs>/<recipe>); ${run:NAME}: recipe NAME's run directory <runs>/NAME, where <runs> is
-    LEAD_RECIPES_RUNS (default ./runs); ${reward_func}: the installed lead_recipes/reward_func.py."""
-    pkg = importlib.util.find_spec("lead_recipes")
-    pkg_dir = Path(list(pkg.submodule_search_locations)[0]) if pkg and pkg.submodule_search_locations else Path(".")
+    LEAD_RECIPES_RUNS (default ./runs); ${reward_func}: the installed lead_recipes/grading/reward_func.py."""
     return {
         "data": os.path.abspath(os.environ.get("LEAD_RECIPES_DATA", "data")),
         "sources": os.path.abspath(os.environ.get("LEAD_RECIPES_SOURCES", os.path.join("data", "sources"))),
         "run": os.path.abspath(os.environ.get("LEAD_RECIPES_RUN_DIR", run_dir_of(name))),
-        "reward_func": str(pkg_dir / "reward_func.py"),
+        "reward_func": str(Path(__file__).resolve().parents[1] / "grading" / "reward_func.py"),
     }
 
 
@@ -345,10 +316,10 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
 
 
 def _check_recipe_semantics(recipe: Recipe) -> None:
-    """Run the methods helper's own validate_recipe on the parsed --recipe.* namespace (lead_recipes.methods)."""
-    from lead_recipes import flags
+    """Validate the recipe's `recipe:` section as `lead-recipes train` would (lead_recipes.methods.config)."""
+    from lead_recipes.flags import recipe_config
     args = recipe_parser().parse_args(_section_argv("--recipe.", recipe.recipe))
     try:
-        flags.validate_recipe(flags.recipe_namespace(args))
+        recipe_config(args)
     except ValueError as exc:
         raise RecipeError(f"{recipe.path}: section 'recipe': {exc}") from None

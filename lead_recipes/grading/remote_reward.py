@@ -2,7 +2,7 @@
 
 Pass its path as `--reward.remote_url <path>/lead_recipes/remote_reward.py` and the server URLs (comma-separated,
 `http://host:port/get_reward[?token=T]`) in $LEAD_RECIPES_REWARD_URLS; `lead-recipes train` does both when it is
-given http URLs, and forwards the variable into the rollout actors (lead_recipes.actor_env).
+given http URLs, and forwards the variable into the rollout actors (lead_recipes.training.actor_env).
 
 Why: OpenRLHF's own HTTP client tries 5 times 1 s apart, then leaves the reward None and the step crashes
 (`zero_pad_sequences`), so a reward server restarting for ~5 s ended a week-long run.
@@ -16,7 +16,7 @@ fail at once (one call per 5 s still tries the servers) until a server answers a
 request is in flight at a time per sample, and a sample's reward is returned once, from the one response that
 arrived. A server that answers 4xx (bad token, bad request) or a malformed response is not retried: the sample goes
 to the other servers, and the refusal is logged once per server at ERROR. When no valid answer
-comes, the samples get reward 0 with `status_error` = 1, never an exception and never None: lead_recipes.guard then
+comes, the samples get reward 0 with `status_error` = 1, never an exception and never None: lead_recipes.training.guard then
 stops the run if that persists. Per-request timeout: $LEAD_RECIPES_REWARD_TIMEOUT_S (default 180, OpenRLHF's).
 $LEAD_RECIPES_SERVE_TOKEN, if set, is also sent as a Bearer token.
 
@@ -35,9 +35,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Sequence
+from typing import Sequence
 
-from lead_recipes.grading import REWARD_LOG_KEYS, Grade, reward_extra_logs
+from lead_recipes.grading.grader import REWARD_LOG_KEYS, Grade, reward_extra_logs
 
 URLS_ENV, WAIT_ENV, TIMEOUT_ENV, TOKEN_ENV = ("LEAD_RECIPES_REWARD_URLS", "LEAD_RECIPES_REWARD_WAIT_S",
                                               "LEAD_RECIPES_REWARD_TIMEOUT_S", "LEAD_RECIPES_SERVE_TOKEN")
@@ -46,7 +46,7 @@ DEFAULT_WAIT_S, DEFAULT_TIMEOUT_S = 600.0, 180.0
 
 PROBE_EVERY_S, PROBE_TIMEOUT_S = 5.0, 30.0  # during a spent outage, one call per 5 s still tries the servers
 
-log = logging.getLogger("lead_recipes.remote_reward")
+log = logging.getLogger("lead_recipes.grading.remote_reward")
 _rotation = itertools.count()
 _rotation_lock = threading.Lock()
 # One outage deadline per process: OpenRLHF calls reward_func once per sample (asyncio.to_thread), so a

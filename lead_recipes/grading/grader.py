@@ -3,12 +3,12 @@
 What it does:
 - `STATUSES`, `Grade`, `REWARD_LOG_KEYS`, `reward_extra_logs` (the reward function's / server's `extra_logs`).
 - `Grader`: extracts the final answer under its extraction policy (`boxed` or `final_answer`, see
-  `lead_recipes.answers.EXTRACTION_POLICIES`; per call too), rewrites answer forms math-verify misreads
-  (`lead_recipes.answer_forms.align_forms`: labelled lists, renamed function variables, inequalities vs intervals,
+  `lead_recipes.grading.answers.EXTRACTION_POLICIES`; per call too), rewrites answer forms math-verify misreads
+  (`lead_recipes.grading.forms.align_forms`: labelled lists, renamed function variables, inequalities vs intervals,
   column vectors vs tuples, degrees-minutes), answers the cheap exact paths
   (`fast_verdict`, `explosive`) and its verdict cache in the caller, and sends the rest to math-verify 0.9.0
   (`verify(gold, pred)` order) in a lazily-created pebble process pool (spawn context, safe inside vLLM / Ray actors
-  and threads) running `lead_recipes.grading_worker`. Every chunk gets a hard pebble timeout that starts when the
+  and threads) running `lead_recipes.grading.worker`. Every chunk gets a hard pebble timeout that starts when the
   chunk starts in the worker (the soft per-item alarm is the worker's); a worker that hangs or dies is killed and
   replaced, and its unfinished items are re-run one by one, so no item is ever lost. Items travel in chunks (one
   pickle round trip for many answers), identical (gold, answer) pairs are graded once, long answers and re-runs go
@@ -17,8 +17,8 @@ What it does:
 Names other modules and tests import from here (`extract_final_answer`, `normalize_answer`, `fast_verdict`,
 `explosive`, `_rational`, `_parse`, `_certainly_unequal`, `_worker_chunk`) are re-exported.
 
-What it does not do: no math-verify or sympy in this process (that is `lead_recipes.grading_worker`), no answer
-parsing of its own (`lead_recipes.answers`); it never passes model text to `eval`, `sympify` or `parse_expr`.
+What it does not do: no math-verify or sympy in this process (that is `lead_recipes.grading.worker`), no answer
+parsing of its own (`lead_recipes.grading.answers`); it never passes model text to `eval`, `sympify` or `parse_expr`.
 """
 from __future__ import annotations
 
@@ -32,11 +32,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lead_recipes.answer_forms import align_forms
-from lead_recipes.answers import (EXTRACTION_ENV, EXTRACTION_POLICIES, MAX_ANSWER_CHARS,  # noqa: F401 - re-exported
-                                  _rational, _to_text, check_extraction, explosive, extract_final_answer,
-                                  fast_verdict, normalize_answer)
-from lead_recipes.grading_worker import _certainly_unequal, _parse, _worker_chunk, _worker_init  # noqa: F401 - tests
+from lead_recipes.grading.forms import align_forms
+from lead_recipes.grading.answers import (EXTRACTION_ENV, MAX_ANSWER_CHARS, _to_text, check_extraction, explosive,
+                                          extract_final_answer, fast_verdict, normalize_answer)
+from lead_recipes.grading.worker import _worker_chunk, _worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
 REWARD_LOG_KEYS = ("correct", "repetitive", "status_correct", "status_wrong", "status_no_answer", "status_timeout",

@@ -1,0 +1,158 @@
+"""What every method shares: `RolloutBatch` in, `MethodOutput` out, the `Method` base class with its checkpoint state, and
+the validation every batch and output passes (bad input is a ValueError naming the prompt, never a NaN later).
+
+It holds no method math (each method is a module of this package) and imports torch: callers that must stay
+torch-free (flags, recipes) import `lead_recipes.methods` or `lead_recipes.methods.config` instead.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from lead_recipes.methods.config import RecipeConfig
+
+
+@dataclass
+class RolloutBatch:
+    """One step's rollouts, grouped by prompt: row q holds the G rollouts of prompt q."""
+    correct: "torch.Tensor"                    # [M, G] bool
+    lengths: "torch.Tensor"                    # [M, G] float32, response tokens incl. EOS (> 0)
+    max_new_tokens: int                        # the rollout cap (LEAD B_max, truncation cap)
+    truncated: "torch.Tensor | None" = None    # [M, G] bool
+    repetitive: "torch.Tensor | None" = None   # [M, G] bool
+
+
+@dataclass
+class MethodOutput:
+    rewards: "torch.Tensor"                    # [M, G] float32, the shaped per-rollout reward
+    advantages: "torch.Tensor"                 # [M, G] float32, per-rollout scalar (broadcast over tokens later)
+    stats: dict[str, float]                    # named, finite; fixed key set per method (Method.STATS_KEYS)
+
+
+class Method:
+    """One method: `step` validates the batch, runs the pure function and advances the controller (if any).
+
+    Subclasses set `name`, `STATS_KEYS` and implement `_step`; stateful ones override `_controller_state` /
+    `_load_controller_state`. Instances are plain picklable objects (no closures, no tensors held between steps).
+    """
+    name: str = ""
+    STATS_KEYS: tuple[str, ...] = ()
+
+    def __init__(self, config: Any = None):
+        self.config = config
+
+    def step(self, batch: RolloutBatch) -> MethodOutput:
+        out = self._step(check_batch(batch))
+        check_output(out, self.STATS_KEYS)
+        return out
+
+    @classmethod
+    def from_config(cls, cfg: RecipeConfig) -> "Method":  # pragma: no cover - abstract
+        """Build from a validated RecipeConfig (the method reads its own section and any it shares)."""
+        raise NotImplementedError
+
+    def _step(self, batch: RolloutBatch) -> MethodOutput:  # pragma: no cover - abstract
+        """The method on a batch already validated by `check_batch` (bool flags, float64 lengths)."""
+        raise NotImplementedError
+
+    # -- checkpoint state: {"method": name, "version": 1, "controller": {...} | None}, JSON-able --
+    def state_dict(self) -> dict:
+        return {"method": self.name, "version": 1, "controller": self._controller_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or state.get("method") != self.name:
+            got = state.get("method") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"recipe state is for method {got!r}, but this run uses --recipe.method {self.name}")
+        if state.get("version") != 1:
+            raise ValueError(f"unsupported recipe state version {state.get('version')!r} (expected 1)")
+        self._load_controller_state(state.get("controller"))
+
+    def _controller_state(self) -> dict | None:
+        return None
+
+    def _load_controller_state(self, state: dict | None) -> None:
+        if state is not None:
+            raise ValueError(f"method {self.name} is stateless but the checkpoint holds controller state")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+
+def _first_bad_row(bad: torch.Tensor) -> int:
+    return int(bad.reshape(bad.shape[0], -1).any(1).nonzero()[0, 0])
+
+
+def _as_bool(name: str, x, shape) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected [M, G] = {tuple(shape)} like `correct`")
+    if x.dtype == torch.bool:
+        return x
+    bad = ~((x == 0) | (x == 1))
+    if bad.any():
+        q = _first_bad_row(bad)
+        raise ValueError(f"prompt {q}: {name} must be boolean (0/1), got {x[q].tolist()}")
+    return x != 0
+
+
+def check_batch(batch: RolloutBatch) -> RolloutBatch:
+    """Validate a batch and return a normalised copy: bool flags, float64 lengths, `truncated` derived from
+    `lengths >= max_new_tokens` when not given. ValueError names the offending prompt index."""
+    if not isinstance(batch, RolloutBatch):
+        raise ValueError(f"expected a RolloutBatch, got {type(batch).__name__}")
+    c = batch.correct
+    if not isinstance(c, torch.Tensor) or c.dim() != 2:
+        raise ValueError(f"correct must be a 2-D [M prompts, G rollouts] tensor, got "
+                         f"{tuple(c.shape) if isinstance(c, torch.Tensor) else type(c).__name__}")
+    m, g = c.shape
+    if m == 0:
+        raise ValueError("the batch has no prompts (M = 0)")
+    if g == 0:
+        raise ValueError("prompt 0: empty group (G = 0 rollouts)")
+    if g == 1:
+        raise ValueError("prompt 0: group of 1 rollout; group-relative advantages need G ≥ 2 per prompt")
+    mnt = batch.max_new_tokens
+    if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt <= 0:
+        raise ValueError(f"max_new_tokens must be a positive int, got {mnt!r}")
+    correct = _as_bool("correct", c, (m, g))
+    lens = batch.lengths
+    if not isinstance(lens, torch.Tensor) or tuple(lens.shape) != (m, g):
+        raise ValueError(f"lengths has shape {tuple(getattr(lens, 'shape', ()))}, expected [M, G] = {(m, g)}")
+    lens = lens.double()
+    lo_t, hi_t = torch.aminmax(lens)
+    lo, hi = float(lo_t), float(hi_t)
+    if not (lo > 0 and hi <= mnt):   # NaN fails both comparisons; diagnose only on failure
+        for bad, what in ((~torch.isfinite(lens), "must be finite"), (lens <= 0, "must be > 0 tokens (EOS included)"),
+                          (lens > mnt, f"exceed max_new_tokens = {mnt}")):
+            if bad.any():
+                q = _first_bad_row(bad)
+                raise ValueError(f"prompt {q}: lengths {what}: {lens[q].tolist()}")
+    if batch.truncated is not None:
+        trunc = _as_bool("truncated", batch.truncated, (m, g))
+    elif hi < mnt:   # lengths ≤ max_new_tokens holds here, so nothing reaches the cap: skip the comparison
+        trunc = torch.zeros((m, g), dtype=torch.bool)
+    else:            # hi == max_new_tokens: comparing with the 0-dim tensor is the same test, ~2× faster
+        trunc = lens >= hi_t
+    rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
+    return RolloutBatch(correct=correct, lengths=lens, max_new_tokens=mnt, truncated=trunc, repetitive=rep)
+
+
+def check_output(out: MethodOutput, keys: tuple[str, ...]) -> None:
+    """NaN/inf never leaves a method: raise naming the prompt (a bug guard; valid input cannot trigger it)."""
+    for name in ("rewards", "advantages"):
+        t = getattr(out, name)
+        # any NaN/inf makes the (float32) sum non-finite; a sum that merely overflowed finds no bad element below
+        if not math.isfinite(float(t.sum())):
+            bad = ~torch.isfinite(t)
+            if bad.any():
+                q = _first_bad_row(bad)
+                raise ValueError(f"prompt {q}: non-finite {name} {t[q].tolist()}")
+    if tuple(out.stats) != keys:
+        raise ValueError(f"stats keys {tuple(out.stats)} differ from the method's fixed set {keys}")
+    bad = [k for k, v in out.stats.items() if not (isinstance(v, float) and math.isfinite(v))]
+    if bad:
+        raise ValueError(f"non-finite or non-float statistics: {bad}")

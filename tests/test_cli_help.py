@@ -1,0 +1,69 @@
+"""Every `lead-recipes` command's --help shows each flag's default, wraps without splitting recipe names at hyphens,
+and `lead-recipes --version` prints the installed version. The parsers are the real ones, caught as each command
+formats its help."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lead_recipes.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _parsers_formatted_by(command: str, argv: list[str], monkeypatch) -> list[argparse.ArgumentParser]:
+    seen = []
+    original = argparse.ArgumentParser.format_help
+
+    def record(self):
+        seen.append(self)
+        return original(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "format_help", record)
+    # `lead-recipes train --help` returns 0; the others exit through argparse
+    with contextlib.nullcontext() if command == "train" else pytest.raises(SystemExit):
+        importlib.import_module(COMMANDS[command][0]).main(argv)
+    return seen
+
+
+HELP_ARGVS = [("train", ["--help"]), ("launch", ["--help"]), ("data", ["build", "--help"]),
+              ("data", ["curriculum", "--help"]), ("grade", ["--help"]), ("serve", ["--help"]),
+              ("replay", ["--help"]), ("eval", ["--help"])]
+
+
+@pytest.mark.parametrize("command,argv", HELP_ARGVS, ids=[" ".join([c, *a]) for c, a in HELP_ARGVS])
+def test_every_flag_with_a_default_shows_it_in_help(command, argv, monkeypatch, capsys):
+    parsers = _parsers_formatted_by(command, argv, monkeypatch)
+    assert parsers, f"lead-recipes {command} {' '.join(argv)} formatted no help"
+    missing = []
+    for parser in parsers:
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or action.default in (None, argparse.SUPPRESS, False):
+                continue
+            if "default" not in (formatter._get_help_string(action) or "").lower():
+                missing.append(f"{parser.prog}: {action.option_strings[0]} (default {action.default!r})")
+    assert missing == []
+
+
+def test_help_never_splits_a_recipe_name_at_a_hyphen(monkeypatch, capsys):
+    from lead_recipes.recipes.recipe import recipe_names
+    monkeypatch.setenv("COLUMNS", "60")    # narrow: plenty of wrapping
+    with pytest.raises(SystemExit):
+        importlib.import_module(COMMANDS["launch"][0]).main(["--help"])
+    words = set(re.findall(r"[\w.-]+", capsys.readouterr().out))
+    assert [n for n in recipe_names() if n not in words] == []
+
+
+def test_version_flag_prints_the_installed_version():
+    out = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "--version"], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout.strip()
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+    assert out == f"lead-recipes {version}"
