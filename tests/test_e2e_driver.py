@@ -39,7 +39,7 @@ def test_method_flags_are_accepted_by_the_recipe_parser(method, tmp_path):
 @pytest.mark.parametrize("profile", ["gpu", "cpu"])
 def test_profile_command_passes_openrlhf_validation(profile, tmp_path, capsys):
     (tmp_path / "model").mkdir()
-    rc = train.main(argv_of(profile, tmp_path) + ["--dry-run"])
+    rc = train.main(argv_of(profile, tmp_path) + ["--run.dry_run_enable"])
     out = capsys.readouterr()
     assert rc == 0, out.err[-3000:]
     assert "--recipe.method lead" in out.out

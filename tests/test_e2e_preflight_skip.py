@@ -40,7 +40,7 @@ def test_unskipped_gpu_check_still_runs_and_fails_on_this_cpu_machine(tmp_path, 
 
 @pytest.mark.parametrize("value", ["gpus", "gpu,nope", ","])
 def test_unknown_check_name_is_a_usage_error_listing_the_checks(value, capsys):
-    rc = train.main(["--preflight.skip", value, "--preflight"])
+    rc = train.main(["--preflight.skip", value, "--preflight.only_enable"])
     err = capsys.readouterr().err
     assert rc == 2
     assert "--preflight.skip" in err and all(name in err for name in preflight.CHECK_NAMES)

@@ -1,6 +1,7 @@
 """`lead-recipes train`: the command line parses into exactly the namespace OpenRLHF's own train_ppo_ray builds
 (plus args.recipe), bad --recipe flags fail before anything heavy starts, OpenRLHF's validation stays in force,
---dry-run resolves the embedded default recipe, and the preflight on this GPU-less machine names the missing GPU."""
+--run.dry_run_enable resolves the embedded default recipe, and the preflight on this GPU-less machine names the
+missing GPU."""
 from __future__ import annotations
 
 import contextlib
@@ -105,13 +106,19 @@ def test_bad_recipe_flags_fail_before_openrlhf_or_ray_is_imported(tmp_path, bad,
 def test_openrlhf_validation_stays_in_force(tmp_path, capsys):
     flags = base_flags(tmp_path)
     flags[flags.index("--rollout.n_samples_per_prompt") + 1] = "1"
-    assert train.main(flags + ["--dry-run"]) == 2
+    assert train.main(flags + ["--run.dry_run_enable"]) == 2
     assert "requires n_samples_per_prompt > 1" in capsys.readouterr().err
 
 
 def test_openrlhf_parser_errors_are_reported(tmp_path, capsys):
-    assert train.main(base_flags(tmp_path) + ["--no.such_flag", "--dry-run"]) == 2
+    assert train.main(base_flags(tmp_path) + ["--no.such_flag", "--run.dry_run_enable"]) == 2
     assert "unrecognized arguments: --no.such_flag" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("old,new", [("--dry-run", "--run.dry_run_enable"), ("--preflight", "--preflight.only_enable")])
+def test_an_old_mode_spelling_is_refused_naming_the_new_flag(old, new, capsys):
+    assert train.main(["--recipe.method", "lead", old]) == 2
+    assert f"{old} is now {new}" in capsys.readouterr().err
 
 
 def test_estimator_with_critic_is_refused_before_start(tmp_path, capsys):
@@ -123,7 +130,7 @@ def test_estimator_with_critic_is_refused_before_start(tmp_path, capsys):
 
 def test_dry_run_prints_resolved_command_and_configuration(tmp_path, capsys):
     import ray
-    assert train.main(base_flags(tmp_path) + ["--recipe.method", "grpo-lead", "--dry-run"]) == 0
+    assert train.main(base_flags(tmp_path) + ["--recipe.method", "grpo-lead", "--run.dry_run_enable"]) == 0
     out = capsys.readouterr().out
     command = out.split("# resolved command\n")[1].split("\n")[0]
     assert command.startswith("lead-recipes train --actor.model_name_or_path some/model")
@@ -136,7 +143,7 @@ def test_dry_run_prints_resolved_command_and_configuration(tmp_path, capsys):
 
 
 def test_no_openrlhf_flags_means_the_embedded_lead_recipe(capsys):
-    assert train.main(["--dry-run", "--recipe.lead.alpha", "0.5"]) == 0
+    assert train.main(["--run.dry_run_enable", "--recipe.lead.alpha", "0.5"]) == 0
     out = capsys.readouterr().out
     config = json.loads(out.split("# configuration after OpenRLHF's validation\n")[1].split("\n# ")[0])
     assert config["actor"]["model_name_or_path"] == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
@@ -165,7 +172,7 @@ def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_q
                                               for r in rows))
     flags = base_flags(tmp_path, model=tiny_qwen2, extra=["--ckpt.path", str(tmp_path / "ckpt"),
                                                           "--ds.attn_implementation", "sdpa"])
-    rc = train.main(flags + ["--preflight"])
+    rc = train.main(flags + ["--preflight.only_enable"])
     captured = capsys.readouterr()
     assert rc == 1
     status = {m.group(2): (m.group(1), m.group(3)) for m in
@@ -178,7 +185,7 @@ def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_q
 
 
 def test_dry_run_of_unrunnable_configuration_prints_it_and_exits_2(tmp_path, capsys):
-    assert train.main(base_flags(tmp_path, extra=["--ckpt.disable_ds"]) + ["--dry-run"]) == 2
+    assert train.main(base_flags(tmp_path, extra=["--ckpt.disable_ds"]) + ["--run.dry_run_enable"]) == 2
     captured = capsys.readouterr()
     assert "# configuration after OpenRLHF's validation" in captured.out
     assert "--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint" in captured.err
@@ -197,7 +204,7 @@ def _config(out: str) -> dict:
 
 def test_the_command_a_user_types_overlays_the_method_reference_recipe(capsys):
     argv = ["--recipe.method", "leash", "--actor.model_name_or_path", "M", "--data.prompt_dataset", "D"]
-    assert train.main(argv + ["--dry-run"]) == 0
+    assert train.main(argv + ["--run.dry_run_enable"]) == 0
     captured = capsys.readouterr()
     config = _config(captured.out)
     assert (config["actor"]["model_name_or_path"], config["data"]["prompt_dataset"]) == ("M", "D")
@@ -208,7 +215,7 @@ def test_the_command_a_user_types_overlays_the_method_reference_recipe(capsys):
 
 
 def test_one_openrlhf_flag_no_longer_drops_the_rest_of_the_recipe(capsys):
-    assert train.main(["--rollout.n_samples_per_prompt", "4", "--dry-run"]) == 0
+    assert train.main(["--rollout.n_samples_per_prompt", "4", "--run.dry_run_enable"]) == 0
     config = _config(capsys.readouterr().out)
     assert config["rollout"]["n_samples_per_prompt"] == 4
     assert config["actor"]["model_name_or_path"] == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
@@ -217,7 +224,7 @@ def test_one_openrlhf_flag_no_longer_drops_the_rest_of_the_recipe(capsys):
 
 def test_without_a_base_recipe_the_method_defaults_are_filled_in_and_printed(capsys):
     argv = ["--recipe.name", "none", "--recipe.method", "leash", "--actor.model_name_or_path", "M",
-            "--data.prompt_dataset", "D", "--dry-run"]
+            "--data.prompt_dataset", "D", "--run.dry_run_enable"]
     assert train.main(argv) == 0
     captured = capsys.readouterr()
     config = _config(captured.out)
@@ -239,7 +246,7 @@ def test_lead_cap_defaults_to_its_b_max():
 
 
 def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_imported():
-    result, err = _run_cli("--recipe.name", "none", "--recipe.method", "leash", "--dry-run")
+    result, err = _run_cli("--recipe.name", "none", "--recipe.method", "leash", "--run.dry_run_enable")
     assert result["rc"] == 2 and result["heavy"] == []
     assert "--actor.model_name_or_path" in err and "--data.prompt_dataset" in err
     assert err.count("error:") == 1
@@ -270,7 +277,7 @@ def test_a_rendered_recipe_command_takes_nothing_from_a_base_recipe():
 
 
 def test_unknown_base_recipe_is_a_usage_error(capsys):
-    assert train.main(["--recipe.name", "no-such-recipe", "--dry-run"]) == 2
+    assert train.main(["--recipe.name", "no-such-recipe", "--run.dry_run_enable"]) == 2
     assert "--recipe.name: unknown recipe 'no-such-recipe'" in capsys.readouterr().err
 
 
@@ -279,7 +286,7 @@ def test_http_reward_urls_are_routed_through_the_forwarding_reward_function(tmp_
     monkeypatch.setenv(REWARD_URLS_ENV, "")  # main() exports the URLs; restored afterwards
     flags = base_flags(tmp_path)
     flags[flags.index("--reward.remote_url") + 1] = "http://a:1/get_reward,http://b:2/get_reward"
-    assert train.main(flags + ["--dry-run"]) == 0
+    assert train.main(flags + ["--run.dry_run_enable"]) == 0
     config = _config(capsys.readouterr().out)
     assert config["reward"]["remote_url"] == [reward_func_path().replace("reward_func", "remote_reward")]
     assert os.environ[REWARD_URLS_ENV] == "http://a:1/get_reward,http://b:2/get_reward"
@@ -373,8 +380,8 @@ def _driver_in_preflight(tmp_path, env):
     (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "1+1?", "label": "2"}) + "\n")
     flags = base_flags(tmp_path, extra=["--ckpt.path", str(tmp_path / "ckpt")])
     flags[flags.index("--reward.remote_url") + 1] = f"http://127.0.0.1:{silent.getsockname()[1]}/get_reward"
-    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "train", *flags, "--preflight"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "train", *flags, "--preflight.only_enable"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready = ""
     while "request a checkpoint" not in ready:  # the handlers are installed when this line is printed
         line = proc.stderr.readline()
@@ -423,7 +430,7 @@ def test_dry_run_masks_reward_url_token_and_wandb_key(tmp_path, capsys, monkeypa
     monkeypatch.setenv("LEAD_RECIPES_REWARD_URLS", "")  # main() exports the URLs; restored afterwards
     flags = base_flags(tmp_path, extra=["--logger.wandb.key", "wandb-secret-key-123"])
     flags[flags.index("--reward.remote_url") + 1] = "http://10.0.0.1:5432/get_reward?token=s3cr3t-t0ken"
-    assert train.main(flags + ["--dry-run"]) == 0
+    assert train.main(flags + ["--run.dry_run_enable"]) == 0
     captured = capsys.readouterr()
     text = captured.out + captured.err
     assert "s3cr3t-t0ken" not in text and "wandb-secret-key-123" not in text
@@ -520,22 +527,22 @@ def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
 
 
 def test_max_len_leaving_no_prompt_room_is_refused_naming_both_flags(capsys):
-    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8000", "--dry-run"]
+    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8000", "--run.dry_run_enable"]
     assert train.main(argv) == 2
     err = capsys.readouterr().err
     assert "--data.max_len 8000" in err and "--rollout.max_new_tokens 8000" in err and "leaves 0 prompt" in err
 
 
 def test_max_len_leaving_little_prompt_room_is_warned_naming_both_flags(capsys):
-    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8100", "--dry-run"]
+    argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8100", "--run.dry_run_enable"]
     assert train.main(argv) == 0
     out = capsys.readouterr().out
     assert "--data.max_len 8100 minus --rollout.max_new_tokens 8000 leaves 100 prompt" in out
 
 
 def test_a_set_reward_clip_range_is_warned_to_have_no_effect(capsys):
-    assert train.main(["--reward.clip_range", "-3", "3", "--dry-run"]) == 0
+    assert train.main(["--reward.clip_range", "-3", "3", "--run.dry_run_enable"]) == 0
     assert "--reward.clip_range -3.0 3.0 has no effect" in capsys.readouterr().out
-    assert train.main(["--dry-run"]) == 0
+    assert train.main(["--run.dry_run_enable"]) == 0
     warned = [line for line in capsys.readouterr().out.splitlines() if line.startswith("# warning")]
     assert not any("clip_range" in line for line in warned)

@@ -1,6 +1,6 @@
 """`lead-recipes train`: OpenRLHF's `train_ppo_ray` with a lead-recipes method in the group step.
 
-    lead-recipes train [train_ppo_ray flags] [--recipe.* flags] [--dry-run | --preflight]
+    lead-recipes train [train_ppo_ray flags] [--recipe.* flags] [--run.dry_run_enable | --preflight.only_enable]
 
 - The flags are exactly OpenRLHF's (parsed and validated by OpenRLHF's own `train_ppo_ray` code) plus `--recipe.*`
   (lead_recipes.flags). Ours are parsed first (allow_abbrev=False, so no abbreviation can swallow an OpenRLHF flag)
@@ -10,10 +10,10 @@
   printed, and missing required flags are named in one message (lead_recipes.training.args).
 - HTTP reward URLs go through lead_recipes/grading/remote_reward.py; the driver's LEAD_RECIPES_* and WANDB_* variables reach
   the Ray actors (lead_recipes.training.actor_env); a run whose grading keeps failing stops (lead_recipes.training.guard, exit 1).
-- `--dry-run` prints the resolved command and configuration (after OpenRLHF's validation) and exits 0.
+- `--run.dry_run_enable` prints the resolved command and configuration (after OpenRLHF's validation) and exits 0.
 - Otherwise the preflight (lead_recipes.training.preflight) checks everything checkable (OpenRLHF version and seams, GPUs,
   flash-attn, data, model, reward function grading a probe, checkpoint directory, Ray) and this module exits 1
-  naming what is missing; `--preflight` stops after it. Only when all pass does training start
+  naming what is missing; `--preflight.only_enable` stops after it. Only when all pass does training start
   (lead_recipes.training.openrlhf_plugin.run_openrlhf). Before it, a real run whose prompt dataset is missing builds it with the
   recipe's `data.prepare` if that command's source file exists (lead_recipes.training.preflight.build_missing_data).
 - Preemption: while it runs, SIGUSR1 (or a first SIGTERM) requests a checkpoint at the next step boundary and a
@@ -40,12 +40,14 @@ from lead_recipes.training.actor_env import forward_env_to_actors
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.renamed_flags import COMMON, renamed_hint
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default
 from lead_recipes.training.args import resolve, reward_func_path
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (DEFAULT_RECIPE, PROG, add_preflight_flags, build_missing_data,
                                              prepare_hint, report, run_preflight)
 
+RENAMED = {"--dry-run": COMMON["--dry-run"], "--preflight": "--preflight.only_enable"}
 _URL_SECRET = re.compile(r"([?&](?:token|key|api_key|apikey|access_token|secret|password)=)[^&\s\"']+", re.I)
 
 
@@ -72,8 +74,9 @@ def _our_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, allow_abbrev=False, add_help=False, formatter_class=HelpFormatter,
                      description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    parser.add_argument("--dry-run", action="store_true", help="print the resolved command and configuration, exit 0")
-    parser.add_argument("--preflight", action="store_true", help="run only the preflight checks (exit 0 if all pass)")
+    run = parser.add_argument_group("run")
+    run.add_argument("--run.dry_run_enable", dest="dry_run", action="store_true",
+                     help="print the resolved command and configuration, exit 0")
     parser.add_argument("--recipe.name", dest="base_recipe", default=None, metavar="NAME|FILE|none",
                         help="base recipe the flags given here overlay (default: the --recipe.method's reference "
                              "recipe, e.g. lead-1.5b; none = OpenRLHF's defaults plus the method's)")
@@ -86,6 +89,9 @@ def parse_command_line(argv: list[str]):
     """Split argv into (our options, recipe namespace, OpenRLHF argv, resolved argv). The user's flags overlay the
     base recipe and the method's implied defaults are filled in (lead_recipes.training.args). Bad --recipe flags and
     missing required flags raise UsageError here, before anything is imported or started."""
+    hint = renamed_hint(argv, RENAMED)
+    if hint:
+        raise UsageError(hint)
     parser = _our_parser()
     ours, rest = parser.parse_known_args(argv)
     resolved = None
@@ -99,7 +105,8 @@ def parse_command_line(argv: list[str]):
     known = [s for a in parser._actions for s in a.option_strings]
     for token in rest:
         flag = token.split("=", 1)[0]
-        if flag.startswith("--recipe.") or flag in ("--dry_run", "--dryrun", "--pre-flight"):
+        if flag.startswith(("--recipe.", "--run.", "--preflight.")) or flag in ("--dry_run", "--dryrun",
+                                                                               "--pre-flight"):
             close = difflib.get_close_matches(flag, known, n=1)
             raise UsageError(f"unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else "")
                              + f"; `{PROG} --help` lists the --recipe.* flags")

@@ -204,10 +204,13 @@ def parse_skip(value: str) -> tuple[str, ...]:
 
 
 def add_preflight_flags(parser) -> None:
-    parser.add_argument("--preflight.skip", dest="preflight_skip", type=parse_skip, default=(),
-                        metavar="CHECK[,CHECK]",
-                        help="preflight checks not to run, e.g. `gpu` when submitting from a login node without "
-                             f"GPUs ({', '.join(CHECK_NAMES)}); each is reported as skipped")
+    group = parser.add_argument_group("preflight")
+    group.add_argument("--preflight.only_enable", dest="preflight", action="store_true",
+                       help="run only the preflight checks (exit 0 if all pass)")
+    group.add_argument("--preflight.skip", dest="preflight_skip", type=parse_skip, default=(),
+                       metavar="CHECK[,CHECK]",
+                       help="preflight checks not to run, e.g. `gpu` when submitting from a login node without "
+                            f"GPUs ({', '.join(CHECK_NAMES)}); each is reported as skipped")
 
 
 def _check_openrlhf() -> Check:
