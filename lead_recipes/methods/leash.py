@@ -14,29 +14,27 @@ import torch
 
 from lead_recipes.methods.controllers import LeashController
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
 from lead_recipes.methods.config import LeashConfig, RecipeConfig
+
+
+def length_excess(lengths: torch.Tensor, target_length: float) -> torch.Tensor:
+    """l / L_t − 1 [M, G]: the constraint term, positive for a rollout longer than the budget L_t."""
+    return lengths / float(target_length) - 1.0
 
 
 def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
           lam: float) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
-    """Shaped rewards and advantages with multiplier `lam`. Returns (rewards, advantages, ĝ, statistics).
-    The fractions are counts / n: max(0, ratio) is nonzero exactly where ratio > 0."""
-    ratio = (lengths / float(target_length)).sub_(1.0)
-    base = as_float(correct).mul_(2.0).sub_(1.0)             # ±1, exactly
-    over = ratio.clamp_min(0.0)
-    n = base.numel()
-    if lam == 0.0:   # λ·max(0, ·) is exactly 0: r'' = r, nothing clipped (λ sits at 0 while lengths are under L_t)
-        r, n_clipped = base, 0
-    else:
-        unclipped = base.sub_(lam * over)
-        r = unclipped.clamp(-1.0, 1.0)
-        n_clipped = int((unclipped < -1.0).count_nonzero())
-    g_hat = float(ratio.mean())
-    return r, group_normalize(r), g_hat, {
+    """r'', A and ĝ_t for multiplier λ_t = `lam`. Returns (rewards r'', advantages, ĝ_t, statistics)."""
+    excess = length_excess(lengths, target_length)
+    r = 2.0 * correct.double() - 1.0                          # +1 if correct else −1
+    unclipped = r - lam * excess.clamp(min=0.0)
+    shaped = unclipped.clamp(-1.0, 1.0)
+    g_hat = float(excess.mean())
+    return shaped, group_normalize(shaped), g_hat, {
         "constraint": g_hat,
-        "over_target_frac": int(over.count_nonzero()) / n,
-        "clipped_frac": n_clipped / n,
+        "over_target_frac": float((excess > 0).double().mean()),
+        "clipped_frac": float((unclipped < -1.0).double().mean()),
     }
 
 

@@ -11,19 +11,17 @@ import math
 import torch
 
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
 from lead_recipes.methods.config import RecipeConfig, ShorterBetterConfig
 
 
 def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
                    cfg: ShorterBetterConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """Returns (rewards, advantages, statistics). Lengths are finite and > 0, so l / 1[correct] is l for a correct
-    rollout and +inf for an incorrect one (a cheap exact mask), and a prompt is solved exactly when its shortest
-    correct length is finite."""
-    cf = as_float(correct)
-    shortest = (lengths / cf).amin(1, keepdim=True)
-    sol = torch.where(shortest < math.inf, shortest, lengths.mean(1, keepdim=True))
-    r = cf.mul_(cfg.alpha).sub_((lengths - sol).abs_().mul_(cfg.beta))   # α·1[correct] − β·|l − SOL|, in place
+    """SOL_q, r and A as in the module docstring. Returns (rewards, advantages, statistics)."""
+    solved = correct.any(1, keepdim=True)
+    shortest_correct = torch.where(correct, lengths, math.inf).amin(1, keepdim=True)
+    sol = torch.where(solved, shortest_correct, lengths.mean(1, keepdim=True))
+    r = cfg.alpha * correct.double() - cfg.beta * (lengths - sol).abs()
     return r, group_normalize(r), {"sol_mean": float(sol.mean())}
 
 
