@@ -12,19 +12,18 @@ from __future__ import annotations
 import torch
 
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize, whiten
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
 from lead_recipes.methods.config import GdpoConfig, LeadConfig, RecipeConfig
 from lead_recipes.methods.grpo import length_channel
 
 
-def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig, lead: LeadConfig,
-         length_sum: float | None = None) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """Returns (rewards, advantages, statistics). `length_sum` = float(lengths.sum()) if the caller has it."""
-    r_c = as_float(correct)
+def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig,
+         lead: LeadConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """A_c, A_l and their whitened static combination. Returns (rewards w_c r_c + w_l r_len, advantages, statistics)."""
+    r_c = correct.double()
     r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
-    a_c, a_l = group_normalize(torch.stack([r_c, r_len]))     # both channels in one pass
-    combined = a_c.mul_(cfg.correct_weight).add_(a_l.mul_(cfg.length_weight))   # in place, same operations
-    adv, w_mean, w_std = whiten(combined, lengths, cfg.whiten, length_sum)
+    a_c, a_l = group_normalize(r_c), group_normalize(r_len)
+    adv, w_mean, w_std = whiten(cfg.correct_weight * a_c + cfg.length_weight * a_l, lengths, cfg.whiten)
     rewards = cfg.correct_weight * r_c + cfg.length_weight * r_len
     return rewards, adv, {"length_reward_mean": float(r_len.mean()), "whiten_mean": w_mean, "whiten_std": w_std}
 
@@ -42,7 +41,5 @@ class GdpoMethod(Method):
         return cls(cfg.gdpo, cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        length_sum = float(b.lengths.sum())
-        r, a, extra = gdpo(b.correct, b.lengths, self.lead.b_max or b.max_new_tokens, self.config, self.lead,
-                           length_sum)
-        return finish(b, r, a, extra, length_sum=length_sum)
+        r, a, extra = gdpo(b.correct, b.lengths, self.lead.b_max or b.max_new_tokens, self.config, self.lead)
+        return finish(b, r, a, extra)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
 from lead_recipes.methods.config import GrpoConfig, LeadConfig, RecipeConfig, ScalarizedConfig
 
 
@@ -18,9 +18,9 @@ def length_channel(kind: str, correct: torch.Tensor, lengths: torch.Tensor, thre
                    b_max: float, lead: LeadConfig) -> torch.Tensor:
     """The length reward r_len [M, G] named by `kind` (see the module docstring)."""
     if kind == "conditioned":
-        return as_float(correct & (lengths <= threshold))
+        return (correct & (lengths <= threshold)).double()
     if kind == "classic":
-        return as_float(lengths <= threshold)
+        return (lengths <= threshold).double()
     if kind == "lead":
         from lead_recipes.methods.lead import efficiency_reward, target_lengths
         return efficiency_reward(lengths, target_lengths(correct, lengths, b_max, lead.aggregator, lead.l_min))
@@ -29,7 +29,7 @@ def length_channel(kind: str, correct: torch.Tensor, lengths: torch.Tensor, thre
 
 def grpo(correct: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain GRPO: rewards = 1[correct], advantages = group-normalised rewards. Returns (rewards, advantages)."""
-    r = as_float(correct)
+    r = correct.double()
     return r, group_normalize(r)
 
 
@@ -37,7 +37,7 @@ def grpo_scalarized(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, 
                     lead: LeadConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Scalarised GRPO. Returns (rewards, advantages, r_len)."""
     r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
-    r = cfg.correct_weight * as_float(correct) + cfg.length_weight * r_len
+    r = cfg.correct_weight * correct.double() + cfg.length_weight * r_len
     return r, group_normalize(r), r_len
 
 
