@@ -22,10 +22,11 @@ import torch
 
 from lead_recipes.methods.controllers import ComposedController, LeadController, LeashController
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize, row_sums01, whiten
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
 from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig, RecipeConfig
 from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight
-from lead_recipes.methods.lead import _psi_statistics, _target_lengths, efficiency_reward
+from lead_recipes.methods.lead import efficiency_reward, psi_statistics, target_lengths
+from lead_recipes.methods.leash import length_excess
 
 PSI_STATS = ("solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l",
              "potential_c", "potential_l", "psi_c", "psi_l", "target_lambda_c", "target_lambda_l", "ema_skipped")
@@ -37,64 +38,55 @@ EXTRA_STATS = PSI_STATS + (
 
 def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
              repetitive: torch.Tensor | None, b_max: float, budget_tokens: float, lam: float, parts: ComposedConfig,
-             lead_cfg: LeadConfig, grpo_lead_cfg: GrpoLeadConfig, psi: LeadController,
-             length_sum: float | None = None) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
+             lead_cfg: LeadConfig, grpo_lead_cfg: GrpoLeadConfig,
+             psi: LeadController) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
     """One composed step on a validated batch with budget multiplier `lam` (λ_t). Advances `psi` when the length
     channel is on (its only side effect). Returns (rewards, advantages, ĝ for the dual update, statistics)."""
-    numel = correct.numel()
     stats = dict.fromkeys(EXTRA_STATS, 0.0)
-    # correctness channel
+    # correctness channel: ok, r_c and the reward of a wrong answer
     if parts.correct_reward == "grpo_lead":
-        r_c, okf, n, _ = accuracy_reward(correct, lengths, truncated, repetitive, grpo_lead_cfg)
-        ok, n, wrong = correct & ~truncated, n.squeeze(1), -1.0
+        ok = correct & ~truncated
+        r_c, r_wrong = accuracy_reward(correct, lengths, truncated, repetitive, grpo_lead_cfg), -1.0
+    elif parts.correct_reward == "signed":
+        ok = correct
+        r_c, r_wrong = 2.0 * correct.double() - 1.0, -1.0
     else:
         ok = correct
-        okf = as_float(ok)
-        n = row_sums01(okf)
-        r_c, wrong = (okf * 2.0 - 1.0, -1.0) if parts.correct_reward == "signed" else (okf, 0.0)
-    n_ok = float(n.sum())
-    # budget: λ_t·max(0, l/L_t − 1), exactly 0 while λ_t = 0 (λ starts there and sits there under budget)
-    penalty, g_hat = None, 0.0
+        r_c, r_wrong = correct.double(), 0.0
+    # budget: p = λ_t · max(0, l/L_t − 1); 0 when the budget is off
+    penalty, g_hat = torch.zeros_like(r_c), 0.0
     if parts.budget == "leash":
-        ratio = (lengths / float(budget_tokens)).sub_(1.0)
-        g_hat = float(ratio.mean())
-        over = ratio.clamp_min_(0.0)
+        excess = length_excess(lengths, budget_tokens)
+        g_hat = float(excess.mean())
+        penalty = lam * excess.clamp(min=0.0)
         stats.update(budget_tokens=float(budget_tokens), constraint=g_hat,
-                     over_target_frac=int(over.count_nonzero()) / numel)
-        if lam != 0.0:
-            penalty = over.mul_(lam)
-            stats["budget_penalty_mean"] = float(penalty.sum()) / numel
+                     over_target_frac=float((excess > 0).double().mean()),
+                     budget_penalty_mean=float(penalty.mean()))
     if parts.length_reward == "lead":
-        n1 = n.clamp_min(1.0)
-        target = _target_lengths(ok, okf, n, n1, lengths, b_max, lead_cfg.aggregator, lead_cfg.l_min)
-        r_l = efficiency_reward(lengths, target)
-        if penalty is not None:
-            r_l = r_l.sub_(penalty)
-            stats["clipped_frac"] = int((r_l < -1.0).count_nonzero()) / numel
-            r_l = r_l.clamp_min_(-1.0)
-        stats.update(_psi_statistics(okf, n, n1, r_l, lead_cfg.alpha))   # the reward the policy is trained on
+        target = target_lengths(ok, lengths, b_max, lead_cfg.aggregator, lead_cfg.l_min)
+        unclipped = efficiency_reward(lengths, target) - penalty
+        r_l = unclipped.clamp(min=-1.0)
+        stats["clipped_frac"] = float((unclipped < -1.0).double().mean())
+        stats.update(psi_statistics(ok, r_l, lead_cfg.alpha))   # on the reward the policy is trained on
         stats.update(psi.update(stats["psi_c"], stats["psi_l"]))
         lam_c, lam_l = psi.lambda_c, psi.lambda_l
-        a_c, a_l = group_normalize(torch.stack([r_c, r_l]))     # both channels in one pass (Eq. 2)
-        adv = a_c.mul_(lam_c).add_(a_l.mul_(lam_l))
-        stats.update(lambda_c=lam_c, lambda_l=lam_l, target_length_mean=float(target.sum()) / target.numel(),
-                     reward_l_mean=float(r_l.sum()) / numel)
-        rewards = r_c * lam_c + r_l * lam_l
+        adv = lam_c * group_normalize(r_c) + lam_l * group_normalize(r_l)
+        rewards = lam_c * r_c + lam_l * r_l
+        stats.update(lambda_c=lam_c, lambda_l=lam_l, target_length_mean=float(target.mean()),
+                     reward_l_mean=float(r_l.mean()))
     else:
-        rewards = r_c
-        if penalty is not None:
-            shaped = r_c - penalty
-            floor = r_c.clamp_max(wrong)
-            stats["clipped_frac"] = int((shaped < floor).count_nonzero()) / numel
-            rewards = torch.maximum(shaped, floor)
-        adv = group_normalize(rewards)                        # reads its input, writes a new tensor
+        unclipped = r_c - penalty
+        floor = r_c.clamp(max=r_wrong)
+        rewards = torch.maximum(unclipped, floor)
+        stats["clipped_frac"] = float((unclipped < floor).double().mean())
+        adv = group_normalize(rewards)
         stats.update(lambda_c=1.0, lambda_l=0.0)
-    stats["reward_c_mean"] = float(r_c.sum()) / numel
+    stats["reward_c_mean"] = float(r_c.mean())
     if parts.difficulty == "grpo_lead":
-        adv = difficulty_reweight(adv, n.unsqueeze(1), grpo_lead_cfg)
-        stats["difficulty_rho_mean"] = n_ok / numel
+        adv = difficulty_reweight(adv, ok.double().mean(1, keepdim=True), grpo_lead_cfg)
+        stats["difficulty_rho_mean"] = float(ok.double().mean())
     if parts.length_reward == "lead":
-        adv, stats["whiten_mean"], stats["whiten_std"] = whiten(adv, lengths, lead_cfg.whiten, length_sum)
+        adv, stats["whiten_mean"], stats["whiten_std"] = whiten(adv, lengths, lead_cfg.whiten)
     return rewards, adv, g_hat, stats
 
 
@@ -125,12 +117,11 @@ class ComposedMethod(Method):
         budget = self.config.budget_tokens or b_max / 2.0
         budget_on = self.config.budget == "leash"
         lam = self.controller.dual.lam if budget_on else 0.0
-        length_sum = float(b.lengths.sum())
         r, a, g_hat, extra = composed(b.correct, b.lengths, b.truncated, b.repetitive, b_max, budget, lam,
-                                      self.config, self.lead, self.grpo_lead, self.controller.psi, length_sum)
+                                      self.config, self.lead, self.grpo_lead, self.controller.psi)
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.dual.update(g_hat) if budget_on else lam
-        return finish(b, r, a, extra, length_sum=length_sum)
+        return finish(b, r, a, extra)
 
     def _controller_state(self) -> dict:
         return self.controller.state_dict()

@@ -15,8 +15,7 @@ from __future__ import annotations
 import torch
 
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import (BASE_STATS, GROUP_EPS, as_float, finish, group_normalize,
-                                         row_sums01)
+from lead_recipes.methods.common import BASE_STATS, GROUP_EPS, finish, group_normalize
 from lead_recipes.methods.config import GrpoLeadConfig, RecipeConfig
 
 
@@ -27,67 +26,53 @@ def difficulty_weight(rho: torch.Tensor | float, cfg: GrpoLeadConfig):
 
 
 def accuracy_reward(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
-                    repetitive: torch.Tensor | None, cfg: GrpoLeadConfig
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
-    """The length-dependent accuracy reward R [M, G] (exp(−α z) if correct, −1 otherwise, with the options).
-    Returns (R, cf = 1[correct ∧ ¬truncated] as float64, n = cf row sums [M, 1], repetition-penalised count).
-    Masks are float 0/1 and selections are blends (x + m·(y − x)): torch.where on bool masks costs ~5× more
-    here (bench_methods.py)."""
-    c = correct & ~truncated
-    g = c.shape[1]
-    cf = as_float(c)
-    n = row_sums01(cf).unsqueeze(1)
-    mu = (lengths * cf).sum(1, keepdim=True) / n.clamp_min(1.0)
-    dev = (lengths - mu).mul_(cf)      # 0 for incorrect rollouts, so exp() below never overflows (|z| ≤ √(n−1))
-    # dev² is already 0 off the correct rollouts, and the sum is exactly 0 with < 2 correct (σ := 0)
-    sigma = ((dev * dev).sum(1, keepdim=True) / (n - 1.0).clamp_min_(1.0)).sqrt_()
+                    repetitive: torch.Tensor | None, cfg: GrpoLeadConfig) -> torch.Tensor:
+    """R [M, G]: exp(−α z) for a correct rollout, −1 otherwise, with the reference-code options and the
+    repetition penalty (module docstring)."""
+    ok = correct & ~truncated
+    n_ok = ok.sum(1, keepdim=True)
+    mu = torch.where(ok, lengths, 0.0).sum(1, keepdim=True) / n_ok.clamp(min=1)
+    dev = torch.where(ok, lengths - mu, 0.0)        # 0 off the correct rollouts: their z is 0, exp(−α z) finite
+    sigma = torch.where(n_ok >= 2, (dev.square().sum(1, keepdim=True) / (n_ok - 1).clamp(min=1)).sqrt(), 0.0)
     if cfg.ref_code_sigma_one_enable:
-        sigma = sigma + (n < 2).to(torch.float64)
-    shaped = (-cfg.alpha * dev).div_(sigma + GROUP_EPS).exp_()
-    if cfg.ref_code_length_gate_enable:
-        shortest3 = lengths.topk(min(3, g), dim=1, largest=False).values.mean(1, keepdim=True)
-        shaped = 1 + (shortest3 > cfg.ref_code_length_gate_tokens) * (shaped - 1)
-    r = shaped.add_(1.0).mul_(cf).sub_(1.0)          # exp(−α z) if correct else −1
+        sigma = torch.where(n_ok >= 2, sigma, 1.0)
+    shaped = torch.exp(-cfg.alpha * dev / (sigma + GROUP_EPS))
+    if cfg.ref_code_length_gate_enable:   # length shaping only when the 3 shortest responses average above the gate
+        shortest3 = lengths.topk(min(3, lengths.shape[1]), dim=1, largest=False).values.mean(1, keepdim=True)
+        shaped = torch.where(shortest3 > cfg.ref_code_length_gate_tokens, shaped, 1.0)
+    r = torch.where(ok, shaped, -1.0)
     if cfg.ref_code_truncated_zero_enable:
-        r = r * (~truncated)                         # truncated rollouts are never in c: −1 → 0
-    penalised_sum = 0.0
+        r = torch.where(truncated, 0.0, r)
     if cfg.repetition_penalty_enable:
         if repetitive is None:
             raise ValueError("--recipe.grpo_lead.repetition_penalty_enable needs per-rollout repetition flags "
                              "(RolloutBatch.repetitive, from lead_recipes.grading.repetition.is_repetitive)")
-        penalised = as_float(repetitive & ~c)
-        r = r + penalised * (cfg.repetition_reward - r)
-        penalised_sum = float(penalised.sum())
-    return r, cf, n, penalised_sum
+        r = torch.where(repetitive & ~ok, cfg.repetition_reward, r)
+    return r
 
 
-def difficulty_reweight(a: torch.Tensor, n: torch.Tensor, cfg: GrpoLeadConfig) -> torch.Tensor:
-    """A' = Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ), ρ = n / G (n = correct count per row, [M, 1]). Updates `a` in place
-    and returns it."""
-    rho = n / float(a.shape[1])
-    w = difficulty_weight(torch.cat([rho, torch.rsub(rho, 1.0)], 1), cfg)     # [M, 2]: w(ρ), w(1 − ρ)
-    w_neg = w[:, 1:]
-    positive = a.sign().clamp_min_(0.0)                   # 1[Ã > 0] as float (a compare → bool costs more)
-    return a.mul_(positive.mul_(w[:, :1] - w_neg).add_(w_neg))   # Ã·(w(1−ρ) + 1[Ã > 0]·(w(ρ) − w(1−ρ)))
+def difficulty_reweight(a: torch.Tensor, rho: torch.Tensor, cfg: GrpoLeadConfig) -> torch.Tensor:
+    """A' = Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ), with ρ [M, 1] the fraction of each prompt's rollouts counted correct."""
+    return torch.where(a > 0, a * difficulty_weight(rho, cfg), a * difficulty_weight(1 - rho, cfg))
 
 
 def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
               repetitive: torch.Tensor | None, cfg: GrpoLeadConfig) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Returns (rewards, advantages, statistics) for a validated batch."""
-    r, cf, n, penalised_sum = accuracy_reward(correct, lengths, truncated, repetitive, cfg)
-    g = cf.shape[1]
-    adv = difficulty_reweight(group_normalize(r), n, cfg)
-    n_rejected = 0.0
-    if cfg.ref_code_rejection_enable:
-        rejected = ((r > 0).sum(1, keepdim=True) == 0) | ((r == 1).sum(1, keepdim=True) == g)
-        adv = adv * (~rejected)
-        n_rejected = float(rejected.sum())
-    n_correct, numel = float(n.sum()), cf.numel()
+    """Returns (rewards R, advantages A', statistics) for a validated batch."""
+    r = accuracy_reward(correct, lengths, truncated, repetitive, cfg)
+    ok = correct & ~truncated
+    rho = ok.double().mean(1, keepdim=True)
+    adv = difficulty_reweight(group_normalize(r), rho, cfg)
+    rejected = torch.zeros_like(rho, dtype=torch.bool)
+    if cfg.ref_code_rejection_enable:   # no rollout with a positive reward, or every reward exactly 1
+        rejected = ~(r > 0).any(1, keepdim=True) | (r == 1).all(1, keepdim=True)
+        adv = torch.where(rejected, 0.0, adv)
+    penalised = repetitive & ~ok if cfg.repetition_penalty_enable else torch.zeros_like(ok)
     return r, adv, {
-        "correct_reward_mean": float((r * cf).sum()) / n_correct if n_correct else 0.0,
-        "difficulty_rho_mean": n_correct / numel,
-        "repetition_penalised_frac": penalised_sum / numel,
-        "rejected_groups": n_rejected,
+        "correct_reward_mean": float(r[ok].mean()) if ok.any() else 0.0,
+        "difficulty_rho_mean": float(ok.double().mean()),
+        "repetition_penalised_frac": float(penalised.double().mean()),
+        "rejected_groups": float(rejected.sum()),
     }
 
 

@@ -20,7 +20,7 @@ import torch
 
 from lead_recipes.methods.controllers import PSI_EPS, LeadController
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
-from lead_recipes.methods.common import BASE_STATS, as_float, finish, group_normalize, row_sums01, whiten
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
 from lead_recipes.methods.config import LeadConfig, RecipeConfig
 
 CV_EPS = 1e-8
@@ -29,67 +29,50 @@ LTV_EPS = 1e-8
 
 def target_lengths(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, aggregator: str,
                    l_min: float) -> torch.Tensor:
-    """L*_q [M] (Eq. 8): clamp(raw, L_min, B_max) = max(min(raw, B_max), L_min), as the reference code."""
-    cf = as_float(correct)
-    n = row_sums01(cf)
-    return _target_lengths(correct, cf, n, n.clamp_min(1.0), lengths, b_max, aggregator, l_min)
-
-
-def _target_lengths(correct, cf, n, n1, lengths, b_max, aggregator, l_min) -> torch.Tensor:
-    """target_lengths given cf = 1[correct] as float64, n = cf.sum(1) and n1 = max(n, 1)."""
+    """L*_q [M] (Eq. 8). The clamp is max(min(agg, B_max), L_min), as the reference code (L_min wins if > B_max)."""
     b_max, l_min = float(b_max), float(l_min)
     if aggregator == "mean_all":
-        raw = lengths.sum(1) / lengths.shape[1]
-    elif aggregator == "mean_correct":   # sentinel B_max when nothing is correct
-        raw = ((lengths * cf).sum(1) / n1).masked_fill_(n == 0, b_max)
+        agg = lengths.mean(1)
     else:
-        if aggregator == "min_correct":
-            raw = torch.where(correct, lengths, math.inf).amin(1)
-        elif aggregator == "median_correct":
-            srt = torch.where(correct, lengths, math.inf).sort(1).values
-            k = n.long()
-            lo = ((k - 1).clamp(min=0) // 2).unsqueeze(1)
-            hi = (k // 2).clamp(max=lengths.shape[1] - 1).unsqueeze(1)
-            raw = (srt.gather(1, lo) + srt.gather(1, hi)).squeeze(1) / 2
+        n_correct = correct.sum(1)
+        if aggregator == "mean_correct":
+            agg = torch.where(correct, lengths, 0.0).sum(1) / n_correct.clamp(min=1)
+        elif aggregator == "min_correct":
+            agg = torch.where(correct, lengths, math.inf).amin(1)
+        elif aggregator == "median_correct":   # the mean of the two middle values for an even count
+            agg = torch.where(correct, lengths, math.nan).nanquantile(0.5, dim=1)
         else:
             raise ValueError(f"--recipe.lead.aggregator: unknown aggregator {aggregator!r}")
-        raw = torch.where(n > 0, raw, b_max)
-    if l_min <= b_max:   # then min(max(x, L_min), B_max) = max(min(x, B_max), L_min): one op
-        return raw.clamp(l_min, b_max)
-    return raw.clamp(max=b_max).clamp(min=l_min)
+        agg = torch.where(n_correct > 0, agg, b_max)
+    return agg.clamp(max=b_max).clamp(min=l_min)
 
 
 def efficiency_reward(lengths: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """r_l [M, G] (Eq. 9, `max_sym`): peaks at 1 when l = L*, l/L* below it, clipped at −1 above 3 L*."""
+    """r_l [M, G] (Eq. 9, `max_sym`): l/L* up to L*, 2 − l/L* above it, clipped at −1 from l = 3 L* on."""
     t = target.unsqueeze(1)
-    return torch.rsub((lengths - t).abs_().div_(t), 1.0).clamp_min_(-1.0)
+    return (1.0 - (lengths - t).abs() / t).clamp(min=-1.0)
 
 
 def psi_statistics(correct: torch.Tensor, r_l: torch.Tensor, alpha: float) -> dict[str, float]:
-    """Eqs. 4–6 on the raw rewards (not the advantages). Returns the named scalars, Ψ_c and Ψ_l included."""
-    cf = as_float(correct)
-    n = row_sums01(cf)
-    return _psi_statistics(cf, n, n.clamp_min(1.0), r_l, alpha)
-
-
-def _psi_statistics(cf, n, n1, r_l, alpha) -> dict[str, float]:
-    """psi_statistics given cf = 1[correct] as float64, n = cf.sum(1) and n1 = max(n, 1). μ_l,q and v_l,q are
-    exactly 0 for unsolved prompts (every term is masked by cf), so sums over solved prompts need no mask."""
-    m, g = cf.shape
-    mu_qc = n / float(g)
-    mu_ql = (r_l * cf).sum(1) / n1
-    v_ql = (r_l - mu_ql.unsqueeze(1)).square_().mul_(cf).sum(1) / n1
-    # one stacked reduction; popvar of a {0,1} row is μ(1 − μ); between-prompt variance as E[μ_q²] − μ² (≥ 0)
-    s = torch.stack([mu_qc, mu_qc * torch.rsub(mu_qc, 1.0), mu_qc.square(), mu_ql, v_ql, mu_ql.square()]).sum(1)
-    s = s.tolist()
-    mu_c = s[0] / m
-    sigma_c = math.sqrt(s[1] / m + max(s[2] / m - mu_c * mu_c, 0.0) + LTV_EPS)
-    n_solved = int(n.count_nonzero())
+    """Eqs. 4–6 on the raw rewards r_c = 1[correct] and r_l (not on the advantages). Returns the named scalars,
+    Ψ_c and Ψ_l included."""
+    r_c = correct.double()
+    # correctness: every rollout of every prompt; σ_c² = E_q[Var_j r_c] + Var_q[E_j r_c]
+    mu_qc = r_c.mean(1)
+    mu_c = float(mu_qc.mean())
+    sigma_c = math.sqrt(float(r_c.var(1, correction=0).mean() + mu_qc.var(correction=0)) + LTV_EPS)
+    # efficiency: the correct rollouts of each solved prompt, each solved prompt weighted equally
+    solved = correct.any(1)
+    n_correct = correct.sum(1, keepdim=True).clamp(min=1)
+    mu_ql = torch.where(correct, r_l, 0.0).sum(1, keepdim=True) / n_correct
+    v_ql = torch.where(correct, (r_l - mu_ql).square(), 0.0).sum(1, keepdim=True) / n_correct
+    mu_ql, v_ql = mu_ql.squeeze(1)[solved], v_ql.squeeze(1)[solved]
+    n_solved = int(solved.sum())
     if n_solved == 0:
         mu_l = sigma_l = 0.0
-    else:  # efficiency: correct rollouts of solved prompts only, each solved prompt weighted equally
-        mu_l = s[3] / n_solved
-        sigma_l = math.sqrt(s[4] / n_solved + max(s[5] / n_solved - mu_l * mu_l, 0.0) + LTV_EPS)
+    else:
+        mu_l = float(mu_ql.mean())
+        sigma_l = math.sqrt(float(v_ql.mean() + mu_ql.var(correction=0)) + LTV_EPS)
     cv_c = sigma_c / (abs(mu_c) + CV_EPS)
     cv_l = sigma_l / (abs(mu_l) + CV_EPS)
     cvt_c = cv_c / (cv_c + cv_l + PSI_EPS)
@@ -102,27 +85,21 @@ def _psi_statistics(cf, n, n1, r_l, alpha) -> dict[str, float]:
 
 
 def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadConfig,
-         controller: LeadController, length_sum: float | None = None
-         ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """One LEAD step on a validated batch. Advances `controller` (its only side effect). `length_sum` =
-    float(lengths.sum()) if the caller has it. Returns (rewards λ_c r_c + λ_l r_l, advantages, statistics)."""
-    r_c = as_float(correct)
-    n = row_sums01(r_c)
-    n1 = n.clamp_min(1.0)
-    target = _target_lengths(correct, r_c, n, n1, lengths, b_max, cfg.aggregator, cfg.l_min)
+         controller: LeadController) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """One LEAD step on a validated batch. Advances `controller` (its only side effect).
+    Returns (rewards λ_c r_c + λ_l r_l, advantages, statistics)."""
+    r_c = correct.double()
+    target = target_lengths(correct, lengths, b_max, cfg.aggregator, cfg.l_min)
     r_l = efficiency_reward(lengths, target)
-    stats = _psi_statistics(r_c, n, n1, r_l, cfg.alpha)
+    stats = psi_statistics(correct, r_l, cfg.alpha)
     stats.update(controller.update(stats["psi_c"], stats["psi_l"]))
     lam_c, lam_l = controller.lambda_c, controller.lambda_l
-    a_c, a_l = group_normalize(torch.stack([r_c, r_l]))     # both channels in one pass (Eq. 2)
-    combined = a_c.mul_(lam_c).add_(a_l.mul_(lam_l))    # λ_c A^c + λ_l A^l, in place
-    adv, w_mean, w_std = whiten(combined, lengths, cfg.whiten, length_sum)
-    numel = r_c.numel()   # means as sum / count, which is what Tensor.mean computes
+    a_c, a_l = group_normalize(r_c), group_normalize(r_l)
+    adv, w_mean, w_std = whiten(lam_c * a_c + lam_l * a_l, lengths, cfg.whiten)
     stats.update({"ema_w_c": controller.w_c, "ema_w_l": controller.w_l, "lambda_c": lam_c, "lambda_l": lam_l,
-                  "target_length_mean": float(target.sum()) / target.numel(),
-                  "reward_c_mean": float(n.sum()) / numel, "reward_l_mean": float(r_l.sum()) / numel,
-                  "whiten_mean": w_mean, "whiten_std": w_std})
-    return r_c.mul_(lam_c).add_(r_l.mul_(lam_l)), adv, stats     # λ_c r_c + λ_l r_l (r_c, r_l are done)
+                  "target_length_mean": float(target.mean()), "reward_c_mean": float(r_c.mean()),
+                  "reward_l_mean": float(r_l.mean()), "whiten_mean": w_mean, "whiten_std": w_std})
+    return lam_c * r_c + lam_l * r_l, adv, stats
 
 
 class LeadMethod(Method):
@@ -144,10 +121,9 @@ class LeadMethod(Method):
         return cls(cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        length_sum = float(b.lengths.sum())
         r, a, extra = lead(b.correct, b.lengths, self.config.b_max or b.max_new_tokens, self.config,
-                           self.controller, length_sum)
-        return finish(b, r, a, extra, length_sum=length_sum)
+                           self.controller)
+        return finish(b, r, a, extra)
 
     def _controller_state(self) -> dict:
         return self.controller.state_dict()
