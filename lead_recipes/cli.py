@@ -8,8 +8,8 @@ import sys
 
 # subcommand -> (module exposing main(argv), one-line description)
 COMMANDS = {
-    "train": ("lead_recipes.training.cli", "train on OpenRLHF (train_ppo_ray flags + --recipe.*); preflight, --dry-run"),
-    "launch": ("lead_recipes.recipes.launch", "render a YAML recipe to a train command: --local, --ray-address, --slurm"),
+    "train": ("lead_recipes.training.cli", "train on OpenRLHF (train_ppo_ray flags + --recipe.*); a dry run, a preflight"),
+    "launch": ("lead_recipes.recipes.launch", "render a YAML recipe to a train command: --launch.target local|ray|slurm"),
     "data": ("lead_recipes.data", "build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula"),
     "grade": ("lead_recipes.grading.cli", "grade a JSONL of responses or extracted answers"),
     "serve": ("lead_recipes.grading.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),

@@ -196,12 +196,12 @@ def train_log(run_dir: Path, job: str, run: int = 0) -> str:
     return path.read_text() if path.exists() else ""
 
 
-# ---------------------------------------------------------------- through `lead-recipes launch --slurm`
+# ---------------------------------------------------------- through `lead-recipes launch --launch.target slurm`
 def submit(slurm, run_dir: Path, *extra: str) -> str:
     env = {**slurm.env, "LEAD_RECIPES_RUN_DIR": str(run_dir), "LEAD_RECIPES_DATA": str(run_dir / "data")}
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--slurm",
-                           "--gpus-per-node", "0", "--train-mode", "dry-run", *extra], capture_output=True,
-                          text=True, env=env, cwd=run_dir.parent, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target",
+                           "slurm", "--slurm.gpus_per_node", "0", "--launch.train_mode", "dry_run", *extra],
+                          capture_output=True, text=True, env=env, cwd=run_dir.parent, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return (run_dir / "slurm" / "last_job_id").read_text().strip()
 

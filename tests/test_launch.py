@@ -1,5 +1,5 @@
 """`lead-recipes launch`: the rendered train / sbatch / ray-job commands, overrides, refusal on a broken recipe or
-a missing dataset, a real `--local` run and a real `ray job submit` to a Ray head started here, both with the
+a missing dataset, a real target-local run and a real `ray job submit` to a Ray head started here, both with the
 training step in dry-run mode. (Submission to real Slurm is in test_slurm.py.)"""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def isolated_dirs(tmp_path, monkeypatch):
 
 
 def test_dry_run_prints_the_train_command_of_the_recipe_with_overrides(capsys, tmp_path):
-    assert launch.main(["lead-1.5b", "--dry-run", "--set", "recipe.lead.aggregator=min_correct"]) == 0
+    assert launch.main(["lead-1.5b", "--run.dry_run_enable", "--set", "recipe.lead.aggregator=min_correct"]) == 0
     cmd = section(capsys.readouterr().out, "command")
     assert cmd == load_recipe("lead-1.5b", ["recipe.lead.aggregator=min_correct"]).command()
     assert cmd[cmd.index("--recipe.lead.aggregator") + 1] == "min_correct"
@@ -40,9 +40,10 @@ def test_dry_run_prints_the_train_command_of_the_recipe_with_overrides(capsys, t
 
 
 def test_slurm_render_takes_resources_from_the_recipe_and_flags_override_them(capsys, tmp_path):
-    assert launch.main(["lead-1.5b", "--slurm", "--dry-run", "--nodes", "2", "--partition", "gpu", "--account",
-                        "acc", "--time", "01:00:00", "--set", "actor.num_nodes=2", "--set", "ref.num_nodes=2",
-                        "--set", "vllm.num_engines=8", "--set", "resources.nodes=2"]) == 0
+    assert launch.main(["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--slurm.nodes", "2",
+                        "--slurm.partition", "gpu", "--slurm.account", "acc", "--slurm.time", "01:00:00",
+                        "--set", "actor.num_nodes=2", "--set", "ref.num_nodes=2", "--set", "vllm.num_engines=8",
+                        "--set", "resources.nodes=2"]) == 0
     sub = section(capsys.readouterr().out, "submit")
     head, cmd = sub[:sub.index("--")], sub[sub.index("--") + 1:]
     for opt in ("--nodes=2", "--partition=gpu", "--account=acc", "--time=01:00:00", "--gpus-per-node=4",
@@ -56,7 +57,8 @@ def test_slurm_render_takes_resources_from_the_recipe_and_flags_override_them(ca
 
 def test_requeue_false_overrides_the_script_header_and_still_checkpoints_before_the_limit(capsys):
     # slurm/train.sbatch says `#SBATCH --requeue`: leaving the flag out would requeue anyway
-    assert launch.main(["lead-1.5b", "--slurm", "--dry-run", "--set", "resources.requeue=false"]) == 0
+    assert launch.main(["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--set",
+                        "resources.requeue=false"]) == 0
     sub = section(capsys.readouterr().out, "submit")
     head = sub[:sub.index(str(launch.SBATCH_SCRIPT))]
     assert "--no-requeue" in head and "--requeue" not in head and "--signal=B:USR1@600" in head
@@ -64,40 +66,60 @@ def test_requeue_false_overrides_the_script_header_and_still_checkpoints_before_
 
 
 def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(capsys):
-    assert launch.main(["lead-1.5b", "--slurm", "--dry-run", "--gpus-per-node", "0", "--train-mode", "dry-run"]) == 0
+    assert launch.main(["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--slurm.gpus_per_node", "0",
+                        "--launch.train_mode", "dry_run"]) == 0
     sub = section(capsys.readouterr().out, "submit")
     assert not [a for a in sub if a.startswith("--gpus-per-node=")]
-    assert sub[sub.index("--train-mode") + 1] == "dry-run" and "--dry-run" not in sub
+    # the script's own option spells the mode with a hyphen; it appends the train flag itself
+    assert sub[sub.index("--train-mode") + 1] == "dry-run" and "--run.dry_run_enable" not in sub
 
 
 def test_ray_address_renders_a_ray_job_submission(capsys):
-    assert launch.main(["leash-1.5b", "--ray-address", "http://10.0.0.1:8265", "--dry-run", "--no-wait"]) == 0
+    assert launch.main(["leash-1.5b", "--launch.target", "ray", "--ray.address", "http://10.0.0.1:8265",
+                        "--run.dry_run_enable", "--ray.no_wait_enable"]) == 0
     sub = section(capsys.readouterr().out, "submit")
     assert sub[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.1:8265"] and "--no-wait" in sub
     assert sub[sub.index("--") + 1:] == load_recipe("leash-1.5b").command()
 
 
+@pytest.mark.parametrize("old,new", [("--dry-run", "--run.dry_run_enable"), ("--ray-address", "--ray.address"),
+                                     ("--slurm", "--launch.target slurm"), ("--no-wait", "--ray.no_wait_enable")])
+def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        launch.main(["lead-1.5b", old])
+    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--launch.target", "ray"], ["--ray.address", "http://10.0.0.1:8265"],
+                                  ["--launch.target", "slurm", "--ray.address", "http://10.0.0.1:8265"]])
+def test_target_ray_and_a_ray_address_come_only_together(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        launch.main(["lead-1.5b", "--run.dry_run_enable", *argv])
+    assert exit_.value.code == 2 and "--launch.target ray and --ray.address ADDR go together" in capsys.readouterr().err
+
+
 def test_sft_recipe_renders_a_deepspeed_train_sft_command(capsys):
-    assert launch.main(["grpo-lead-14b-sft", "--dry-run"]) == 0
+    assert launch.main(["grpo-lead-14b-sft", "--run.dry_run_enable"]) == 0
     assert section(capsys.readouterr().out, "command")[:3] == ["deepspeed", "--module", "openrlhf.cli.train_sft"]
 
 
 def test_broken_override_exits_2_naming_the_key(capsys):
-    assert launch.main(["lead-1.5b", "--dry-run", "--set", "actor.adam.lrate=1"]) == 2
+    assert launch.main(["lead-1.5b", "--run.dry_run_enable", "--set", "actor.adam.lrate=1"]) == 2
     assert "'actor.adam.lrate'" in capsys.readouterr().err
 
 
 def test_missing_dataset_refuses_to_run_and_prints_the_data_command(capsys, tmp_path):
-    assert launch.main(["lead-1.5b", "--local"]) == 2
+    assert launch.main(["lead-1.5b", "--launch.target", "local"]) == 2
     err = capsys.readouterr().err
-    assert str(tmp_path / "data" / "math_l35_lead.jsonl") in err and "lead-recipes data build --preset math-l35" in err
+    assert str(tmp_path / "data" / "math_l35_lead.jsonl") in err
+    assert "lead-recipes data build --preset math-l35" in err
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_local_launch_runs_the_real_train_command_in_dry_run_mode(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--local",
-                           "--train-mode", "dry-run"], capture_output=True, text=True, timeout=280)
+    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target",
+                           "local", "--launch.train_mode", "dry_run"], capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert '"method": "lead"' in proc.stdout and "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" in proc.stdout
     assert (tmp_path / "run" / "launch.json").exists()
@@ -149,9 +171,10 @@ def ray_head():
 def test_ray_address_submits_a_real_ray_job_that_runs_the_train_command(ray_head, tmp_path):
     address, env, _ = ray_head
     env = {**env, "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run"), "LEAD_RECIPES_DATA": str(tmp_path / "data")}
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--ray-address", address,
-                           "--train-mode", "dry-run"], capture_output=True, text=True, env=env, timeout=280)
+    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target", "ray",
+                           "--ray.address", address, "--launch.train_mode", "dry_run"], capture_output=True, text=True,
+                          env=env, timeout=280)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "succeeded" in out and '"method": "lead"' in out    # the job ran `lead-recipes train --dry-run`
+    assert "succeeded" in out and '"method": "lead"' in out    # the job ran `lead-recipes train --run.dry_run_enable`
     assert (tmp_path / "run" / "launch.json").exists()

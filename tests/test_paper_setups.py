@@ -264,7 +264,8 @@ def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dir
         f'printf "%s\\n" "$*" >> "{log}"\necho "$n;cluster"\n')
     (bin_dir / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    assert launch.main(["grpo-lead-14b-stage2b", "--chain", "--slurm", "--no-data-check", "--partition", "p"]) == 0
+    assert launch.main(["grpo-lead-14b-stage2b", "--launch.chain_enable", "--launch.target", "slurm",
+                        "--launch.skip_data_check_enable", "--slurm.partition", "p"]) == 0
     jobs = log.read_text().splitlines()
     names = [j.split("--job-name=")[1].split()[0] for j in jobs]
     assert names == [n + s for n in CHAIN for s in ("-data", "")]          # every stage's data is missing here
@@ -284,7 +285,8 @@ def test_local_chain_runs_steps_in_order_and_stops_at_the_first_failure(chain_di
         calls.append(cmd)
         return 3 if len(calls) == 4 else 0      # the stage-1 training step fails
     monkeypatch.setattr(chain.subprocess, "call", fake_call)
-    assert launch.main(["grpo-lead-14b-stage2b", "--chain", "--local", "--no-data-check"]) == 3
+    assert launch.main(["grpo-lead-14b-stage2b", "--launch.chain_enable", "--launch.target", "local",
+                        "--launch.skip_data_check_enable"]) == 3
     kinds = [("data" if c[1] == "data" else "train") for c in calls]
     assert kinds == ["data", "train", "data", "train"]
     assert "openrlhf.cli.train_sft" in calls[1] and calls[3][calls[3].index("--actor.model_name_or_path") + 1] \
@@ -293,7 +295,7 @@ def test_local_chain_runs_steps_in_order_and_stops_at_the_first_failure(chain_di
 
 def test_chain_refuses_a_missing_source_unless_told(chain_dirs, capsys):
     from lead_recipes.recipes import launch
-    assert launch.main(["grpo-lead-14b-stage1", "--chain", "--local"]) == 2
+    assert launch.main(["grpo-lead-14b-stage1", "--launch.chain_enable", "--launch.target", "local"]) == 2
     assert "deepscaler_qwq32b.jsonl" in capsys.readouterr().err
 
 
@@ -307,7 +309,7 @@ def test_launch_refuses_max_samples_on_a_file_built_without_a_seed(chain_dirs, m
     if report is not None:
         path.with_name(path.name + ".report.json").write_text(json.dumps(report))
     monkeypatch.setattr(launch.subprocess, "call", lambda cmd: 0)
-    assert launch.main(["grpo-lead-7b", "--local"]) == (2 if refused else 0)
+    assert launch.main(["grpo-lead-7b", "--launch.target", "local"]) == (2 if refused else 0)
     assert ("no shuffle seed" in capsys.readouterr().err) == refused
 
 

@@ -2,8 +2,9 @@
 tests/slurm_helpers.py (two slurmd nodes on this one machine, shared by every Slurm test module), slurm/train.sbatch
 with the stand-in trainer (the real trainer needs a GPU): a 2-node job (Ray head + worker, reward server on the head)
 through a USR1 -> checkpoint -> requeue -> resume cycle, the checkpoint-on-USR1 handshake (request -> saved marker ->
-requeue -> --ckpt.load_enable) and its bounded wait; through `lead-recipes launch --slurm` (the real `lead-recipes
-train` in dry-run mode): clean-up on cancel, a reward server that cannot start, and --dry-run submitting nothing.
+requeue -> --ckpt.load_enable) and its bounded wait; through `lead-recipes launch --launch.target slurm` (the real
+`lead-recipes train` in dry-run mode): clean-up on cancel, a reward server that cannot start, and
+--run.dry_run_enable submitting nothing.
 The failure cases of a real cluster are in tests/test_slurm_requeue.py and tests/test_slurm_jobs.py."""
 from __future__ import annotations
 
@@ -150,7 +151,7 @@ def test_trainer_that_never_saves_nor_stops_delays_the_requeue_by_at_most_the_sa
 @pytest.mark.timeout(300)
 def test_scancel_during_training_cleans_up_everything(slurm):
     run_dir, port = slurm.root_tmp / "cancel", free_port()
-    job = submit(slurm, run_dir, "--nodes", "1", "--reward-port", str(port))
+    job = submit(slurm, run_dir, "--slurm.nodes", "1", "--slurm.reward_port", str(port))
     out_file = run_dir / "slurm" / f"lead-1.5b-{job}.out"
     wait_for(lambda: out_file.exists() and "] command: " in out_file.read_text(), 240, "the training step")
     subprocess.run([which("scancel"), job], env=slurm.env, check=True)
@@ -186,7 +187,8 @@ def test_launch_dry_run_submits_nothing(slurm):
     run_dir = slurm.root_tmp / "dry"
     before = subprocess.run([which("squeue"), "-h", "-o", "%i"], env=slurm.env, capture_output=True, text=True).stdout
     env = {**slurm.env, "LEAD_RECIPES_RUN_DIR": str(run_dir)}
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--slurm", "--dry-run"],
+    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target", "slurm",
+                           "--run.dry_run_enable"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and "# submit:\nsbatch " in proc.stdout
     after = subprocess.run([which("squeue"), "-h", "-o", "%i"], env=slurm.env, capture_output=True, text=True).stdout

@@ -1,9 +1,9 @@
 """slurm/train.sbatch and slurm/eval.sbatch on the real Slurm of tests/slurm_helpers.py (two slurmd nodes on this
 machine, 2 CPUs and 2 fake GPUs each, tasks bound to their cores), with Ray and reward servers running. Each job is
 submitted once per module (a fixture) and several tests check one property of it each:
-- `launched`: `lead-recipes launch --slurm` with the recipe's defaults (the real `lead-recipes train` in dry-run mode,
-  0 GPUs): Ray up before the healthy reward server before training, the resolved command, the whole node's CPUs
-  requested and registered with Ray, a reward port derived from the job id, and everything cleaned up;
+- `launched`: `lead-recipes launch --launch.target slurm` with the recipe's defaults (the real `lead-recipes train`
+  in dry-run mode, 0 GPUs): Ray up before the healthy reward server before training, the resolved command, the whole
+  node's CPUs requested and registered with Ray, a reward port derived from the job id, and everything cleaned up;
 - `ray_probe`: a job with one fake GPU, a TMPDIR too long for Ray's sockets, and a stand-in trainer that joins Ray
   from inside (an actor reads WANDB_RUN_ID), then waits while `scancel --signal=USR1` (steps, not the batch script)
   is sent, and checks Ray again; meanwhile the CPUs Ray's processes may run on are read from /proc;
@@ -41,7 +41,7 @@ def health(url: str) -> dict:
 @pytest.fixture(scope="module")
 def launched(slurm):
     run_dir = slurm.root_tmp / "launched"
-    job = submit(slurm, run_dir, "--nodes", "1")
+    job = submit(slurm, run_dir, "--slurm.nodes", "1")
     info = slurm.wait_state(job, DONE, timeout=360)
     return slurm, run_dir, job, info, job_output(run_dir, job)
 
@@ -54,7 +54,7 @@ def test_launched_job_brings_up_ray_then_its_reward_server_then_runs_the_resolve
     healthy = out.find(f"reward server healthy: http://127.0.0.1:{port}/health (job {job})")
     assert 0 < ready < healthy < out.find("] command: "), out[-3000:]
     url = f"http://127.0.0.1:{port}/get_reward"
-    assert commands(out) == [expected_command(run_dir, "--reward.remote_url", url, "--dry-run")]
+    assert commands(out) == [expected_command(run_dir, "--reward.remote_url", url, "--run.dry_run_enable")]
     log = (run_dir / "logs" / f"job-{job}-run0" / "train.log").read_text()
     assert url in log and '"method": "lead"' in log, log[-3000:]   # what `lead-recipes train` resolved
 

@@ -1,5 +1,5 @@
-"""`lead-recipes launch RECIPE --chain`: run or submit RECIPE together with the stages it continues (`after:` in the
-recipe files, e.g. GRPO-LEAD 14B: SFT -> stage 1 -> stage 2a -> stage 2b), in order.
+"""`lead-recipes launch RECIPE --launch.chain_enable`: run or submit RECIPE together with the stages it continues
+(`after:` in the recipe files, e.g. GRPO-LEAD 14B: SFT -> stage 1 -> stage 2a -> stage 2b), in order.
 
 Each stage runs in its own directory ``${run:NAME}`` ($LEAD_RECIPES_RUNS/NAME, default ./runs/NAME), where the next
 stage finds its model (``${run:PREVIOUS}/hf``) and, for a curriculum, the previous stage's per-problem records.
@@ -80,22 +80,23 @@ def _with_dependency(sbatch: list[str], job: str | None) -> list[str]:
 def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | None]]:
     """(kind "data"/"train", recipe, run dir, command, sbatch argv or None) for every step of the chain."""
     from lead_recipes.recipes.commands import lead_recipes_exe, sbatch_command, train_command
-    exe = lead_recipes_exe() if (args.slurm or args.local) else "lead-recipes"
+    exe = lead_recipes_exe() if args.target in ("slurm", "local") else "lead-recipes"
+    slurm = args.target == "slurm"
     out = []
     for recipe in stages:
         run_dir = Path(run_dir_of(recipe.name))
         if _needs_data(recipe):
             cmd = [exe, "data", *[str(a) for a in recipe.data["prepare"]]]
-            out.append(("data", recipe, run_dir, cmd, _data_sbatch(recipe, args, run_dir, cmd) if args.slurm else None))
-        cmd = train_command(recipe, "run" if args.slurm else args.train_mode, exe)
-        out.append(("train", recipe, run_dir, cmd, sbatch_command(recipe, args, run_dir, cmd) if args.slurm else None))
+            out.append(("data", recipe, run_dir, cmd, _data_sbatch(recipe, args, run_dir, cmd) if slurm else None))
+        cmd = train_command(recipe, "run" if slurm else args.train_mode, exe)
+        out.append(("train", recipe, run_dir, cmd, sbatch_command(recipe, args, run_dir, cmd) if slurm else None))
     return out
 
 
 def main(args) -> int:
-    """`launch --chain` (args: lead_recipes.recipes.launch's parsed arguments)."""
-    if args.overrides or args.run_dir or args.ray_address:
-        print("lead-recipes launch: --chain takes no --set/--run-dir/--ray-address (each stage is its own recipe file "
+    """`launch --launch.chain_enable` (args: lead_recipes.recipes.launch's parsed arguments)."""
+    if args.overrides or args.run_dir or args.target == "ray":
+        print("lead-recipes launch: --launch.chain_enable takes no --set/--run.dir/--launch.target ray (each stage is its own recipe file "
               "and runs in ${run:NAME}; set $LEAD_RECIPES_RUNS to move all of them)", file=sys.stderr)
         return 2
     try:
@@ -112,11 +113,11 @@ def main(args) -> int:
     missing = _missing_sources(stages)
     for item in missing:
         print(f"# missing source: {item}", file=sys.stderr)
-    if args.dry_run or not (args.local or args.slurm):
+    if args.dry_run or args.target not in ("local", "slurm"):
         return 0
-    if missing and not args.no_data_check:
-        print("lead-recipes launch: a data source is missing (see above); --no-data-check to go ahead anyway",
-              file=sys.stderr)
+    if missing and not args.skip_data_check:
+        print("lead-recipes launch: a data source is missing (see above); --launch.skip_data_check_enable to go "
+              "ahead anyway", file=sys.stderr)
         return 2
     job = None
     for kind, recipe, run_dir, cmd, sb in plan:
@@ -125,7 +126,7 @@ def main(args) -> int:
             record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "recipe": recipe.to_dict(), "command": cmd,
                       "submit": sb, "chain": [r.name for r in stages]}
             (run_dir / "launch.json").write_text(json.dumps(record, indent=1))
-        if args.local:
+        if args.target == "local":
             rc = subprocess.call(cmd)
             if rc != 0:
                 print(f"lead-recipes launch: {kind} step of {recipe.name} failed ({rc}); the chain stops here",

@@ -1,6 +1,7 @@
 """The commands a recipe becomes: the `lead-recipes train` (or other entry point) command line, the `sbatch` and
 `ray job submit` submissions around it, and the checks they need (time limits, node CPUs, missing local data).
-Shared by `lead-recipes launch` (lead_recipes.recipes.launch) and its `--chain` (lead_recipes.recipes.chain); it
+Shared by `lead-recipes launch` (lead_recipes.recipes.launch) and its `--launch.chain_enable`
+(lead_recipes.recipes.chain); it
 runs nothing but `sinfo`."""
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def lead_recipes_exe() -> str:
 def train_command(recipe, mode: str = "run", exe: str = "lead-recipes") -> list[str]:
     cmd = recipe.command()
     if recipe.entrypoint == "train":
-        return [exe, *cmd[1:]] + {"run": [], "dry-run": ["--dry-run"], "preflight": ["--preflight"]}[mode]
+        return [exe, *cmd[1:]] + {"run": [], "dry_run": ["--run.dry_run_enable"],
+                                   "preflight": ["--preflight.only_enable"]}[mode]
     if exe != "lead-recipes" and (Path(exe).parent / cmd[0]).exists():   # e.g. the venv's deepspeed launcher
         cmd[0] = str(Path(exe).parent / cmd[0])
     return cmd
@@ -92,7 +94,7 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
         sb.append(f"--cpus-per-task={res['cpus_per_node']}")
     sb += list(args.sbatch_arg)
     sb += [args.sbatch_script, "--run-dir", str(run_dir), "--gpus-per-node", str(res["gpus_per_node"]),
-           "--reward-placement", res["reward_placement"], "--train-mode", args.train_mode,
+           "--reward-placement", res["reward_placement"], "--train-mode", args.train_mode.replace("_", "-"),
            "--signal-seconds", str(res["signal_seconds"])]
     if res.get("reward_port"):
         sb += ["--reward-port", str(res["reward_port"])]

@@ -1,11 +1,12 @@
 """`lead-recipes launch RECIPE`: render a YAML recipe to the full training command and run it locally, submit it to
-an existing Ray cluster (`ray job submit`) or to Slurm (`sbatch slurm/train.sbatch`).
+an existing Ray cluster (`ray job submit`) or to Slurm (`sbatch slurm/train.sbatch`): `--launch.target
+{local,ray,slurm}`.
 
-It validates the recipe first (lead_recipes.recipes.recipe: unknown keys, impossible layouts) and checks that a local prompt
-dataset exists (printing the `lead-recipes data` command that builds it). `--dry-run` prints the resolved command,
-the configuration and the submission command, and submits nothing. It does not start Ray or reward servers itself:
-that is OpenRLHF's job (--local), the cluster's (--ray-address) or slurm/train.sbatch's (--slurm). `--chain` runs or
-submits the stages a recipe continues (lead_recipes.recipes.chain).
+It validates the recipe first (lead_recipes.recipes.recipe: unknown keys, impossible layouts) and checks that a local
+prompt dataset exists (printing the `lead-recipes data` command that builds it). `--run.dry_run_enable` prints the
+resolved command, the configuration and the submission command, and submits nothing. It does not start Ray or reward
+servers itself: that is OpenRLHF's job (target local), the cluster's (target ray) or slurm/train.sbatch's (target
+slurm). `--launch.chain_enable` runs or submits the stages a recipe continues (lead_recipes.recipes.chain).
 """
 from __future__ import annotations
 
@@ -26,10 +27,17 @@ from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.layout import unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.renamed_flags import COMMON, renamed_hint
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
-TRAIN_MODES = ("run", "dry-run", "preflight")
+TRAIN_MODES = ("run", "dry_run", "preflight")
+TARGETS = ("local", "ray", "slurm")
+# The spellings users typed most before the dotted grammar, named in the error.
+RENAMED = {**COMMON, "--ray-address": "--ray.address", "--local": "--launch.target local",
+           "--slurm": "--launch.target slurm", "--no-data-check": "--launch.skip_data_check_enable",
+           "--chain": "--launch.chain_enable", "--no-wait": "--ray.no_wait_enable", "--run-dir": "--run.dir",
+           "--train-mode": "--launch.train_mode"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,42 +47,68 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe value: openrlhf.<flag>=v, recipe.<flag>=v, resources.<key>=v, or a bare "
                         "OpenRLHF flag name (repeatable)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--local", action="store_true", help="run here; OpenRLHF starts a local Ray")
-    where.add_argument("--ray-address", metavar="ADDR", help="submit with `ray job submit --address ADDR`")
-    where.add_argument("--slurm", action="store_true", help="render and submit slurm/train.sbatch with sbatch")
-    p.add_argument("--dry-run", action="store_true", help="print everything, run and submit nothing")
-    p.add_argument("--train-mode", choices=TRAIN_MODES, default="run",
-                   help="the training step: run, or `lead-recipes train --dry-run/--preflight` (default run)")
-    p.add_argument("--run-dir", help="run directory (default ${run}: $LEAD_RECIPES_RUN_DIR or ./runs/<recipe>)")
-    p.add_argument("--no-data-check", action="store_true", help="submit even if the local prompt dataset is missing")
-    p.add_argument("--chain", action="store_true",
-                   help="also the stages RECIPE continues (`after:`), in order: --local runs them one after the other, "
-                        "--slurm submits dependent jobs (afterok); a stage without its prompt data gets a data step")
-    s = p.add_argument_group("slurm (default: the recipe's resources section)")
-    s.add_argument("--nodes", type=int)
-    s.add_argument("--gpus-per-node", type=int)
-    s.add_argument("--cpus-per-node", type=int)
-    s.add_argument("--partition")
-    s.add_argument("--account")
-    s.add_argument("--time", help="wall time, e.g. 48:00:00")
-    s.add_argument("--qos")
-    s.add_argument("--reward-placement", choices=("every_node", "head", "none"))
-    s.add_argument("--reward-port", type=int)
-    s.add_argument("--signal-seconds", type=int, help="USR1 this many seconds before the time limit (checkpoint)")
-    s.add_argument("--save-timeout", type=int, help="seconds the job waits for the requested checkpoint on USR1 "
-                                                     "(default: sized from the model by slurm/train.sbatch)")
-    s.add_argument("--resume", action="store_true", help="a fresh submission resumes the run's checkpoint and W&B run "
-                                                         "(a requeued job always does)")
-    s.add_argument("--sbatch-script", default=str(SBATCH_SCRIPT), help=f"default {SBATCH_SCRIPT}")
-    s.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG", help="extra sbatch argument")
-    r = p.add_argument_group("ray job submit")
-    r.add_argument("--no-wait", action="store_true", help="return after submitting (ray job submit --no-wait)")
+    la = p.add_argument_group("launch")
+    la.add_argument("--launch.target", dest="target", choices=TARGETS,
+                    help="local: run here (OpenRLHF starts a local Ray); ray: `ray job submit` to --ray.address; "
+                         "slurm: render and submit slurm/train.sbatch with sbatch (default: print only)")
+    la.add_argument("--launch.train_mode", dest="train_mode", choices=TRAIN_MODES, default="run",
+                    help="the training step: run, or `lead-recipes train --run.dry_run_enable` / "
+                         "`--preflight.only_enable` (default run)")
+    la.add_argument("--launch.skip_data_check_enable", dest="skip_data_check", action="store_true",
+                    help="submit even if the local prompt dataset is missing")
+    la.add_argument("--launch.chain_enable", dest="chain", action="store_true",
+                    help="also the stages RECIPE continues (`after:`), in order: target local runs them one after "
+                         "the other, slurm submits dependent jobs (afterok); a stage without its prompt data gets a "
+                         "data step")
+    run = p.add_argument_group("run")
+    run.add_argument("--run.dry_run_enable", dest="dry_run", action="store_true",
+                     help="print everything, run and submit nothing")
+    run.add_argument("--run.dir", dest="run_dir",
+                     help="run directory (default ${run}: $LEAD_RECIPES_RUN_DIR or ./runs/<recipe>)")
+    s = p.add_argument_group("slurm", "target slurm (default: the recipe's resources section)")
+    s.add_argument("--slurm.nodes", dest="nodes", type=int)
+    s.add_argument("--slurm.gpus_per_node", dest="gpus_per_node", type=int)
+    s.add_argument("--slurm.cpus_per_node", dest="cpus_per_node", type=int)
+    s.add_argument("--slurm.partition", dest="partition")
+    s.add_argument("--slurm.account", dest="account")
+    s.add_argument("--slurm.time", dest="time", help="wall time, e.g. 48:00:00")
+    s.add_argument("--slurm.qos", dest="qos")
+    s.add_argument("--slurm.reward_placement", dest="reward_placement", choices=("every_node", "head", "none"))
+    s.add_argument("--slurm.reward_port", dest="reward_port", type=int)
+    s.add_argument("--slurm.signal_seconds", dest="signal_seconds", type=int,
+                   help="USR1 this many seconds before the time limit (checkpoint)")
+    s.add_argument("--slurm.save_timeout", dest="save_timeout", type=int,
+                   help="seconds the job waits for the requested checkpoint on USR1 (default: sized from the model "
+                        "by slurm/train.sbatch)")
+    s.add_argument("--slurm.resume_enable", dest="resume", action="store_true",
+                   help="a fresh submission resumes the run's checkpoint and W&B run (a requeued job always does)")
+    s.add_argument("--slurm.sbatch_script", dest="sbatch_script", default=str(SBATCH_SCRIPT),
+                   help=f"default {SBATCH_SCRIPT}")
+    s.add_argument("--slurm.sbatch_arg", dest="sbatch_arg", action="append", default=[], metavar="ARG",
+                   help="extra sbatch argument (repeatable; `--slurm.sbatch_arg=--mem=0` for one starting with -)")
+    r = p.add_argument_group("ray", "target ray (ray job submit)")
+    r.add_argument("--ray.address", dest="ray_address", metavar="ADDR",
+                   help="the cluster: ray job submit --address ADDR")
+    r.add_argument("--ray.no_wait_enable", dest="no_wait", action="store_true",
+                   help="return after submitting (ray job submit --no-wait)")
     return p
 
 
+def _parse(argv: list[str] | None):
+    """Parsed arguments; an old flag spelling or a target without what it needs is a usage error (exit 2)."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    hint = renamed_hint(argv, RENAMED)
+    if hint:
+        parser.error(hint)
+    args = parser.parse_args(argv)
+    if (args.target == "ray") != bool(args.ray_address):
+        parser.error("--launch.target ray and --ray.address ADDR go together")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     if args.chain:
         from lead_recipes.recipes import chain
         return chain.main(args)
@@ -90,16 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.run_dir:
             os.environ.pop("LEAD_RECIPES_RUN_DIR") if saved is None else os.environ.update(LEAD_RECIPES_RUN_DIR=saved)
-    exe = lead_recipes_exe() if (args.slurm or args.local) else "lead-recipes"
+    exe = lead_recipes_exe() if args.target in ("slurm", "local") else "lead-recipes"
     # Under Slurm the batch script appends the mode flag itself (after its own additions such as resume flags).
-    cmd = train_command(recipe, "run" if args.slurm else args.train_mode, exe)
-    if args.slurm:
+    cmd = train_command(recipe, "run" if args.target == "slurm" else args.train_mode, exe)
+    if args.target == "slurm":
         try:
             submit = sbatch_command(recipe, args, run_dir, cmd)
         except RecipeError as exc:
             print(f"lead-recipes launch: {exc}", file=sys.stderr)
             return 2
-    elif args.ray_address:
+    elif args.target == "ray":
         submit = ray_command(recipe, args, cmd)
     else:
         submit = cmd
@@ -115,17 +149,18 @@ def main(argv: list[str] | None = None) -> int:
         prep = recipe.data.get("prepare")
         hint = f"; build it with: lead-recipes data {shlex.join(prep)}" if prep else ""
         print(f"# missing dataset: {item}{hint}", file=sys.stderr)
-    if args.dry_run or not (args.local or args.slurm or args.ray_address):
+    if args.dry_run or not args.target:
         if not args.dry_run:
-            print("# (printed only: choose --local, --ray-address ADDR or --slurm to run)")
+            print("# (printed only: choose --launch.target local, ray (with --ray.address ADDR) or slurm to run)")
         return 0
     unseeded = unseeded_file(recipe)
-    if unseeded and not args.no_data_check:
-        print(f"lead-recipes launch: {unseeded} (--no-data-check to go ahead anyway)", file=sys.stderr)
-        return 2
-    if missing and not args.no_data_check and args.train_mode == "run":
-        print("lead-recipes launch: the prompt dataset is missing (see above); --no-data-check to submit anyway",
+    if unseeded and not args.skip_data_check:
+        print(f"lead-recipes launch: {unseeded} (--launch.skip_data_check_enable to go ahead anyway)",
               file=sys.stderr)
+        return 2
+    if missing and not args.skip_data_check and args.train_mode == "run":
+        print("lead-recipes launch: the prompt dataset is missing (see above); --launch.skip_data_check_enable to "
+              "submit anyway", file=sys.stderr)
         return 2
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -133,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "recipe": recipe.to_dict(), "command": cmd,
               "submit": submit}
     (run_dir / "launch.json").write_text(json.dumps(record, indent=1))
-    if args.local:
+    if args.target == "local":
         return subprocess.call(cmd)
-    proc = subprocess.run(submit, capture_output=bool(args.slurm), text=True)
-    if args.slurm:
+    proc = subprocess.run(submit, capture_output=args.target == "slurm", text=True)
+    if args.target == "slurm":
         if proc.returncode != 0:
             print(f"lead-recipes launch: sbatch failed ({proc.returncode}): {proc.stderr.strip()}", file=sys.stderr)
             return proc.returncode

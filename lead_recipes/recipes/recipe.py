@@ -6,7 +6,7 @@ A recipe lists only *deltas* from OpenRLHF's defaults::
     description: ...
     entrypoint: train            # train -> `lead-recipes train` (train_ppo_ray + --recipe.*); sft -> openrlhf.cli.train_sft
     extends: lead-1.5b           # optional: start from another recipe, then apply this file's deltas
-    after: grpo-lead-14b-sft     # optional, not inherited: the stage this one continues (`launch --chain`)
+    after: grpo-lead-14b-sft     # optional, not inherited: the stage this one continues (`launch --launch.chain_enable`)
     data: {prepare: [...]}       # the `lead-recipes data` argv that builds the prompt dataset (shown by preflight)
     resources: {nodes: 1, gpus_per_node: 4, ...}   # Slurm/Ray layout, see RESOURCE_KEYS
     openrlhf: {actor.model_name_or_path: ..., ...} # OpenRLHF flags without the leading "--"
