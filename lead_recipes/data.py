@@ -28,6 +28,7 @@ from typing import Iterable
 
 from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.renamed_flags import COMMON, renamed_hint
 
 # Prompt templates (LEAD's release, DeepSeek-R1, Sober Reasoning arXiv 2504.07086). {problem} is the problem
 # text; the result is the user turn.
@@ -48,6 +49,11 @@ DAPO_PREFIX = ("Solve the following math problem step by step. The last line of 
                "Answer: $Answer (without quotes) where $Answer is the answer to the problem.")
 DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
 
+# The spellings users typed most before the dotted grammar, named in the error.
+RENAMED = {"--out": COMMON["--out"], "--source": "--input", "--preset": "--data.preset",
+           "--no-dedup": "--data.keep_duplicates_enable",
+           "--no-decontaminate": "--data.keep_benchmark_problems_enable", "--template": "--prompt.template",
+           "--problems": "--curriculum.problems"}
 BENCHMARK_NAMES = ("aime2024", "aime2025", "amc2023", "math500", "olympiadbench")
 BUILD_KEY_DEFAULTS = {"problem_key": "problem", "answer_key": "answer", "id_key": "id"}
 _LATEX_NOISE = re.compile(r"\\left|\\right|\\displaystyle|\\[,;:! ]|\\\[|\\\]|\\\(|\\\)|[\s${}.,;:!?]")
@@ -125,8 +131,8 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
         try:
             problem, answer = field(row, args.problem_key), field(row, args.answer_key)
         except KeyError as exc:
-            raise ValueError(f"row {i}: no field {exc} (set --problem-key/--answer-key); fields: {sorted(row)}") \
-                from None
+            raise ValueError(f"row {i}: no field {exc} (set --data.problem_key/--data.answer_key); "
+                             f"fields: {sorted(row)}") from None
         if isinstance(answer, (list, tuple)):
             answer = ", ".join(str(a) for a in answer)
         problem, answer = str(problem or "").strip(), str(answer if answer is not None else "").strip()
@@ -288,7 +294,7 @@ def curriculum(args) -> int:
     if matched == 0:
         print(f"lead-recipes data curriculum: none of the {len(dataset)} rows of {args.dataset} matches a record in "
               f"{args.problems} ({len(acc)} problem keys); is it the stage-1 dataset? (chat-templated prompt hashes "
-              "need --tokenizer)", file=sys.stderr)
+              "need --curriculum.tokenizer)", file=sys.stderr)
         return 2
     merged = list(picked)
     seen = {normalize_problem(str(r.get("problem", r.get("prompt")))) for r in picked}
@@ -303,8 +309,8 @@ def curriculum(args) -> int:
                 n += 1
         merged_from[path] = n
     if args.seed is not None:
-        # A seeded stream of reshuffled passes over the set; --skip/--rows cut one stage's rows out of it, so two
-        # stages with the same seed continue one order (GRPO-LEAD stage 2a/2b: 100 + 140 steps of 32 prompts).
+        # A seeded stream of reshuffled passes over the set; --curriculum.skip/rows cut one stage's rows out of it, so
+        # two stages with the same seed continue one order (GRPO-LEAD stage 2a/2b: 100 + 140 steps of 32 prompts).
         rng, stream = random.Random(args.seed), []
         while merged and len(stream) < args.skip + (args.rows or len(merged)):
             order = list(merged)
@@ -312,7 +318,7 @@ def curriculum(args) -> int:
             stream += order
         merged = stream[args.skip:args.skip + (args.rows or len(merged))]
     elif args.skip or args.rows:
-        print("lead-recipes data curriculum: --skip/--rows need --seed", file=sys.stderr)
+        print("lead-recipes data curriculum: --curriculum.skip/--curriculum.rows need --seed", file=sys.stderr)
         return 2
     written = write_jsonl(args.out, merged)
     summary = {"records": len(records), "problems_with_records": len(acc), "dataset_rows": len(dataset),
@@ -368,61 +374,89 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lead-recipes data", formatter_class=HelpFormatter, allow_abbrev=False,
                                 description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
     sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", formatter_class=HelpFormatter, help="select, clean and template a prompt dataset")
-    b.add_argument("--preset", choices=PRESETS, required=True)
-    b.add_argument("--source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
-    b.add_argument("--split", default="train", help="hub split (default train)")
-    b.add_argument("--out", required=True, help="output JSONL")
-    b.add_argument("--report", help="JSON report path (default OUT.report.json)")
-    b.add_argument("--problem-key", default=BUILD_KEY_DEFAULTS["problem_key"],
-                   help="field with the problem (dotted for nested; a chat message list gives its last user turn)")
-    b.add_argument("--answer-key", default=BUILD_KEY_DEFAULTS["answer_key"],
-                   help="field with the gold answer (dotted for nested)")
-    b.add_argument("--id-key", default=BUILD_KEY_DEFAULTS["id_key"])
-    b.add_argument("--levels", help="comma-separated MATH levels (preset math: 3,4,5)")
-    b.add_argument("--subjects", help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'")
-    b.add_argument("--split-filter", help="keep rows whose `split` field equals this (MATH: train/test)")
-    b.add_argument("--min-difficulty", type=float, help="GRPO-LEAD: 2.5 on DeepScaleR")
-    b.add_argument("--max-difficulty", type=float)
-    b.add_argument("--above-difficulty", type=float, help="keep difficulty > this (GRPO-LEAD SFT data: > 1)")
-    b.add_argument("--response-key", help="field copied to `response` (SFT data: the solution to imitate)")
-    b.add_argument("--numeric-only", action="store_true", help="keep integer/decimal/simple-fraction answers only")
-    b.add_argument("--template", default="lead",
-                   help=f"{', '.join(TEMPLATES)} or a custom string with {{problem}} (default lead)")
-    b.add_argument("--format", choices=("text", "messages"), default="text",
-                   help="prompt as text (use --data.apply_chat_template) or chat messages")
-    b.add_argument("--system", help="system message (messages format only)")
-    b.add_argument("--benchmarks", default=",".join(BENCHMARK_NAMES), help="benchmarks to remove")
-    b.add_argument("--data.benchmarks_dir", "--benchmarks-dir", dest="benchmarks_dir",
-                   default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
-                   help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
-                        "same flag and variable as lead-recipes eval")
-    b.add_argument("--no-decontaminate", action="store_true", help="keep benchmark problems")
-    b.add_argument("--no-dedup", action="store_true", help="keep duplicate problems")
+    b = sub.add_parser("build", formatter_class=HelpFormatter, allow_abbrev=False,
+                       help="select, clean and template a prompt dataset")
+    b.add_argument("--input", dest="source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
+    b.add_argument("--output", dest="out", required=True, help="output JSONL")
     b.add_argument("--limit", type=int, help="write at most N rows")
     b.add_argument("--seed", type=int, help="shuffle the rows with this seed (recorded in the report), so that the "
                    "first N rows (OpenRLHF's data.max_samples) are a random draw")
-    c = sub.add_parser("curriculum", formatter_class=HelpFormatter, help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
-    c.add_argument("--problems", required=True, help="recipe_problems.jsonl written by the trainer")
-    c.add_argument("--dataset", required=True, help="the stage-1 prompt dataset (lead-recipes data build output)")
-    c.add_argument("--threshold", type=float, default=0.75, help="keep accuracy <= this (default 0.75)")
-    c.add_argument("--min-attempts", type=int, default=1, help="ignore problems with fewer graded rollouts")
-    c.add_argument("--since-step", type=int, default=0, help="use records from this step on")
-    c.add_argument("--merge", action="append", default=[], help="JSONL set to merge (repeatable; de-duplicated)")
-    c.add_argument("--seed", type=int, help="write a seeded order (passes reshuffled while --rows needs more)")
-    c.add_argument("--skip", type=int, default=0, help="drop the first N rows of that order (a later stage's part)")
-    c.add_argument("--rows", type=int, help="write exactly N rows of that order")
-    c.add_argument("--tokenizer", help="tokenizer whose chat template the trainer applied (to match its hashes)")
-    c.add_argument("--out", required=True)
-    c.add_argument("--report")
+    d = b.add_argument_group("data")
+    d.add_argument("--data.preset", dest="preset", choices=PRESETS, required=True)
+    d.add_argument("--data.split", dest="split", default="train", help="hub split (default train)")
+    d.add_argument("--data.report", dest="report", help="JSON report path (default OUTPUT.report.json)")
+    d.add_argument("--data.problem_key", dest="problem_key", default=BUILD_KEY_DEFAULTS["problem_key"],
+                   help="field with the problem (dotted for nested; a chat message list gives its last user turn)")
+    d.add_argument("--data.answer_key", dest="answer_key", default=BUILD_KEY_DEFAULTS["answer_key"],
+                   help="field with the gold answer (dotted for nested)")
+    d.add_argument("--data.id_key", dest="id_key", default=BUILD_KEY_DEFAULTS["id_key"])
+    d.add_argument("--data.response_key", dest="response_key",
+                   help="field copied to `response` (SFT data: the solution to imitate)")
+    d.add_argument("--data.benchmarks", dest="benchmarks", default=",".join(BENCHMARK_NAMES),
+                   help="benchmarks whose problems are removed")
+    d.add_argument("--data.benchmarks_dir", dest="benchmarks_dir",
+                   default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
+                   help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
+                        "same flag and variable as lead-recipes eval")
+    d.add_argument("--data.keep_benchmark_problems_enable", dest="no_decontaminate", action="store_true",
+                   help="keep benchmark problems (no decontamination)")
+    d.add_argument("--data.keep_duplicates_enable", dest="no_dedup", action="store_true",
+                   help="keep duplicate problems")
+    f = b.add_argument_group("filter")
+    f.add_argument("--filter.levels", dest="levels", help="comma-separated MATH levels (preset math: 3,4,5)")
+    f.add_argument("--filter.subjects", dest="subjects",
+                   help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'")
+    f.add_argument("--filter.split", dest="split_filter",
+                   help="keep rows whose `split` field equals this (MATH: train/test)")
+    f.add_argument("--filter.min_difficulty", dest="min_difficulty", type=float, help="GRPO-LEAD: 2.5 on DeepScaleR")
+    f.add_argument("--filter.max_difficulty", dest="max_difficulty", type=float)
+    f.add_argument("--filter.above_difficulty", dest="above_difficulty", type=float,
+                   help="keep difficulty > this (GRPO-LEAD SFT data: > 1)")
+    f.add_argument("--filter.numeric_only_enable", dest="numeric_only", action="store_true",
+                   help="keep integer/decimal/simple-fraction answers only")
+    t = b.add_argument_group("prompt")
+    t.add_argument("--prompt.template", dest="template", default="lead",
+                   help=f"{', '.join(TEMPLATES)} or a custom string with {{problem}} (default lead)")
+    t.add_argument("--prompt.format", dest="format", choices=("text", "messages"), default="text",
+                   help="prompt as text (train with --data.apply_chat_template) or chat messages")
+    t.add_argument("--prompt.system", dest="system", help="system message (messages format only)")
+    c = sub.add_parser("curriculum", formatter_class=HelpFormatter, allow_abbrev=False,
+                       help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
+    c.add_argument("--output", dest="out", required=True, help="output JSONL")
+    c.add_argument("--seed", type=int,
+                   help="write a seeded order (passes reshuffled while --curriculum.rows needs more)")
+    c.add_argument_group("data").add_argument("--data.report", dest="report",
+                                              help="JSON report path (default OUTPUT.report.json)")
+    g = c.add_argument_group("curriculum")
+    g.add_argument("--curriculum.problems", dest="problems", required=True,
+                   help="recipe_problems.jsonl written by the trainer")
+    g.add_argument("--curriculum.dataset", dest="dataset", required=True,
+                   help="the stage-1 prompt dataset (lead-recipes data build output)")
+    g.add_argument("--curriculum.threshold", dest="threshold", type=float, default=0.75,
+                   help="keep accuracy <= this (default 0.75)")
+    g.add_argument("--curriculum.min_attempts", dest="min_attempts", type=int, default=1,
+                   help="ignore problems with fewer graded rollouts")
+    g.add_argument("--curriculum.since_step", dest="since_step", type=int, default=0,
+                   help="use records from this step on")
+    g.add_argument("--curriculum.merge", dest="merge", action="append", default=[],
+                   help="JSONL set to merge (repeatable; de-duplicated)")
+    g.add_argument("--curriculum.skip", dest="skip", type=int, default=0,
+                   help="drop the first N rows of that order (a later stage's part)")
+    g.add_argument("--curriculum.rows", dest="rows", type=int, help="write exactly N rows of that order")
+    g.add_argument("--curriculum.tokenizer", dest="tokenizer",
+                   help="tokenizer whose chat template the trainer applied (to match its hashes)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    hint = renamed_hint(sys.argv[1:] if argv is None else list(argv), RENAMED)
+    if hint:
+        parser.error(hint)
+    args = parser.parse_args(argv)
     if args.command == "build" and "{problem}" not in TEMPLATES.get(args.template, args.template):
-        print(f"lead-recipes data: --template {args.template!r} is neither {list(TEMPLATES)} nor contains {{problem}}",
-              file=sys.stderr)
+        print(f"lead-recipes data: --prompt.template {args.template!r} is neither {list(TEMPLATES)} nor contains "
+              "{problem}", file=sys.stderr)
         return 2
     try:
         return build(args) if args.command == "build" else curriculum(args)

@@ -1,5 +1,6 @@
 """`lead-recipes data` on ../shared/data: MATH level 3-5 selection, benchmark de-contamination with a report,
-filters, templates, and the GRPO-LEAD stage-2 curriculum selector on the per-problem records training writes (recipe_problems.jsonl)."""
+filters, templates, and the GRPO-LEAD stage-2 curriculum selector on the per-problem records training writes
+(recipe_problems.jsonl); an old flag spelling fails naming the new one."""
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,8 @@ def run(*argv) -> int:
 def l35(shared_data, tmp_path_factory):
     """math-l35 built once: (rows, report)."""
     out = tmp_path_factory.mktemp("l35") / "l35.jsonl"
-    assert run("build", "--preset", "math-l35", "--source", shared_data / "train/math_level3to5.jsonl",
-               "--benchmarks-dir", shared_data / "benchmarks", "--out", out) == 0
+    assert run("build", "--data.preset", "math-l35", "--input", shared_data / "train/math_level3to5.jsonl",
+               "--data.benchmarks_dir", shared_data / "benchmarks", "--output", out) == 0
     return read(out), json.loads(open(f"{out}.report.json").read())
 
 
@@ -41,8 +42,8 @@ def test_math_level_3_to_5_selects_8521_problems(l35):
 
 def test_math_level_3_to_5_without_cleaning_writes_8521_rows(shared_data, tmp_path):
     out = tmp_path / "raw.jsonl"
-    assert run("build", "--preset", "math-l35", "--source", shared_data / "train/math_level3to5.jsonl",
-               "--no-dedup", "--no-decontaminate", "--out", out) == 0
+    assert run("build", "--data.preset", "math-l35", "--input", shared_data / "train/math_level3to5.jsonl",
+               "--data.keep_duplicates_enable", "--data.keep_benchmark_problems_enable", "--output", out) == 0
     rows = read(out)
     assert len(rows) == 8521 and len({r["id"] for r in rows}) == 8521
 
@@ -69,8 +70,8 @@ def test_duplicates_keep_the_first_occurrence_and_are_reported(l35):
 
 def test_full_math_levels_3_to_5_removes_every_math500_problem_of_those_levels(shared_data, tmp_path):
     out = tmp_path / "math.jsonl"
-    assert run("build", "--preset", "math", "--source", shared_data / "train/math_full.jsonl",
-               "--benchmarks-dir", shared_data / "benchmarks", "--out", out) == 0
+    assert run("build", "--data.preset", "math", "--input", shared_data / "train/math_full.jsonl",
+               "--data.benchmarks_dir", shared_data / "benchmarks", "--output", out) == 0
     report = json.loads(open(f"{out}.report.json").read())
     m500 = [r for r in read(shared_data / "benchmarks/math500.jsonl") if int(r["level"]) in (3, 4, 5)]
     assert report["removed_benchmark_by_name"]["math500"] == len(m500)
@@ -79,9 +80,9 @@ def test_full_math_levels_3_to_5_removes_every_math500_problem_of_those_levels(s
 
 def test_subject_level_and_split_filters_select_exactly_the_matching_rows(shared_data, tmp_path):
     out = tmp_path / "nt.jsonl"
-    assert run("build", "--preset", "math", "--source", shared_data / "train/math_full.jsonl", "--levels", "5",
-               "--subjects", "Number Theory", "--split-filter", "train", "--no-decontaminate", "--no-dedup",
-               "--out", out) == 0
+    assert run("build", "--data.preset", "math", "--input", shared_data / "train/math_full.jsonl",
+               "--filter.levels", "5", "--filter.subjects", "Number Theory", "--filter.split", "train",
+               "--data.keep_benchmark_problems_enable", "--data.keep_duplicates_enable", "--output", out) == 0
     expected = [r["id"] for r in read(shared_data / "train/math_full.jsonl")
                 if r["level"] == 5 and r["subject"] == "Number Theory" and r["split"] == "train"]
     assert [r["id"] for r in read(out)] == expected
@@ -89,8 +90,9 @@ def test_subject_level_and_split_filters_select_exactly_the_matching_rows(shared
 
 def test_deepscaler_difficulty_filter_keeps_only_problems_at_or_above_it(shared_data, tmp_path):
     out = tmp_path / "ds.jsonl"
-    assert run("build", "--preset", "deepscaler", "--source", shared_data / "train/grpo_lead_stage2_3.jsonl",
-               "--min-difficulty", 3.5, "--no-decontaminate", "--no-dedup", "--out", out) == 0
+    assert run("build", "--data.preset", "deepscaler", "--input", shared_data / "train/grpo_lead_stage2_3.jsonl",
+               "--filter.min_difficulty", 3.5, "--data.keep_benchmark_problems_enable", "--data.keep_duplicates_enable",
+               "--output", out) == 0
     src = read(shared_data / "train/grpo_lead_stage2_3.jsonl")
     assert len(read(out)) == sum(float(r["difficulty"]) >= 3.5 for r in src) > 0
 
@@ -117,15 +119,17 @@ def test_normalisation_ignores_typesetting_but_not_operators():
 
 
 def test_field_mapping_error_names_the_missing_field(shared_data, tmp_path, capsys):
-    assert run("build", "--preset", "jsonl", "--source", shared_data / "train/deepscaler_aime_1983_2023.jsonl",
-               "--problem-key", "question", "--no-decontaminate", "--out", tmp_path / "x.jsonl") == 2
+    assert run("build", "--data.preset", "jsonl", "--input", shared_data / "train/deepscaler_aime_1983_2023.jsonl",
+               "--data.problem_key", "question", "--data.keep_benchmark_problems_enable",
+               "--output", tmp_path / "x.jsonl") == 2
     assert "'question'" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
 
 
 def test_malformed_source_line_is_named(tmp_path, capsys):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"problem": "a", "answer": "1"}\n{not json\n')
-    assert run("build", "--preset", "jsonl", "--source", src, "--no-decontaminate", "--out", tmp_path / "o.jsonl") == 2
+    assert run("build", "--data.preset", "jsonl", "--input", src, "--data.keep_benchmark_problems_enable",
+               "--output", tmp_path / "o.jsonl") == 2
     assert "bad.jsonl:2" in capsys.readouterr().err
 
 
@@ -164,8 +168,9 @@ def test_curriculum_picks_problems_at_or_below_the_threshold_and_merges(stage1, 
     extra.write_text(json.dumps({"prompt": "new problem", "label": "3", "problem": "new problem"}) + "\n"
                      + json.dumps(rows[0]) + "\n")   # a duplicate of a selected problem is not merged twice
     out = tmp_path / "stage2.jsonl"
-    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--threshold", 0.75,
-               "--merge", extra, "--out", out) == 0
+    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path,
+               "--curriculum.threshold", 0.75,
+               "--curriculum.merge", extra, "--output", out) == 0
     got = [r.get("id", r["prompt"]) for r in read(out)]
     assert got == [rows[0]["id"], rows[2]["id"], rows[3]["id"], rows[4]["id"], "new problem"]
 
@@ -175,8 +180,9 @@ def test_curriculum_since_step_uses_only_later_records(stage1, tmp_path):
     recs = records(rows, {0: [(1, 0, 8), (5, 8, 8)], 1: [(1, 8, 8), (5, 0, 8)]})
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     out = tmp_path / "s2.jsonl"
-    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--since-step", 5,
-               "--out", out) == 0
+    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path,
+               "--curriculum.since_step", 5,
+               "--output", out) == 0
     assert [r["id"] for r in read(out)] == [rows[1]["id"]]
 
 
@@ -184,7 +190,8 @@ def test_curriculum_without_any_matching_record_is_an_error(stage1, tmp_path, ca
     _, path = stage1
     (tmp_path / "p.jsonl").write_text(json.dumps({"step": 1, "problem": "zz", "prompt_sha1": "0" * 40,
                                                   "correct": 1, "total": 8, "mean_length": 1.0}) + "\n")
-    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--out", tmp_path / "o") == 2
+    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path, "--output",
+               tmp_path / "o") == 2
     assert "none of the 6 rows" in capsys.readouterr().err
 
 
@@ -192,13 +199,14 @@ def test_curriculum_rejects_impossible_counts(stage1, tmp_path, capsys):
     _, path = stage1
     (tmp_path / "p.jsonl").write_text(json.dumps({"step": 1, "problem": "a", "prompt_sha1": "b",
                                                   "correct": 9, "total": 8, "mean_length": 1.0}) + "\n")
-    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--out", tmp_path / "o") == 2
+    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path, "--output",
+               tmp_path / "o") == 2
     assert "correct=9" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_curriculum_matches_hashes_of_prompts_as_openrlhf_renders_them(stage1, tiny_qwen2, tmp_path):
-    """The trainer hashes the prompt OpenRLHF built (chat template applied); --tokenizer reproduces it."""
+    """The trainer hashes the prompt OpenRLHF built (chat template applied); --curriculum.tokenizer reproduces it."""
     from openrlhf.datasets.prompts_dataset import preprocess_data
     from transformers import AutoTokenizer
     rows, path = stage1
@@ -208,8 +216,9 @@ def test_curriculum_matches_hashes_of_prompts_as_openrlhf_renders_them(stage1, t
              "mean_length": 1.0} for p, c in zip(rendered, (8, 2, 8, 8, 1, 8))]
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     out = tmp_path / "s2.jsonl"
-    assert run("curriculum", "--problems", tmp_path / "p.jsonl", "--dataset", path, "--tokenizer", tiny_qwen2,
-               "--out", out) == 0
+    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path,
+               "--curriculum.tokenizer", tiny_qwen2,
+               "--output", out) == 0
     assert [r["id"] for r in read(out)] == [rows[1]["id"], rows[4]["id"]]
 
 
@@ -218,7 +227,17 @@ def test_nested_fields_and_chat_message_problems_are_mapped(tmp_path):
     src.write_text(json.dumps({"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "2+3?"}],
                                "reward_model": {"ground_truth": "5"}, "extra_info": {"index": 7}}) + "\n")
     out = tmp_path / "o.jsonl"
-    assert run("build", "--preset", "jsonl", "--source", src, "--problem-key", "prompt", "--answer-key",
-               "reward_model.ground_truth", "--id-key", "extra_info.index", "--template", "none",
-               "--no-decontaminate", "--out", out) == 0
+    assert run("build", "--data.preset", "jsonl", "--input", src, "--data.problem_key", "prompt", "--data.answer_key",
+               "reward_model.ground_truth", "--data.id_key", "extra_info.index", "--prompt.template", "none",
+               "--data.keep_benchmark_problems_enable", "--output", out) == 0
     assert [(r["prompt"], r["label"], r["id"]) for r in read(out)] == [("2+3?", "5", "7")]
+
+
+@pytest.mark.parametrize("old,new", [("--out", "--output"), ("--no-dedup", "--data.keep_duplicates_enable"),
+                                     ("--source", "--input")])
+def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run("build", "--data.preset", "jsonl", "--input", tmp_path / "s.jsonl", "--output", tmp_path / "o.jsonl",
+            old, "x")
+    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()

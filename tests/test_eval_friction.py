@@ -252,7 +252,7 @@ def test_a_run_cannot_be_resumed_under_another_extraction_policy(shared_data, tm
 
 def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):
     from lead_recipes import data
-    build = ["build", "--preset", "math-l35", "--source", "s.jsonl", "--out", "o.jsonl"]
+    build = ["build", "--data.preset", "math-l35", "--input", "s.jsonl", "--output", "o.jsonl"]
     run = ["--backend", "replay", "--output", "o"]
     for flag in ("--data.benchmarks_dir", None):
         if flag is None:

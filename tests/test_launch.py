@@ -112,7 +112,7 @@ def test_missing_dataset_refuses_to_run_and_prints_the_data_command(capsys, tmp_
     assert launch.main(["lead-1.5b", "--launch.target", "local"]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "data" / "math_l35_lead.jsonl") in err
-    assert "lead-recipes data build --preset math-l35" in err
+    assert "lead-recipes data build --data.preset math-l35" in err
 
 
 @pytest.mark.slow

@@ -20,8 +20,9 @@ def run(*argv) -> int:
 
 # ---------------------------------------------------------------- data build --seed
 def build_deepscaler(shared_data, out, *extra):
-    assert run("build", "--preset", "deepscaler", "--source", shared_data / "train/deepscaler_aime_1983_2023.jsonl",
-               "--no-decontaminate", "--out", out, *extra) == 0
+    assert run("build", "--data.preset", "deepscaler", "--input",
+               shared_data / "train/deepscaler_aime_1983_2023.jsonl", "--data.keep_benchmark_problems_enable",
+               "--output", out, *extra) == 0
     return [r["id"] for r in read(out)], json.loads(open(f"{out}.report.json").read())
 
 
@@ -54,8 +55,8 @@ def test_dapo_preset_strips_dapos_answer_line_instruction_and_maps_its_fields(tm
     src = tmp_path / "dapo.jsonl"
     src.write_text(json.dumps(DAPO_ROW) + "\n")
     out = tmp_path / "out.jsonl"
-    assert run("build", "--preset", "dapo", "--source", src, "--no-decontaminate", "--template", "r1",
-               "--out", out) == 0
+    assert run("build", "--data.preset", "dapo", "--input", src, "--data.keep_benchmark_problems_enable",
+               "--prompt.template", "r1", "--output", out) == 0
     (row,) = read(out)
     assert (row["problem"], row["label"], row["id"]) == ("What is $6 \\times 7$?", "42", "d-1")
     assert "Answer:" not in row["prompt"] and row["prompt"].endswith("within \\boxed{}.")
@@ -79,28 +80,31 @@ def curriculum_inputs(tmp_path):
 
 def curriculum_ids(inputs, out, *extra):
     ds, problems = inputs
-    assert run("curriculum", "--problems", problems, "--dataset", ds, "--out", out, *extra) == 0
+    assert run("curriculum", "--curriculum.problems", problems, "--curriculum.dataset", ds, "--output",
+               out, *extra) == 0
     return [r["id"] for r in read(out)]
 
 
 def test_curriculum_rows_writes_exactly_n_rows_in_reshuffled_passes(curriculum_inputs, tmp_path):
-    ids = curriculum_ids(curriculum_inputs, tmp_path / "o.jsonl", "--seed", 3, "--rows", 25)
+    ids = curriculum_ids(curriculum_inputs, tmp_path / "o.jsonl", "--seed", 3, "--curriculum.rows", 25)
     assert len(ids) == 25
     assert sorted(ids[:10]) == sorted(ids[10:20]) == sorted(f"p{i}" for i in range(10))   # whole passes
     assert ids[:10] != ids[10:20]                                                        # each reshuffled
 
 
 def test_curriculum_skip_continues_the_same_seeded_order(curriculum_inputs, tmp_path):
-    whole = curriculum_ids(curriculum_inputs, tmp_path / "w.jsonl", "--seed", 3, "--rows", 24)
-    first = curriculum_ids(curriculum_inputs, tmp_path / "a.jsonl", "--seed", 3, "--rows", 10)
-    second = curriculum_ids(curriculum_inputs, tmp_path / "b.jsonl", "--seed", 3, "--skip", 10, "--rows", 14)
+    whole = curriculum_ids(curriculum_inputs, tmp_path / "w.jsonl", "--seed", 3, "--curriculum.rows", 24)
+    first = curriculum_ids(curriculum_inputs, tmp_path / "a.jsonl", "--seed", 3, "--curriculum.rows", 10)
+    second = curriculum_ids(curriculum_inputs, tmp_path / "b.jsonl", "--seed", 3, "--curriculum.skip", 10,
+                            "--curriculum.rows", 14)
     assert first + second == whole
     assert json.loads(open(tmp_path / "b.jsonl.report.json").read())["seed"] == 3
 
 
 def test_curriculum_rows_without_a_seed_is_an_error(curriculum_inputs, tmp_path, capsys):
     ds, problems = curriculum_inputs
-    assert run("curriculum", "--problems", problems, "--dataset", ds, "--out", tmp_path / "o", "--rows", 5) == 2
+    assert run("curriculum", "--curriculum.problems", problems, "--curriculum.dataset", ds, "--output",
+               tmp_path / "o", "--curriculum.rows", 5) == 2
     assert "--seed" in capsys.readouterr().err
 
 
@@ -110,8 +114,9 @@ def test_sft_build_keeps_difficulty_strictly_above_one_and_the_solution_as_respo
             for d in (0.5, 1.0, 1.0625, 3.0)]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
-    assert run("build", "--preset", "deepscaler", "--source", src, "--no-decontaminate", "--above-difficulty", 1,
-               "--response-key", "solution", "--template", "r1", "--out", out) == 0
+    assert run("build", "--data.preset", "deepscaler", "--input", src, "--data.keep_benchmark_problems_enable",
+               "--filter.above_difficulty", 1, "--data.response_key", "solution", "--prompt.template", "r1",
+               "--output", out) == 0
     assert [(r["id"], r["response"]) for r in read(out)] == [("s1.0625", "sol 1.0625"), ("s3.0", "sol 3.0")]
 
 
@@ -128,19 +133,20 @@ def _flag(argv, name):
 
 
 def prompt_template(recipe) -> str:
-    """The instruction text the recipe's prompts carry: its data.prepare --template (a curriculum takes the template
-    of the recipe that builds its --dataset); `none` means the source's own instruction (DAPO-Math-17k's)."""
+    """The instruction text the recipe's prompts carry: its data.prepare --prompt.template (a curriculum takes the
+    template of the recipe that builds its --curriculum.dataset); `none` means the source's own instruction
+    (DAPO-Math-17k's)."""
     prepare = [str(a) for a in recipe.data["prepare"]]
     if prepare[0] == "curriculum":
-        dataset = _flag(prepare, "--dataset")
+        dataset = _flag(prepare, "--curriculum.dataset")
         (builder,) = [r for r in map(load_recipe, recipe_names())
-                      if r.data.get("prepare") and _flag([str(a) for a in r.data["prepare"]], "--out") == dataset
+                      if r.data.get("prepare") and _flag([str(a) for a in r.data["prepare"]], "--output") == dataset
                       and r.data["prepare"][0] == "build"][:1]
         return prompt_template(builder)
-    name = _flag(prepare, "--template") or "lead"
+    name = _flag(prepare, "--prompt.template") or "lead"
     if name == "none":
         return (data.DAPO_PREFIX + "\n\n{problem}\n\n" + data.DAPO_SUFFIX) \
-            if "dapo" in _flag(prepare, "--source") and _flag(prepare, "--preset") != "dapo" else "{problem}"
+            if "dapo" in _flag(prepare, "--input") and _flag(prepare, "--data.preset") != "dapo" else "{problem}"
     return data.TEMPLATES.get(name, name)
 
 
@@ -175,15 +181,16 @@ def test_rendered_flags_run_the_papers_step_count(name):
     recipe = load_recipe(name)
     argv, prepare = recipe.train_argv(), [str(a) for a in recipe.data["prepare"]]
     flag = lambda key: int(_flag(argv, f"--{key}"))  # noqa: E731 - the rendered command line, as OpenRLHF reads it
-    rows = min(flag("data.max_samples"), int(_flag(prepare, "--rows") or 10**9))
+    rows = min(flag("data.max_samples"), int(_flag(prepare, "--curriculum.rows") or 10**9))
     per_step = flag("rollout.batch_size")
     assert rows % per_step == 0                                   # no partial last batch
     assert flag("train.num_episodes") * rows // per_step == PAPER_STEPS[name] == rollout_steps(recipe)
     assert flag("train.batch_size") == per_step * flag("rollout.n_samples_per_prompt")   # one update per step
 
 
-# DAPO-Math-17k has 17,917 distinct prompts (each repeated 100 times); `data build --preset dapo` keeps the distinct
-# ones (de-duplication and de-contamination drop at most a few hundred), so steps follow from the rendered flags.
+# DAPO-Math-17k has 17,917 distinct prompts (each repeated 100 times); `data build --data.preset dapo` keeps the
+# distinct ones (de-duplication and de-contamination drop at most a few hundred), so steps follow from the rendered
+# flags.
 DAPO_ROWS = (17_400, 17_917)
 
 
@@ -196,9 +203,11 @@ def test_leash_runs_about_300_steps_over_the_whole_dapo_set(name):
 
 def test_stage_2b_continues_stage_2as_seeded_curriculum_order():
     a, b = ([str(x) for x in load_recipe(f"grpo-lead-14b-stage2{s}").data["prepare"]] for s in "ab")
-    for flag in ("--problems", "--dataset", "--threshold", "--merge", "--seed"):
+    for flag in ("--curriculum.problems", "--curriculum.dataset", "--curriculum.threshold", "--curriculum.merge",
+                 "--seed"):
         assert _flag(a, flag) == _flag(b, flag), flag
-    assert int(_flag(b, "--skip")) == int(_flag(a, "--skip") or 0) + int(_flag(a, "--rows"))
+    assert int(_flag(b, "--curriculum.skip")) == \
+        int(_flag(a, "--curriculum.skip") or 0) + int(_flag(a, "--curriculum.rows"))
 
 
 def test_max_samples_without_a_seeded_prompt_file_is_refused():
@@ -227,8 +236,8 @@ def test_14b_chain_hands_each_stages_final_model_to_the_next(tmp_path, monkeypat
 def test_sft_recipe_states_the_papers_data_and_builds_it():
     r = load_recipe("grpo-lead-14b-sft")
     prepare = [str(a) for a in r.data["prepare"]]
-    assert (_flag(prepare, "--preset"), _flag(prepare, "--above-difficulty")) == ("deepscaler", "1")
-    assert _flag(prepare, "--response-key") and "QwQ-32B" in r.data["notes"] and "13k" in r.data["notes"]
+    assert (_flag(prepare, "--data.preset"), _flag(prepare, "--filter.above_difficulty")) == ("deepscaler", "1")
+    assert _flag(prepare, "--data.response_key") and "QwQ-32B" in r.data["notes"] and "13k" in r.data["notes"]
     text = open(r.path).read()
     assert "UNKNOWN" not in text.split("data.dataset")[1].split("\n")[0]
 

@@ -72,7 +72,7 @@ def test_default_recipe_is_lead_on_math_level_3_to_5_with_r1_distill_1_5b_at_4k(
     assert r.openrlhf["rollout.max_new_tokens"] == 4000 == r.recipe["lead.b_max"]
     assert (r.openrlhf["rollout.n_samples_per_prompt"], r.openrlhf["rollout.batch_size"]) == (8, 128)
     assert r.openrlhf["data.prompt_dataset"].endswith("math_l35_lead.jsonl")
-    assert r.data["prepare"][:3] == ["build", "--preset", "math-l35"]
+    assert r.data["prepare"][:3] == ["build", "--data.preset", "math-l35"]
 
 
 def test_grpo_lead_stage2_keeps_stage1_settings_for_2a_and_turns_length_off_repetition_on_for_2b():

@@ -443,7 +443,7 @@ def test_missing_dataset_hint_is_the_prepare_command_of_the_recipe_using_that_pa
     assert "(recipe leash-1.5b)" in hint
     command = shlex.split(hint.split(" with: ", 1)[1])
     assert command[:3] == ["lead-recipes", "data", "build"]
-    assert command[command.index("--out") + 1] == str(tmp_path / "dapo_math_r1.jsonl")
+    assert command[command.index("--output") + 1] == str(tmp_path / "dapo_math_r1.jsonl")
     assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), embedded=False) is None
 
 

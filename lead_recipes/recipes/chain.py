@@ -46,12 +46,12 @@ def _needs_data(recipe) -> bool:
 
 
 def _missing_sources(stages) -> list[str]:
-    """`--source` files of data steps that no stage writes (sources are never produced by a stage)."""
+    """`--input` files of data steps that no stage writes (sources are never produced by a stage)."""
     out = []
     for recipe in stages:
         prepare = [str(a) for a in recipe.data.get("prepare") or []]
-        if _needs_data(recipe) and "--source" in prepare[:-1]:
-            source = prepare[prepare.index("--source") + 1]
+        if _needs_data(recipe) and "--input" in prepare[:-1]:
+            source = prepare[prepare.index("--input") + 1]
             if not Path(source).exists():
                 out.append(f"{recipe.name}: {source}")
     return out

@@ -29,10 +29,10 @@ def check_seeded_selection(recipe) -> None:
     if recipe.entrypoint != "train" or recipe.openrlhf.get("data.max_samples") is None:
         return
     prepare = [str(a) for a in recipe.data.get("prepare") or []]
-    if "--seed" not in prepare or _flag(prepare, "--out") != recipe.openrlhf.get("data.prompt_dataset"):
+    if "--seed" not in prepare or _flag(prepare, "--output") != recipe.openrlhf.get("data.prompt_dataset"):
         raise RecipeError(f"{recipe.path}: key 'data.max_samples': OpenRLHF keeps the first "
                           f"{recipe.openrlhf['data.max_samples']} rows of data.prompt_dataset, so the file must be "
-                          "written in a seeded random order: give data.prepare a --seed and the same --out "
+                          "written in a seeded random order: give data.prepare a --seed and the same --output "
                           f"(now: {shlex.join(prepare) or 'no data.prepare'})")
 
 
@@ -56,7 +56,7 @@ def rollout_steps(recipe) -> int | None:
     count is only known once the data is built."""
     o = recipe.openrlhf
     prepare = [str(a) for a in recipe.data.get("prepare") or []]
-    known = [int(x) for x in (o.get("data.max_samples"), _flag(prepare, "--rows")) if x is not None]
+    known = [int(x) for x in (o.get("data.max_samples"), _flag(prepare, "--curriculum.rows")) if x is not None]
     if recipe.entrypoint != "train" or not known:
         return None
     return int(_value(o, "train.num_episodes")) * (min(known) // int(_value(o, "rollout.batch_size")))

@@ -271,7 +271,7 @@ def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
         return None
     name, prepare = found
     hint = f"{PROG}: build the prompt data (recipe {name}) with: {shlex.join(['lead-recipes', 'data', *prepare])}"
-    source = _flag(prepare, "--source")
+    source = _flag(prepare, "--input")
     if source and os.path.isabs(source) and not os.path.exists(source):
         hint += (f"\n{PROG}: its source file {os.path.basename(source)} is missing: expected at {source} (the "
                  "sources directory is $LEAD_RECIPES_SOURCES, default ./data/sources)")
@@ -287,7 +287,7 @@ def build_missing_data(prompt_dataset: str | None, embedded: bool) -> bool:
     if found is None:
         return False
     name, prepare = found
-    source, out = _flag(prepare, "--source"), _flag(prepare, "--out")
+    source, out = _flag(prepare, "--input"), _flag(prepare, "--output")
     if prepare[0] != "build" or not source or not os.path.isfile(source) or not out or os.path.abspath(out) not in missing:
         return False
     print(f"{PROG}: prompt data {out} is missing; building it (recipe {name}) from {source}: "
