@@ -27,9 +27,8 @@ import torch
 
 from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
-from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.base import RolloutBatch, check_batch
 from lead_recipes.methods.config import METHODS
-from lead_recipes.methods.common import check_batch
 from lead_recipes.methods.config import (ComposedConfig, GdpoConfig, GrpoLeadConfig, LeadConfig, ScalarizedConfig,
                                          ShorterBetterConfig)
 
