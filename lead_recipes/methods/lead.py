@@ -63,14 +63,14 @@ def psi_statistics(correct: torch.Tensor, r_l: torch.Tensor, alpha: float) -> di
     sigma_c = math.sqrt(float(r_c.var(1, correction=0).mean() + mu_qc.var(correction=0)) + LTV_EPS)
     # efficiency: the correct rollouts of each solved prompt, each solved prompt weighted equally
     solved = correct.any(1)
-    n_correct = correct.sum(1, keepdim=True).clamp(min=1)
-    mu_ql = torch.where(correct, r_l, 0.0).sum(1, keepdim=True) / n_correct
-    v_ql = torch.where(correct, (r_l - mu_ql).square(), 0.0).sum(1, keepdim=True) / n_correct
-    mu_ql, v_ql = mu_ql.squeeze(1)[solved], v_ql.squeeze(1)[solved]
     n_solved = int(solved.sum())
     if n_solved == 0:
         mu_l = sigma_l = 0.0
     else:
+        c, r = correct[solved], r_l[solved]
+        n_correct = c.sum(1, keepdim=True)
+        mu_ql = torch.where(c, r, 0.0).sum(1, keepdim=True) / n_correct
+        v_ql = torch.where(c, (r - mu_ql).square(), 0.0).sum(1, keepdim=True) / n_correct
         mu_l = float(mu_ql.mean())
         sigma_l = math.sqrt(float(v_ql.mean() + mu_ql.var(correction=0)) + LTV_EPS)
     cv_c = sigma_c / (abs(mu_c) + CV_EPS)
