@@ -10,7 +10,7 @@ What it does:
 - `GradingGuard.observe(stats)` reads one step's `recipe/grading/<status>_count` statistics (lead_recipes.training.step_stats)
   and returns `{"recipe/grading/failure_share": (error + timeout) / all}` for the step's logs; when that share has
   been above `grade_failure_max` for `grade_failure_steps` consecutive steps it raises GradingFailure, whose message
-  says what failed and what to check. `observe_trainer(trainer, status)` keeps one guard per trainer (the seam's
+  says what failed and what to check. `observe_trainer(trainer, status)` keeps one guard per trainer (the plug-in's
   train_step calls it after each step).
 - `grading_failure(exc)` finds a GradingFailure behind a Ray error, for the driver's one-line message.
 

@@ -1,4 +1,4 @@
-"""The seam between lead-recipes and OpenRLHF 0.11.2: the only module that imports OpenRLHF internals.
+"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork): the only module that imports OpenRLHF internals.
 
 What it does:
 - `RecipeExperienceMaker` subclasses `RemoteExperienceMaker` and replaces only the group step of
@@ -18,7 +18,7 @@ What it does:
   status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
   records of steps after the restored one, which are trained again.
 - The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
-  the seam resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
+  the plug-in resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
   OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
 - The OpenRLHF-free per-step pieces (the Method's RolloutBatch, logged statistics, per-problem records) are in
@@ -86,15 +86,15 @@ SAVE_TEST = "if global_step % self.args.ckpt.save_steps == 0:"
 
 
 class OpenRLHFMismatch(RuntimeError):
-    """The installed OpenRLHF is not the one this seam was verified against."""
+    """The installed OpenRLHF is not the one this plug-in was verified against."""
 
 
 def check_openrlhf() -> None:
-    """Raise OpenRLHFMismatch listing every difference between the installed OpenRLHF and what the seam patches."""
+    """Raise OpenRLHFMismatch listing every difference between the installed OpenRLHF and what the plug-in patches."""
     problems = []
     version = importlib.metadata.version("openrlhf")
     if version != SUPPORTED_OPENRLHF:
-        problems.append(f"openrlhf=={version} is installed; lead-recipes' seam is verified against "
+        problems.append(f"openrlhf=={version} is installed; lead-recipes' OpenRLHF plug-in is verified against "
                         f"openrlhf=={SUPPORTED_OPENRLHF} (pip install 'openrlhf=={SUPPORTED_OPENRLHF}')")
     for (owner, name), expected in _SIGNATURES.items():
         # Ray's actor decorator adds a `_ray_trace_ctx` keyword to the methods of decorated classes and their bases
@@ -105,7 +105,7 @@ def check_openrlhf() -> None:
     for cls in (PPOTrainer, PPOTrainerAsync, TrainingActor):
         if not hasattr(cls, "__ray_actor_class__"):
             problems.append(f"{cls!r} is not a Ray actor class (no __ray_actor_class__)")
-    # the two call-time lookups Seam A relies on (see run_openrlhf)
+    # the two call-time lookups run_openrlhf patches (its trainer classes and hierarchize)
     src = inspect.getsource(sys.modules.get("openrlhf.cli.train_ppo_ray") or importlib.import_module("openrlhf.cli.train_ppo_ray"))
     for needle in ("from openrlhf.utils.config import hierarchize", "from openrlhf.trainer.ppo_trainer import PPOTrainer",
                    "import PPOTrainerAsync as PPOTrainer", "if not ray.is_initialized():"):

@@ -9,7 +9,7 @@ What it does:
   a second SIGTERM ends the process; installing it removes a previous run's request and marker. slurm/train.sbatch
   writes the same request itself on USR1. `saved_on_request` finds the stop behind a Ray error, PREEMPTED_EXIT (75)
   is the driver's exit status then.
-- Trainer side: `SaveOnRequestMixin`, a base of the seam's trainer classes (it runs inside their Ray actors): at each
+- Trainer side: `SaveOnRequestMixin`, a base of the plug-in's trainer classes (it runs inside their Ray actors): at each
   step boundary (`save_logs_and_checkpoints`, which OpenRLHF's fit() calls after every train step) a pending request
   makes OpenRLHF's own save path save now, the marker is written, the request consumed and the sync trainer's fit()
   ends with `SavedOnRequest` (trackers closed, OpenRLHF's final model save skipped).
@@ -130,7 +130,7 @@ def saved_on_request(exc: BaseException) -> SavedOnRequest | None:
 
 class SaveOnRequestMixin:
     """Save-on-request for a BasePPOTrainer subclass (place it before the OpenRLHF class in the bases). The request
-    path travels in `args.recipe_save_request` (set by the seam on the driver: actors lack the job's environment)."""
+    path travels in `args.recipe_save_request` (set by the plug-in on the driver: actors lack the job's environment)."""
 
     # After a requested save: stop (sync) or keep training (async: PPOTrainerAsync.fit waits on the generator
     # actor too, which would block forever on its slot queue if the trainer stopped; the job script ends it).
