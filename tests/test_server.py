@@ -26,19 +26,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(*extra: str) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--port", str(port),
+def _serve(port: int, *extra: str, env=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--port", str(port),
                              "--grade.timeout_s", "2", "--grade.workers", "2", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _ready_line(proc: subprocess.Popen) -> str:
+    line = proc.stdout.readline()  # the first stdout line; logs go to stderr
+    if not line.startswith("lead-recipes serve: ready"):
+        proc.kill()
+        raise AssertionError(f"expected the ready line first, got {line!r}; stderr: {proc.communicate()[1]}")
+    return line
+
+
+def _start(*extra: str) -> tuple[subprocess.Popen, str, str]:
+    port = _free_port()
+    proc = _serve(port, *extra)
+    ready = _ready_line(proc)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
     while time.time() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
+        assert proc.poll() is None, proc.stderr.read()
         try:
             with urllib.request.urlopen(base + "/health", timeout=2) as r:
                 if r.status == 200:
-                    return proc, base
+                    return proc, base, ready
         except OSError:
             time.sleep(0.3)
     proc.kill()
@@ -46,11 +59,16 @@ def _start(*extra: str) -> tuple[subprocess.Popen, str]:
 
 
 @pytest.fixture(scope="module")
-def server():
-    proc, base = _start("--token", TOKEN, "--serve.max_request_mb", "4")
-    yield base
+def served():
+    proc, base, ready = _start("--token", TOKEN, "--serve.max_request_mb", "4")
+    yield base, ready
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(served):
+    return served[0]
 
 
 async def _post(url: str, body, headers=None) -> tuple[int, dict]:
@@ -98,7 +116,7 @@ def test_health_is_open_and_json(server):
     ([1, 2, 3], 422),
 ])
 def test_malformed_requests_get_a_clear_4xx_json_error(server, body, code):
-    got, payload = post(server + "/get_reward", body, AUTH)
+    got, payload = post(server + "/get_reward", body, {**AUTH, "Content-Type": "application/json"})
     assert got == code and isinstance(payload.get("error"), str) and payload["error"]
 
 
@@ -113,6 +131,19 @@ def test_missing_or_wrong_token_is_401(server):
     assert post(server + "/get_reward", body)[0] == 401
     assert post(server + "/get_reward", body, {"Authorization": "Bearer nope"})[0] == 401
     assert post(server + "/get_reward", body, AUTH)[0] == 200
+
+
+def test_401_message_tells_the_token_can_ride_in_the_url(server):
+    body = {"query": [PROMPT + "\\boxed{42}"], "prompts": [PROMPT], "labels": ["42"]}
+    code, payload = post(server + "/get_reward", body)
+    assert code == 401 and "?token=" in payload["error"]
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
+def test_a_body_that_is_not_declared_json_gets_415_with_a_message(server, content_type):
+    raw = json.dumps({"query": ["\\boxed{1}"], "prompts": [""], "labels": ["1"]})
+    code, payload = post(server + "/get_reward", raw, {**AUTH, "Content-Type": content_type})
+    assert code == 415 and "application/json" in payload["error"]
 
 
 def test_bad_samples_in_a_good_request_get_reward_zero_with_status(server):
@@ -165,7 +196,7 @@ def test_stats_report_requests_statuses_latency_and_restarts(server):
 # ------------------------------------------------------------------------------------------------ shutdown
 @pytest.mark.timeout(120)
 def test_sigterm_finishes_in_flight_requests_then_exits_zero():
-    proc, base = _start()
+    proc, base, _ = _start()
     try:
         async def run():
             bomb = {"query": ["\\boxed{9^{9^{9^{9^{9^{9}}}}}}"], "prompts": [""], "labels": ["1"]}
@@ -193,3 +224,81 @@ def test_extraction_flag_accepts_only_the_named_policies():
     assert vars(build_parser().parse_args(["--grade.extraction", "final_answer"]))["grade.extraction"] == "final_answer"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--grade.extraction", "lenient"])
+
+
+# ------------------------------------------------------------------------------------------------ start-up
+def test_port_accepts_connections_once_the_ready_line_is_printed():
+    port = _free_port()
+    proc = _serve(port)
+    try:
+        _ready_line(proc)
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # no retry: it must listen already
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_a_port_in_use_is_one_error_line_naming_port_and_flag_and_exit_2():
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = _serve(port)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == ""
+    assert len(err.splitlines()) == 1 and str(port) in err and "--port" in err and "Traceback" not in err
+
+
+def test_ready_line_flag_reaches_the_server_with_no_header(served):
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+    base, ready = served
+    url = ready.split("--reward.remote_url ", 1)[1].split()[0]
+    assert url == f"{base}/get_reward?token={TOKEN}"
+    ex = SingleTurnAgentExecutor(url)
+    got = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "\\boxed{42}"], [PROMPT], ["42"]))[0]
+    assert got["rewards"] == [1.0]
+
+
+def _main_output(monkeypatch, capsys, argv: list[str]) -> tuple[str, str]:
+    """`main` up to its ready line, with aiohttp's run loop replaced: the flag and warnings, no grader pool."""
+    from lead_recipes.grading import server as srv
+
+    def fake_run_app(app, *, sock, print, **_):
+        app.close()  # the make_app coroutine, never awaited
+        for s in sock:
+            s.close()
+        print("banner")
+    monkeypatch.setattr(srv.web, "run_app", fake_run_app)
+    assert srv.main(argv) == 0
+    return capsys.readouterr()
+
+
+def test_a_token_from_the_environment_is_shown_as_the_variable_not_the_secret(monkeypatch, capsys):
+    monkeypatch.setenv("LEAD_RECIPES_SERVE_TOKEN", "hidden-value")
+    out, _ = _main_output(monkeypatch, capsys, ["--port", "0"])
+    assert "?token=$LEAD_RECIPES_SERVE_TOKEN" in out and "hidden-value" not in out
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_a_wildcard_host_gives_a_url_with_this_machines_name(monkeypatch, capsys, host):
+    if host == "::" and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    monkeypatch.delenv("LEAD_RECIPES_SERVE_TOKEN", raising=False)
+    out, _ = _main_output(monkeypatch, capsys, ["--host", host, "--port", "0", "--token", "t"])
+    assert f"--reward.remote_url http://{socket.gethostname()}:" in out
+
+
+@pytest.mark.parametrize("host,token,warned", [
+    ("0.0.0.0", None, True), ("::", None, True), ("10.1.2.3", None, True), ("0.0.0.0", "t", False),
+    ("127.0.0.1", None, False), ("::1", None, False), ("localhost", None, False)])
+def test_listening_beyond_loopback_without_a_token_warns_once_on_stderr(host, token, warned):
+    from lead_recipes.grading.server import exposure_warning
+    line = exposure_warning(host, token)
+    assert (line is not None) == warned
+    assert line is None or (len(line.splitlines()) == 1 and "token" in line)
+
+
+def test_main_prints_the_exposure_warning_on_stderr(monkeypatch, capsys):
+    monkeypatch.delenv("LEAD_RECIPES_SERVE_TOKEN", raising=False)
+    out, err = _main_output(monkeypatch, capsys, ["--host", "0.0.0.0", "--port", "0"])
+    assert "warning" in err and "warning" not in out

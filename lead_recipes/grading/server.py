@@ -9,8 +9,10 @@ Routes:
   last `\\boxed{}` only; `final_answer` falls back to the solution's final-answer statement).
 - `GET /stats` → requests, per-status counts, latency p50/p90/p99, worker restarts, in-flight and queued requests.
 
-Guarantees: binds 127.0.0.1 unless `--host` says otherwise; a malformed request (invalid JSON, wrong shapes, too big,
-too many samples, bad token) gets a 4xx JSON `{"error": ...}`; a bad *sample* in a good request gets reward 0 and
+Guarantees: binds 127.0.0.1 unless `--host` says otherwise (beyond loopback without a token: a warning on stderr);
+prints its ready line, with the `--reward.remote_url` flag to hand OpenRLHF, only once the port is bound and
+listening; a port in use is one error line and exit code 2; a malformed request (invalid JSON, a Content-Type other
+than application/json (415), wrong shapes, too big, too many samples, bad token) gets a 4xx JSON `{"error": ...}`; a bad *sample* in a good request gets reward 0 and
 its status (`error`, `no_answer`, `timeout`), never a 5xx; grading concurrency is bounded (`--serve.max_concurrency`
 requests grade at once, at most `--serve.max_queue` wait, beyond that 503 + Retry-After); optional shared token
 (`--token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`, or `?token=T` in the URL since
@@ -23,10 +25,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import errno
 import hmac
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from typing import Any
@@ -115,7 +119,8 @@ class RewardServer:
                 want = f"Bearer {self.token}".encode()
                 if not (hmac.compare_digest(got.encode(), want)
                         or hmac.compare_digest(request.query.get("token", "").encode(), self.token.encode())):
-                    resp = _error(401, "missing or wrong token (send `Authorization: Bearer <token>`)")
+                    resp = _error(401, "missing or wrong token (send `Authorization: Bearer <token>`, or put "
+                                       "`?token=<token>` in the URL)")
                     return resp
             try:
                 resp = await handler(request)
@@ -152,6 +157,11 @@ class RewardServer:
             "grader": g})
 
     async def get_reward(self, request: web.Request) -> web.Response:
+        # A form or text body (curl -d without a header) is a client mistake, told as such; no header at all is
+        # taken as JSON, as OpenRLHF's and our clients always send one.
+        if "Content-Type" in request.headers and request.content_type != "application/json":
+            return _error(415, f"Content-Type must be application/json, got {request.content_type!r} "
+                               "(curl: -H 'Content-Type: application/json')")
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -231,11 +241,68 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Bound sockets for every address of `host` (as asyncio's create_server binds them), so that a port in use is
+    known before the grader pool starts and the ready line is printed only for a port this server holds."""
+    socks: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                               flags=socket.AI_PASSIVE):
+            if any(s.family == family and s.getsockname()[:2] == addr[:2] for s in socks):
+                continue
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(addr)
+    except OSError:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
+
+
+def remote_url_flag(host: str, port: int, token: str | None, token_from_env: bool) -> str:
+    """The flag to hand OpenRLHF (or `lead-recipes train`) for this server. A wildcard host becomes this machine's
+    name; a token from the environment is shown as the variable, so the server's log never holds the secret."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/get_reward"
+    if token:
+        url += f"?token=${TOKEN_ENV}" if token_from_env else f"?token={token}"
+    return f"--reward.remote_url {url}"
+
+
+def exposure_warning(host: str, token: str | None) -> str | None:
+    """One line when the server listens beyond loopback with no token: anyone who reaches the port may use it."""
+    if token or host in LOOPBACK:
+        return None
+    return (f"lead-recipes serve: warning: listening on {host} without a token; anyone who can reach this port can "
+            f"use the grader (set --token or ${TOKEN_ENV})")
+
+
 def main(argv: list[str]) -> int:
     args = vars(build_parser().parse_args(argv))
+    host, port = args["host"], args["port"]
+    token = args["token"] or os.environ.get(TOKEN_ENV) or None
+    warning = exposure_warning(host, token)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    try:
+        socks = _listen(host, port)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            why = f"port {port} is already in use on {host}; pick another with --port (or stop what holds it)"
+        else:
+            why = f"cannot listen on {host}:{port}: {e.strerror or e} (check --host and --port)"
+        print(f"lead-recipes serve: {why}", file=sys.stderr, flush=True)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    token = args["token"] or os.environ.get(TOKEN_ENV) or None
     grader = Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"],
                     extraction=args["grade.extraction"])
 
@@ -245,11 +312,13 @@ def main(argv: list[str]) -> int:
                               job_id=args["serve.job_id"])
         return server.app(int(args["serve.max_request_mb"] * 2 ** 20))
 
-    print(f"lead-recipes serve: http://{args['host']}:{args['port']}/get_reward "
-          f"(auth {'on' if token else 'off'}; extraction {grader.extraction}; GET /health, /stats)", flush=True)
-    # run_app turns SIGTERM/SIGINT into a graceful stop: close the listener, wait for in-flight handlers up to
-    # shutdown_timeout, run on_cleanup (closes the grader pool), return normally → exit 0.
-    web.run_app(make_app(), host=args["host"], port=args["port"], print=None, access_log=None,
+    flag = remote_url_flag(host, socks[0].getsockname()[1], token, token_from_env=not args["token"])
+    ready = (f"lead-recipes serve: ready (auth {'on' if token else 'off'}; extraction {grader.extraction}; "
+             f"GET /health, /stats); for OpenRLHF or lead-recipes train: {flag}")
+    # run_app calls `print` once its sites listen (the ready line never precedes the port), and turns SIGTERM/SIGINT
+    # into a graceful stop: close the listener, wait for in-flight handlers up to shutdown_timeout, run on_cleanup
+    # (closes the grader pool), return normally → exit 0.
+    web.run_app(make_app(), sock=socks, print=lambda _banner: print(ready, flush=True), access_log=None,
                 shutdown_timeout=args["serve.shutdown_timeout_s"], handle_signals=True)
     print("lead-recipes serve: stopped", flush=True)
     return 0
