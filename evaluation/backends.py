@@ -164,7 +164,7 @@ class OpenAIBackend:
         num = usage.get("completion_tokens")
         if num is None:
             if self.tokenizer is None:
-                raise RuntimeError("the server returned no usage.completion_tokens; pass --tokenizer to count")
+                raise RuntimeError("the server returned no usage.completion_tokens; pass --eval.tokenizer to count")
             num = count_tokens(self.tokenizer, text)
         reason = choice.get("finish_reason")
         return _row(req, text, num, reason, reason == "length")

@@ -1,5 +1,5 @@
 """`lead-recipes eval`: evaluate a model (vLLM or an OpenAI-compatible server) or saved generations (replay) on the
-five benchmarks with a paper protocol, and `lead-recipes eval compare RUN... --base RUN` for the side-by-side
+five benchmarks with a paper protocol, and `lead-recipes eval compare RUN... --eval.base RUN` for the side-by-side
 table with AES. Flag parsing and wiring only; the work is in run.py / report.py. Never imports the training stack.
 """
 from __future__ import annotations
@@ -13,8 +13,16 @@ from lead_recipes.benchmarks import BENCHMARKS
 from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, PROMPT_TEMPLATES, canonical
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.renamed_flags import COMMON, renamed_hint
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
+# The spellings users typed most before the dotted grammar, named in the error.
+RENAMED = {**COMMON, "--backend": "--eval.backend", "--model": "--eval.model", "--preset": "--eval.preset",
+           "--benchmarks": "--data.benchmarks", "--base": "--eval.base", "--n": "--sampling.n",
+           "--max-new-tokens": "--sampling.max_new_tokens", "--temperature": "--sampling.temperature",
+           "--tokenizer": "--eval.tokenizer", "--no-progress_enable": "--eval.skip_progress_enable",
+           "--no-plots_enable": "--eval.skip_plots_enable",
+           "--no-chat_template_enable": "--prompt.skip_chat_template_enable"}
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
 _GEN_FLAGS = {"temperature": "temperature", "top_p": "top_p", "min_p": "min_p", "top_k": "top_k", "seed": "seed",
               "max_new_tokens": "max_new_tokens", "chat_template_enable": "chat_template_enable",
@@ -42,52 +50,66 @@ def _field_map(text: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes eval", formatter_class=HelpFormatter, description=" ".join(__doc__.split("\n\n")[0].split()),
+    p = argparse.ArgumentParser(prog="lead-recipes eval", formatter_class=HelpFormatter, allow_abbrev=False,
+                                description=" ".join(__doc__.split("\n\n")[0].split()),
                                 epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
-    p.add_argument("--backend", required=True, choices=("vllm", "openai", "replay"))
-    p.add_argument("--model", help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)")
-    p.add_argument("--benchmarks", help=f"comma-separated: names ({','.join(BENCHMARKS)}), or name=path.jsonl / "
-                   "name=hf:owner/dataset:split (default: the preset's paper set; replay: the file's benchmarks)")
-    p.add_argument("--preset", default="sober", choices=sorted(PRESETS) + sorted(ALIASES),
+    p.add_argument("--output", required=True, help="run directory (rerun the same command to resume)")
+    p.add_argument("--seed", type=int, help="sampling seed (default: the preset's)")
+    p.add_argument("--limit", type=int, help="first N problems of each benchmark (smoke runs)")
+    e = p.add_argument_group("eval")
+    e.add_argument("--eval.backend", dest="backend", required=True, choices=("vllm", "openai", "replay"))
+    e.add_argument("--eval.model", dest="model",
+                   help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)")
+    e.add_argument("--eval.preset", dest="preset", default="sober", choices=sorted(PRESETS) + sorted(ALIASES),
                    help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size (grpo-lead = 14b)")
-    p.add_argument("--data.benchmarks_dir", "--data-dir", dest="data.benchmarks_dir",
+    e.add_argument("--eval.base", dest="base", help="base-model run directory or summary.json: adds AES to the summary")
+    e.add_argument("--eval.tokenizer", dest="tokenizer",
+                   help="tokenizer for chat templates / token counts (replay, openai completions)")
+    e.add_argument("--eval.budgets", dest="budgets", type=_int_list,
+                   help="token budgets for the sweep, e.g. 1024,2048,4096")
+    e.add_argument("--eval.skip_progress_enable", dest="skip_progress", action="store_true",
+                   help="no progress bars")
+    e.add_argument("--eval.skip_plots_enable", dest="skip_plots", action="store_true", help="write no plots")
+    d = p.add_argument_group("data")
+    d.add_argument("--data.benchmarks", dest="benchmarks",
+                   help=f"comma-separated: names ({','.join(BENCHMARKS)}), or name=path.jsonl / "
+                        "name=hf:owner/dataset:split (default: the preset's paper set; replay: the file's benchmarks)")
+    d.add_argument("--data.benchmarks_dir", dest="data.benchmarks_dir",
                    default=os.environ.get(BENCHMARKS_DIR_ENV) or None,
                    help=f"directory with <benchmark>.jsonl files (default ${BENCHMARKS_DIR_ENV}, else the HF hub)")
-    p.add_argument("--field-map", type=_field_map, help="column names for custom/hub sources, e.g. "
-                   "problem=question,answer=final_answer,id=unique_id")
-    p.add_argument("--output", required=True, help="run directory (rerun the same command to resume)")
-    p.add_argument("--base", help="base-model run directory or summary.json: adds AES to the summary")
-    g = p.add_argument_group("protocol overrides (default: the preset's value; all recorded in summary.json)")
-    g.add_argument("--max-new-tokens", type=int)
-    g.add_argument("--n", type=int, help="samples per problem for every benchmark (replay: default from the file)")
-    g.add_argument("--temperature", type=float)
-    g.add_argument("--top-p", type=float)
-    g.add_argument("--min-p", type=float)
-    g.add_argument("--top-k", type=int)
-    g.add_argument("--seed", type=int)
-    g.add_argument("--limit", type=int, help="first N problems of each benchmark (smoke runs)")
-    g.add_argument("--prompt-template", help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}")
-    g.add_argument("--system-prompt")
-    g.add_argument("--chat_template_enable", action=argparse.BooleanOptionalAction,
-                   help="apply the model's chat template (default on)")
-    g.add_argument("--tokenizer", help="tokenizer for chat templates / token counts (replay, openai completions)")
-    g.add_argument("--budgets", type=_int_list, help="token budgets for the sweep, e.g. 1024,2048,4096")
-    gr = p.add_argument_group("grading")
+    d.add_argument("--data.field_map", dest="field_map", type=_field_map,
+                   help="column names for custom/hub sources, e.g. problem=question,answer=final_answer,id=unique_id")
+    g = p.add_argument_group("sampling", "protocol overrides (default: the preset's value; all recorded in "
+                                         "summary.json)")
+    g.add_argument("--sampling.max_new_tokens", dest="max_new_tokens", type=int)
+    g.add_argument("--sampling.n", dest="n", type=int,
+                   help="samples per problem for every benchmark (replay: default from the file)")
+    g.add_argument("--sampling.temperature", dest="temperature", type=float)
+    g.add_argument("--sampling.top_p", dest="top_p", type=float)
+    g.add_argument("--sampling.min_p", dest="min_p", type=float)
+    g.add_argument("--sampling.top_k", dest="top_k", type=int)
+    t = p.add_argument_group("prompt", "protocol overrides (default: the preset's value)")
+    t.add_argument("--prompt.template", dest="prompt_template",
+                   help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}")
+    t.add_argument("--prompt.system", dest="system_prompt", help="system message")
+    t.add_argument("--prompt.skip_chat_template_enable", dest="skip_chat_template", action="store_true",
+                   help="send the raw prompt, without the model's chat template (applied by default)")
+    gr = p.add_argument_group("grade")
     gr.add_argument("--grade.extraction", dest="grade.extraction", default="final_answer",
                     choices=EXTRACTION_POLICIES,
                     help="final-answer extraction: final_answer (the box, else the closing final-answer statement; "
                          "comparable with math-verify/lighteval numbers) or boxed (the last \\boxed{} only, as the "
                          "training reward); default %(default)s; part of the run identity")
-    r = p.add_argument_group("replay backend")
+    r = p.add_argument_group("replay", "replay backend")
     r.add_argument("--replay.path", dest="replay.path", help="JSONL of saved generations")
-    o = p.add_argument_group("openai backend")
+    o = p.add_argument_group("openai", "openai backend")
     o.add_argument("--openai.base_url", dest="openai.base_url", default="http://127.0.0.1:8000")
     o.add_argument("--openai.endpoint", dest="openai.endpoint", default="chat", choices=("chat", "completions"))
     o.add_argument("--openai.api_key", dest="openai.api_key", default=os.environ.get("OPENAI_API_KEY"))
     o.add_argument("--openai.concurrency", dest="openai.concurrency", type=int, default=16)
     o.add_argument("--openai.retries", dest="openai.retries", type=int, default=5)
     o.add_argument("--openai.timeout_s", dest="openai.timeout_s", type=float, default=3600.0)
-    v = p.add_argument_group("vllm backend")
+    v = p.add_argument_group("vllm", "vllm backend")
     v.add_argument("--vllm.dtype", dest="vllm.dtype", default="auto")
     v.add_argument("--vllm.tensor_parallel_size", dest="vllm.tensor_parallel_size", type=int, default=1)
     v.add_argument("--vllm.data_parallel_size", dest="vllm.data_parallel_size", type=int,
@@ -96,21 +118,32 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--vllm.gpu_memory_utilization", dest="vllm.gpu_memory_utilization", type=float,
                    help="default 0.9 on GPU, 0.3 on CPU (there it is a fraction of NUMA-node memory)")
     v.add_argument("--vllm.max_model_len", dest="vllm.max_model_len", type=int)
-    v.add_argument("--vllm.enforce_eager_enable", dest="vllm.enforce_eager_enable",
-                   action=argparse.BooleanOptionalAction, default=False)
-    p.add_argument("--progress_enable", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--plots_enable", action=argparse.BooleanOptionalAction, default=True)
+    v.add_argument("--vllm.enforce_eager_enable", dest="vllm.enforce_eager_enable", action="store_true",
+                   help="no CUDA graphs")
     return p
 
 
 def build_compare_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes eval compare", formatter_class=HelpFormatter,
+    p = argparse.ArgumentParser(prog="lead-recipes eval compare", formatter_class=HelpFormatter, allow_abbrev=False,
                                 description="side-by-side table of finished runs with AES against a base run")
     p.add_argument("runs", nargs="+", help="run directories (or summary.json files)")
-    p.add_argument("--base", help="base-model run (AES reference)")
     p.add_argument("--output", help="directory for compare.md/.csv/.json and the frontier plot")
-    p.add_argument("--plots_enable", action=argparse.BooleanOptionalAction, default=True)
+    e = p.add_argument_group("eval")
+    e.add_argument("--eval.base", dest="base", help="base-model run (AES reference)")
+    e.add_argument("--eval.skip_plots_enable", dest="skip_plots", action="store_true", help="write no plot")
     return p
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parsed arguments; an old flag spelling is a usage error naming the new one (exit 2)."""
+    hint = renamed_hint(argv, RENAMED)
+    if hint:
+        parser.error(hint)
+    args = parser.parse_args(argv)
+    # the chat template is the preset's (on) unless turned off; None = not given, so a replay keeps its recorded one
+    if hasattr(args, "skip_chat_template"):
+        args.chat_template_enable = False if args.skip_chat_template else None
+    return args
 
 
 def make_backend(args, gen, tok, replay=None):
@@ -118,7 +151,7 @@ def make_backend(args, gen, tok, replay=None):
     a = vars(args)
     if args.backend == "vllm":
         if not args.model:
-            raise ValueError("--backend vllm needs --model")
+            raise ValueError("--eval.backend vllm needs --eval.model")
         engine = dict(dtype=a["vllm.dtype"], tensor_parallel_size=a["vllm.tensor_parallel_size"],
                       gpu_memory_utilization=a["vllm.gpu_memory_utilization"], max_model_len=a["vllm.max_model_len"],
                       enforce_eager=a["vllm.enforce_eager_enable"], seed=gen.seed)
@@ -128,10 +161,10 @@ def make_backend(args, gen, tok, replay=None):
         return backends.VLLMBackend(args.model, **engine)
     if args.backend == "openai":
         if not args.model:
-            raise ValueError("--backend openai needs --model (the served model name)")
+            raise ValueError("--eval.backend openai needs --eval.model (the served model name)")
         if a["openai.endpoint"] == "completions" and gen.chat_template_enable and tok is None:
-            raise ValueError("--openai.endpoint completions with the chat template on needs --tokenizer "
-                             "(or use the chat endpoint, or --no-chat_template_enable)")
+            raise ValueError("--openai.endpoint completions with the chat template on needs --eval.tokenizer "
+                             "(or use the chat endpoint, or --prompt.skip_chat_template_enable)")
         return backends.OpenAIBackend(a["openai.base_url"], args.model, endpoint=a["openai.endpoint"],
                                       api_key=a["openai.api_key"], concurrency=a["openai.concurrency"],
                                       retries=a["openai.retries"], timeout_s=a["openai.timeout_s"], tokenizer=tok)
@@ -148,7 +181,7 @@ def _sources(specs: list[str], data_dir: str | None) -> dict:
 
 
 def benchmark_specs(args, replay=None) -> list[str]:
-    """--benchmarks as given, else the replay file's benchmarks, else the preset's paper set."""
+    """--data.benchmarks as given, else the replay file's benchmarks, else the preset's paper set."""
     if args.benchmarks:
         return [s.strip() for s in args.benchmarks.split(",") if s.strip()]
     return replay.benchmarks() if replay else list(DEFAULT_BENCHMARKS[canonical(args.preset)])
@@ -157,11 +190,11 @@ def benchmark_specs(args, replay=None) -> list[str]:
 def run_main(argv: list[str]) -> int:
     from evaluation import protocols, run  # noqa: PLC0415
     from lead_recipes.benchmarks import load_benchmarks  # noqa: PLC0415
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     a = vars(args)
     try:
         if args.preset in ALIASES:
-            print(f"lead-recipes eval: --preset {args.preset} is now {canonical(args.preset)} "
+            print(f"lead-recipes eval: --eval.preset {args.preset} is now {canonical(args.preset)} "
                   "(use grpo-lead-7b for 7B models: 8k cap)", file=sys.stderr)
         tok = None
         if args.tokenizer:
@@ -172,7 +205,7 @@ def run_main(argv: list[str]) -> int:
         if args.backend == "replay":
             from evaluation.replay import ReplayBackend  # noqa: PLC0415
             if not a["replay.path"]:
-                raise ValueError("--backend replay needs --replay.path")
+                raise ValueError("--eval.backend replay needs --replay.path")
             explicit = set(given) | ({"prompt_template_name"} if "prompt_template" in given else set())
             replay = ReplayBackend(a["replay.path"], tokenizer=tok, explicit=explicit)
         gen = protocols.resolve(args.preset, temperature=args.temperature, top_p=args.top_p, min_p=args.min_p,
@@ -190,8 +223,8 @@ def run_main(argv: list[str]) -> int:
         try:
             summary = run.run_eval(gen, benchmarks, backend, args.output, model=args.model, base=base,
                                    budgets=args.budgets, tokenizer=tok, limit=args.limit,
-                                   sources=_sources(specs, data_dir), progress=args.progress_enable,
-                                   plots=args.plots_enable, extraction=a["grade.extraction"])
+                                   sources=_sources(specs, data_dir), progress=not args.skip_progress,
+                                   plots=not args.skip_plots, extraction=a["grade.extraction"])
         finally:
             backend.close()
     except (ValueError, FileNotFoundError, RuntimeError) as e:
@@ -204,14 +237,14 @@ def run_main(argv: list[str]) -> int:
 
 
 def _run_label(path: str, summary: dict) -> str:
-    """A run's label in comparisons: the --model it evaluated, else its directory name."""
+    """A run's label in comparisons: the --eval.model it evaluated, else its directory name."""
     p = Path(path)
     return summary.get("config", {}).get("model") or (p.name if p.is_dir() else p.parent.name)
 
 
 def compare_main(argv: list[str]) -> int:
     from evaluation import report, run  # noqa: PLC0415
-    args = build_compare_parser().parse_args(argv)
+    args = _parse(build_compare_parser(), argv)
     try:
         loaded = [(r, run.load_summary(r)) for r in args.runs + ([args.base] if args.base else [])]
         labels = [_run_label(r, s) for r, s in loaded]

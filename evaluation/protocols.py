@@ -8,8 +8,8 @@ Presets (sources in docs/evaluation.md):
   and Cons@32, the DeepScaleR prompt "{problem} Let's think step by step and output the final answer within
   \\boxed{}.", AIME24 and AIME25 only (the paper's tables), max new tokens 8192 for 7B models ("8k ... matching the
   training length limit") and 14336 for 14B ("14k", read as 14 × 1024 like the 14B training length). The authors'
-  README adds min_p 0.01, which the paper does not state: off unless --min-p is given. `grpo-lead` is the old name
-  of `grpo-lead-14b`.
+  README adds min_p 0.01, which the paper does not state: off unless --sampling.min_p is given. `grpo-lead` is the
+  old name of `grpo-lead-14b`.
 Every field can be overridden; the resolved values are what the run records. `PROVENANCE` says, per preset, which
 public harness it mirrors and where we differ (recorded in summary.json). It does not generate or score.
 """
@@ -81,7 +81,7 @@ _GRPO_LEAD_DIFFS = [
     "Pass@1 is the mean over the 32 samples (avg@32); the paper does not say how it computed it",
     "Cons@32 clusters answers with math-verify equivalence, ties to the earliest sample; the paper releases no "
     "voting code",
-    "min_p 0.01 (authors' README, not the paper) is off unless --min-p 0.01 is given",
+    "min_p 0.01 (authors' README, not the paper) is off unless --sampling.min_p 0.01 is given",
     "top-p 1.0 and no system prompt: the paper states neither; chat template on (DeepSeek-R1-Distill models)",
     "grading with this package's grader, not the authors' deepscaler reward function; that function reads only "
     "the \\boxed{} answer, which --grade.extraction boxed mirrors (the default final_answer also reads an unboxed "
@@ -159,7 +159,7 @@ def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None
         elif "{problem}" in prompt_template:
             changes.update(prompt_template_name="custom", prompt_template=prompt_template)
         else:
-            raise ValueError(f"--prompt-template must be one of {', '.join(PROMPT_TEMPLATES)} or contain "
+            raise ValueError(f"--prompt.template must be one of {', '.join(PROMPT_TEMPLATES)} or contain "
                              "'{problem}'")
     cfg = replace(cfg, **changes)
     if not cfg.temperature >= 0:
@@ -193,6 +193,6 @@ def render_prompt(cfg: GenConfig, problem: str, tokenizer=None) -> str:
     if not cfg.chat_template_enable:
         return build_user_text(cfg, problem)
     if tokenizer is None:
-        raise ValueError("the chat template is on but no tokenizer was given (pass --tokenizer or turn it off "
-                         "with --no-chat_template_enable)")
+        raise ValueError("the chat template is on but no tokenizer was given (pass --eval.tokenizer or turn it off "
+                         "with --prompt.skip_chat_template_enable)")
     return tokenizer.apply_chat_template(build_messages(cfg, problem), tokenize=False, add_generation_prompt=True)

@@ -81,10 +81,10 @@ class ReplayBackend:
             n = len(got)
             if got != set(range(n)):
                 raise ValueError(f"{self.path}: {bench}/{pid} has samples {sorted(got)[:6]}, not 0..{n - 1}; "
-                                 "pass --n to use the first n")
+                                 "pass --sampling.n to use the first n")
             if out.setdefault(bench, n) != n:
                 raise ValueError(f"{self.path}: {bench} has {out[bench]} samples for some problems and {n} for "
-                                 f"{pid}; pass --n to use the first n of each")
+                                 f"{pid}; pass --sampling.n to use the first n of each")
         return out
 
     def _seed_record(self):
@@ -131,7 +131,7 @@ class ReplayBackend:
             for r in requests:
                 if self.rows[(r.benchmark, r.id, r.sample)].get("num_tokens") is None:
                     raise ValueError(f"{self.path}: {r.benchmark}/{r.id}/{r.sample} has no num_tokens and no "
-                                     "--tokenizer was given to count them")
+                                     "--eval.tokenizer was given to count them")
 
     def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
         self.check(requests, gen)

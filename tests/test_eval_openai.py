@@ -98,9 +98,9 @@ def make_bench(path: Path, count: int) -> Path:
 
 
 def argv_for(server, bench: Path, out: Path, n: int, *extra: str) -> list[str]:
-    return ["--backend", "openai", "--model", "fake", "--openai.base_url", server.url, "--benchmarks",
-            f"toy={bench}", "--n", str(n), "--max-new-tokens", "64", "--output", str(out),
-            "--no-progress_enable", "--no-plots_enable", *extra]
+    return ["--eval.backend", "openai", "--eval.model", "fake", "--openai.base_url", server.url, "--data.benchmarks",
+            f"toy={bench}", "--sampling.n", str(n), "--sampling.max_new_tokens", "64", "--output", str(out),
+            "--eval.skip_progress_enable", "--eval.skip_plots_enable", *extra]
 
 
 @pytest.mark.timeout(120)
@@ -141,8 +141,8 @@ def test_client_error_fails_fast_and_keeps_finished_samples(tmp_path, capsys):
 def test_completions_endpoint_sends_the_raw_template_without_chat_template(tmp_path):
     with FakeLLMServer() as srv:
         assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 1), tmp_path / "run", 1,
-                                 "--openai.endpoint", "completions", "--no-chat_template_enable",
-                                 "--preset", "grpo-lead")) == 0
+                                 "--openai.endpoint", "completions", "--prompt.skip_chat_template_enable",
+                                 "--eval.preset", "grpo-lead")) == 0
     assert srv.bodies[0]["prompt"] == ("Problem 0: what is 0 + 1? Let's think step by step and output the final "
                                        "answer within \\boxed{}.")
     assert srv.bodies[0]["temperature"] == 0.6
@@ -175,7 +175,7 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
 
 def test_cli_vllm_flags_reach_the_engine_arguments():
     from evaluation.protocols import resolve
-    args = cli.build_parser().parse_args(["--backend", "vllm", "--model", "m", "--output", "o", "--seed", "7",
+    args = cli.build_parser().parse_args(["--eval.backend", "vllm", "--eval.model", "m", "--output", "o", "--seed", "7",
                                           "--vllm.dtype", "bfloat16", "--vllm.tensor_parallel_size", "2",
                                           "--vllm.max_model_len", "40000", "--vllm.enforce_eager_enable",
                                           "--vllm.data_parallel_size", "1"])
@@ -190,7 +190,7 @@ def test_data_parallel_engines_keep_the_single_engine_identity_so_runs_resume_ac
     from evaluation.protocols import resolve
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")          # CPU engines here, whatever the machine has
     from evaluation.vllm_dp import DataParallelVLLM
-    flags = ["--backend", "vllm", "--model", "m", "--output", "o", "--seed", "7", "--vllm.dtype", "bfloat16"]
+    flags = ["--eval.backend", "vllm", "--eval.model", "m", "--output", "o", "--seed", "7", "--vllm.dtype", "bfloat16"]
     one = cli.make_backend(cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "1"]),
                            resolve("sober", seed=7), None)
     two = cli.make_backend(cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "2"]),

@@ -36,9 +36,10 @@ def rollouts(shared_data, tmp_path_factory):
 def replay_run(rollouts, tiny_qwen2, tmp_path_factory):
     d, groups = rollouts
     out = tmp_path_factory.mktemp("run") / "math100"
-    argv = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
-            f"math100={d / 'math100.jsonl'}", "--n", "8", "--max-new-tokens", "4096", "--tokenizer", str(tiny_qwen2),
-            "--budgets", "128,512,4096", "--output", str(out), "--no-progress_enable"]
+    argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
+            f"math100={d / 'math100.jsonl'}", "--sampling.n", "8", "--sampling.max_new_tokens", "4096",
+            "--eval.tokenizer", str(tiny_qwen2),
+            "--eval.budgets", "128,512,4096", "--output", str(out), "--eval.skip_progress_enable"]
     assert cli.main(argv) == 0
     return out, groups, argv
 
@@ -118,10 +119,10 @@ def test_rerun_with_different_config_is_refused_and_loses_nothing(replay_run, ca
 
 def test_torn_last_line_is_dropped_and_regenerated(rollouts, tiny_qwen2, tmp_path):
     d, _ = rollouts
-    argv = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
-            f"math100={d / 'math100.jsonl'}", "--n", "8", "--limit", "3", "--max-new-tokens", "4096",
-            "--tokenizer", str(tiny_qwen2), "--output", str(tmp_path / "r"), "--no-progress_enable",
-            "--no-plots_enable"]
+    argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
+            f"math100={d / 'math100.jsonl'}", "--sampling.n", "8", "--limit", "3", "--sampling.max_new_tokens", "4096",
+            "--eval.tokenizer", str(tiny_qwen2), "--output", str(tmp_path / "r"), "--eval.skip_progress_enable",
+            "--eval.skip_plots_enable"]
     assert cli.main(argv) == 0
     path = tmp_path / "r" / "samples.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
@@ -164,11 +165,13 @@ def test_unknown_benchmark_name_is_a_clear_error():
 def test_compare_reports_aes_against_base(replay_run, rollouts, tiny_qwen2, tmp_path, capsys):
     d, _ = rollouts
     base_dir = tmp_path / "base"
-    argv = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
-            f"math100={d / 'math100.jsonl'}", "--n", "4", "--max-new-tokens", "4096", "--tokenizer", str(tiny_qwen2),
-            "--output", str(base_dir), "--no-progress_enable", "--no-plots_enable"]
+    argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
+            f"math100={d / 'math100.jsonl'}", "--sampling.n", "4", "--sampling.max_new_tokens", "4096",
+            "--eval.tokenizer", str(tiny_qwen2),
+            "--output", str(base_dir), "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
     assert cli.main(argv) == 0
-    assert cli.main(["compare", str(replay_run[0]), "--base", str(base_dir), "--output", str(tmp_path / "cmp")]) == 0
+    assert cli.main(["compare", str(replay_run[0]), "--eval.base", str(base_dir), "--output",
+                     str(tmp_path / "cmp")]) == 0
     model = json.loads((replay_run[0] / "summary.json").read_text())
     base = json.loads((base_dir / "summary.json").read_text())
     want = metrics.aes(model["average"]["accuracy"], model["average"]["mean_length"],
@@ -193,11 +196,14 @@ def test_custom_benchmark_field_map_and_base_aes_through_the_cli(rollouts, tiny_
     (tmp_path / "renamed.jsonl").write_text("".join(json.dumps({"uid": g["id"], "question": g["problem"],
                                                                 "final_answer": [g["answer"]]}) + "\n"
                                                     for g in groups[:4]))
-    common = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
-              f"math100={tmp_path / 'renamed.jsonl'}", "--field-map", "id=uid,problem=question,answer=final_answer",
-              "--max-new-tokens", "4096", "--tokenizer", str(tiny_qwen2), "--no-progress_enable", "--no-plots_enable"]
-    assert cli.main(common + ["--n", "2", "--output", str(tmp_path / "base")]) == 0
-    assert cli.main(common + ["--n", "8", "--output", str(tmp_path / "model"), "--base", str(tmp_path / "base")]) == 0
+    common = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
+              f"math100={tmp_path / 'renamed.jsonl'}", "--data.field_map",
+              "id=uid,problem=question,answer=final_answer",
+              "--sampling.max_new_tokens", "4096", "--eval.tokenizer", str(tiny_qwen2),
+              "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+    assert cli.main(common + ["--sampling.n", "2", "--output", str(tmp_path / "base")]) == 0
+    assert cli.main(common + ["--sampling.n", "8", "--output", str(tmp_path / "model"), "--eval.base",
+                              str(tmp_path / "base")]) == 0
     model = json.loads((tmp_path / "model" / "summary.json").read_text())
     base = json.loads((tmp_path / "base" / "summary.json").read_text())
     assert model["benchmarks"]["math100"]["n_problems"] == 4
@@ -215,18 +221,20 @@ def test_lead_recipes_eval_dispatch_reports_bad_input_clearly(tmp_path):
 
 def test_replay_missing_generations_is_a_clear_error(rollouts, tmp_path, capsys):
     d, _ = rollouts
-    argv = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
-            f"math100={d / 'math100.jsonl'}", "--n", "9", "--max-new-tokens", "4096", "--output", str(tmp_path / "r"),
-            "--no-progress_enable", "--no-plots_enable"]
+    argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
+            f"math100={d / 'math100.jsonl'}", "--sampling.n", "9", "--sampling.max_new_tokens", "4096", "--output",
+            str(tmp_path / "r"),
+            "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
     assert cli.main(argv) == 2
     assert "lacks 100 of the requested generations" in capsys.readouterr().err
 
 
 def test_replay_without_token_counts_or_tokenizer_is_a_clear_error(rollouts, tmp_path, capsys):
     d, _ = rollouts
-    argv = ["--backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--benchmarks",
-            f"math100={d / 'math100.jsonl'}", "--n", "8", "--max-new-tokens", "4096", "--output", str(tmp_path / "r"),
-            "--no-progress_enable", "--no-plots_enable"]
+    argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
+            f"math100={d / 'math100.jsonl'}", "--sampling.n", "8", "--sampling.max_new_tokens", "4096", "--output",
+            str(tmp_path / "r"),
+            "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
     assert cli.main(argv) == 2
     assert "no num_tokens" in capsys.readouterr().err
     assert not (tmp_path / "r" / "samples.jsonl").exists() or not (tmp_path / "r" / "samples.jsonl").read_text()
@@ -234,5 +242,5 @@ def test_replay_without_token_counts_or_tokenizer_is_a_clear_error(rollouts, tmp
 
 def test_api_keys_never_reach_the_recorded_command_line():
     from evaluation.run import redact_argv
-    got = redact_argv(["--openai.api_key", "sk-secret", "--n", "2", "--openai.api_key=sk-other"])
-    assert got == ["--openai.api_key", "***", "--n", "2", "--openai.api_key=***"]
+    got = redact_argv(["--openai.api_key", "sk-secret", "--sampling.n", "2", "--openai.api_key=sk-other"])
+    assert got == ["--openai.api_key", "***", "--sampling.n", "2", "--openai.api_key=***"]

@@ -218,7 +218,7 @@ def eval_array(slurm):
                           f"{root}/*/ckpt/global_step*_hf", "--benchmarks", "aime2024", "--output", str(out_dir),
                           "--array-throttle", "2", "--dry-run", "--sbatch-arg=--hold",
                           f"--sbatch-arg=--output={out_dir}/%a.out", "--sbatch-arg=--cpus-per-task=1",
-                          "--sbatch-arg=--mem=100M", "--", "--preset", "sober"],
+                          "--sbatch-arg=--mem=100M", "--", "--eval.preset", "sober"],
                          capture_output=True, text=True, env=slurm.env, cwd=root)
     assert sub.returncode == 0, sub.stdout + sub.stderr
     job = sub.stdout.strip().split()[-1]
@@ -233,8 +233,15 @@ def eval_array(slurm):
 
 def test_eval_array_evaluates_each_checkpoint_frozen_at_submission_exactly_once(eval_array):
     root, throttle, cmds = eval_array
-    models = [c[c.index("--model") + 1] for c in cmds]
+    models = [c[c.index("--eval.model") + 1] for c in cmds]
     assert sorted(models) == sorted(str(p) for p in root.glob("[ab]/ckpt/global_step[12]0_hf"))
+
+
+def test_eval_array_commands_are_valid_lead_recipes_eval_command_lines(eval_array):
+    from evaluation.cli import build_parser
+    root, throttle, cmds = eval_array
+    assert [c[1] for c in cmds] == ["eval"] * 3
+    assert [vars(build_parser().parse_args(c[2:]))["preset"] for c in cmds] == ["sober"] * 3
 
 
 def test_eval_outputs_of_same_named_checkpoints_do_not_collide(eval_array):

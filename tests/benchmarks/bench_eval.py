@@ -5,7 +5,7 @@ Workload: synthetic R1-style responses ("<think> ... </think> ... \\boxed{...}")
 boxed intermediate results inside the thinking), mixing correct (same form as gold), correct-in-another-form
 (\\dfrac for \\frac, 25.0 for 25, $..$ wrappers), wrong, no-answer and truncated samples, against the real golds of
 ../shared/data/benchmarks.
-Ours: the full CLI in a subprocess (`python -m evaluation.cli --backend replay ...`): load, extract, grade, all
+Ours: the full CLI in a subprocess (`python -m evaluation.cli --eval.backend replay ...`): load, extract, grade, all
 metrics (avg@n, pass@k, Cons@k up to 32), summary, report and plots — wall time from process start to exit.
 Anchor: naive serial math-verify (`verify(parse(gold), parse(response))` per response, one core), timed on a random
 subset and extrapolated linearly to the full count (the table says so).
@@ -89,9 +89,10 @@ def make_workload(work: Path, samples: int, cap: int) -> tuple[Path, list[tuple[
 
 def run_ours(replay: Path, out: Path, samples: int, cap: int) -> tuple[float, float]:
     """(wall s, CPU s of the CLI process and its grader workers) for one full CLI run."""
-    cmd = [sys.executable, "-m", "evaluation.cli", "--backend", "replay", "--replay.path", str(replay),
-           "--data-dir", str(DATA), "--n", str(samples), "--max-new-tokens", str(cap), "--preset", "grpo-lead",
-           "--output", str(out), "--no-progress_enable"]
+    cmd = [sys.executable, "-m", "evaluation.cli", "--eval.backend", "replay", "--replay.path", str(replay),
+           "--data.benchmarks_dir", str(DATA), "--sampling.n", str(samples), "--sampling.max_new_tokens", str(cap),
+           "--eval.preset", "grpo-lead",
+           "--output", str(out), "--eval.skip_progress_enable"]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -142,7 +143,7 @@ def main() -> int:
     print(f"| scorer ({n} responses, {args.samples}/problem, 1,275 problems) | median wall s | wall per run | "
           "median CPU s | wall ratio |")
     print("|---|---|---|---|---|")
-    print(f"| ours: `lead-recipes eval --backend replay` (full CLI: grade + avg@n, pass@k, Cons@1..32, report, "
+    print(f"| ours: `lead-recipes eval --eval.backend replay` (full CLI: grade + avg@n, pass@k, Cons@1..32, report, "
           f"plots) | {med['ours']:.1f} | {', '.join(f'{w:.1f}' for w, _ in ours)} | {med['ours_cpu']:.1f} | 1.0 |")
     print(f"| naive serial math-verify parse+verify (timed on {len(subset)} responses, extrapolated ×{scale:.0f}) | "
           f"{med['naive']:.1f} | {', '.join(f'{w:.1f}' for w, _ in naive)} | {med['naive_cpu']:.1f} | "
