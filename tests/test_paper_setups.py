@@ -252,7 +252,7 @@ def test_unknown_run_placeholder_and_unknown_predecessor_are_named(tmp_path):
         load_recipe(str(path))
 
 
-# ---------------------------------------------------------------- launch --chain
+# ---------------------------------------------------------------- launch --launch.chain_enable
 CHAIN = ["grpo-lead-14b-sft", "grpo-lead-14b-stage1", "grpo-lead-14b-stage2a", "grpo-lead-14b-stage2b"]
 
 
