@@ -66,3 +66,43 @@ def test_console_script_runs_the_subcommand(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["status"] == "correct"
     assert "graded 1 rows" in proc.stdout
+
+
+def test_output_into_a_folder_that_does_not_exist_creates_it(tmp_path):
+    inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "2", "given_answer": "2"})])
+    out = tmp_path / "new" / "deeper" / "out.jsonl"
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.progress_enable", "0"]) == 0
+    assert json.loads(out.read_text())["status"] == "correct"
+
+
+def test_output_under_a_file_is_one_error_line_and_exit_2(tmp_path, capsys):
+    inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "2", "given_answer": "2"})])
+    (tmp_path / "afile").write_text("x")
+    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "afile" / "out.jsonl"),
+                           "--grade.progress_enable", "0"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_progress_bar_total_is_the_input_line_count_and_it_ends_full(tmp_path, monkeypatch):
+    import tqdm
+    seen = {}
+
+    class Bar(tqdm.tqdm):
+        def close(self):
+            seen.update(total=self.total, n=self.n)
+            super().close()
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    lines = [json.dumps({"answer": str(i), "given_answer": str(i)}) for i in range(5)]
+    inp = _write(tmp_path / "in.jsonl", lines[:2] + ["", "   "] + lines[2:] + ["{bad"])  # 8 lines, 2 blank
+    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl")]) == 1
+    assert seen == {"total": 8, "n": 8}
+
+
+def test_accuracy_is_over_graded_rows_and_malformed_lines_are_counted_apart(tmp_path, capsys):
+    inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "1", "given_answer": "1"}),
+                                         json.dumps({"answer": "1", "given_answer": "2"}), "{bad", "[1]"])
+    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
+                           "--grade.progress_enable", "0"]) == 1
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "accuracy 0.5000" in summary and "malformed input lines 2" in summary
+    assert "not in the accuracy" in summary and "error 0" in summary

@@ -5,9 +5,11 @@ Each input row has `answer` (the gold) and either `response` (full model text; t
 (correct / wrong / no_answer / timeout / error), `extracted` and `extraction` (the policy that extracted it from
 `response`: `final_answer` by default — the box, else the final-answer statement — or `boxed`; null for
 `given_answer` rows). Rows are streamed in batches (bounded memory),
-written in input order to a temporary file that replaces OUT only when done. A line that is not a JSON object or has
-no `answer` is still written (`status: "error"`, with `error` saying why; invalid JSON is kept as `_raw`) and makes
-the exit code 1, so nothing is silently lost. Progress goes to stderr (tqdm); the summary line to stdout.
+written in input order to a temporary file that replaces OUT only when done (OUT's folders are created if missing).
+A line that is not a JSON object or has no `answer` is still written (`status: "error"`, with `error` saying why;
+invalid JSON is kept as `_raw`) and makes the exit code 1, so nothing is silently lost. Progress goes to stderr (tqdm,
+over the input's line count); the summary line to stdout: accuracy and per-status counts over the graded rows, the
+malformed lines counted apart.
 
 It does not call any model or change the input fields.
 """
@@ -66,6 +68,16 @@ def _rows(path: str) -> Iterator[tuple[int, dict, str | None]]:
                 yield n, row, None
 
 
+def _count_lines(path: str) -> int:
+    """Lines in the file (a last line without a newline counts), read in 1 MiB chunks: the progress bar's total."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
 def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
     if use == "response" or (use == "auto" and isinstance(row.get("response"), str)):
         return row["answer"], row.get("response") or "", None
@@ -81,11 +93,19 @@ def main(argv: list[str]) -> int:
         from tqdm import tqdm
     except ImportError:  # tqdm is a base dependency; degrade to no bar rather than fail
         tqdm = None
-    counts: collections.Counter = collections.Counter()
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(args["output"])), exist_ok=True)
+    except OSError as e:
+        print(f"lead-recipes grade: cannot create the folder of --output {args['output']}: {e.strerror or e}",
+              file=sys.stderr)
+        return 2
+    counts: collections.Counter = collections.Counter()  # graded rows by status; malformed lines are apart
     malformed = 0
     t0 = time.perf_counter()
     tmp = args["output"] + ".tmp"
-    bar = tqdm(desc="grading", unit="row", file=sys.stderr, disable=not args["grade.progress_enable"]) if tqdm else None
+    lines = _count_lines(args["input"]) if tqdm and args["grade.progress_enable"] else 0
+    bar = tqdm(desc="grading", unit="line", file=sys.stderr, total=lines) if lines else None
+    read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]
     with Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"], extraction=policy) as grader, \
             open(tmp, "w", encoding="utf-8") as out:
@@ -102,19 +122,20 @@ def main(argv: list[str]) -> int:
                     g = grades[i]
                     row = {**row, "correct": g.correct, "status": g.status, "extracted": g.extracted,
                            "extraction": policy if todo_item[i][1] is not None else None}
-                counts[row["status"]] += 1
+                    counts[row["status"]] += 1
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if bar is not None:
-                bar.update(len(batch))
+                bar.update(read_to - bar.n)
             batch.clear()
 
-        for n, row, err in _rows(args["input"]):
+        for read_to, row, err in _rows(args["input"]):
             if err is not None:
                 malformed += 1
                 print(f"lead-recipes grade: {err}", file=sys.stderr)
             batch.append((row, err))
             if len(batch) >= BATCH:
                 flush()
+        read_to = lines  # trailing blank lines
         flush()
     if bar is not None:
         bar.close()
@@ -123,8 +144,9 @@ def main(argv: list[str]) -> int:
     dt = time.perf_counter() - t0
     parts = ", ".join(f"{s} {counts.get(s, 0)}" for s in STATUSES)
     acc = counts.get("correct", 0) / total if total else 0.0
-    print(f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f}; "
-          f"extraction {policy}; {parts}; malformed input lines {malformed} -> {args['output']}")
+    print(f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f} "
+          f"({counts.get('correct', 0)}/{total}); extraction {policy}; {parts}; malformed input lines {malformed} "
+          f"(written as error rows, not in the accuracy) -> {args['output']}")
     return 1 if malformed else 0
 
 
