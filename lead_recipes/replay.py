@@ -5,12 +5,16 @@ trajectory (LEAD's λ_c/λ_l, Leash's λ), so β_ema, λ_min, Leash's learning r
 sample or touch OpenRLHF.
 
 Input JSONL, one line per training step:
-  {"step": int, "groups": [{"correct": [bool]*G, "lengths": [int]*G, "truncated": [bool]*G?, "repetitive": [bool]*G?}]}
+  {"step": int, "groups": [{"correct": [bool]*G, "lengths": [int]*G, "truncated": [bool]*G?, "repetitive": [bool]*G?}],
+   "epoch": int?, "length_unit": str?}
 or `--from-rollouts FILE` (JSONL rows with `answer` and `samples[].response`), graded with the package grader and
 chunked into steps of `--prompts-per-step` groups; lengths from `--tokenizer PATH`, else an approximation
-(ceil(chars/4) + 1 for EOS), labelled as such. Output JSONL, one line per step:
-  {"step", "rewards": [[float]*G]*M, "advantages": [[float]*G]*M, "controller": {...state after the step}, "stats"}
-plus a PNG of the controller trajectory and a per-step table on stdout. Method flags: the same --recipe.* flags as
+(ceil(chars/4) + 1 for EOS), labelled as such. `--write-input` saves that built input with each step's `epoch` and
+`length_unit`, so replaying it again labels its lengths the same way. Output JSONL, one line per step:
+  {"step", "epoch"?, "rewards": [[float]*G]*M, "advantages": [[float]*G]*M, "controller": {...state after the step},
+   "stats"}
+plus a PNG (controller trajectory with the λ floor where one applies; accuracy and mean shaped reward; mean length
+with the method's target length; epoch boundaries as vertical lines) and a per-step table on stdout. Method flags: the same --recipe.* flags as
 `lead-recipes train` (lead_recipes.flags).
 """
 from __future__ import annotations
@@ -118,10 +122,23 @@ def records_from_rollouts(path: Path, prompts_per_step: int, max_new_tokens: int
                        "lengths": [min(n, max_new_tokens) for n in lengths],
                        "truncated": [n >= max_new_tokens for n in lengths],
                        "repetitive": [is_repetitive(t) for t in texts]})
+    n = len(groups)
     groups = groups * epochs
-    records = [{"step": s, "groups": groups[i:i + prompts_per_step]}
+    # a step that mixes the end of one pass and the start of the next counts in the earlier epoch
+    records = [{"step": s, "epoch": i // n + 1, "length_unit": unit, "groups": groups[i:i + prompts_per_step]}
                for s, i in enumerate(range(0, len(groups), prompts_per_step), 1)]
     return records, unit
+
+
+def logged_unit(records: list) -> str:
+    """The length unit the input's steps declare (`length_unit`, written by --write-input), else "as logged"."""
+    units = {r.get("length_unit") if isinstance(r, dict) else None for r in records}
+    if len(units) > 1:
+        raise ValueError(f"the steps disagree on 'length_unit': {sorted(map(str, units))}")
+    unit = units.pop() if units else None
+    if unit is not None and not isinstance(unit, str):
+        raise ValueError(f"'length_unit' must be a string, got {unit!r}")
+    return unit or "as logged"
 
 
 def replay(records: Iterable[dict], method, max_new_tokens: int) -> list[dict]:
@@ -133,7 +150,11 @@ def replay(records: Iterable[dict], method, max_new_tokens: int) -> list[dict]:
             res = method.step(batch)
         except ValueError as e:
             raise ValueError(f"step {rec['step']}: {e}") from None
-        out.append({"step": rec["step"], "rewards": res.rewards.tolist(), "advantages": res.advantages.tolist(),
+        epoch = rec.get("epoch")
+        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+            raise ValueError(f"step {rec['step']}: 'epoch' must be an integer, got {epoch!r}")
+        out.append({"step": rec["step"], **({"epoch": epoch} if epoch is not None else {}),
+                    "rewards": res.rewards.tolist(), "advantages": res.advantages.tolist(),
                     "controller": method.state_dict()["controller"] or {}, "stats": res.stats})
     return out
 
@@ -143,15 +164,54 @@ def _plot_keys(lines: list[dict]) -> list[str]:
     return [k for k, v in first.items() if isinstance(v, float) and not k.startswith("adam_")]
 
 
-def write_plot(lines: list[dict], path: Path, title: str) -> None:
+def length_targets(lines: list[dict], config) -> dict[str, list[float]]:
+    """The target lengths to draw next to the mean length, per step: Leash's L_t (a flag), the composed budget and
+    LEAD's mean L* (from the step statistics, where the method logs them)."""
+    n = len(lines)
+    out = {"Leash L_t": [float(config.leash.target_length)] * n} if config.method == "leash" else {}
+    for key, label in (("budget_tokens", "budget L_t"), ("target_length_mean", "LEAD mean L*")):
+        vals = [ln["stats"].get(key, 0.0) for ln in lines]
+        if any(v > 0 for v in vals):  # the composed method logs 0.0 for a part that is off
+            out[label] = vals
+    return out
+
+
+def lambda_floors(keys: list[str], config) -> dict[str, float]:
+    """Controller keys with a floor: LEAD's λ_c (unless static) and Leash's λ (the projection's lower bound)."""
+    composed = config.method == "composed"
+    lead = config.method == "lead" or (composed and config.composed.length_reward == "lead")
+    leash = config.method == "leash" or (composed and config.composed.budget == "leash")
+    floors = {}
+    if lead and "lambda_c" in keys and config.lead.static_lambda_c is None:
+        floors["lambda_c"] = float(config.lead.lambda_min)
+    if leash and "lagrange_lambda" in keys and not config.leash.constant_lambda_enable:
+        floors["lagrange_lambda"] = float(config.leash.lambda_min)
+    return floors
+
+
+def epoch_boundaries(lines: list[dict]) -> list[float]:
+    """x positions between the last step of an epoch and the first of the next (none when no step has an epoch)."""
+    return [b["step"] - 0.5 for a, b in zip(lines, lines[1:])
+            if a.get("epoch") is not None and b.get("epoch") is not None and a["epoch"] != b["epoch"]]
+
+
+def replay_figure(lines: list[dict], config, title: str, unit: str):
+    """Three panels sharing the step axis: controller state (with λ floors), accuracy and mean shaped reward, mean
+    length (with the target lengths). Epoch boundaries are dotted vertical lines on every panel."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     steps = [ln["step"] for ln in lines]
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(7, 8.5), sharex=True)
     keys = _plot_keys(lines)
     for k in keys:
         ax1.plot(steps, [ln["controller"][k] for ln in lines], marker=".", label=k)
+    for k, floor in lambda_floors(keys, config).items():
+        ax1.axhline(floor, linestyle="--", linewidth=1, color="gray", label=f"{k} floor {floor:g}")
+    for i, x in enumerate(epoch_boundaries(lines)):
+        for ax in (ax1, ax2, ax3):
+            ax.axvline(x, linestyle=":", color="black", linewidth=1,
+                       label="epoch starts" if i == 0 and ax is ax1 else None)
     if keys:
         ax1.legend(fontsize=8)
     else:
@@ -160,9 +220,21 @@ def write_plot(lines: list[dict], path: Path, title: str) -> None:
     ax1.set_title(title)
     ax2.plot(steps, [ln["stats"]["accuracy"] for ln in lines], marker=".", label="accuracy")
     ax2.plot(steps, [ln["stats"]["reward_mean"] for ln in lines], marker=".", label="mean shaped reward")
-    ax2.set_xlabel("step")
     ax2.legend(fontsize=8)
+    ax3.plot(steps, [ln["stats"]["mean_length"] for ln in lines], marker=".", label="mean length")
+    for label, vals in length_targets(lines, config).items():
+        ax3.plot(steps, vals, linestyle="--", label=label)
+    ax3.set_ylabel("length (approx. tokens)" if unit == APPROX_LABEL else
+                   "length (tokens)" if unit.startswith("tokens(") else f"length ({unit[:24]})")
+    ax3.set_xlabel("step")
+    ax3.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def write_plot(lines: list[dict], path: Path, title: str, config, unit: str) -> None:
+    import matplotlib.pyplot as plt
+    fig = replay_figure(lines, config, title, unit)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -202,7 +274,6 @@ def main(argv: list[str]) -> int:
         from lead_recipes.methods import build_method
         config = recipe_config(args)
         method = build_method(config)
-        unit = "as logged"
         if args.from_rollouts:
             records, unit = records_from_rollouts(Path(args.from_rollouts), args.prompts_per_step,
                                                   args.max_new_tokens, args.tokenizer, args.epochs)
@@ -210,6 +281,7 @@ def main(argv: list[str]) -> int:
                 Path(args.write_input).write_text("".join(json.dumps(r) + "\n" for r in records))
         else:
             records = read_jsonl(Path(args.input))
+            unit = logged_unit(records)
         if not records:
             raise ValueError(f"{args.input or args.from_rollouts}: no steps to replay")
         lines = replay(records, method, args.max_new_tokens)
@@ -219,7 +291,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.output)
     out.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
     plot = Path(args.plot) if args.plot else out.with_suffix(".png")
-    write_plot(lines, plot, f"{config.method} replay ({len(lines)} steps; lengths: {unit})")
+    write_plot(lines, plot, f"{config.method} replay ({len(lines)} steps; lengths: {unit})", config, unit)
     if unit == APPROX_LABEL:
         print(f"NOTE: no --tokenizer given; lengths are an APPROXIMATION: {APPROX_LABEL}")
     print(format_table(lines))

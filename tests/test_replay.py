@@ -115,3 +115,126 @@ def test_non_json_line_names_the_line(tmp_path, capsys):
     src.write_text(json.dumps(STEPS[0]) + "\n{not json\n")
     assert cli_main(["replay", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
     assert "bad.jsonl:2: invalid JSON" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ the plot
+def _replayed(method: str, steps=STEPS, **sections):
+    from lead_recipes.replay import replay
+    config = RecipeConfig.of({"method": method, **sections})
+    return replay(steps, build_method(config), 4000), config
+
+
+def _lines_by_label(ax) -> dict:
+    return {ln.get_label(): list(ln.get_ydata()) for ln in ax.get_lines()}
+
+
+def _figure(lines, config):
+    import matplotlib.pyplot as plt
+    from lead_recipes.replay import replay_figure
+    fig = replay_figure(lines, config, "t", "tokens")
+    plt.close(fig)
+    return fig
+
+
+def test_length_panel_shows_mean_length_and_leash_target(tmp_path):
+    lines, config = _replayed("leash", leash={"target_length": 1000.0})
+    got = _lines_by_label(_figure(lines, config).axes[2])
+    assert got["mean length"] == [ln["stats"]["mean_length"] for ln in lines]
+    assert got["Leash L_t"] == [1000.0, 1000.0]
+
+
+def test_length_panel_shows_leads_logged_mean_target_length():
+    lines, config = _replayed("lead")
+    got = _lines_by_label(_figure(lines, config).axes[2])
+    assert got["LEAD mean L*"] == [ln["stats"]["target_length_mean"] for ln in lines]
+    assert all(v > 0 for v in got["LEAD mean L*"]) and "Leash L_t" not in got
+
+
+def test_length_panel_shows_the_composed_budget_only_when_the_budget_is_on():
+    on = _lines_by_label(_figure(*_replayed("composed", composed={"budget_tokens": 1500.0})).axes[2])
+    off = _lines_by_label(_figure(*_replayed("composed", composed={"budget": "none"})).axes[2])
+    assert on["budget L_t"] == [1500.0, 1500.0] and "budget L_t" not in off
+
+
+@pytest.mark.parametrize("method,sections,floors", [
+    ("lead", {}, {"lambda_c floor 0.3": 0.3}),
+    ("leash", {"leash": {"lambda_min": 0.05, "lambda_init": 0.05}}, {"lagrange_lambda floor 0.05": 0.05}),
+    ("lead", {"lead": {"static_lambda_c": 0.5}}, {}),
+    ("composed", {"composed": {"length_reward": "none", "budget": "none"}}, {}),
+])
+def test_controller_panel_draws_the_lambda_floor_where_one_applies(method, sections, floors):
+    got = _lines_by_label(_figure(*_replayed(method, **sections)).axes[0])
+    assert {k: v[0] for k, v in got.items() if "floor" in k} == floors
+
+
+def _vertical_xs(ax) -> list[float]:
+    return sorted({float(ln.get_xdata()[0]) for ln in ax.get_lines()
+                   if len(set(ln.get_xdata())) == 1 and len(ln.get_xdata()) == 2})
+
+
+def test_epoch_boundaries_are_vertical_lines_on_every_panel():
+    steps = [{**STEPS[i % 2], "step": i + 1, "epoch": e} for i, e in enumerate([1, 1, 2, 2, 3])]
+    fig = _figure(*_replayed("lead", steps))
+    assert [_vertical_xs(ax) for ax in fig.axes] == [[2.5, 4.5]] * 3
+
+
+def test_no_epochs_no_vertical_lines():
+    assert all(_vertical_xs(ax) == [] for ax in _figure(*_replayed("lead")).axes)
+
+
+def test_a_non_integer_epoch_is_named(tmp_path, capsys):
+    steps = [{**STEPS[0], "epoch": "one"}]
+    assert cli_main(["replay", str(write(tmp_path, steps)), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert "step 1: 'epoch' must be an integer" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ built inputs
+def _tiny_rollouts(tmp_path):
+    src = tmp_path / "rollouts.jsonl"
+    rows = [{"answer": str(i), "samples": [{"response": f"so \\boxed{{{i}}}"}, {"response": "x" * (40 * i + 8)}]}
+            for i in range(3)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return src
+
+
+def test_built_input_numbers_each_steps_epoch(tmp_path):
+    built = tmp_path / "in.jsonl"
+    assert cli_main(["replay", "--from-rollouts", str(_tiny_rollouts(tmp_path)), "--prompts-per-step", "1",
+                     "--epochs", "2", "-o", str(tmp_path / "o.jsonl"), "--write-input", str(built)]) == 0
+    assert [json.loads(x)["epoch"] for x in built.read_text().splitlines()] == [1, 1, 1, 2, 2, 2]
+
+
+def test_a_replayed_built_input_labels_its_lengths_as_the_first_replay_did(tmp_path, monkeypatch, capsys):
+    from lead_recipes import replay as replay_mod
+    titles = []
+    monkeypatch.setattr(replay_mod, "write_plot", lambda lines, path, title, *_: titles.append(title))
+    built = tmp_path / "in.jsonl"
+    assert cli_main(["replay", "--from-rollouts", str(_tiny_rollouts(tmp_path)), "-o", str(tmp_path / "a.jsonl"),
+                     "--write-input", str(built)]) == 0
+    assert cli_main(["replay", str(built), "-o", str(tmp_path / "b.jsonl")]) == 0
+    assert len(titles) == 2 and all(t.endswith(f"lengths: {replay_mod.APPROX_LABEL})") for t in titles)
+    assert capsys.readouterr().out.count("APPROXIMATION") == 2
+
+
+def test_steps_that_disagree_on_the_length_unit_are_refused(tmp_path, capsys):
+    steps = [{**STEPS[0], "length_unit": "tokens(a)+EOS"}, {**STEPS[1], "length_unit": "tokens(b)+EOS"}]
+    assert cli_main(["replay", str(write(tmp_path, steps)), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert "disagree on 'length_unit'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ the docs' example
+def test_the_documented_leash_example_moves_lambda(tmp_path, shared_data, capsys):
+    """The `--from-rollouts` example of docs/methods.md, run on the shared rollouts: λ must leave its floor."""
+    import re
+    import shlex
+    from pathlib import Path
+    doc = (Path(__file__).parents[1] / "docs" / "methods.md").read_text()
+    block = doc[doc.index("## Replay: `lead-recipes replay`"):].split("```")[1]
+    cmd = re.search(r"^lead-recipes replay --from-rollouts .*?(?<!\\)$", block, re.S | re.M).group(0)
+    argv = shlex.split(re.sub(r"\[[^\]]*\]", "", cmd.replace("\\\n", " ")))[1:]
+    argv = [str(shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl") if a == "rollouts.jsonl" else
+            str(tmp_path / a) if a.endswith(".jsonl") else a for a in argv]
+    assert cli_main(argv) == 0 and "leash" in argv
+    out = next(tmp_path.glob("*.jsonl"))
+    lams = [json.loads(x)["controller"]["lagrange_lambda"] for x in out.read_text().splitlines()]
+    assert lams[-1] >= 0.1 and all(b > a for a, b in zip(lams, lams[1:]))
