@@ -71,8 +71,8 @@ def leftovers(slurm, job: str, port: int | None = None) -> list[str]:
     found = []
     for line in ps:
         pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
-        if stat.startswith("Z") or not (ray_tmp.search(args) or (port and f"--port {port} " in args
-                                                                   and " serve " in args)):
+        if stat.startswith("Z") or not (ray_tmp.search(args) or (port and f"--serve.port {port} " in args
+                                                                         and " serve " in args)):
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
@@ -100,7 +100,7 @@ def release_requeued(slurm, job: str, restarts: int = 1) -> None:
 
 
 # Stands in for `lead-recipes train` inside the job. It honours a checkpoint request as RecipeTrainer does
-# (tests/test_seam.py tests that one): same request path (lead_recipes.training.preemption.save_request_path), polled at each
+# (tests/test_openrlhf_plugin.py tests that one): same request path (lead_recipes.training.preemption.save_request_path), polled at each
 # "step boundary"; on a request it writes the checkpoint tag, the saved marker, consumes the request and exits
 # PREEMPTED_EXIT. It first prints what it sees of its environment ("stand-in env: {json}").
 #   --ignore-requests  never answers a request (and does not stop on --ckpt.load_enable)

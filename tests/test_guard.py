@@ -74,7 +74,7 @@ def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
     assert guard.grading_failure(RuntimeError("other")) is None
 
 
-def test_seam_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
+def test_plugin_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
     from types import SimpleNamespace as NS
     seam = pytest.importorskip("lead_recipes.training.openrlhf_plugin")
 

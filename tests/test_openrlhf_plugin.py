@@ -1,4 +1,4 @@
-"""The experience-maker seam on real OpenRLHF objects and real rollouts (../shared/data/rollouts, graded by the
+"""The experience maker of the OpenRLHF plug-in on real OpenRLHF objects and real rollouts (../shared/data/rollouts, graded by the
 package grader, lengths from the tiny Qwen2 tokenizer): advantages equal the method function's output for every
 method after OpenRLHF's own micro-batch reordering, γ = 1 returns equal OpenRLHF's loop, regrouping and failure
 paths, and the version/signature guard. Trainer save/restore lives in test_train_resume.py-style tests at the end
@@ -21,7 +21,7 @@ from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 
 from lead_recipes.training import preemption as preempt
 
-from lead_recipes.training import openrlhf_plugin as seam
+from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, get_grader
 from lead_recipes.methods import build_method
@@ -46,7 +46,7 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
               ckpt=NS(path="unused"), recipe=recipe)
 
 
-def maker(args, kl_coef=0.0, cls=seam.RecipeExperienceMaker, tokenizer=None):
+def maker(args, kl_coef=0.0, cls=plugin.RecipeExperienceMaker, tokenizer=None):
     return cls(None, None, None, None, FixedKLController(kl_coef), NS(args=args), tokenizer or NS(pad_token_id=0))
 
 
@@ -133,12 +133,12 @@ def expected_output(records, method_name, cap=CAP):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_seam_advantages_equal_method_output_after_openrlhf_reordering(rollouts, method):
+def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollouts, method):
     args = make_args(method)
     exps = micro_batches(rollouts, args)
     assert [int(i) for e in exps for i in e.info["sample_id"]] != sorted(range(len(rollouts)))  # really reordered
-    seam_maker = maker(args)
-    seam_maker.compute_advantages_and_returns(exps)
+    plugin_maker = maker(args)
+    plugin_maker.compute_advantages_and_returns(exps)
     expected, _ = expected_output(rollouts, method)
     for e in exps:
         for b, sid in enumerate(e.info["sample_id"].long().tolist()):
@@ -164,8 +164,8 @@ def test_per_token_returns_equal_openrlhf_compute_reward_and_loop_without_kl_in_
     # kl = 0 in the reward (no reference model, or --algo.kl.use_loss): one non-zero per row, so exactly equal
     args = make_args("grpo")
     exps = micro_batches(rollouts, args)
-    seam_maker = maker(args, kl_coef=0.01)
-    seam_maker.compute_advantages_and_returns(exps)
+    plugin_maker = maker(args, kl_coef=0.01)
+    plugin_maker.compute_advantages_and_returns(exps)
     for e in exps:
         reward = compute_reward(e.info["recipe_advantage"], 0.01, torch.zeros(e.action_mask.shape),
                                 action_mask=e.action_mask, reward_clip_range=(-10, 10))
@@ -298,7 +298,7 @@ def test_stats_count_grading_statuses_and_problems_are_recorded(rollouts):
 
 def test_recipe_state_is_json_and_pickle_safe():
     method = build_method(make_args("leash").recipe)
-    state = seam.recipe_client_state(method, "abc123")
+    state = plugin.recipe_client_state(method, "abc123")
     assert json.loads(json.dumps(state)) == state
     assert pickle.loads(pickle.dumps(make_args("lead").recipe)) == make_args("lead").recipe
 
@@ -306,33 +306,33 @@ def test_recipe_state_is_json_and_pickle_safe():
 def test_resumed_checkpoint_without_recipe_state_is_an_error():
     method = build_method(make_args("lead").recipe)
     with pytest.raises(RuntimeError, match="refusing"):
-        seam.restore_recipe_state(method, {"global_step": 5})
-    assert seam.restore_recipe_state(method, {"global_step": 0}) is False
+        plugin.restore_recipe_state(method, {"global_step": 5})
+    assert plugin.restore_recipe_state(method, {"global_step": 0}) is False
 
 
 def test_recipe_state_of_another_method_is_refused():
-    state = seam.recipe_client_state(build_method(make_args("lead").recipe), None)
+    state = plugin.recipe_client_state(build_method(make_args("lead").recipe), None)
     with pytest.raises(RuntimeError, match="leash"):
-        seam.restore_recipe_state(build_method(make_args("leash").recipe), {"global_step": 3, "recipe": state})
+        plugin.restore_recipe_state(build_method(make_args("leash").recipe), {"global_step": 3, "recipe": state})
 
 
 def test_version_guard_passes_on_installed_openrlhf():
-    seam.check_openrlhf()
+    plugin.check_openrlhf()
 
 
 def test_version_guard_names_a_changed_signature(monkeypatch):
     def changed(self, rewards, action_mask, gamma, extra):  # pragma: no cover - never called
         return rewards
     monkeypatch.setattr(RemoteExperienceMaker, "get_cumulative_returns", changed)
-    with pytest.raises(seam.OpenRLHFMismatch, match="get_cumulative_returns"):
-        seam.check_openrlhf()
+    with pytest.raises(plugin.OpenRLHFMismatch, match="get_cumulative_returns"):
+        plugin.check_openrlhf()
 
 
 def test_version_guard_names_a_different_version(monkeypatch):
-    real = seam.importlib.metadata.version
-    monkeypatch.setattr(seam.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name))
-    with pytest.raises(seam.OpenRLHFMismatch, match="0.12.0"):
-        seam.check_openrlhf()
+    real = plugin.importlib.metadata.version
+    monkeypatch.setattr(plugin.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name))
+    with pytest.raises(plugin.OpenRLHFMismatch, match="0.12.0"):
+        plugin.check_openrlhf()
 
 
 # ------------------------------------------------------------------ trainer: checkpointed controller state (Ray)
@@ -399,11 +399,11 @@ def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1):
             "--algo.advantage.estimator", "group_norm", "--reward.remote_url", "unused/reward_func.py",
             "--ckpt.path", str(ckpt), "--ckpt.save_steps", str(save_steps), "--actor.num_gpus_per_node", "1",
             "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else [])]
-    args = seam.run_openrlhf(argv, recipe, resolve_only=True)
+    args = plugin.run_openrlhf(argv, recipe, resolve_only=True)
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
     ray.get(group.async_init_model_from_pretrained(strategy))
-    return seam.RecipeTrainer(str(tiny), strategy, group, None, None, None, None, do_sample=True,
+    return plugin.RecipeTrainer(str(tiny), strategy, group, None, None, None, None, do_sample=True,
                               max_len=CAP + 256, max_new_tokens=CAP, temperature=1.0, top_p=1.0)
 
 
@@ -414,7 +414,7 @@ def test_restored_trainer_continues_controller_exactly(ray_local, tiny_qwen2, pr
                                                        method):
     ckpt = tmp_path / "ckpt"
     first = make_trainer(tiny_qwen2, prompt_file, ckpt, method)
-    assert isinstance(first.experience_maker, seam.RecipeExperienceMaker)
+    assert isinstance(first.experience_maker, plugin.RecipeExperienceMaker)
     initial = first.recipe_method.state_dict()
     first.experience_maker.compute_advantages_and_returns(micro_batches(rollouts, make_args(method), seed=3))
     first._append_problems(1)
@@ -437,7 +437,7 @@ def test_restored_trainer_continues_controller_exactly(ray_local, tiny_qwen2, pr
         assert torch.equal(x.advantages, y.advantages)
     assert second.recipe_method.state_dict() == first.recipe_method.state_dict()
     assert second.experience_maker.last_stats == first.experience_maker.last_stats
-    lines = [json.loads(x) for x in (ckpt / seam.PROBLEMS_FILE).read_text().splitlines()]
+    lines = [json.loads(x) for x in (ckpt / plugin.PROBLEMS_FILE).read_text().splitlines()]
     assert len(lines) == PROMPTS and {x["step"] for x in lines} == {1}
 
 
@@ -448,7 +448,7 @@ def test_fresh_trainer_refuses_checkpoint_without_recipe_state(ray_local, tiny_q
     first = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead")
     states = {"episode": 0, "global_step": 2, "total_consumed_prompts": 8, "data_loader_state_dict": {}}
     # what stock OpenRLHF would have saved: no "recipe" key
-    seam.BasePPOTrainer.save_logs_and_checkpoints(first, 2, {}, states)
+    plugin.BasePPOTrainer.save_logs_and_checkpoints(first, 2, {}, states)
     second = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", load=True)
     with pytest.raises(RuntimeError, match="no client_states"):
         second.restore_best_checkpoint_state(second.init_checkpoint_states())
@@ -458,25 +458,25 @@ def test_wandb_run_id_is_kept_across_a_resume(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_RUN_ID", raising=False)
     monkeypatch.delenv("WANDB_RESUME", raising=False)
     args = NS(logger=NS(wandb=NS(key="k")), ckpt=NS(path=str(tmp_path), load_enable=False))
-    first = seam._prepare_wandb_resume(args)
+    first = plugin._prepare_wandb_resume(args)
     monkeypatch.delenv("WANDB_RUN_ID")
     args.ckpt.load_enable = True
-    assert seam._prepare_wandb_resume(args) == first
-    assert seam.os.environ["WANDB_RUN_ID"] == first and seam.os.environ["WANDB_RESUME"] == "allow"
+    assert plugin._prepare_wandb_resume(args) == first
+    assert plugin.os.environ["WANDB_RUN_ID"] == first and plugin.os.environ["WANDB_RESUME"] == "allow"
     args.ckpt.load_enable = False
     monkeypatch.delenv("WANDB_RUN_ID")
-    assert seam._prepare_wandb_resume(args) != first  # a fresh run gets a fresh id
+    assert plugin._prepare_wandb_resume(args) != first  # a fresh run gets a fresh id
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_async_training_actor_installs_the_recipe_and_saves_its_state(ray_local, tiny_qwen2, prompt_file, tmp_path):
     sync = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "leash")  # for its resolved strategy and group
-    actor = seam.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
+    actor = plugin.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
                                      actor_model_group=sync.actor_model_group, critic_model_group=None,
                                      reward_model_group=None, reference_model_group=None, vllm_engines=None,
                                      vllm_lock=None, rollout_queue=None, rollout_slots=None)
-    assert isinstance(actor.experience_maker, seam.RecipeExperienceMaker)
+    assert isinstance(actor.experience_maker, plugin.RecipeExperienceMaker)
     states = {"episode": 0, "global_step": 1, "total_consumed_prompts": 4, "data_loader_state_dict": {}}
     actor.save_logs_and_checkpoints(1, {}, states)
     assert states["recipe"]["method"] == "leash"
@@ -486,10 +486,10 @@ def test_async_trainer_swaps_training_actor_inside_its_own_process(monkeypatch):
     import openrlhf.trainer.ppo_trainer_async as pta
     seen = {}
     monkeypatch.setattr(pta, "TrainingActor", pta.TrainingActor)  # restored after the test
-    monkeypatch.setattr(seam.PPOTrainerAsync.__ray_actor_class__, "__init__",
+    monkeypatch.setattr(plugin.PPOTrainerAsync.__ray_actor_class__, "__init__",
                         lambda self, *a, **k: seen.setdefault("cls", pta.TrainingActor))
-    seam.RecipeAsyncTrainer("model", None, None, None, None, None, None)
-    assert seen["cls"] is seam.RecipeTrainingActorRemote
+    plugin.RecipeAsyncTrainer("model", None, None, None, None, None, None)
+    assert seen["cls"] is plugin.RecipeTrainingActorRemote
 
 
 def test_advantage_step_restores_the_torch_thread_count(rollouts):
@@ -566,7 +566,7 @@ def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny
         def close(self):
             Tracker.closed = True
 
-    monkeypatch.setattr(seam.PPOTrainer.__ray_actor_class__, "fit", upstream_loop)
+    monkeypatch.setattr(plugin.PPOTrainer.__ray_actor_class__, "fit", upstream_loop)
     trainer.tensorboard_logger = Tracker()
     with pytest.raises(preempt.SavedOnRequest):
         trainer.fit()
@@ -592,7 +592,7 @@ def test_async_training_actor_saves_on_request_without_stopping(ray_local, tiny_
     """Async mode: PPOTrainerAsync.fit also waits on the generator actor, which would block forever if the
     trainer stopped, so the training actor saves and marks but keeps going (the job script ends it)."""
     sync = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "leash", save_steps=20)
-    actor = seam.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
+    actor = plugin.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
                                      actor_model_group=sync.actor_model_group, critic_model_group=None,
                                      reward_model_group=None, reference_model_group=None, vllm_engines=None,
                                      vllm_lock=None, rollout_queue=None, rollout_slots=None)
@@ -670,7 +670,7 @@ def test_group_reward_std_is_of_rewards_after_the_length_penalties(rollouts):
 
 def test_resume_drops_problem_records_after_the_restored_step(tmp_path):
     from lead_recipes.training.step_stats import truncate_problem_records
-    path = tmp_path / seam.PROBLEMS_FILE
+    path = tmp_path / plugin.PROBLEMS_FILE
     lines = [json.dumps({"step": s, "problem": p}) for s in (1, 2, 3, 4) for p in ("a", "b")]
     path.write_text("\n".join(lines) + "\n" + '{"step": 5, "probl')  # a torn last append
     assert truncate_problem_records(str(path), 2) == 5
@@ -681,13 +681,13 @@ def test_resume_drops_problem_records_after_the_restored_step(tmp_path):
 
 
 def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
-    class Stub(seam._RecipeTrainerMixin, seam.BasePPOTrainer):
+    class Stub(plugin._RecipeTrainerMixin, plugin.BasePPOTrainer):
         def __init__(self):  # no Ray, no models: only what restore uses
             self.args = NS(ckpt=NS(path=str(tmp_path)))
             self.experience_maker = NS(method=build_method(make_args("grpo").recipe))
-    path = tmp_path / seam.PROBLEMS_FILE
+    path = tmp_path / plugin.PROBLEMS_FILE
     path.write_text("".join(json.dumps({"step": s, "problem": "a"}) + "\n" for s in (1, 2, 3)))
     trainer = Stub()
-    state = {"global_step": 1, "recipe": seam.recipe_client_state(trainer.recipe_method, None)}
+    state = {"global_step": 1, "recipe": plugin.recipe_client_state(trainer.recipe_method, None)}
     trainer.restore_best_checkpoint_state(state)
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]
