@@ -237,7 +237,7 @@ sys.exit(s.main(sys.argv[2:]))
 
 
 def _start_server(port, log_path):
-    proc = subprocess.Popen([sys.executable, "-c", _COUNTING_SERVER, str(log_path), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-c", _COUNTING_SERVER, str(log_path), "--serve.port", str(port),
                              "--grade.workers", "1"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

@@ -64,7 +64,7 @@ def engine(tiny_qwen2):
 @pytest.fixture(scope="module")
 def server():
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--host", "127.0.0.1", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--serve.host", "127.0.0.1", "--serve.port",
                              str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 180
     while time.time() < deadline:

@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 
 def _serve(port: int, *extra: str, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--port", str(port),
+    return subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--serve.port", str(port),
                              "--grade.timeout_s", "2", "--grade.workers", "2", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -60,7 +60,7 @@ def _start(*extra: str) -> tuple[subprocess.Popen, str, str]:
 
 @pytest.fixture(scope="module")
 def served():
-    proc, base, ready = _start("--token", TOKEN, "--serve.max_request_mb", "4")
+    proc, base, ready = _start("--serve.token", TOKEN, "--serve.max_request_mb", "4")
     yield base, ready
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
@@ -246,7 +246,7 @@ def test_a_port_in_use_is_one_error_line_naming_port_and_flag_and_exit_2():
         proc = _serve(port)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and out == ""
-    assert len(err.splitlines()) == 1 and str(port) in err and "--port" in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and str(port) in err and "--serve.port" in err and "Traceback" not in err
 
 
 def test_ready_line_flag_reaches_the_server_with_no_header(served):
@@ -276,7 +276,7 @@ def _main_output(monkeypatch, capsys, argv: list[str]) -> tuple[str, str]:
 
 def test_a_token_from_the_environment_is_shown_as_the_variable_not_the_secret(monkeypatch, capsys):
     monkeypatch.setenv("LEAD_RECIPES_SERVE_TOKEN", "hidden-value")
-    out, _ = _main_output(monkeypatch, capsys, ["--port", "0"])
+    out, _ = _main_output(monkeypatch, capsys, ["--serve.port", "0"])
     assert "?token=$LEAD_RECIPES_SERVE_TOKEN" in out and "hidden-value" not in out
 
 
@@ -285,7 +285,7 @@ def test_a_wildcard_host_gives_a_url_with_this_machines_name(monkeypatch, capsys
     if host == "::" and not socket.has_ipv6:
         pytest.skip("no IPv6")
     monkeypatch.delenv("LEAD_RECIPES_SERVE_TOKEN", raising=False)
-    out, _ = _main_output(monkeypatch, capsys, ["--host", host, "--port", "0", "--token", "t"])
+    out, _ = _main_output(monkeypatch, capsys, ["--serve.host", host, "--serve.port", "0", "--serve.token", "t"])
     assert f"--reward.remote_url http://{socket.gethostname()}:" in out
 
 
@@ -301,5 +301,14 @@ def test_listening_beyond_loopback_without_a_token_warns_once_on_stderr(host, to
 
 def test_main_prints_the_exposure_warning_on_stderr(monkeypatch, capsys):
     monkeypatch.delenv("LEAD_RECIPES_SERVE_TOKEN", raising=False)
-    out, err = _main_output(monkeypatch, capsys, ["--host", "0.0.0.0", "--port", "0"])
+    out, err = _main_output(monkeypatch, capsys, ["--serve.host", "0.0.0.0", "--serve.port", "0"])
     assert "warning" in err and "warning" not in out
+
+
+@pytest.mark.parametrize("old,new", [("--host", "--serve.host"), ("--port", "--serve.port"),
+                                     ("--token", "--serve.token")])
+def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, capsys):
+    from lead_recipes.grading import server as srv
+    with pytest.raises(SystemExit) as exit_:
+        srv.main([old, "1"])
+    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err

@@ -197,8 +197,8 @@ def test_a_reward_server_that_dies_during_training_stops_the_job_with_its_name(t
     port = reward_url(out_of(run_dir, job)).split(":")[2].split("/")[0]
     ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
     # the server this job started (matched by its port and job id), not the srun/bash that launched it
-    pids = [int(line.split()[0]) for line in ps if f"serve --host 0.0.0.0 --port {port} --serve.job_id {job}" in line
-            and " srun " not in f" {line} " and "bash -c" not in line]
+    mine = f"serve --serve.host 0.0.0.0 --serve.port {port} --serve.job_id {job}"
+    pids = [int(line.split()[0]) for line in ps if mine in line and " srun " not in f" {line} " and "bash -c" not in line]
     assert pids, [line for line in ps if " serve " in line]
     for pid in pids:
         os.kill(pid, signal.SIGKILL)

@@ -9,13 +9,13 @@ Routes:
   last `\\boxed{}` only; `final_answer` falls back to the solution's final-answer statement).
 - `GET /stats` → requests, per-status counts, latency p50/p90/p99, worker restarts, in-flight and queued requests.
 
-Guarantees: binds 127.0.0.1 unless `--host` says otherwise (beyond loopback without a token: a warning on stderr);
+Guarantees: binds 127.0.0.1 unless `--serve.host` says otherwise (beyond loopback without a token: a warning on stderr);
 prints its ready line, with the `--reward.remote_url` flag to hand OpenRLHF, only once the port is bound and
 listening; a port in use is one error line and exit code 2; a malformed request (invalid JSON, a Content-Type other
 than application/json (415), wrong shapes, too big, too many samples, bad token) gets a 4xx JSON `{"error": ...}`; a bad *sample* in a good request gets reward 0 and
 its status (`error`, `no_answer`, `timeout`), never a 5xx; grading concurrency is bounded (`--serve.max_concurrency`
 requests grade at once, at most `--serve.max_queue` wait, beyond that 503 + Retry-After); optional shared token
-(`--token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`, or `?token=T` in the URL since
+(`--serve.token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`, or `?token=T` in the URL since
 OpenRLHF's client sends no headers; /health stays open); SIGTERM
 or SIGINT stops accepting, lets in-flight requests finish (up to `--serve.shutdown_timeout_s`), exits 0.
 It does not batch several requests into one response, and it holds no state between requests except statistics.
@@ -42,9 +42,12 @@ from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
 from lead_recipes.grading.reward_func import _is_repetitive, response_text
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.renamed_flags import renamed_hint
 
 log = logging.getLogger("lead_recipes.grading.server")
 TOKEN_ENV = "LEAD_RECIPES_SERVE_TOKEN"
+# The spellings users typed before the dotted grammar, named in the error.
+RENAMED = {"--host": "--serve.host", "--port": "--serve.port", "--token": "--serve.token"}
 
 
 class RewardRequest(BaseModel):
@@ -216,26 +219,30 @@ class RewardServer:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lead-recipes serve", formatter_class=HelpFormatter, description=__doc__.splitlines()[0], allow_abbrev=False)
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)")
-    p.add_argument("--port", type=int, default=5000)
-    p.add_argument("--token", default=None, help=f"shared token (default: env {TOKEN_ENV}; none = no auth)")
-    p.add_argument("--serve.max_concurrency", dest="serve.max_concurrency", type=int, default=512,
+    s = p.add_argument_group("serve")
+    s.add_argument("--serve.host", dest="serve.host", default="127.0.0.1",
+                   help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)")
+    s.add_argument("--serve.port", dest="serve.port", type=int, default=5000, help="TCP port (0: any free one)")
+    s.add_argument("--serve.token", dest="serve.token", default=None,
+                   help=f"shared token (default: env {TOKEN_ENV}; none = no auth)")
+    s.add_argument("--serve.max_concurrency", dest="serve.max_concurrency", type=int, default=512,
                    help="requests graded at once; more wait")
-    p.add_argument("--serve.max_queue", dest="serve.max_queue", type=int, default=8192,
+    s.add_argument("--serve.max_queue", dest="serve.max_queue", type=int, default=8192,
                    help="requests allowed to wait; beyond this 503 + Retry-After")
-    p.add_argument("--serve.max_request_mb", dest="serve.max_request_mb", type=float, default=16.0,
+    s.add_argument("--serve.max_request_mb", dest="serve.max_request_mb", type=float, default=16.0,
                    help="request body limit in MiB (413 above)")
-    p.add_argument("--serve.max_samples", dest="serve.max_samples", type=int, default=4096,
+    s.add_argument("--serve.max_samples", dest="serve.max_samples", type=int, default=4096,
                    help="samples per request (413 above)")
-    p.add_argument("--serve.shutdown_timeout_s", dest="serve.shutdown_timeout_s", type=float, default=30.0,
+    s.add_argument("--serve.shutdown_timeout_s", dest="serve.shutdown_timeout_s", type=float, default=30.0,
                    help="on SIGTERM/SIGINT, how long in-flight requests may take to finish")
-    p.add_argument("--serve.job_id", dest="serve.job_id", default=None,
+    s.add_argument("--serve.job_id", dest="serve.job_id", default=None,
                    help="batch job this server belongs to, reported by GET /health (slurm/train.sbatch sets it)")
-    p.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
+    g = p.add_argument_group("grade")
+    g.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
                    help="per-answer hard limit, counted from when a worker starts it")
-    p.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
+    g.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
                    help="grader worker processes (default: usable CPUs, at most 8)")
-    p.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="boxed",
+    g.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="boxed",
                    help="answer extraction: boxed = the last \\boxed{} only (rewards teach the format); "
                         "final_answer = the box, else the final-answer statement of the closing part")
     return p
@@ -282,13 +289,17 @@ def exposure_warning(host: str, token: str | None) -> str | None:
     if token or host in LOOPBACK:
         return None
     return (f"lead-recipes serve: warning: listening on {host} without a token; anyone who can reach this port can "
-            f"use the grader (set --token or ${TOKEN_ENV})")
+            f"use the grader (set --serve.token or ${TOKEN_ENV})")
 
 
 def main(argv: list[str]) -> int:
-    args = vars(build_parser().parse_args(argv))
-    host, port = args["host"], args["port"]
-    token = args["token"] or os.environ.get(TOKEN_ENV) or None
+    parser = build_parser()
+    hint = renamed_hint(argv, RENAMED)
+    if hint:
+        parser.error(hint)
+    args = vars(parser.parse_args(argv))
+    host, port = args["serve.host"], args["serve.port"]
+    token = args["serve.token"] or os.environ.get(TOKEN_ENV) or None
     warning = exposure_warning(host, token)
     if warning:
         print(warning, file=sys.stderr, flush=True)
@@ -296,9 +307,9 @@ def main(argv: list[str]) -> int:
         socks = _listen(host, port)
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
-            why = f"port {port} is already in use on {host}; pick another with --port (or stop what holds it)"
+            why = f"port {port} is already in use on {host}; pick another with --serve.port (or stop what holds it)"
         else:
-            why = f"cannot listen on {host}:{port}: {e.strerror or e} (check --host and --port)"
+            why = f"cannot listen on {host}:{port}: {e.strerror or e} (check --serve.host and --serve.port)"
         print(f"lead-recipes serve: {why}", file=sys.stderr, flush=True)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -312,7 +323,7 @@ def main(argv: list[str]) -> int:
                               job_id=args["serve.job_id"])
         return server.app(int(args["serve.max_request_mb"] * 2 ** 20))
 
-    flag = remote_url_flag(host, socks[0].getsockname()[1], token, token_from_env=not args["token"])
+    flag = remote_url_flag(host, socks[0].getsockname()[1], token, token_from_env=not args["serve.token"])
     ready = (f"lead-recipes serve: ready (auth {'on' if token else 'off'}; extraction {grader.extraction}; "
              f"GET /health, /stats); for OpenRLHF or lead-recipes train: {flag}")
     # run_app calls `print` once its sites listen (the ready line never precedes the port), and turns SIGTERM/SIGINT

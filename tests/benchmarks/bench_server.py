@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2) ours under load
     port = _free_port()
-    srv = start_server([py, "-m", "lead_recipes.cli", "serve", "--port", str(port), "--grade.workers",
+    srv = start_server([py, "-m", "lead_recipes.cli", "serve", "--serve.port", str(port), "--grade.workers",
                         str(args.workers)], port)
     if warm:  # untimed: math-verify's parser (antlr) builds its prediction tables lazily, per worker process
         run_client(f"http://127.0.0.1:{port}/get_reward", warm, 64, "pooled", tmp).wait()
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         marker = Path("/tmp/lead_recipes_bench_pwned")
         marker.unlink(missing_ok=True)
         port = _free_port()
-        srv = start_server([py, "-m", "lead_recipes.cli", "serve", "--port", str(port), "--grade.workers",
+        srv = start_server([py, "-m", "lead_recipes.cli", "serve", "--serve.port", str(port), "--grade.workers",
                             str(args.workers), "--grade.timeout_s", str(args.soak_timeout)], port)
         prog = tmp / "progress"
         prog.write_text("0")
