@@ -26,26 +26,30 @@ from typing import Iterator
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.renamed_flags import COMMON, renamed_hint
 
 BATCH = 512
+# The spellings users typed before the dotted grammar, named in the error.
+RENAMED = {"--out": COMMON["--out"], "--grade.progress_enable": "--grade.skip_progress_enable"}
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lead-recipes grade", formatter_class=HelpFormatter, description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--input", required=True, help="JSONL with `answer` and `response` or `given_answer`")
     p.add_argument("--output", required=True, help="JSONL to write (input + correct, status, extracted)")
-    p.add_argument("--grade.use", dest="grade.use", choices=("auto", "response", "given_answer"), default="auto",
+    g = p.add_argument_group("grade")
+    g.add_argument("--grade.use", dest="grade.use", choices=("auto", "response", "given_answer"), default="auto",
                    help="which field to grade: auto = `response` when present, else `given_answer`")
-    p.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="final_answer",
+    g.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="final_answer",
                    help="how the answer is found in `response`: final_answer = the last \\boxed{} or else the "
                         "final-answer statement of the closing part (as math-verify users expect); boxed = the last "
                         "\\boxed{} only (the reward function's default)")
-    p.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
+    g.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
                    help="per-answer hard limit in seconds, counted from when a worker starts it")
-    p.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
+    g.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
                    help="worker processes (default: usable CPUs, at most 8)")
-    p.add_argument("--grade.progress_enable", dest="grade.progress_enable", type=int, choices=(0, 1), default=1,
-                   help="tqdm progress bar on stderr")
+    g.add_argument("--grade.skip_progress_enable", dest="grade.skip_progress_enable", action="store_true",
+                   help="no tqdm progress bar on stderr (shown by default)")
     return p
 
 
@@ -85,7 +89,11 @@ def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
 
 
 def main(argv: list[str]) -> int:
-    args = vars(build_parser().parse_args(argv))
+    parser = build_parser()
+    hint = renamed_hint(argv, RENAMED)
+    if hint:
+        parser.error(hint)
+    args = vars(parser.parse_args(argv))
     if not os.path.isfile(args["input"]):
         print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
         return 2
@@ -103,7 +111,7 @@ def main(argv: list[str]) -> int:
     malformed = 0
     t0 = time.perf_counter()
     tmp = args["output"] + ".tmp"
-    lines = _count_lines(args["input"]) if tqdm and args["grade.progress_enable"] else 0
+    lines = _count_lines(args["input"]) if tqdm and not args["grade.skip_progress_enable"] else 0
     bar = tqdm(desc="grading", unit="line", file=sys.stderr, total=lines) if lines else None
     read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]
