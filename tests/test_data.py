@@ -147,7 +147,7 @@ def stage1(l35, tmp_path):
 
 
 def records(rows, spec):
-    """Contract-C records: spec = {row index: [(step, correct, total), ...]} keyed like the seam does."""
+    """Per-problem training records: spec = {row index: [(step, correct, total), ...]} keyed as training writes them."""
     out = []
     for i, steps in spec.items():
         for step, correct, total in steps:

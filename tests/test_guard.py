@@ -76,13 +76,13 @@ def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
 
 def test_plugin_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
     from types import SimpleNamespace as NS
-    seam = pytest.importorskip("lead_recipes.training.openrlhf_plugin")
+    plugin = pytest.importorskip("lead_recipes.training.openrlhf_plugin")
 
     class Upstream:  # stands in for OpenRLHF's BasePPOTrainer.train_step
         def train_step(self, rollout_samples, global_step):
             return {"policy_loss": 0.1}, global_step + 1
 
-    class Trainer(seam._RecipeTrainerMixin, Upstream):
+    class Trainer(plugin._RecipeTrainerMixin, Upstream):
         pass
 
     trainer = object.__new__(Trainer)  # no Ray, no models: only train_step's own logic runs
@@ -107,7 +107,7 @@ def test_guard_flags_are_recipe_flags_with_their_defaults_and_checked_at_the_com
 
 
 def test_a_grader_failing_in_every_worker_stops_training_on_the_third_step(monkeypatch):
-    """The package reward function with a broken grader, through the seam's per-step statistics, into the guard."""
+    """The package reward function with a broken grader, through the plug-in's per-step statistics, into the guard."""
     from types import SimpleNamespace as NS
 
     import torch

@@ -69,12 +69,12 @@ def openrlhf_own_parse(argv):
 
 
 def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
-    from lead_recipes.training import openrlhf_plugin as seam
+    from lead_recipes.training import openrlhf_plugin as plugin
     flags = base_flags(tmp_path, extra=["--train.colocate_all", "--vllm.num_engines", "1", "--ds.packing_samples"])
     ours, recipe, rest, _ = train.parse_command_line(
         flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:])
     assert rest == flags[:-2]
-    args = seam.run_openrlhf(rest, recipe, resolve_only=True)
+    args = plugin.run_openrlhf(rest, recipe, resolve_only=True)
     theirs = openrlhf_own_parse(flags[:-2])
     got = train.plain(args)
     assert got.pop("recipe") == train.plain(recipe)
@@ -298,7 +298,7 @@ def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, mo
     import ray
     import openrlhf.trainer.ppo_trainer as pt
     import openrlhf.trainer.ppo_trainer_async as pta
-    from lead_recipes.training import openrlhf_plugin as seam
+    from lead_recipes.training import openrlhf_plugin as plugin
     seen = {}
 
     class Seen(Exception):
@@ -312,8 +312,8 @@ def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, mo
     _, recipe, rest, _ = train.parse_command_line(base_flags(tmp_path) + ["--recipe.method", "gdpo"])
     original = pt.PPOTrainer
     with pytest.raises(Seen):
-        seam.run_openrlhf(rest, recipe)
-    assert seen["sync"] is seam.RecipePPOTrainer and seen["async"] is seam.RecipePPOTrainerAsync
+        plugin.run_openrlhf(rest, recipe)
+    assert seen["sync"] is plugin.RecipePPOTrainer and seen["async"] is plugin.RecipePPOTrainerAsync
     assert pt.PPOTrainer is original
 
 

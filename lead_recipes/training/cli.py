@@ -21,7 +21,7 @@
 - Secrets (URL tokens, the W&B key) are masked in everything printed.
 
 What it does not do: the checks themselves (lead_recipes.training.preflight) or any OpenRLHF patching (lead_recipes.training.openrlhf_plugin).
-This module never imports OpenRLHF itself (the seam does), and never starts Ray before the preflight.
+This module never imports OpenRLHF itself (its plug-in, lead_recipes.training.openrlhf_plugin, does), and never starts Ray before the preflight.
 """
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
     urls = args.reward.remote_url or []
     if not urls or urls == ["agent"]:
         errors.append("--reward.remote_url is unset: pass lead-recipes' reward function "
-                      f"({reward_func_path()}) or a `lead-recipes serve` URL; the seam reads extra_logs['correct']")
+                      f"({reward_func_path()}) or a `lead-recipes serve` URL; the plug-in reads extra_logs['correct']")
     elif len(urls) > 1:
         warnings.append("several --reward.remote_url values: OpenRLHF sends each one-sample request to the first "
                         "URL only; use one URL (or a load balancer)")
@@ -219,10 +219,10 @@ def main(argv: list[str]) -> int:
     for line in resolved.filled:
         print(mask_secrets(f"{PROG}: default {line}"), file=sys.stderr)
 
-    from lead_recipes.training import openrlhf_plugin as seam  # imports OpenRLHF (several seconds); only after our own flags are valid
+    from lead_recipes.training import openrlhf_plugin as plugin  # imports OpenRLHF (several seconds); only after our own flags are valid
     try:
-        args = seam.run_openrlhf(openrlhf_argv, recipe, resolve_only=True)
-    except seam.OpenRLHFMismatch as exc:
+        args = plugin.run_openrlhf(openrlhf_argv, recipe, resolve_only=True)
+    except plugin.OpenRLHFMismatch as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # OpenRLHF's argparse already printed the reason
@@ -243,7 +243,7 @@ def main(argv: list[str]) -> int:
         return 2
 
     with SaveOnSignal(args.recipe_save_request).installed():
-        return _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, seam)
+        return _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, plugin)
 
 
 def _embedded(resolved) -> bool:
@@ -251,7 +251,7 @@ def _embedded(resolved) -> bool:
     return resolved.base == DEFAULT_RECIPE and "--data.prompt_dataset" not in resolved.user_flags
 
 
-def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, seam) -> int:
+def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, plugin) -> int:
     if not ours.preflight:  # a real run builds its missing prompt data when the source is there
         build_missing_data(args.data.prompt_dataset, embedded=_embedded(resolved))
     checks = run_preflight(args, skip=ours.preflight_skip)
@@ -268,7 +268,7 @@ def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, seam) -> i
         return 0
     try:
         with forward_env_to_actors():
-            seam.run_openrlhf(openrlhf_argv, recipe)
+            plugin.run_openrlhf(openrlhf_argv, recipe)
     except Exception as exc:  # Ray re-raises the trainer's SavedOnRequest as a RayTaskError subclass of it
         failed = grading_failure(exc)
         if failed is not None:

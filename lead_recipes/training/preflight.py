@@ -9,7 +9,7 @@ What it does:
   exists; `prepare_hint` names the command (and the missing source) when it cannot.
 
 What it does not do: parse the command line, mask secrets, print, or start training (lead_recipes.training.cli does).
-It never imports OpenRLHF or Ray at module import time: the seam, torch and Ray are imported inside the checks.
+It never imports OpenRLHF or Ray at module import time: the plugin, torch and Ray are imported inside the checks.
 """
 from __future__ import annotations
 
@@ -214,11 +214,11 @@ def add_preflight_flags(parser) -> None:
 
 
 def _check_openrlhf() -> Check:
-    from lead_recipes.training import openrlhf_plugin as seam
+    from lead_recipes.training import openrlhf_plugin as plugin
     try:
-        seam.check_openrlhf()
-        return Check("openrlhf", True, f"openrlhf {seam.SUPPORTED_OPENRLHF}, patched signatures match")
-    except seam.OpenRLHFMismatch as exc:
+        plugin.check_openrlhf()
+        return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, patched signatures match")
+    except plugin.OpenRLHFMismatch as exc:
         return Check("openrlhf", False, str(exc))
 
 

@@ -4,7 +4,7 @@ Batch: 1,024 prompts × 8 rollouts, lengths uniform in [1, 4096] tokens (5% trun
 Bernoulli with a per-prompt rate. Anchor: OpenRLHF 0.11.2 `experience_maker.py` group_norm, three lines re-typed
 here because they are inline in `compute_advantages_and_returns` (not importable on their own):
     r = rewards.reshape(-1, n); (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
-Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the seam calls) and the bare
+Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the OpenRLHF plug-in calls) and the bare
 method function (the arithmetic alone). Medians of --reps round-robin timed calls (every row once per round, so
 load drift hits all rows alike) after warm-up; ratio = median / anchor median.
 

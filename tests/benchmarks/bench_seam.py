@@ -1,4 +1,4 @@
-"""Benchmark: the trainer-side advantage step, stock OpenRLHF vs lead-recipes' seam, same experiences, same run.
+"""Benchmark: the trainer-side advantage step, stock OpenRLHF vs lead-recipes' OpenRLHF plug-in, same experiences, same run.
 
 Anchor: stock `RemoteExperienceMaker.compute_advantages_and_returns` with `group_norm` on 8,192
 experiences (1,024 prompts x 8 samples, 4,096-token action masks, micro-batches of 16), ~18 s per call on 2 CPU
