@@ -14,8 +14,8 @@ What it does:
   pickle round trip for many answers), identical (gold, answer) pairs are graded once, long answers and re-runs go
   through a heavy lane of at most workers - 1 workers.
 - `get_grader`: one shared Grader per process.
-Names other modules and tests import from here (`extract_final_answer`, `normalize_answer`, `fast_verdict`,
-`explosive`, `_rational`, `_parse`, `_certainly_unequal`, `_worker_chunk`) are re-exported.
+Extraction and normalisation live in `lead_recipes.grading.answers`, the worker side in `lead_recipes.grading.worker`;
+import those names from there.
 
 What it does not do: no math-verify or sympy in this process (that is `lead_recipes.grading.worker`), no answer
 parsing of its own (`lead_recipes.grading.answers`); it never passes model text to `eval`, `sympify` or `parse_expr`.

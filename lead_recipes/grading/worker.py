@@ -7,8 +7,8 @@ What it does:
   worker's main thread, stopping after a chunk time budget (the parent re-queues the rest); a timed-out item clears
   sympy's caches. `_judge` = math-verify `verify(gold, pred)` on `_parse`d answers, gold parses cached per worker
   (LRU), with `_certainly_unequal` skipping verify's `simplify` when `gold - pred` is clearly non-zero.
-These underscore names are the grading package's internal interface: `lead_recipes.grading.grader` schedules them and
-re-exports the ones tests use. They are top-level functions so the spawn pool pickles them by reference.
+These underscore names are the grading package's internal interface: `lead_recipes.grading.grader` schedules them.
+They are top-level functions so the spawn pool pickles them by reference.
 
 What it does not do: no pool management, hard timeouts, retries, queueing or verdict cache (the parent,
 `lead_recipes.grading.grader.Grader`); no answer extraction or cheap exact paths (`lead_recipes.grading.answers`). It never passes
