@@ -7,13 +7,14 @@ sample or touch OpenRLHF.
 Input JSONL, one line per training step:
   {"step": int, "groups": [{"correct": [bool]*G, "lengths": [int]*G, "truncated": [bool]*G?, "repetitive": [bool]*G?}],
    "epoch": int?, "length_unit": str?}
-or `--from-rollouts FILE` (JSONL rows with `answer` and `samples[].response`), graded with the package grader and
-chunked into steps of `--prompts-per-step` groups; lengths from `--tokenizer PATH`, else an approximation
-(ceil(chars/4) + 1 for EOS), labelled as such. `--write-input` saves that built input with each step's `epoch` and
-`length_unit`, so replaying it again labels its lengths the same way. Output JSONL, one line per step:
+or `--replay.from_rollouts FILE` (JSONL rows with `answer` and `samples[].response`), graded with the package grader
+and chunked into steps of `--replay.prompts_per_step` groups; lengths from `--replay.tokenizer PATH`, else an
+approximation (ceil(chars/4) + 1 for EOS), labelled as such. `--replay.write_input` saves that built input with each
+step's `epoch` and `length_unit`, so replaying it again labels its lengths the same way. Lengths are capped by
+`--rollout.max_new_tokens` (LEAD's B_max). Output JSONL (`--output`), one line per step:
   {"step", "epoch"?, "rewards": [[float]*G]*M, "advantages": [[float]*G]*M, "controller": {...state after the step},
    "stats"}
-plus a PNG (controller trajectory with the λ floor where one applies; accuracy and mean shaped reward; mean length
+plus a PNG (`--replay.plot`: controller trajectory with the λ floor where one applies; accuracy and mean shaped reward; mean length
 with the method's target length; epoch boundaries as vertical lines) and a per-step table on stdout. Method flags: the same --recipe.* flags as
 `lead-recipes train` (lead_recipes.flags).
 """
@@ -29,8 +30,14 @@ from typing import Any, Iterable
 from lead_recipes.flags import add_recipe_flags, recipe_config
 from lead_recipes.jsonl import read_jsonl
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.renamed_flags import COMMON, renamed_hint
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
+# The spellings users typed before the dotted grammar, named in the error.
+RENAMED = {"--out": COMMON["--out"], "-o": "--output", "--from-rollouts": "--replay.from_rollouts",
+           "--tokenizer": "--replay.tokenizer", "--prompts-per-step": "--replay.prompts_per_step",
+           "--epochs": "--replay.epochs", "--write-input": "--replay.write_input",
+           "--max-new-tokens": "--rollout.max_new_tokens", "--plot": "--replay.plot"}
 
 
 def _flags(group: dict, key: str, q: int, step: Any, kind, g: int | None) -> list | None:
@@ -131,7 +138,7 @@ def records_from_rollouts(path: Path, prompts_per_step: int, max_new_tokens: int
 
 
 def logged_unit(records: list) -> str:
-    """The length unit the input's steps declare (`length_unit`, written by --write-input), else "as logged"."""
+    """The length unit the input's steps declare (`length_unit`, written by --replay.write_input), else "as logged"."""
     units = {r.get("length_unit") if isinstance(r, dict) else None for r in records}
     if len(units) > 1:
         raise ValueError(f"the steps disagree on 'length_unit': {sorted(map(str, units))}")
@@ -256,20 +263,32 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="lead-recipes replay", formatter_class=HelpFormatter, allow_abbrev=False,
                                 description="Replay logged rollout statistics through a method and its controller.")
     p.add_argument("input", nargs="?", help="input JSONL, one line per step (see module docs)")
-    p.add_argument("--from-rollouts", metavar="FILE", help="build the input from a rollouts JSONL with responses")
-    p.add_argument("--tokenizer", metavar="PATH", help="local HF tokenizer for lengths (default: chars/4 approx.)")
-    p.add_argument("--prompts-per-step", type=int, default=16, help="groups per step with --from-rollouts")
-    p.add_argument("--epochs", type=int, default=1, help="passes over the rollouts with --from-rollouts")
-    p.add_argument("--write-input", metavar="FILE", help="also save the built input JSONL (--from-rollouts)")
-    p.add_argument("--max-new-tokens", type=int, default=4000, help="rollout cap (LEAD B_max); default 4000")
-    p.add_argument("-o", "--output", required=True, help="output JSONL, one line per step")
-    p.add_argument("--plot", help="PNG of the controller trajectory (default: OUTPUT with .png)")
+    p.add_argument("--output", required=True, help="output JSONL, one line per step")
+    r = p.add_argument_group("replay")
+    r.add_argument("--replay.from_rollouts", dest="from_rollouts", metavar="FILE",
+                   help="build the input from a rollouts JSONL with responses")
+    r.add_argument("--replay.tokenizer", dest="tokenizer", metavar="PATH",
+                   help="local HF tokenizer for lengths (default: chars/4 approx.)")
+    r.add_argument("--replay.prompts_per_step", dest="prompts_per_step", type=int, default=16,
+                   help="groups per step with --replay.from_rollouts")
+    r.add_argument("--replay.epochs", dest="epochs", type=int, default=1,
+                   help="passes over the rollouts with --replay.from_rollouts")
+    r.add_argument("--replay.write_input", dest="write_input", metavar="FILE",
+                   help="also save the built input JSONL (--replay.from_rollouts)")
+    r.add_argument("--replay.plot", dest="plot", metavar="PNG",
+                   help="PNG of the controller trajectory (default: OUTPUT with .png)")
+    ro = p.add_argument_group("rollout")
+    ro.add_argument("--rollout.max_new_tokens", dest="max_new_tokens", type=int, default=4000,
+                    help="rollout cap (LEAD B_max); default 4000")
     add_recipe_flags(p)
+    hint = renamed_hint(argv, RENAMED)
+    if hint:
+        p.error(hint)
     args = p.parse_args(argv)
     if bool(args.input) == bool(args.from_rollouts):
-        p.error("give exactly one of INPUT or --from-rollouts FILE")
+        p.error("give exactly one of INPUT or --replay.from_rollouts FILE")
     if args.prompts_per_step < 1 or args.epochs < 1 or args.max_new_tokens < 1:
-        p.error("--prompts-per-step, --epochs and --max-new-tokens must be ≥ 1")
+        p.error("--replay.prompts_per_step, --replay.epochs and --rollout.max_new_tokens must be ≥ 1")
     try:
         from lead_recipes.methods import build_method
         config = recipe_config(args)
@@ -293,7 +312,7 @@ def main(argv: list[str]) -> int:
     plot = Path(args.plot) if args.plot else out.with_suffix(".png")
     write_plot(lines, plot, f"{config.method} replay ({len(lines)} steps; lengths: {unit})", config, unit)
     if unit == APPROX_LABEL:
-        print(f"NOTE: no --tokenizer given; lengths are an APPROXIMATION: {APPROX_LABEL}")
+        print(f"NOTE: no --replay.tokenizer given; lengths are an APPROXIMATION: {APPROX_LABEL}")
     print(format_table(lines))
     print(f"wrote {out} and {plot}")
     return 0

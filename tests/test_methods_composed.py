@@ -265,7 +265,7 @@ def test_replay_composed_writes_both_controller_trajectories(tmp_path, capsys):
              for s in (1, 2, 3)]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps(s) + "\n" for s in steps))
-    argv = ["replay", str(src), "-o", str(out), "--recipe.method", "composed", "--recipe.leash.lr", "0.1"]
+    argv = ["replay", str(src), "--output", str(out), "--recipe.method", "composed", "--recipe.leash.lr", "0.1"]
     assert cli_main(argv) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [ln["controller"]["dual_step"] for ln in lines] == [1, 2, 3]

@@ -1,5 +1,5 @@
 """`lead-recipes replay`: JSONL in → per-step rewards/advantages/controller out (matching Method.step exactly), a PNG
-and a table; --from-rollouts grades the shared rollouts file with the real package grader; bad input is named."""
+and a table; --replay.from_rollouts grades the shared rollouts file with the real package grader; bad input is named."""
 from __future__ import annotations
 
 import json
@@ -29,7 +29,7 @@ def write(tmp_path, steps):
 @pytest.mark.parametrize("method,key", [("lead", "lambda_c"), ("leash", "lagrange_lambda")])
 def test_replay_output_equals_stepping_the_method_directly(tmp_path, capsys, method, key):
     out = tmp_path / "out.jsonl"
-    argv = ["replay", str(write(tmp_path, STEPS)), "-o", str(out), "--recipe.method", method,
+    argv = ["replay", str(write(tmp_path, STEPS)), "--output", str(out), "--recipe.method", method,
             "--recipe.leash.target_length", "1000"]
     assert cli_main(argv) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
@@ -48,7 +48,7 @@ def test_replay_output_equals_stepping_the_method_directly(tmp_path, capsys, met
 
 def test_replay_stateless_method_has_empty_controller(tmp_path):
     out = tmp_path / "o.jsonl"
-    assert cli_main(["replay", str(write(tmp_path, STEPS)), "-o", str(out), "--recipe.method", "grpo"]) == 0
+    assert cli_main(["replay", str(write(tmp_path, STEPS)), "--output", str(out), "--recipe.method", "grpo"]) == 0
     assert all(json.loads(x)["controller"] == {} for x in out.read_text().splitlines())
 
 
@@ -64,15 +64,15 @@ def test_bad_input_names_step_and_prompt_and_writes_nothing(tmp_path, capsys, mu
     steps = json.loads(json.dumps(STEPS))
     mutate(steps)
     out = tmp_path / "o.jsonl"
-    assert cli_main(["replay", str(write(tmp_path, steps)), "-o", str(out)]) == 2
+    assert cli_main(["replay", str(write(tmp_path, steps)), "--output", str(out)]) == 2
     assert match in capsys.readouterr().err and not out.exists()
 
 
 def test_replay_from_rollouts_grades_and_chunks_the_shared_file(tmp_path, capsys, shared_data):
     src = shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl"
     out, built = tmp_path / "o.jsonl", tmp_path / "in.jsonl"
-    assert cli_main(["replay", "--from-rollouts", str(src), "--prompts-per-step", "25", "-o", str(out),
-                     "--write-input", str(built), "--recipe.method", "lead"]) == 0
+    assert cli_main(["replay", "--replay.from_rollouts", str(src), "--replay.prompts_per_step", "25",
+                     "--output", str(out), "--replay.write_input", str(built), "--recipe.method", "lead"]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [ln["step"] for ln in lines] == [1, 2, 3, 4]
     assert all(len(ln["advantages"]) == 25 and len(ln["advantages"][0]) == 8 for ln in lines)
@@ -84,7 +84,17 @@ def test_replay_from_rollouts_grades_and_chunks_the_shared_file(tmp_path, capsys
 
 def test_replay_needs_exactly_one_input(tmp_path):
     with pytest.raises(SystemExit):
-        cli_main(["replay", "-o", str(tmp_path / "o.jsonl")])
+        cli_main(["replay", "--output", str(tmp_path / "o.jsonl")])
+
+
+@pytest.mark.parametrize("old,new", [("-o", "--output"), ("--from-rollouts", "--replay.from_rollouts"),
+                                     ("--prompts-per-step", "--replay.prompts_per_step"),
+                                     ("--max-new-tokens", "--rollout.max_new_tokens"),
+                                     ("--write-input", "--replay.write_input"), ("--plot", "--replay.plot")])
+def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["replay", str(write(tmp_path, STEPS)), f"{old}=x"])
+    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
 
 
 def test_from_rollouts_counts_lengths_with_a_real_tokenizer(tmp_path, tiny_qwen2):
@@ -95,8 +105,8 @@ def test_from_rollouts_counts_lengths_with_a_real_tokenizer(tmp_path, tiny_qwen2
     src.write_text(json.dumps({"id": "a", "problem": "1+2?", "answer": "3",
                                "samples": [{"response": t} for t in texts]}) + "\n")
     built, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
-    assert cli_main(["replay", "--from-rollouts", str(src), "--tokenizer", str(tiny_qwen2), "-o", str(out),
-                     "--write-input", str(built), "--recipe.method", "grpo-lead"]) == 0
+    assert cli_main(["replay", "--replay.from_rollouts", str(src), "--replay.tokenizer", str(tiny_qwen2),
+                     "--output", str(out), "--replay.write_input", str(built), "--recipe.method", "grpo-lead"]) == 0
     group = json.loads(built.read_text())["groups"][0]
     tok = AutoTokenizer.from_pretrained(str(tiny_qwen2))
     assert group["lengths"] == [len(tok.encode(t, add_special_tokens=False)) + 1 for t in texts]
@@ -106,14 +116,14 @@ def test_from_rollouts_counts_lengths_with_a_real_tokenizer(tmp_path, tiny_qwen2
 def test_empty_input_is_an_error(tmp_path, capsys):
     src = tmp_path / "empty.jsonl"
     src.write_text("\n")
-    assert cli_main(["replay", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert cli_main(["replay", str(src), "--output", str(tmp_path / "o.jsonl")]) == 2
     assert "no steps to replay" in capsys.readouterr().err
 
 
 def test_non_json_line_names_the_line(tmp_path, capsys):
     src = tmp_path / "bad.jsonl"
     src.write_text(json.dumps(STEPS[0]) + "\n{not json\n")
-    assert cli_main(["replay", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert cli_main(["replay", str(src), "--output", str(tmp_path / "o.jsonl")]) == 2
     assert "bad.jsonl:2: invalid JSON" in capsys.readouterr().err
 
 
@@ -184,7 +194,7 @@ def test_no_epochs_no_vertical_lines():
 
 def test_a_non_integer_epoch_is_named(tmp_path, capsys):
     steps = [{**STEPS[0], "epoch": "one"}]
-    assert cli_main(["replay", str(write(tmp_path, steps)), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert cli_main(["replay", str(write(tmp_path, steps)), "--output", str(tmp_path / "o.jsonl")]) == 2
     assert "step 1: 'epoch' must be an integer" in capsys.readouterr().err
 
 
@@ -199,8 +209,9 @@ def _tiny_rollouts(tmp_path):
 
 def test_built_input_numbers_each_steps_epoch(tmp_path):
     built = tmp_path / "in.jsonl"
-    assert cli_main(["replay", "--from-rollouts", str(_tiny_rollouts(tmp_path)), "--prompts-per-step", "1",
-                     "--epochs", "2", "-o", str(tmp_path / "o.jsonl"), "--write-input", str(built)]) == 0
+    assert cli_main(["replay", "--replay.from_rollouts", str(_tiny_rollouts(tmp_path)), "--replay.prompts_per_step",
+                     "1", "--replay.epochs", "2", "--output", str(tmp_path / "o.jsonl"),
+                     "--replay.write_input", str(built)]) == 0
     assert [json.loads(x)["epoch"] for x in built.read_text().splitlines()] == [1, 1, 1, 2, 2, 2]
 
 
@@ -209,28 +220,28 @@ def test_a_replayed_built_input_labels_its_lengths_as_the_first_replay_did(tmp_p
     titles = []
     monkeypatch.setattr(replay_mod, "write_plot", lambda lines, path, title, *_: titles.append(title))
     built = tmp_path / "in.jsonl"
-    assert cli_main(["replay", "--from-rollouts", str(_tiny_rollouts(tmp_path)), "-o", str(tmp_path / "a.jsonl"),
-                     "--write-input", str(built)]) == 0
-    assert cli_main(["replay", str(built), "-o", str(tmp_path / "b.jsonl")]) == 0
+    assert cli_main(["replay", "--replay.from_rollouts", str(_tiny_rollouts(tmp_path)),
+                     "--output", str(tmp_path / "a.jsonl"), "--replay.write_input", str(built)]) == 0
+    assert cli_main(["replay", str(built), "--output", str(tmp_path / "b.jsonl")]) == 0
     assert len(titles) == 2 and all(t.endswith(f"lengths: {replay_mod.APPROX_LABEL})") for t in titles)
     assert capsys.readouterr().out.count("APPROXIMATION") == 2
 
 
 def test_steps_that_disagree_on_the_length_unit_are_refused(tmp_path, capsys):
     steps = [{**STEPS[0], "length_unit": "tokens(a)+EOS"}, {**STEPS[1], "length_unit": "tokens(b)+EOS"}]
-    assert cli_main(["replay", str(write(tmp_path, steps)), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert cli_main(["replay", str(write(tmp_path, steps)), "--output", str(tmp_path / "o.jsonl")]) == 2
     assert "disagree on 'length_unit'" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ the docs' example
 def test_the_documented_leash_example_moves_lambda(tmp_path, shared_data, capsys):
-    """The `--from-rollouts` example of docs/methods.md, run on the shared rollouts: λ must leave its floor."""
+    """The `--replay.from_rollouts` example of docs/methods.md, run on the shared rollouts: λ must leave its floor."""
     import re
     import shlex
     from pathlib import Path
     doc = (Path(__file__).parents[1] / "docs" / "methods.md").read_text()
     block = doc[doc.index("## Replay: `lead-recipes replay`"):].split("```")[1]
-    cmd = re.search(r"^lead-recipes replay --from-rollouts .*?(?<!\\)$", block, re.S | re.M).group(0)
+    cmd = re.search(r"^lead-recipes replay --replay.from_rollouts .*?(?<!\\)$", block, re.S | re.M).group(0)
     argv = shlex.split(re.sub(r"\[[^\]]*\]", "", cmd.replace("\\\n", " ")))[1:]
     argv = [str(shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl") if a == "rollouts.jsonl" else
             str(tmp_path / a) if a.endswith(".jsonl") else a for a in argv]
