@@ -1,6 +1,8 @@
 """`lead-recipes eval`: evaluate a model (vLLM or an OpenAI-compatible server) or saved generations (replay) on the
 five benchmarks with a paper protocol, and `lead-recipes eval compare RUN... --eval.base RUN` for the side-by-side
-table with AES. Flag parsing and wiring only; the work is in run.py / report.py. Never imports the training stack.
+table with AES.
+
+This module parses flags and wires them up; the work is in run.py and report.py. It never imports the training stack.
 """
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ from lead_recipes.benchmarks import BENCHMARKS
 from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, PROMPT_TEMPLATES, canonical
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import COMMON, renamed_hint
+from lead_recipes.renamed_flags import renamed_hint
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
 # The spellings users typed most before the dotted grammar, named in the error.
-RENAMED = {**COMMON, "--backend": "--eval.backend", "--model": "--eval.model", "--preset": "--eval.preset",
+RENAMED = {"--out": "--output", "--prompt-template": "--prompt.template", "--system-prompt": "--prompt.system",
+           "--backend": "--eval.backend", "--model": "--eval.model", "--preset": "--eval.preset",
            "--benchmarks": "--data.benchmarks", "--base": "--eval.base", "--n": "--sampling.n",
            "--max-new-tokens": "--sampling.max_new_tokens", "--temperature": "--sampling.temperature",
            "--tokenizer": "--eval.tokenizer", "--no-progress_enable": "--eval.skip_progress_enable",
@@ -136,7 +139,7 @@ def build_compare_parser() -> argparse.ArgumentParser:
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """Parsed arguments; an old flag spelling is a usage error naming the new one (exit 2)."""
-    hint = renamed_hint(argv, RENAMED)
+    hint = renamed_hint(argv, RENAMED, parser)
     if hint:
         parser.error(hint)
     args = parser.parse_args(argv)

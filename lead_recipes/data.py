@@ -28,7 +28,7 @@ from typing import Iterable
 
 from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import COMMON, renamed_hint
+from lead_recipes.renamed_flags import renamed_hint
 
 # Prompt templates (LEAD's release, DeepSeek-R1, Sober Reasoning arXiv 2504.07086). {problem} is the problem
 # text; the result is the user turn.
@@ -50,7 +50,7 @@ DAPO_PREFIX = ("Solve the following math problem step by step. The last line of 
 DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
 
 # The spellings users typed most before the dotted grammar, named in the error.
-RENAMED = {"--out": COMMON["--out"], "--source": "--input", "--preset": "--data.preset",
+RENAMED = {"--out": "--output", "--source": "--input", "--preset": "--data.preset",
            "--no-dedup": "--data.keep_duplicates_enable",
            "--no-decontaminate": "--data.keep_benchmark_problems_enable", "--template": "--prompt.template",
            "--problems": "--curriculum.problems"}
@@ -450,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    hint = renamed_hint(sys.argv[1:] if argv is None else list(argv), RENAMED)
+    hint = renamed_hint(sys.argv[1:] if argv is None else list(argv), RENAMED, parser)
     if hint:
         parser.error(hint)
     args = parser.parse_args(argv)

@@ -30,11 +30,11 @@ from typing import Any, Iterable
 from lead_recipes.flags import add_recipe_flags, recipe_config
 from lead_recipes.jsonl import read_jsonl
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import COMMON, renamed_hint
+from lead_recipes.renamed_flags import renamed_hint
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
 # The spellings users typed before the dotted grammar, named in the error.
-RENAMED = {"--out": COMMON["--out"], "-o": "--output", "--from-rollouts": "--replay.from_rollouts",
+RENAMED = {"--out": "--output", "-o": "--output", "--from-rollouts": "--replay.from_rollouts",
            "--tokenizer": "--replay.tokenizer", "--prompts-per-step": "--replay.prompts_per_step",
            "--epochs": "--replay.epochs", "--write-input": "--replay.write_input",
            "--max-new-tokens": "--rollout.max_new_tokens", "--plot": "--replay.plot"}
@@ -281,7 +281,7 @@ def main(argv: list[str]) -> int:
     ro.add_argument("--rollout.max_new_tokens", dest="max_new_tokens", type=int, default=4000,
                     help="rollout cap (LEAD B_max); default 4000")
     add_recipe_flags(p)
-    hint = renamed_hint(argv, RENAMED)
+    hint = renamed_hint(argv, RENAMED, p)
     if hint:
         p.error(hint)
     args = p.parse_args(argv)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lead_recipes.cli import COMMANDS
+from lead_recipes.renamed_flags import parser_options, renamed_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,3 +68,51 @@ def test_version_flag_prints_the_installed_version():
                          check=True, cwd=ROOT).stdout.strip()
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
     assert out == f"lead-recipes {version}"
+
+
+def _table_and_parser(command: str, argv: list[str], monkeypatch):
+    """The rename table and the parser a command hands to renamed_hint (caught as it calls it)."""
+    module = importlib.import_module(COMMANDS[command][0])
+    seen = {}
+
+    def capture(args, table, parser=None):
+        seen.update(table=table, parser=parser)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(module, "renamed_hint", capture)
+    with pytest.raises(SystemExit):
+        module.main(argv)
+    return seen["table"], seen["parser"]
+
+
+RENAME_ARGVS = [("launch", ["lead-1.5b"]), ("data", ["build"]), ("grade", []), ("serve", []), ("replay", []),
+                ("eval", [])]
+
+
+@pytest.mark.parametrize("command,argv", RENAME_ARGVS, ids=[c for c, _ in RENAME_ARGVS])
+def test_every_rename_hint_names_a_flag_the_command_has(command, argv, monkeypatch):
+    table, parser = _table_and_parser(command, argv, monkeypatch)
+    options = parser_options(parser)
+    assert {old: new for old, new in table.items() if new.split()[0] not in options} == {}
+
+
+def test_train_rename_hints_name_flags_train_has():
+    from lead_recipes.training import cli as train
+    assert {o: n for o, n in train.RENAMED.items() if n.split()[0] not in parser_options(train._our_parser())} == {}
+
+
+@pytest.mark.parametrize("old,new", [("--partition", "--slurm.partition"), ("--save-timeout", "--slurm.save_timeout"),
+                                     ("--resume", "--slurm.resume_enable")])
+def test_an_old_dashed_flag_is_matched_to_its_one_dotted_successor(old, new, capsys):
+    from lead_recipes.recipes import launch
+    with pytest.raises(SystemExit):
+        launch.main(["lead-1.5b", "--launch.target", "slurm", old, "x"])
+    assert f"{old} is now {new}" in capsys.readouterr().err
+
+
+def test_a_dashed_flag_with_two_dotted_candidates_gets_no_guess():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--a.seed")
+    parser.add_argument("--b.seed")
+    assert renamed_hint(["--seed", "1"], {}, parser) is None
+    assert renamed_hint(["--a.seed", "1", "--", "--b-seed"], {}, parser) is None   # known flags and after `--`

@@ -27,7 +27,7 @@ def test_real_trainer_checkpoints_on_usr1_requeues_and_the_requeued_run_resumes_
     data = run_dir / "prompts.jsonl"
     harness.gpu_smoke.write_data(str(data), "cpu")
     argv = harness.gpu_smoke.train_argv("cpu", "grpo-lead", str(model), str(data), str(run_dir),
-                                        str(harness.ROOT / "lead_recipes" / "reward_func.py"), 3,
+                                        str(harness.ROOT / "lead_recipes" / "grading" / "reward_func.py"), 3,
                                         extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100"])
     assert argv[argv.index("--ckpt.path") + 1] == str(run_dir / "ckpt")
     at = argv.index("--ckpt.path")

@@ -26,11 +26,11 @@ from typing import Iterator
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import COMMON, renamed_hint
+from lead_recipes.renamed_flags import renamed_hint
 
 BATCH = 512
 # The spellings users typed before the dotted grammar, named in the error.
-RENAMED = {"--out": COMMON["--out"], "--grade.progress_enable": "--grade.skip_progress_enable"}
+RENAMED = {"--out": "--output", "--grade.progress_enable": "--grade.skip_progress_enable"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +90,7 @@ def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
-    hint = renamed_hint(argv, RENAMED)
+    hint = renamed_hint(argv, RENAMED, parser)
     if hint:
         parser.error(hint)
     args = vars(parser.parse_args(argv))

@@ -1,6 +1,6 @@
 """OpenRLHF reward function that forwards to one or more `lead-recipes serve` servers and rides out their restarts.
 
-Pass its path as `--reward.remote_url <path>/lead_recipes/remote_reward.py` and the server URLs (comma-separated,
+Pass its path as `--reward.remote_url <path>/lead_recipes/grading/remote_reward.py` and the server URLs (comma-separated,
 `http://host:port/get_reward[?token=T]`) in $LEAD_RECIPES_REWARD_URLS; `lead-recipes train` does both when it is
 given http URLs, and forwards the variable into the rollout actors (lead_recipes.training.actor_env).
 

@@ -1,4 +1,4 @@
-"""OpenRLHF reward function: pass this file's path as `--reward.remote_url <path>/lead_recipes/reward_func.py`
+"""OpenRLHF reward function: pass this file's path as `--reward.remote_url <path>/lead_recipes/grading/reward_func.py`
 (print it with `python -c "import lead_recipes.grading.reward_func as m; print(m.__file__)"`).
 
 OpenRLHF loads it with `spec_from_file_location` inside each vLLM engine actor and calls

@@ -294,7 +294,7 @@ def exposure_warning(host: str, token: str | None) -> str | None:
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
-    hint = renamed_hint(argv, RENAMED)
+    hint = renamed_hint(argv, RENAMED, parser)
     if hint:
         parser.error(hint)
     args = vars(parser.parse_args(argv))

@@ -133,10 +133,8 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
                 raise ValueError(f"prompt {q}: lengths {what}: {lens[q].tolist()}")
     if batch.truncated is not None:
         trunc = _as_bool("truncated", batch.truncated, (m, g))
-    elif hi < mnt:   # lengths ≤ max_new_tokens holds here, so nothing reaches the cap: skip the comparison
-        trunc = torch.zeros((m, g), dtype=torch.bool)
-    else:            # hi == max_new_tokens: comparing with the 0-dim tensor is the same test, ~2× faster
-        trunc = lens >= hi_t
+    else:            # a response that reached the cap was cut off
+        trunc = lens >= mnt
     rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
     return RolloutBatch(correct=correct, lengths=lens, max_new_tokens=mnt, truncated=trunc, repetitive=rep)
 

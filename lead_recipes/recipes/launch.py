@@ -27,14 +27,14 @@ from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.layout import unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import COMMON, renamed_hint
+from lead_recipes.renamed_flags import renamed_hint
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
 TRAIN_MODES = ("run", "dry_run", "preflight")
 TARGETS = ("local", "ray", "slurm")
 # The spellings users typed most before the dotted grammar, named in the error.
-RENAMED = {**COMMON, "--ray-address": "--ray.address", "--local": "--launch.target local",
+RENAMED = {"--dry-run": "--run.dry_run_enable", "--ray-address": "--ray.address", "--local": "--launch.target local",
            "--slurm": "--launch.target slurm", "--no-data-check": "--launch.skip_data_check_enable",
            "--chain": "--launch.chain_enable", "--no-wait": "--ray.no_wait_enable", "--run-dir": "--run.dir",
            "--train-mode": "--launch.train_mode"}
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--slurm.resume_enable", dest="resume", action="store_true",
                    help="a fresh submission resumes the run's checkpoint and W&B run (a requeued job always does)")
     s.add_argument("--slurm.sbatch_script", dest="sbatch_script", default=str(SBATCH_SCRIPT),
-                   help=f"default {SBATCH_SCRIPT}")
+                   help="the sbatch script (default: slurm/train.sbatch of this checkout)")
     s.add_argument("--slurm.sbatch_arg", dest="sbatch_arg", action="append", default=[], metavar="ARG",
                    help="extra sbatch argument (repeatable; `--slurm.sbatch_arg=--mem=0` for one starting with -)")
     r = p.add_argument_group("ray", "target ray (ray job submit)")
@@ -98,7 +98,7 @@ def _parse(argv: list[str] | None):
     """Parsed arguments; an old flag spelling or a target without what it needs is a usage error (exit 2)."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    hint = renamed_hint(argv, RENAMED)
+    hint = renamed_hint(argv, RENAMED, parser)
     if hint:
         parser.error(hint)
     args = parser.parse_args(argv)

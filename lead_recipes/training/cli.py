@@ -40,14 +40,14 @@ from lead_recipes.training.actor_env import forward_env_to_actors
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import COMMON, renamed_hint
+from lead_recipes.renamed_flags import renamed_hint
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default
 from lead_recipes.training.args import resolve, reward_func_path
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (DEFAULT_RECIPE, PROG, add_preflight_flags, build_missing_data,
                                              prepare_hint, report, run_preflight)
 
-RENAMED = {"--dry-run": COMMON["--dry-run"], "--preflight": "--preflight.only_enable"}
+RENAMED = {"--dry-run": "--run.dry_run_enable", "--preflight": "--preflight.only_enable"}
 _URL_SECRET = re.compile(r"([?&](?:token|key|api_key|apikey|access_token|secret|password)=)[^&\s\"']+", re.I)
 
 

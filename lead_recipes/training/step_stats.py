@@ -64,7 +64,7 @@ def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
         correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
     except KeyError:
         raise ValueError('experience.info has no "correct": the reward function must be lead-recipes\' '
-                         "(--reward.remote_url <path>/lead_recipes/reward_func.py or the `lead-recipes serve` "
+                         "(--reward.remote_url <path>/lead_recipes/grading/reward_func.py or the `lead-recipes serve` "
                          "URL), which returns extra_logs[\"correct\"] for every sample") from None
     cap = int(cap)
     lengths = torch.cat([e.action_mask.sum(-1).reshape(-1) for e in experiences]).to(torch.float32)

@@ -195,7 +195,7 @@ class Run:
         data = self.dir.parent / "prompts.jsonl"
         if not data.exists():
             gpu_smoke.write_data(str(data), "cpu")
-        reward = str(ROOT / "lead_recipes" / "reward_func.py")
+        reward = str(ROOT / "lead_recipes" / "grading" / "reward_func.py")
         argv = gpu_smoke.train_argv("cpu", method, str(model), str(data), str(self.dir), reward, episodes,
                                     extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100", *extra])
         self.log_path = self.dir / log_name
