@@ -15,7 +15,7 @@ from lead_recipes.benchmarks import BENCHMARKS
 from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, PROMPT_TEMPLATES, canonical
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import renamed_hint
+from lead_recipes.renamed_flags import parse_args
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
 # The spellings users typed most before the dotted grammar, named in the error.
@@ -139,10 +139,7 @@ def build_compare_parser() -> argparse.ArgumentParser:
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """Parsed arguments; an old flag spelling is a usage error naming the new one (exit 2)."""
-    hint = renamed_hint(argv, RENAMED, parser)
-    if hint:
-        parser.error(hint)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, RENAMED)
     # the chat template is the preset's (on) unless turned off; None = not given, so a replay keeps its recorded one
     if hasattr(args, "skip_chat_template"):
         args.chat_template_enable = False if args.skip_chat_template else None

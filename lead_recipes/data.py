@@ -28,7 +28,7 @@ from typing import Iterable
 
 from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import renamed_hint
+from lead_recipes.renamed_flags import parse_args
 
 # Prompt templates (LEAD's release, DeepSeek-R1, Sober Reasoning arXiv 2504.07086). {problem} is the problem
 # text; the result is the user turn.
@@ -450,10 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    hint = renamed_hint(sys.argv[1:] if argv is None else list(argv), RENAMED, parser)
-    if hint:
-        parser.error(hint)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, RENAMED)
     if args.command == "build" and "{problem}" not in TEMPLATES.get(args.template, args.template):
         print(f"lead-recipes data: --prompt.template {args.template!r} is neither {list(TEMPLATES)} nor contains "
               "{problem}", file=sys.stderr)

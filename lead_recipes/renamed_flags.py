@@ -6,6 +6,7 @@ given the command's parser, any other old dashed spelling `--a-b` is matched to 
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def parser_options(parser: argparse.ArgumentParser) -> set[str]:
@@ -38,3 +39,11 @@ def renamed_hint(argv: list[str], table: dict[str, str], parser: argparse.Argume
         if len(matches) == 1:
             return f"{old} is now {matches[0]}"
     return None
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, table: dict[str, str]) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, but an old spelling is a usage error naming the new flag (exit 2)."""
+    hint = renamed_hint(sys.argv[1:] if argv is None else list(argv), table, parser)
+    if hint:
+        parser.error(hint)
+    return parser.parse_args(argv)

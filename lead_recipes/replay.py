@@ -30,7 +30,7 @@ from typing import Any, Iterable
 from lead_recipes.flags import add_recipe_flags, recipe_config
 from lead_recipes.jsonl import read_jsonl
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import renamed_hint
+from lead_recipes.renamed_flags import parse_args
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
 # The spellings users typed before the dotted grammar, named in the error.
@@ -281,10 +281,7 @@ def main(argv: list[str]) -> int:
     ro.add_argument("--rollout.max_new_tokens", dest="max_new_tokens", type=int, default=4000,
                     help="rollout cap (LEAD B_max); default 4000")
     add_recipe_flags(p)
-    hint = renamed_hint(argv, RENAMED, p)
-    if hint:
-        p.error(hint)
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, RENAMED)
     if bool(args.input) == bool(args.from_rollouts):
         p.error("give exactly one of INPUT or --replay.from_rollouts FILE")
     if args.prompts_per_step < 1 or args.epochs < 1 or args.max_new_tokens < 1:

@@ -71,15 +71,15 @@ def test_version_flag_prints_the_installed_version():
 
 
 def _table_and_parser(command: str, argv: list[str], monkeypatch):
-    """The rename table and the parser a command hands to renamed_hint (caught as it calls it)."""
+    """The rename table and the parser a command parses its flags with (caught as it calls parse_args)."""
     module = importlib.import_module(COMMANDS[command][0])
     seen = {}
 
-    def capture(args, table, parser=None):
+    def capture(parser, args, table):
         seen.update(table=table, parser=parser)
         raise SystemExit(0)
 
-    monkeypatch.setattr(module, "renamed_hint", capture)
+    monkeypatch.setattr(module, "parse_args", capture)
     with pytest.raises(SystemExit):
         module.main(argv)
     return seen["table"], seen["parser"]

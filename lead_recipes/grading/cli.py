@@ -26,7 +26,7 @@ from typing import Iterator
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import renamed_hint
+from lead_recipes.renamed_flags import parse_args
 
 BATCH = 512
 # The spellings users typed before the dotted grammar, named in the error.
@@ -90,10 +90,7 @@ def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
-    hint = renamed_hint(argv, RENAMED, parser)
-    if hint:
-        parser.error(hint)
-    args = vars(parser.parse_args(argv))
+    args = vars(parse_args(parser, argv, RENAMED))
     if not os.path.isfile(args["input"]):
         print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
         return 2

@@ -42,7 +42,7 @@ from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
 from lead_recipes.grading.reward_func import _is_repetitive, response_text
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import renamed_hint
+from lead_recipes.renamed_flags import parse_args
 
 log = logging.getLogger("lead_recipes.grading.server")
 TOKEN_ENV = "LEAD_RECIPES_SERVE_TOKEN"
@@ -294,10 +294,7 @@ def exposure_warning(host: str, token: str | None) -> str | None:
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
-    hint = renamed_hint(argv, RENAMED, parser)
-    if hint:
-        parser.error(hint)
-    args = vars(parser.parse_args(argv))
+    args = vars(parse_args(parser, argv, RENAMED))
     host, port = args["serve.host"], args["serve.port"]
     token = args["serve.token"] or os.environ.get(TOKEN_ENV) or None
     warning = exposure_warning(host, token)

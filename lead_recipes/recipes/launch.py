@@ -27,7 +27,7 @@ from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.layout import unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import renamed_hint
+from lead_recipes.renamed_flags import parse_args
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
@@ -98,10 +98,7 @@ def _parse(argv: list[str] | None):
     """Parsed arguments; an old flag spelling or a target without what it needs is a usage error (exit 2)."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    hint = renamed_hint(argv, RENAMED, parser)
-    if hint:
-        parser.error(hint)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, RENAMED)
     if (args.target == "ray") != bool(args.ray_address):
         parser.error("--launch.target ray and --ray.address ADDR go together")
     return args
