@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 from lead_recipes.benchmarks import BENCHMARKS
-from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, PROMPT_TEMPLATES, canonical
+from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, canonical
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.prompts import PROMPT_TEMPLATES
 from lead_recipes.renamed_flags import parse_args
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"

@@ -1,6 +1,6 @@
 """Evaluation protocols: the papers' presets and prompt templates, resolved into one explicit `GenConfig`.
 
-Presets (sources in docs/evaluation.md):
+Presets (sources in docs/evaluation.md; the templates are lead_recipes.prompts):
 - `sober` (Hochlehnert et al. 2025, arXiv 2504.07086, as used by LEAD): temperature 0.8, top-p 0.9, n = 10 for
   AIME24/AIME25/AMC23 and n = 3 for MATH-500/OlympiadBench (one seed per sample: seed + s), lighteval's
   MATH_QUERY_TEMPLATE, chat template on, max new tokens 32768 (lighteval's default; LEAD's is not stated).
@@ -18,20 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from lead_recipes.benchmarks import BENCHMARKS as ALL_BENCHMARKS
-
-PROMPT_TEMPLATES = {
-    # lighteval MATH_QUERY_TEMPLATE (Sober-Reasoning / LEAD evaluation), its two spaces after "clearly." included.
-    "sober": ("Solve the following math problem efficiently and clearly.  The last line of your response should be "
-              "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
-              "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
-              "problem. Think step by step before answering.\n\n{problem}"),
-    # DeepScaleR / GRPO-LEAD training and evaluation prompt.
-    "deepscaler": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
-    # Qwen2.5-Math CoT instruction (the shared rollouts file was generated with it as a system prompt).
-    "qwen-boxed": "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
-    "raw": "{problem}",
-}
-
+from lead_recipes.prompts import PROMPT_TEMPLATES, resolve_template
 
 @dataclass(frozen=True)
 class GenConfig:
@@ -142,7 +129,7 @@ def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None
             seed=None, prompt_template=None, chat_template_enable=None, system_prompt=None,
             n_per_benchmark: dict | None = None) -> GenConfig:
     """Preset + overrides → GenConfig. `n` overrides every benchmark's sample count (`n_per_benchmark`, e.g. read
-    from a replay file, sets them one by one; `n` wins); `prompt_template` is a template name from
+    from a replay file, sets them one by one; `n` wins); `prompt_template` is a template name (or earlier name) from
     PROMPT_TEMPLATES or a literal containing "{problem}". Invalid values raise ValueError."""
     cfg = PRESETS[canonical(preset)]
     changes = {k: v for k, v in dict(temperature=temperature, top_p=top_p, min_p=min_p, top_k=top_k,
@@ -154,13 +141,8 @@ def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None
     elif n_per_benchmark:
         changes.update(n_per_benchmark={k: int(v) for k, v in n_per_benchmark.items()})
     if prompt_template is not None:
-        if prompt_template in PROMPT_TEMPLATES:
-            changes.update(prompt_template_name=prompt_template, prompt_template=PROMPT_TEMPLATES[prompt_template])
-        elif "{problem}" in prompt_template:
-            changes.update(prompt_template_name="custom", prompt_template=prompt_template)
-        else:
-            raise ValueError(f"--prompt.template must be one of {', '.join(PROMPT_TEMPLATES)} or contain "
-                             "'{problem}'")
+        name, text = resolve_template(prompt_template)
+        changes.update(prompt_template_name=name, prompt_template=text)
     cfg = replace(cfg, **changes)
     if not cfg.temperature >= 0:
         raise ValueError(f"temperature must be >= 0, got {cfg.temperature}")

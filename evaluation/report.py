@@ -66,7 +66,7 @@ def render_markdown(summary: dict) -> str:
              f"Preset `{gen['preset']}`: temperature {gen['temperature']}, top-p {gen['top_p']}, min-p {gen['min_p']}, "
              f"top-k {gen['top_k']}, max new tokens **{gen['max_new_tokens']}**, seed {seed}, prompt "
              f"`{gen['prompt_template_name']}`, chat template {chat}"
-             + (f" (settings marked unknown were not recorded with the replayed generations)" if gen.get("unknown")
+             + (" (settings marked unknown were not recorded with the replayed generations)" if gen.get("unknown")
                 else "") + ". Accuracy = avg@n (mean over samples) ± standard error over problems, in %. Length = "
              "mean generated tokens incl. thinking (truncated at the cap)."
              + (f" The average covers {avg_set['label']}: {avg_set['note']}." if avg_set else ""), "",

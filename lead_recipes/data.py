@@ -16,7 +16,6 @@ It does not download anything itself except through `datasets` for hub ids, and 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -27,21 +26,11 @@ from pathlib import Path
 from typing import Iterable
 
 from lead_recipes.jsonl import parse_jsonl
+from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.help_format import HelpFormatter
+from lead_recipes.prompts import PROMPT_TEMPLATES, resolve_template
 from lead_recipes.renamed_flags import parse_args
 
-# Prompt templates (LEAD's release, DeepSeek-R1, Sober Reasoning arXiv 2504.07086). {problem} is the problem
-# text; the result is the user turn.
-TEMPLATES = {
-    "lead": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
-    "r1": "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
-    "sober": ("Solve the following math problem efficiently and clearly.  The last line of your response should be "
-              "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
-              "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
-              "problem. Think step by step before answering.\n\n{problem}"),
-    "none": "{problem}",
-}
-# `sober` keeps lighteval's two spaces after "clearly." (sober-reasoning lighteval_tasks.py MATH_QUERY_TEMPLATE).
 PRESETS = ("math-l35", "math", "deepscaler", "dapo", "jsonl")
 # DAPO-Math-17k wraps each problem in its own "Answer:"-line instruction; preset `dapo` strips it so that the recipe's
 # template alone states the answer format the reward reads.
@@ -206,7 +195,7 @@ def clean(rows: list[dict], bench: dict[str, list[str]] | None, dedup: bool) -> 
 
 
 def render(row: dict, template: str, fmt: str, system: str | None) -> dict:
-    text = TEMPLATES.get(template, template).format(problem=row["problem"])
+    text = resolve_template(template)[1].format(problem=row["problem"])
     if fmt == "messages":
         prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
     else:
@@ -226,54 +215,6 @@ def write_jsonl(path: str, rows: Iterable[dict]) -> int:
 
 
 # ---------------------------------------------------------------- curriculum (GRPO-LEAD stage 2)
-def prompt_sha1(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-def problem_accuracy(records: Iterable[dict], since_step: int = 0) -> dict[str, dict]:
-    """Aggregate the per-problem training records (recipe_problems.jsonl rows) per problem: {key: {"correct", "total", "accuracy"}} keyed by prompt_sha1
-    (and by "problem" as well, when it differs), over steps >= since_step."""
-    acc: dict[str, dict] = {}
-    for i, rec in enumerate(records):
-        try:
-            step, correct, total = int(rec["step"]), int(rec["correct"]), int(rec["total"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"record {i}: needs integer step/correct/total, got {rec}") from None
-        if step < since_step or total <= 0:
-            continue
-        if not 0 <= correct <= total:
-            raise ValueError(f"record {i}: correct={correct} outside [0, total={total}]")
-        keys = {str(rec.get("prompt_sha1") or ""), str(rec.get("problem") or "")} - {""}
-        if not keys:
-            raise ValueError(f"record {i}: neither prompt_sha1 nor problem is set")
-        entry = {"correct": 0, "total": 0}
-        for key in keys:
-            entry = acc.setdefault(key, entry)
-        for key in keys:
-            acc[key] = entry
-        entry["correct"] += correct
-        entry["total"] += total
-    for entry in acc.values():
-        entry["accuracy"] = entry["correct"] / entry["total"]
-    return acc
-
-
-def row_keys(row: dict, chat_template=None) -> list[str]:
-    """The keys a trainer record may carry for this dataset row (see lead_recipes.training.openrlhf_plugin): the sha1 (and its
-    16-hex "problem" prefix) of the prompt as written and, with a tokenizer, as OpenRLHF renders it through the
-    chat template; and the row id. Labels are never used: many problems share an answer."""
-    prompt = row.get("prompt")
-    texts = [prompt] if isinstance(prompt, str) else []
-    if chat_template is not None and prompt is not None:
-        chat = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        texts.append(chat_template(chat, tokenize=False, add_generation_prompt=True))
-    keys = []
-    for text in texts:
-        sha = prompt_sha1(text)
-        keys += [sha, sha[:16]]
-    return keys + ([str(row["id"])] if row.get("id") is not None else [])
-
-
 def curriculum(args) -> int:
     records = read_rows(args.problems)
     acc = problem_accuracy(records, args.since_step)
@@ -282,15 +223,7 @@ def curriculum(args) -> int:
         from transformers import AutoTokenizer
         template = AutoTokenizer.from_pretrained(args.tokenizer).apply_chat_template
     dataset = read_rows(args.dataset)
-    picked, matched, report = [], 0, []
-    for row in dataset:
-        hit = next((acc[k] for k in row_keys(row, template) if k in acc), None)
-        if hit is None:
-            continue
-        matched += 1
-        if hit["total"] >= args.min_attempts and hit["accuracy"] <= args.threshold:
-            picked.append(row)
-            report.append({"id": row.get("id"), "accuracy": hit["accuracy"], "total": hit["total"]})
+    picked, matched, report = hard_problems(dataset, acc, args.threshold, args.min_attempts, template)
     if matched == 0:
         print(f"lead-recipes data curriculum: none of the {len(dataset)} rows of {args.dataset} matches a record in "
               f"{args.problems} ({len(acc)} problem keys); is it the stage-1 dataset? (chat-templated prompt hashes "
@@ -309,14 +242,7 @@ def curriculum(args) -> int:
                 n += 1
         merged_from[path] = n
     if args.seed is not None:
-        # A seeded stream of reshuffled passes over the set; --curriculum.skip/rows cut one stage's rows out of it, so
-        # two stages with the same seed continue one order (GRPO-LEAD stage 2a/2b: 100 + 140 steps of 32 prompts).
-        rng, stream = random.Random(args.seed), []
-        while merged and len(stream) < args.skip + (args.rows or len(merged)):
-            order = list(merged)
-            rng.shuffle(order)
-            stream += order
-        merged = stream[args.skip:args.skip + (args.rows or len(merged))]
+        merged = seeded_rows(merged, args.seed, args.skip, args.rows)
     elif args.skip or args.rows:
         print("lead-recipes data curriculum: --curriculum.skip/--curriculum.rows need --seed", file=sys.stderr)
         return 2
@@ -415,8 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--filter.numeric_only_enable", dest="numeric_only", action="store_true",
                    help="keep integer/decimal/simple-fraction answers only")
     t = b.add_argument_group("prompt")
-    t.add_argument("--prompt.template", dest="template", default="lead",
-                   help=f"{', '.join(TEMPLATES)} or a custom string with {{problem}} (default lead)")
+    t.add_argument("--prompt.template", dest="template", default="deepscaler",
+                   help=f"{', '.join(PROMPT_TEMPLATES)} (lead_recipes/prompts.py) or a custom string with {{problem}}")
     t.add_argument("--prompt.format", dest="format", choices=("text", "messages"), default="text",
                    help="prompt as text (train with --data.apply_chat_template) or chat messages")
     t.add_argument("--prompt.system", dest="system", help="system message (messages format only)")
@@ -451,11 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv, RENAMED)
-    if args.command == "build" and "{problem}" not in TEMPLATES.get(args.template, args.template):
-        print(f"lead-recipes data: --prompt.template {args.template!r} is neither {list(TEMPLATES)} nor contains "
-              "{problem}", file=sys.stderr)
-        return 2
     try:
+        if args.command == "build":   # a bad template fails before anything is read; the report names it canonically
+            name, text = resolve_template(args.template)
+            args.template = text if name == "custom" else name
         return build(args) if args.command == "build" else curriculum(args)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         print(f"lead-recipes data {args.command}: {exc}", file=sys.stderr)

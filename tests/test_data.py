@@ -98,13 +98,30 @@ def test_deepscaler_difficulty_filter_keeps_only_problems_at_or_above_it(shared_
 
 
 @pytest.mark.parametrize("template, marker", [
-    ("lead", "Let's think step by step and output the final answer within \\boxed{}."),
+    ("deepscaler", "Let's think step by step and output the final answer within \\boxed{}."),
     ("r1", "Please reason step by step, and put your final answer within \\boxed{}."),
     ("sober", "Therefore, the final answer is: $\\boxed{ANSWER}$. I hope it is correct"),
 ])
 def test_paper_templates_wrap_the_problem(template, marker):
     row = data.render({"id": "x", "problem": "What is 1+1?", "answer": "2"}, template, "text", None)
     assert marker in row["prompt"] and "What is 1+1?" in row["prompt"] and row["label"] == "2"
+
+
+def test_an_unknown_template_name_is_refused_before_the_source_is_read(tmp_path, capsys):
+    out = tmp_path / "o.jsonl"
+    assert run("build", "--data.preset", "jsonl", "--input", tmp_path / "missing.jsonl", "--prompt.template", "leed",
+               "--output", out) == 2
+    assert "--prompt.template must be one of sober, deepscaler, r1, raw" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_an_earlier_template_name_is_built_and_reported_under_its_current_name(tmp_path):
+    src, out = tmp_path / "s.jsonl", tmp_path / "o.jsonl"
+    src.write_text(json.dumps({"id": "a", "problem": "What is 2+2?", "answer": "4"}) + "\n")
+    assert run("build", "--data.preset", "jsonl", "--input", src, "--data.keep_benchmark_problems_enable",
+               "--prompt.template", "lead", "--output", out) == 0
+    assert read(out)[0]["prompt"].endswith("Let's think step by step and output the final answer within \\boxed{}.")
+    assert json.loads((tmp_path / "o.jsonl.report.json").read_text())["template"] == "deepscaler"
 
 
 def test_messages_format_writes_chat_turns_with_the_system_prompt():
@@ -228,7 +245,7 @@ def test_nested_fields_and_chat_message_problems_are_mapped(tmp_path):
                                "reward_model": {"ground_truth": "5"}, "extra_info": {"index": 7}}) + "\n")
     out = tmp_path / "o.jsonl"
     assert run("build", "--data.preset", "jsonl", "--input", src, "--data.problem_key", "prompt", "--data.answer_key",
-               "reward_model.ground_truth", "--data.id_key", "extra_info.index", "--prompt.template", "none",
+               "reward_model.ground_truth", "--data.id_key", "extra_info.index", "--prompt.template", "raw",
                "--data.keep_benchmark_problems_enable", "--output", out) == 0
     assert [(r["prompt"], r["label"], r["id"]) for r in read(out)] == [("2+3?", "5", "7")]
 

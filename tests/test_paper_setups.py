@@ -8,6 +8,7 @@ import json
 import pytest
 
 from lead_recipes import data
+from lead_recipes.prompts import ALIASES, PROMPT_TEMPLATES, resolve_template
 
 
 def read(path):
@@ -64,7 +65,7 @@ def test_dapo_preset_strips_dapos_answer_line_instruction_and_maps_its_fields(tm
 
 def test_sober_template_has_lightevals_two_spaces_after_clearly():
     # sober-reasoning lighteval_tasks.py MATH_QUERY_TEMPLATE: "...efficiently and clearly.  The last line..."
-    assert "efficiently and clearly.  The last line of your response" in data.TEMPLATES["sober"]
+    assert "efficiently and clearly.  The last line of your response" in PROMPT_TEMPLATES["sober"]
 
 
 # ---------------------------------------------------------------- curriculum --seed/--skip/--rows
@@ -134,7 +135,7 @@ def _flag(argv, name):
 
 def prompt_template(recipe) -> str:
     """The instruction text the recipe's prompts carry: its data.prepare --prompt.template (a curriculum takes the
-    template of the recipe that builds its --curriculum.dataset); `none` means the source's own instruction
+    template of the recipe that builds its --curriculum.dataset); `raw` means the source's own instruction
     (DAPO-Math-17k's)."""
     prepare = [str(a) for a in recipe.data["prepare"]]
     if prepare[0] == "curriculum":
@@ -143,11 +144,11 @@ def prompt_template(recipe) -> str:
                       if r.data.get("prepare") and _flag([str(a) for a in r.data["prepare"]], "--output") == dataset
                       and r.data["prepare"][0] == "build"][:1]
         return prompt_template(builder)
-    name = _flag(prepare, "--prompt.template") or "lead"
-    if name == "none":
+    name, template = resolve_template(_flag(prepare, "--prompt.template") or "deepscaler")
+    if name == "raw":
         return (data.DAPO_PREFIX + "\n\n{problem}\n\n" + data.DAPO_SUFFIX) \
             if "dapo" in _flag(prepare, "--input") and _flag(prepare, "--data.preset") != "dapo" else "{problem}"
-    return data.TEMPLATES.get(name, name)
+    return template
 
 
 def compliant_response(template: str, answer: str) -> str:
@@ -328,7 +329,12 @@ def test_lead_7b_uses_smaller_rollout_and_update_batches_and_a_lower_lr_than_1_5
         assert small[key] < big[key], key
 
 
-def test_eval_sober_prompt_is_the_training_sober_template_with_lightevals_spacing():
-    from evaluation.protocols import PROMPT_TEMPLATES
-    assert PROMPT_TEMPLATES["sober"] == data.TEMPLATES["sober"]
-    assert "efficiently and clearly.  The last line" in PROMPT_TEMPLATES["sober"]
+def test_data_and_eval_take_the_same_template_names_and_resolve_them_to_the_same_text(tmp_path):
+    """`data build --prompt.template X` writes the prompt `eval --prompt.template X` evaluates with, for every name
+    and earlier name."""
+    from evaluation.protocols import resolve
+    for name in [*PROMPT_TEMPLATES, *ALIASES]:
+        cfg = resolve("sober", prompt_template=name)
+        row = data.render({"id": "x", "problem": "What is 1+1?", "answer": "2"}, name, "text", None)
+        assert cfg.prompt_template.format(problem="What is 1+1?") == row["prompt"], name
+        assert cfg.prompt_template_name == ALIASES.get(name, name)

@@ -1,0 +1,35 @@
+"""The prompt templates, defined once: `lead-recipes data build` writes training prompts with them and
+`lead-recipes eval` evaluates with them, under the same names. `{problem}` is the problem text; the result is the
+user turn. It does not apply chat templates (the trainer's `--data.apply_chat_template` or the eval backend does).
+"""
+from __future__ import annotations
+
+PROMPT_TEMPLATES = {
+    # lighteval's MATH_QUERY_TEMPLATE (Sober Reasoning, arXiv 2504.07086, as LEAD evaluates), its two spaces after
+    # "clearly." included.
+    "sober": ("Solve the following math problem efficiently and clearly.  The last line of your response should be "
+              "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
+              "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
+              "problem. Think step by step before answering.\n\n{problem}"),
+    # DeepScaleR's prompt: LEAD's released training data and GRPO-LEAD (arXiv 2504.09696) train and evaluate with it.
+    "deepscaler": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
+    # DeepSeek-R1's recommended math instruction (its model card's usage recommendations), also Qwen2.5-Math's CoT
+    # prompt.
+    "r1": "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
+    # The problem as it is (a source that carries its own instruction).
+    "raw": "{problem}",
+}
+# Earlier names, still accepted: `data` called deepscaler `lead` and raw `none`; `eval` called r1 `qwen-boxed`.
+ALIASES = {"lead": "deepscaler", "none": "raw", "qwen-boxed": "r1"}
+
+
+def resolve_template(name_or_text: str) -> tuple[str, str]:
+    """(name, template) for a template name, an earlier name, or a literal template (named "custom"); ValueError
+    when it is none of these."""
+    name = ALIASES.get(name_or_text, name_or_text)
+    if name in PROMPT_TEMPLATES:
+        return name, PROMPT_TEMPLATES[name]
+    if "{problem}" in name_or_text:
+        return "custom", name_or_text
+    raise ValueError(f"--prompt.template must be one of {', '.join(PROMPT_TEMPLATES)} or a template containing "
+                     f"{{problem}}, got {name_or_text!r}")
