@@ -15,7 +15,7 @@ from lead_recipes.benchmarks import BENCHMARKS
 from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, canonical
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.prompts import PROMPT_TEMPLATES
+from lead_recipes.prompts import PROMPT_TEMPLATES, TEMPLATE_ALIASES
 from lead_recipes.renamed_flags import parse_args
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sampling.top_k", dest="top_k", type=int)
     t = p.add_argument_group("prompt", "protocol overrides (default: the preset's value)")
     t.add_argument("--prompt.template", dest="prompt_template",
-                   help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}")
+                   help=f"one of {', '.join(PROMPT_TEMPLATES)} (earlier names {', '.join(TEMPLATE_ALIASES)} "
+                        "accepted) or a literal with {problem}")
     t.add_argument("--prompt.system", dest="system_prompt", help="system message")
     t.add_argument("--prompt.skip_chat_template_enable", dest="skip_chat_template", action="store_true",
                    help="send the raw prompt, without the model's chat template (applied by default)")
@@ -214,8 +215,11 @@ def run_main(argv: list[str]) -> int:
                                 prompt_template=args.prompt_template,
                                 chat_template_enable=args.chat_template_enable, system_prompt=args.system_prompt,
                                 n_per_benchmark=replay.n_per_benchmark() if replay and args.n is None else None)
-        if replay:
-            gen = replay.resolve(gen, given)
+        if replay:   # compared as resolved: a template name as its text, which is what the file records
+            explicit_values = {k: getattr(gen, k) for k in given}
+            if "prompt_template" in given:
+                explicit_values["prompt_template_name"] = gen.prompt_template_name
+            gen = replay.resolve(gen, explicit_values)
         specs = benchmark_specs(args, replay)
         data_dir = a["data.benchmarks_dir"]
         benchmarks = load_benchmarks(specs, data_dir, args.limit, args.field_map)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from lead_recipes.benchmarks import BENCHMARKS as ALL_BENCHMARKS
-from lead_recipes.prompts import PROMPT_TEMPLATES, resolve_template
+from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_template
+
 
 @dataclass(frozen=True)
 class GenConfig:
@@ -158,9 +159,8 @@ def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None
 
 
 def build_user_text(cfg: GenConfig, problem: str) -> str:
-    """The user-turn text: the template with the problem inserted (str.replace, so braces in problems are safe)."""
-    template = cfg.prompt_template.replace("{{", "\x00").replace("}}", "\x01")
-    return template.replace("{problem}", problem).replace("\x00", "{").replace("\x01", "}")
+    """The user-turn text: the template with the problem inserted (as `data build` writes it)."""
+    return fill_template(cfg.prompt_template, problem)
 
 
 def build_messages(cfg: GenConfig, problem: str) -> list[dict]:

@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from evaluation.backends import GenRequest, Sink, _row, count_tokens
+from lead_recipes.prompts import TEMPLATE_ALIASES
 
 UNKNOWN = "unknown"
 SETTINGS = ("temperature", "top_p", "min_p", "top_k", "max_new_tokens", "chat_template_enable", "system_prompt",
@@ -65,6 +66,8 @@ class ReplayBackend:
                 raise ValueError(f"{self.path}: rows disagree on {name} ({', '.join(sorted(values)[:3])}); "
                                  "a replay file must hold one configuration")
             out[name] = carried[0]
+        if "prompt_template_name" in out:
+            out["prompt_template_name"] = TEMPLATE_ALIASES.get(out["prompt_template_name"], out["prompt_template_name"])
         return out
 
     def benchmarks(self) -> list[str]:
@@ -113,8 +116,8 @@ class ReplayBackend:
         """`gen` with the file's settings filled in where no flag gave one; a flag that contradicts the file is an
         error (the generations were made with the file's value)."""
         from dataclasses import replace  # noqa: PLC0415
-        for name, value in self.settings.items():
-            if name in explicit_values and explicit_values[name] != value:
+        for name, value in self.settings.items():   # the template's text decides, not what it was called
+            if name in explicit_values and name != "prompt_template_name" and explicit_values[name] != value:
                 raise ValueError(f"the flag for {name} ({explicit_values[name]!r}) contradicts {self.path}, "
                                  f"whose generations carry {name} = {value!r}")
         return replace(gen, **{k: v for k, v in self.settings.items() if k not in explicit_values})

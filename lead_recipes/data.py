@@ -10,7 +10,7 @@ in the report), applies a paper prompt template and writes JSONL rows `{"prompt"
 removed problem and why.
 `curriculum` reads the per-problem records the trainer appends to `recipe_problems.jsonl` (docs/training.md), keeps the
 problems whose accuracy is <= a threshold (GRPO-LEAD: 0.75), merges them with other sets and, with a seed, writes an
-exact number of rows of a seeded order (one stage's part of it).
+exact number of rows of a seeded order (one stage's part of it); the selection itself is lead_recipes/curriculum.py.
 It does not download anything itself except through `datasets` for hub ids, and never grades.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Iterable
 from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.help_format import HelpFormatter
-from lead_recipes.prompts import PROMPT_TEMPLATES, resolve_template
+from lead_recipes.prompts import PROMPT_TEMPLATES, TEMPLATE_ALIASES, fill_template, resolve_template
 from lead_recipes.renamed_flags import parse_args
 
 PRESETS = ("math-l35", "math", "deepscaler", "dapo", "jsonl")
@@ -195,7 +195,7 @@ def clean(rows: list[dict], bench: dict[str, list[str]] | None, dedup: bool) -> 
 
 
 def render(row: dict, template: str, fmt: str, system: str | None) -> dict:
-    text = resolve_template(template)[1].format(problem=row["problem"])
+    text = fill_template(resolve_template(template)[1], row["problem"])
     if fmt == "messages":
         prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
     else:
@@ -342,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep integer/decimal/simple-fraction answers only")
     t = b.add_argument_group("prompt")
     t.add_argument("--prompt.template", dest="template", default="deepscaler",
-                   help=f"{', '.join(PROMPT_TEMPLATES)} (lead_recipes/prompts.py) or a custom string with {{problem}}")
+                   help=f"{', '.join(PROMPT_TEMPLATES)} (lead_recipes/prompts.py; earlier names "
+                        f"{', '.join(TEMPLATE_ALIASES)} accepted) or a custom string with {{problem}}")
     t.add_argument("--prompt.format", dest="format", choices=("text", "messages"), default="text",
                    help="prompt as text (train with --data.apply_chat_template) or chat messages")
     t.add_argument("--prompt.system", dest="system", help="system message (messages format only)")

@@ -1,6 +1,7 @@
 """The prompt templates, defined once: `lead-recipes data build` writes training prompts with them and
 `lead-recipes eval` evaluates with them, under the same names. `{problem}` is the problem text; the result is the
-user turn. It does not apply chat templates (the trainer's `--data.apply_chat_template` or the eval backend does).
+user turn; `fill_template` inserts it the same way for both. It does not apply chat templates (the trainer's
+`--data.apply_chat_template` or the eval backend does).
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ PROMPT_TEMPLATES = {
               "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
               "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
               "problem. Think step by step before answering.\n\n{problem}"),
-    # DeepScaleR's prompt: LEAD's released training data and GRPO-LEAD (arXiv 2504.09696) train and evaluate with it.
+    # DeepScaleR's prompt: LEAD's released training data and GRPO-LEAD's code (github.com/aeroplanepaper/GRPO-LEAD)
+    # train and evaluate with it.
     "deepscaler": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
     # DeepSeek-R1's recommended math instruction (its model card's usage recommendations), also Qwen2.5-Math's CoT
     # prompt.
@@ -20,16 +22,24 @@ PROMPT_TEMPLATES = {
     "raw": "{problem}",
 }
 # Earlier names, still accepted: `data` called deepscaler `lead` and raw `none`; `eval` called r1 `qwen-boxed`.
-ALIASES = {"lead": "deepscaler", "none": "raw", "qwen-boxed": "r1"}
+TEMPLATE_ALIASES = {"lead": "deepscaler", "none": "raw", "qwen-boxed": "r1"}
 
 
 def resolve_template(name_or_text: str) -> tuple[str, str]:
     """(name, template) for a template name, an earlier name, or a literal template (named "custom"); ValueError
     when it is none of these."""
-    name = ALIASES.get(name_or_text, name_or_text)
+    name = TEMPLATE_ALIASES.get(name_or_text, name_or_text)
     if name in PROMPT_TEMPLATES:
         return name, PROMPT_TEMPLATES[name]
     if "{problem}" in name_or_text:
         return "custom", name_or_text
     raise ValueError(f"--prompt.template must be one of {', '.join(PROMPT_TEMPLATES)} or a template containing "
                      f"{{problem}}, got {name_or_text!r}")
+
+
+def fill_template(template: str, problem: str) -> str:
+    """The user turn: `template` with the problem inserted. `{{`/`}}` are literal braces (the named templates are
+    written for str.format), and any other brace is kept as it is, so a custom `... \\boxed{} ...` works; braces in
+    the problem are never interpreted."""
+    marked = template.replace("{{", "\x00").replace("}}", "\x01")
+    return problem.join(part.replace("\x00", "{").replace("\x01", "}") for part in marked.split("{problem}"))

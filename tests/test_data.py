@@ -9,6 +9,7 @@ import json
 import pytest
 
 from lead_recipes import data
+from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 
 
 def read(path):
@@ -258,3 +259,22 @@ def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, tmp_path,
             old, "x")
     assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_two_stages_cut_from_one_seeded_order_continue_it_and_each_pass_is_a_permutation():
+    rows = [{"id": i} for i in range(5)]
+    whole = seeded_rows(rows, 7, 0, 12)
+    assert seeded_rows(rows, 7, 0, 4) + seeded_rows(rows, 7, 4, 8) == whole
+    assert sorted(r["id"] for r in whole[:5]) == sorted(r["id"] for r in whole[5:10]) == list(range(5))
+    assert whole[:5] != whole[5:10]                    # passes are reshuffled, not repeated
+    assert seeded_rows([], 7, 0, 3) == []
+
+
+def test_a_problem_is_hard_at_the_threshold_itself_and_only_with_enough_attempts():
+    def rec(text, correct, total):
+        return {"step": 1, "prompt_sha1": sha1(text), "correct": correct, "total": total}
+    acc = problem_accuracy([rec("a", 6, 8), rec("b", 7, 8), rec("c", 0, 1)])
+    rows = [{"prompt": p, "id": p} for p in "abcd"]
+    picked, matched, report = hard_problems(rows, acc, threshold=0.75, min_attempts=2)
+    assert [r["id"] for r in picked] == ["a"] and matched == 3     # b is too easy, c too rarely tried, d unrecorded
+    assert report == [{"id": "a", "accuracy": 0.75, "total": 8}]

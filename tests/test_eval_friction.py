@@ -79,6 +79,26 @@ def test_replay_flag_contradicting_the_file_is_an_error(shared_data, tmp_path, c
     assert "contradicts" in capsys.readouterr().err
 
 
+def test_replay_accepts_a_template_name_whose_text_the_file_records(shared_data, tmp_path):
+    """The file records the template's text (and the name it was called then); `--prompt.template r1` names the same
+    text, so it agrees, and the run reports the current name."""
+    from lead_recipes.prompts import PROMPT_TEMPLATES
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {
+        "prompt_template_name": "qwen-boxed", "prompt_template": PROMPT_TEMPLATES["r1"]})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable",
+                          "--prompt.template", "r1")) == 0
+    gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
+    assert (gen["prompt_template_name"], gen["prompt_template"]) == ("r1", PROMPT_TEMPLATES["r1"])
+
+
+def test_replay_refuses_a_template_whose_text_differs_from_the_files(shared_data, tmp_path, capsys):
+    from lead_recipes.prompts import PROMPT_TEMPLATES
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {
+        "prompt_template_name": "r1", "prompt_template": PROMPT_TEMPLATES["r1"]})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--prompt.template", "sober")) == 2
+    assert "contradicts" in capsys.readouterr().err
+
+
 def test_replay_takes_benchmarks_and_n_from_the_file(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("math500", "aime2025"), n=3)
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable")) == 0

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lead_recipes import data
-from lead_recipes.prompts import ALIASES, PROMPT_TEMPLATES, resolve_template
+from lead_recipes.prompts import PROMPT_TEMPLATES, TEMPLATE_ALIASES, resolve_template
 
 
 def read(path):
@@ -329,12 +329,16 @@ def test_lead_7b_uses_smaller_rollout_and_update_batches_and_a_lower_lr_than_1_5
         assert small[key] < big[key], key
 
 
-def test_data_and_eval_take_the_same_template_names_and_resolve_them_to_the_same_text(tmp_path):
-    """`data build --prompt.template X` writes the prompt `eval --prompt.template X` evaluates with, for every name
-    and earlier name."""
-    from evaluation.protocols import resolve
-    for name in [*PROMPT_TEMPLATES, *ALIASES]:
-        cfg = resolve("sober", prompt_template=name)
-        row = data.render({"id": "x", "problem": "What is 1+1?", "answer": "2"}, name, "text", None)
-        assert cfg.prompt_template.format(problem="What is 1+1?") == row["prompt"], name
-        assert cfg.prompt_template_name == ALIASES.get(name, name)
+@pytest.mark.parametrize("template", [*PROMPT_TEMPLATES, *TEMPLATE_ALIASES, "Q: {problem} \\boxed{} {answer}",
+                                      "{{literal}} {problem}"])
+def test_data_and_eval_write_the_same_prompt_for_every_template_name_and_literal(template):
+    """`data build --prompt.template X` writes the user turn `eval --prompt.template X` evaluates with, for every name,
+    earlier name and custom literal (single braces kept as they are); eval records a name by its current name."""
+    from evaluation.protocols import build_user_text, resolve
+    problem = "Find {x} if $x^{2}=4$."
+    cfg = resolve("sober", prompt_template=template)
+    row = data.render({"id": "x", "problem": problem, "answer": "2"}, template, "text", None)
+    assert build_user_text(cfg, problem) == row["prompt"]
+    assert problem in row["prompt"]
+    assert cfg.prompt_template_name == (TEMPLATE_ALIASES.get(template, template) if "{problem}" not in template
+                                        else "custom")

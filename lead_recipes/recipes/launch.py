@@ -97,7 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _parse(argv: list[str] | None):
     """Parsed arguments; an old flag spelling or a target without what it needs is a usage error (exit 2)."""
     parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(parser, argv, RENAMED)
     if (args.target == "ray") != bool(args.ray_address):
         parser.error("--launch.target ray and --ray.address ADDR go together")
