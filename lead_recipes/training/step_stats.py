@@ -12,13 +12,13 @@ file on a resume).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import json
 import os
 
 import torch
 
+from lead_recipes.curriculum import prompt_sha1
 from lead_recipes.methods.base import RolloutBatch
 
 STATUS_KEYS = ("status_correct", "status_wrong", "status_no_answer", "status_timeout", "status_error")
@@ -137,7 +137,7 @@ def problem_records(experiences, indices, batch: RolloutBatch, n: int) -> list[d
         if len(group_prompts) != 1:
             raise ValueError(f"prompt group {q} mixes {len(group_prompts)} different prompts: samples were not "
                              "regrouped by prompt (OpenRLHF keeps each prompt's n samples contiguous)")
-        sha = hashlib.sha1(prompts[members[0]].encode("utf-8")).hexdigest()
+        sha = prompt_sha1(prompts[members[0]])
         label = labels[members[0]] if len(labels) == len(prompts) else None
         problem = str(label["id"]) if isinstance(label, dict) and "id" in label else sha[:16]
         records.append({"problem": problem, "prompt_sha1": sha, "correct": int(batch.correct[q].sum()),
