@@ -49,7 +49,7 @@ def assert_same(a, b):
 
 
 @pytest.mark.parametrize("lead_cfg", [{}, {"aggregator": "median_correct", "whiten": "sequence", "beta_ema": 0.5},
-                                      {"static_lambda_c": 0.7}])
+                                      {"static_lambda_c": 0.7}, {"unsolved_length": "flat"}])
 def test_lead_part_alone_equals_lead_over_steps(lead_cfg):
     mine, ref = composed({"length_reward": "lead"}, lead=lead_cfg), method("lead", lead=lead_cfg)
     for b in random_batches(6):

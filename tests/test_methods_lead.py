@@ -68,6 +68,24 @@ def test_unsolved_prompt_efficiency_reward_is_l_over_b_max():
     assert out.rewards[0].tolist() == pytest.approx([lam_l * x for x in (0.125, 0.25, 0.5, 1.0)], rel=1e-6)
 
 
+def test_flat_unsolved_option_gives_an_all_wrong_group_one_advantage_and_leaves_solved_groups_ordered_alike():
+    correct, lengths = [[0, 0, 0, 0], [1, 0, 1, 0]], [[500, 1000, 2000, 4000], [1200, 100, 2000, 300]]
+    sentinel, flat = lead().step(batch(correct, lengths)), lead(unsolved_length="flat").step(batch(correct, lengths))
+    a_sent, a_flat = sentinel.advantages[0].tolist(), flat.advantages[0].tolist()
+    assert a_sent == sorted(a_sent) and a_sent[0] < a_sent[-1]        # the sentinel pays the longest answer most
+    assert max(a_flat) - min(a_flat) < 1e-9                              # ours: no length signal at all there
+    # solved groups see the same PSI statistics and the same pre-whitening advantages: only the affine whitening
+    # map over the batch differs, so their order is the same
+    assert flat.stats["psi_l"] == sentinel.stats["psi_l"]
+    assert flat.advantages[1].argsort().tolist() == sentinel.advantages[1].argsort().tolist()
+
+
+def test_flat_unsolved_option_changes_nothing_when_every_group_is_solved():
+    correct, lengths = [[1, 0, 0, 0], [1, 0, 1, 0]], [[500, 1000, 2000, 4000], [1200, 100, 2000, 300]]
+    a, b = lead().step(batch(correct, lengths)), lead(unsolved_length="flat").step(batch(correct, lengths))
+    assert torch.equal(a.advantages, b.advantages) and torch.equal(a.rewards, b.rewards)
+
+
 HAND_CORRECT = [[1, 1, 0, 0], [0, 0, 0, 0]]
 HAND_LENGTHS = [[1200, 2000, 3000, 4000], [500, 1000, 2000, 4000]]
 

@@ -25,7 +25,7 @@ from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
 from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig, RecipeConfig
 from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight
-from lead_recipes.methods.lead import efficiency_reward, psi_statistics, target_lengths
+from lead_recipes.methods.lead import length_reward, psi_statistics
 from lead_recipes.methods.leash import length_excess
 
 PSI_STATS = ("solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l",
@@ -63,8 +63,8 @@ def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tens
                      over_target_frac=float((excess > 0).double().mean()),
                      budget_penalty_mean=float(penalty.mean()))
     if parts.length_reward == "lead":
-        target = target_lengths(ok, lengths, b_max, lead_cfg.aggregator, lead_cfg.l_min)
-        unclipped = efficiency_reward(lengths, target) - penalty
+        r_lead, target = length_reward(ok, lengths, b_max, lead_cfg)
+        unclipped = r_lead - penalty
         r_l = unclipped.clamp(min=-1.0)
         stats["clipped_frac"] = float((unclipped < -1.0).double().mean())
         stats.update(psi_statistics(ok, r_l, lead_cfg.alpha))   # on the reward the policy is trained on

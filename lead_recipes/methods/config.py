@@ -65,6 +65,7 @@ class GdpoConfig:
 
 
 AGGREGATORS = ("mean_correct", "min_correct", "median_correct", "mean_all")
+UNSOLVED_LENGTH = ("sentinel", "flat")
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class LeadConfig:
                                        "ablation (code: lead_static_lambda_corr)", ge=0, le=1)
     whiten: str = _f("token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence",
                      ("token", "sequence"))
+    unsolved_length: str = _f("sentinel", "length reward in groups with no correct rollout: sentinel = L* = B_max "
+                              "(paper Eq. 8: pays longer answers there); flat = ours, not in the paper: r_l = 1 for "
+                              "every rollout, so no length advantage there", UNSOLVED_LENGTH)
     ref_code_psi_decay_enable: bool = _f(False, "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
                                          "toward (0, 0) (default: skip that step's update)")
 

@@ -1,7 +1,8 @@
 """LEAD — Length-Efficient Adaptive and Dynamic reasoning (Wei et al., arXiv 2605.09806).
 
   (8) L*_q = clamp(agg_{j∈C_q} l_{q,j}, L_min, B_max), or B_max when no rollout of q is correct
-      (agg = mean_correct | min_correct | median_correct; mean_all = mean over all G, no sentinel)
+      (agg = mean_correct | min_correct | median_correct; mean_all = mean over all G, no sentinel;
+      ours, --recipe.lead.unsolved_length flat: r_l = 1 in a group with no correct rollout)
   (9) r_l = max(−1, 1 − |l − L*_q| / L*_q)                       for every rollout
   (2) A^(k) = (r_k − μ_q^(k)) / (σ_q^(k) + 1e-6),  k ∈ {c, l}     over all G, unbiased σ
   (4) μ_c, σ_c over all rollouts; μ_l, σ_l over the correct rollouts of solved prompts only, each prompt weighted
@@ -53,6 +54,17 @@ def efficiency_reward(lengths: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return (1.0 - (lengths - t).abs() / t).clamp(min=-1.0)
 
 
+def length_reward(correct: torch.Tensor, lengths: torch.Tensor, b_max: float,
+                  cfg: LeadConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(r_l [M, G], L* [M]): Eqs. 8–9. With `unsolved_length = flat` (ours) a group with no correct rollout gets
+    r_l = 1 throughout: the sentinel L* = B_max would pay its longest answers (r_l = l/B_max)."""
+    target = target_lengths(correct, lengths, b_max, cfg.aggregator, cfg.l_min)
+    r_l = efficiency_reward(lengths, target)
+    if cfg.unsolved_length == "flat":
+        r_l = torch.where(correct.any(1, keepdim=True), r_l, 1.0)
+    return r_l, target
+
+
 def psi_statistics(correct: torch.Tensor, r_l: torch.Tensor, alpha: float) -> dict[str, float]:
     """Eqs. 4–6 on the raw rewards r_c = 1[correct] and r_l (not on the advantages). Returns the named scalars,
     Ψ_c and Ψ_l included."""
@@ -89,8 +101,7 @@ def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadCo
     """One LEAD step on a validated batch. Advances `controller` (its only side effect).
     Returns (rewards λ_c r_c + λ_l r_l, advantages, statistics)."""
     r_c = correct.double()
-    target = target_lengths(correct, lengths, b_max, cfg.aggregator, cfg.l_min)
-    r_l = efficiency_reward(lengths, target)
+    r_l, target = length_reward(correct, lengths, b_max, cfg)
     stats = psi_statistics(correct, r_l, cfg.alpha)
     stats.update(controller.update(stats["psi_c"], stats["psi_l"]))
     lam_c, lam_l = controller.lambda_c, controller.lambda_l
