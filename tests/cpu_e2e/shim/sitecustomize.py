@@ -6,8 +6,8 @@ What it does: when E2E_CPU_SHIM=1 (and only then), patches the named modules rig
 for each patch and why. Every patched symbol is checked first against the signature it was written for
 (`signature_problems`), so a version bump fails loudly at import instead of hanging a rollout.
 Test-only extras, each off unless its variable is set: E2E_RECORD=1 (the actor appends what it trained on to
-<ckpt.path>/e2e_record/: per-token advantages, prompts, per-sample info) and E2E_SYNC_OFF=1 (vLLM receives weight updates but does not
-load them: the control for the weight-sync check).
+<ckpt.path>/e2e_record/: per-token advantages, response token ids, prompts, per-sample info) and E2E_SYNC_OFF=1
+(vLLM receives weight updates but does not load them: the control for the weight-sync check).
 
 What it does not do: anything when E2E_CPU_SHIM is unset; run on a machine with an NVIDIA GPU (it refuses); ship
 with the package (it lives under tests/ and is never imported by lead_recipes).
@@ -208,7 +208,9 @@ def _ppo_actor(mod):
             info = {k: float(v[b]) for k, v in experience.info.items()
                     if isinstance(v, (list, tuple)) or (hasattr(v, "dim") and v.dim() == 1)}
             truncated = getattr(experience, "truncated", None)
-            rows.append({"adv": experience.advantages[b][mask].float().tolist(),
+            # the response's token ids: action_mask covers the last num_actions positions of the sequence
+            response = experience.sequences[b, -mask.shape[0]:][mask].tolist()
+            rows.append({"adv": experience.advantages[b][mask].float().tolist(), "response_ids": response,
                          "prompt": experience.prompts[b] if len(experience.prompts) > b else None,
                          "truncated": bool(truncated[b]) if truncated is not None else None, "info": info})
         record_dir = os.path.join(self.args.ckpt.path, "e2e_record")
