@@ -150,27 +150,27 @@ def write_prompts(path: Path, rows: int, seed: int) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ evaluation
-def evaluate(model_dir: Path, samples: int, max_new_tokens: int, seed: int) -> dict:
-    """Accuracy and mean length (tokens, EOS included) over every question × `samples`, temperature 1.
+def generate(model_dir: Path, questions: list[str], samples: int, max_new_tokens: int,
+             seed: int) -> tuple[list[str], list[int], list[bool]]:
+    """Every question × `samples` responses at temperature 1: (texts, lengths in tokens with EOS, truncated), in
+    question-major order.
 
     Gumbel-max sampling: argmax(log_softmax(logits) + G) with G drawn from a generator seeded per (question, sample),
     one row per generated position, so two models see the same noise for the same (question, sample, position)."""
     import torch
     from transformers import AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList, Qwen2ForCausalLM
-    from lead_recipes.grading.reward_func import grade_samples
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     tok.padding_side = "left"
     model = Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    qs = questions()
-    rows = [(qi, k) for qi in range(len(qs)) for k in range(samples)]
+    rows = [(qi, k) for qi in range(len(questions)) for k in range(samples)]
     vocab = model.config.vocab_size
     noise = torch.empty(len(rows), max_new_tokens, vocab)
     for r, (qi, k) in enumerate(rows):
         g = torch.Generator().manual_seed(seed * 1_000_003 + qi * 1_009 + k)
         u = torch.rand(max_new_tokens, vocab, generator=g).clamp_(1e-10, 1 - 1e-7)
         noise[r] = -torch.log(-torch.log(u))
-    enc = tok([prompt_text(tok, qs[qi][0]) for qi, _ in rows], return_tensors="pt", padding=True,
+    enc = tok([prompt_text(tok, questions[qi]) for qi, _ in rows], return_tensors="pt", padding=True,
               add_special_tokens=False)
     width = enc.input_ids.shape[1]
 
@@ -183,19 +183,28 @@ def evaluate(model_dir: Path, samples: int, max_new_tokens: int, seed: int) -> d
     gen = GenerationConfig(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=pad)
     with torch.no_grad():
         out = model.generate(**enc, generation_config=gen, logits_processor=LogitsProcessorList([Gumbel()]))
-    resp = out[:, width:].tolist()
-    lengths, texts = [], []
-    for ids in resp:
+    texts, lengths, truncated = [], [], []
+    for ids in out[:, width:].tolist():
         n = ids.index(eos) + 1 if eos in ids else len(ids)
         lengths.append(n)
+        truncated.append(eos not in ids)
         texts.append(tok.decode(ids[:n], skip_special_tokens=True))
-    rewards, _ = grade_samples(texts, [""] * len(texts), [qs[qi][1] for qi, _ in rows])
+    return texts, lengths, truncated
+
+
+def evaluate(model_dir: Path, samples: int, max_new_tokens: int, seed: int) -> dict:
+    """Accuracy and mean length (tokens, EOS included) over every question × `samples` (`generate`)."""
+    from lead_recipes.grading.reward_func import grade_samples
+
+    qs = questions()
+    texts, lengths, truncated = generate(model_dir, [q for q, _ in qs], samples, max_new_tokens, seed)
+    rewards, _ = grade_samples(texts, [""] * len(texts), [qs[i // samples][1] for i in range(len(texts))])
     by_filler: dict[str, list[float]] = {}   # accuracy by number of filler words: does length cost correctness?
     for text, r in zip(texts, rewards):
         n = len(text.split()) - 1
         by_filler.setdefault("0-9" if n < 10 else "10-19" if n < 20 else "20+", []).append(r)
-    return {"accuracy": sum(rewards) / len(rewards), "length": sum(lengths) / len(lengths), "n": len(rows),
-            "truncated": sum(1 for ids in resp if eos not in ids) / len(rows), "example": texts[0],
+    return {"accuracy": sum(rewards) / len(rewards), "length": sum(lengths) / len(lengths), "n": len(texts),
+            "truncated": sum(truncated) / len(texts), "example": texts[0],
             "by_filler": {k: (round(sum(v) / len(v), 3), len(v)) for k, v in sorted(by_filler.items())}}
 
 
