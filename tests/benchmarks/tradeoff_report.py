@@ -1,0 +1,288 @@
+"""The trade-off benchmark's tables and plots, from the result files that tradeoff.py writes (one per run), so a
+crashed or partial sweep can be reported and a finished one redrawn (`tradeoff.py --report-only`)."""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+from evaluation.metrics import aes
+
+BEST_MARGIN = 1.2    # "steps to near the best length": first step whose rollouts' mean length ≤ 1.2 × L_best
+
+
+def load(work: Path) -> tuple[dict, dict[str, list[dict]]]:
+    starts = {p.parent.name: json.loads(p.read_text()) for p in sorted(work.glob("start*/eval.json"))}
+    runs: dict[str, list[dict]] = {}
+    for p in sorted(work.glob("runs/start*/*/seed*.json")):
+        r = json.loads(p.read_text())
+        r["start"] = p.parent.parent.name
+        runs.setdefault(r["name"], []).append(r)
+    return starts, runs
+
+
+def best_point(start: dict) -> tuple[float, float]:
+    """The best policy at a start: the steps behaviour's accuracy and its length without waste."""
+    s = start["by_behaviour"]["steps"]
+    return s["accuracy"], s["core_length"]
+
+
+SMOOTH = 5           # steps-to figures read the moving average over this many steps (one step is 64 samples)
+
+
+def first_step(values: list[float], bound: float) -> int | None:
+    """The last step of the first SMOOTH-step window whose mean is ≤ bound (one noisy step does not count)."""
+    means = [sum(values[i - SMOOTH:i]) / SMOOTH for i in range(SMOOTH, len(values) + 1)]
+    return next((i + SMOOTH for i, v in enumerate(means) if v <= bound), None)
+
+
+def run_metrics(r: dict, start: dict) -> dict:
+    e = r["end"]
+    a_best, l_best = best_point(start)
+    lengths = [s["length"] for s in r["steps"]]
+    wastes = [s["waste"] for s in r["steps"]]
+    return {"acc0": start["accuracy"], "acc": e["accuracy"], "len0": start["length"], "len": e["length"],
+            "steps_share": e["by_behaviour"]["steps"]["share"], "direct_share": e["by_behaviour"]["direct"]["share"],
+            "waste0": start["waste"], "waste": e["waste"],
+            "aes": aes(e["accuracy"], e["length"], start["accuracy"], start["length"])["aes"],
+            "distance": max(0.0, (a_best - e["accuracy"]) / a_best) + abs(e["length"] - l_best) / l_best,
+            "to_best": first_step(lengths, BEST_MARGIN * l_best),
+            "to_half_waste": first_step(wastes, start["waste"] / 2),
+            **advantage_breakdown(r["trained"])}
+
+
+def _corr(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 3:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(xs, ys))
+    sxx, syy = sum((a - mx) ** 2 for a in xs), sum((b - my) ** 2 for b in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx > 1e-12 and syy > 1e-12 else None
+
+
+def advantage_breakdown(steps: list[list[dict]]) -> dict:
+    """What the method paid for, from the advantages the actor trained on, all within prompt groups:
+    adv_steps_minus_direct = mean advantage of steps minus direct samples in groups holding both;
+    corr_waste[_steps/_direct] = corr(waste, advantage) centred within (group, behaviour) cells of solved
+    groups, over both behaviours and per behaviour;
+    corr_len_unsolved = corr(length, advantage) centred within groups with no correct sample; and their count."""
+    gaps, unsolved_xy, n_unsolved = [], ([], []), 0
+    waste_xy = {b: ([], []) for b in ("steps", "direct")}
+    for batch in steps:
+        groups: dict[str, list[dict]] = {}
+        for s in batch:
+            groups.setdefault(s["group"], []).append(s)
+        for g in groups.values():
+            by = {b: [s for s in g if s["behaviour"] == b] for b in ("steps", "direct")}
+            if by["steps"] and by["direct"]:
+                gaps.append(statistics.fmean(s["adv"] for s in by["steps"]) -
+                            statistics.fmean(s["adv"] for s in by["direct"]))
+            if not any(s["correct"] for s in g):
+                n_unsolved += 1
+                ml, ma = statistics.fmean(s["length"] for s in g), statistics.fmean(s["adv"] for s in g)
+                unsolved_xy[0].extend(s["length"] - ml for s in g)
+                unsolved_xy[1].extend(round(s["adv"] - ma, 6) for s in g)
+                continue
+            for b, cell in by.items():
+                if len(cell) > 1:
+                    mw, ma = statistics.fmean(s["waste"] for s in cell), statistics.fmean(s["adv"] for s in cell)
+                    waste_xy[b][0].extend(s["waste"] - mw for s in cell)
+                    waste_xy[b][1].extend(round(s["adv"] - ma, 6) for s in cell)
+    both = [x for b in waste_xy.values() for x in b[0]], [y for b in waste_xy.values() for y in b[1]]
+    return {"adv_steps_minus_direct": statistics.fmean(gaps) if gaps else None, "corr_waste": _corr(*both),
+            "corr_waste_steps": _corr(*waste_xy["steps"]), "corr_waste_direct": _corr(*waste_xy["direct"]),
+            "corr_len_unsolved": _corr(*unsolved_xy), "unsolved_groups": n_unsolved}
+
+
+def spread(values: list) -> tuple[float | None, float | None, int]:
+    v = [x for x in values if x is not None]
+    if not v:
+        return None, None, 0
+    return statistics.fmean(v), (statistics.stdev(v) if len(v) > 1 else 0.0), len(v)
+
+
+def fmt(values: list, digits: int = 3, signed: bool = False) -> str:
+    m, sd, n = spread(values)
+    if m is None:
+        return "n/a"
+    f = f"{{:{'+' if signed else ''}.{digits}f}}"
+    return f"{f.format(m)} ± {sd:.{digits}f}" + ("" if n == len(values) else f" ({n}/{len(values)})")
+
+
+def steps_fmt(values: list) -> str:
+    hit = sorted(v for v in values if v is not None)
+    if not hit:
+        return f"never ({len(values)} runs)"
+    return f"{statistics.median(hit):g}" + ("" if len(hit) == len(values) else f" ({len(hit)}/{len(values)} runs)")
+
+
+def report(work: Path, args) -> None:
+    starts, runs = load(work)
+    if not starts:
+        print(f"no start evaluations under {work}")
+        return
+    print("\n## SFT starts (evaluation: "
+          f"{args.eval_questions} questions × {args.eval_samples} samples, temperature 1)\n")
+    print("| start | accuracy | mean length | waste tokens | steps: share / accuracy / length / core length | "
+          "direct: share / accuracy / length | accuracy by waste tokens (steps; direct) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, s in starts.items():
+        st, di = s["by_behaviour"]["steps"], s["by_behaviour"]["direct"]
+        buckets = "; ".join(f"{k}: {v[0]:.2f} ({v[1]})" for k, v in s["by_waste"].items() if v[0] is not None)
+        print(f"| {name} | {s['accuracy']:.3f} | {s['length']:.1f} | {s['waste']:.1f} | {st['share']:.2f} / "
+              f"{st['accuracy']:.3f} / {st['length']:.1f} / {st['core_length']:.1f} | {di['share']:.2f} / "
+              f"{di['accuracy']:.3f} / {di['length']:.1f} | {buckets} |")
+    metrics = {name: [run_metrics(r, starts[r["start"]]) for r in rs] for name, rs in runs.items()}
+    col = lambda name, key: [m[key] for m in metrics[name]]  # noqa: E731
+    print("\n## End of RL, mean ± sd over runs (starts × seeds)\n")
+    print("| config | runs | accuracy start → end | mean length start → end | steps share | direct share | "
+          "waste tokens start → end | AES | distance to best | steps to 1.2 × best length (5-step mean) | "
+          "steps to half the start's waste (5-step mean) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in metrics:
+        print(f"| {name} | {len(metrics[name])} | {fmt(col(name, 'acc0'))} → {fmt(col(name, 'acc'))} | "
+              f"{fmt(col(name, 'len0'), 1)} → {fmt(col(name, 'len'), 1)} | {fmt(col(name, 'steps_share'), 2)} | "
+              f"{fmt(col(name, 'direct_share'), 2)} | {fmt(col(name, 'waste0'), 1)} → {fmt(col(name, 'waste'), 1)} | "
+              f"{fmt(col(name, 'aes'), 2, True)} | {fmt(col(name, 'distance'), 2)} | "
+              f"{steps_fmt(col(name, 'to_best'))} | {steps_fmt(col(name, 'to_half_waste'))} |")
+    print("\n## What the advantages paid for (training side, within prompt groups), mean ± sd over runs\n")
+    print("| config | adv(steps) − adv(direct) | corr(waste, adv) within behaviour: both / steps / direct | "
+          "corr(length, adv) in all-wrong groups | all-wrong groups per run |")
+    print("|---|---|---|---|---|")
+    for name in metrics:
+        print(f"| {name} | {fmt(col(name, 'adv_steps_minus_direct'), 3, True)} | "
+              f"{fmt(col(name, 'corr_waste'), 3, True)} / {fmt(col(name, 'corr_waste_steps'), 3, True)} / "
+              f"{fmt(col(name, 'corr_waste_direct'), 3, True)} | {fmt(col(name, 'corr_len_unsolved'), 3, True)} | "
+              f"{fmt(col(name, 'unsolved_groups'), 1)} |")
+    per_start = {(name, m_start): [] for name in metrics for m_start in starts}
+    for name, rs in runs.items():
+        for r, m in zip(rs, metrics[name]):
+            per_start[(name, r["start"])].append(m)
+    print("\n## Per start: accuracy / length / AES, mean over seeds\n")
+    print("| config | " + " | ".join(starts) + " |")
+    print("|---|" + "---|" * len(starts))
+    for name in metrics:
+        cells = []
+        for s in starts:
+            ms = per_start[(name, s)]
+            cells.append(" / ".join(f"{spread([m[k] for m in ms])[0]:.3f}" if ms else "–"
+                                    for k in ("acc", "len", "aes")))
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    comparisons(metrics)
+    plot_tradeoff(metrics, starts, runs, args.plot_dir / "tradeoff.png")
+    plot_steps(runs, starts, args.plot_dir / "tradeoff_steps.png")
+    log = work / "sweep.jsonl"
+    if log.exists():
+        rows = [json.loads(x) for x in log.read_text().splitlines()]
+        walls = [r["wall_s"] for r in rows if r["event"] == "run"]
+        sft = [r["sft_s"] for r in rows if r["event"] == "sft"]
+        loads = [r["load"][0] for r in rows]
+        if walls:
+            print(f"\nruns: {len(walls)}, run wall median {statistics.median(walls):.0f} s (sum {sum(walls):.0f} s); "
+                  f"SFT {sum(sft):.0f} s; first event {rows[0]['time']}, last {rows[-1]['time']}; load average "
+                  f"(1 min) at events: median {statistics.median(loads):.1f}, max {max(loads):.1f}")
+    print(f"plots: {args.plot_dir / 'tradeoff.png'}, {args.plot_dir / 'tradeoff_steps.png'}")
+
+
+def _delta(metrics: dict, a: str, b: str | None, key: str, base: str | None = None) -> str:
+    """a − b (or a's key − a's base key), established when it exceeds the larger spread over seeds."""
+    if a not in metrics or (b is not None and b not in metrics):
+        return "not run"
+    xa = [m[key] for m in metrics[a]]
+    xb = [m[base] for m in metrics[a]] if base else [m[key] for m in metrics[b]]
+    ma, sa, _ = spread(xa)
+    mb, sb, _ = spread(xb)
+    if ma is None or mb is None:
+        return "n/a"
+    d = ma - mb
+    return f"{d:+.3f} ({'established' if abs(d) > max(sa, sb) else 'not established'}: spreads {sa:.3f}, {sb:.3f})"
+
+
+def comparisons(metrics: dict) -> None:
+    print("\n## The issue's expectations, as differences of means (established = larger than the larger sd)\n")
+    rows = [("grpo: accuracy end − start", "grpo", None, "acc", "acc0"),
+            ("grpo: waste end − start", "grpo", None, "waste", "waste0")]
+    for m in ("lead", "lead-flat", "grpo-lead", "leash", "composed", "gdpo", "shorter-better"):
+        rows += [(f"{m}: waste end − start", m, None, "waste", "waste0"),
+                 (f"{m}: accuracy end − start", m, None, "acc", "acc0")]
+    rows += [("leash-low: accuracy end − start", "leash-low", None, "acc", "acc0"),
+             ("leash-low: length end − start", "leash-low", None, "len", "len0"),
+             ("lead − lead-flat: end length (the sentinel's added length)", "lead", "lead-flat", "len", None),
+             ("lead − lead-flat: end accuracy", "lead", "lead-flat", "acc", None)]
+    singles = [m for m in ("lead", "grpo-lead", "leash", "leash-low", "gdpo", "shorter-better", "grpo")
+               if m in metrics]
+    if "composed" in metrics and singles:
+        best = max(singles, key=lambda m: spread([x["aes"] for x in metrics[m]])[0])
+        rows.append((f"composed − best single on AES ({best})", "composed", best, "aes", None))
+    for label, a, b, key, base in rows:
+        print(f"- {label}: {_delta(metrics, a, b, key, base)}")
+
+
+def _colors(names) -> dict:
+    import matplotlib
+    cmap = matplotlib.colormaps["tab10"]
+    return {n: cmap(i % 10) for i, n in enumerate(names)}
+
+
+def plot_tradeoff(metrics: dict, starts: dict, runs: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 6))
+    colors, markers = _colors(metrics), dict(zip(starts, "os^v"))
+    for name, ms in metrics.items():
+        for r, m in zip(runs[name], ms):
+            ax.scatter(m["len"], m["acc"], color=colors[name], marker=markers[r["start"]], s=22, alpha=0.55)
+        ax.scatter(spread([m["len"] for m in ms])[0], spread([m["acc"] for m in ms])[0], color=colors[name],
+                   marker="D", s=110, edgecolor="black", zorder=3, label=f"{name} (mean of {len(ms)})")
+    for s_name, s in starts.items():
+        a_best, l_best = best_point(s)
+        di = s["by_behaviour"]["direct"]
+        ax.scatter(s["length"], s["accuracy"], color="black", marker="X", s=90, zorder=4,
+                   label="SFT starts" if s_name == next(iter(starts)) else None)
+        ax.scatter(l_best, a_best, color="gold", marker="*", s=260, edgecolor="black", zorder=4,
+                   label="best policy (steps, no waste) at each start" if s_name == next(iter(starts)) else None)
+        ax.scatter(di["length"] - di["waste"], di["accuracy"], color="grey", marker="P", s=90, zorder=4,
+                   label="direct, no waste, at each start" if s_name == next(iter(starts)) else None)
+    ax.set(xlabel="mean response length at the end (tokens, evaluation)", ylabel="accuracy at the end (evaluation)",
+           title="Accuracy against length after RL: small marks = runs (○ start0, □ start1), ◆ = mean")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_steps(runs: dict, starts: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
+    colors = _colors(runs)
+    panels = (("accuracy", "accuracy of the step's rollouts"), ("length", "mean length of the step's rollouts"),
+              ("steps_share", "share of the steps behaviour"), ("waste", "mean waste tokens (after the answer)"))
+    for name, rs in runs.items():
+        for ax, (key, _) in zip(axes, panels):
+            series = [[s["by_behaviour"]["steps"]["share"] if key == "steps_share" else s[key] for s in r["steps"]]
+                      for r in rs]
+            n = min(map(len, series))
+            x = list(range(1, n + 1))
+            mean = [statistics.fmean(v[i] for v in series) for i in range(n)]
+            sd = [statistics.stdev(v[i] for v in series) if len(series) > 1 else 0.0 for i in range(n)]
+            ax.plot(x, mean, color=colors[name], lw=1.4, label=name)
+            ax.fill_between(x, [m - d for m, d in zip(mean, sd)], [m + d for m, d in zip(mean, sd)],
+                            color=colors[name], alpha=0.12)
+    best = statistics.fmean(best_point(s)[1] for s in starts.values())
+    axes[1].axhline(best, color="gold", ls="--", lw=1, label="best policy's length (mean of starts)")
+    for ax, (_, label) in zip(axes, panels):
+        ax.set(xlabel="RL step", ylabel=label)
+        ax.grid(alpha=0.3)
+    axes[3].legend(fontsize=7, ncol=2)
+    axes[1].legend(fontsize=7, handles=axes[1].get_lines()[-1:])
+    fig.suptitle("Training rollouts over steps: mean over runs (starts × seeds), band = ± 1 sd")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
