@@ -35,6 +35,7 @@ from typing import Any, Sequence
 from lead_recipes.grading.forms import align_forms
 from lead_recipes.grading.answers import (EXTRACTION_ENV, MAX_ANSWER_CHARS, _to_text, check_extraction, explosive,
                                           extract_final_answer, fast_verdict, normalize_answer)
+from lead_recipes.grading.pairing import gold_text
 from lead_recipes.grading.worker import _worker_chunk, _worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
@@ -144,14 +145,14 @@ class Grader:
         try:
             gold_s = _to_text(gold)
             if gold_s is not None and ("\\boxed" in gold_s or "\\fbox" in gold_s):
-                gold_s = extract_final_answer(gold_s) or gold_s      # golds stored as `\boxed{...}`
+                gold_s = gold_text(gold_s)     # golds stored as `\boxed{...}`, several boxes joined
             if given_answer is not None:
                 extracted = _to_text(given_answer)
             else:
                 text = _to_text(response) or ""
                 if len(text) > MAX_RESPONSE_CHARS:
                     return self._done(out, "error", None, t0)
-                extracted = extract_final_answer(text, policy)
+                extracted = extract_final_answer(text, policy, gold_s)
             if extracted is not None:
                 extracted = normalize_answer(extracted) or None
             if extracted is None:
