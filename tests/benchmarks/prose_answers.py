@@ -3,8 +3,10 @@ positives (graded correct, but the response states a wrong value, or hedges, neg
 alternatives) and false negatives (a plain statement of the gold graded anything else). Math-verify (`parse` +
 `verify` on the whole response) is the anchor, run in the same invocation.
 
-CASES are (split, gold, response, asserts the gold?). About half are False. The `held` split was written before the
-grader's prose rules were changed for issue 21 and not used to tune them; `dev` is what the rules were written
+CASES are (split, gold, response, asserts the gold?). Over half are False. The `held` split was written before the
+grader's prose rules were changed for issue 21 and measured before tuning (after the dev-tuned change it had 3 false
+positives: a hedge before "the answer is" and a retraction after the sentence, both then fixed in general, so it is
+no longer unseen); `held2` was written after the change and measured once; `dev` is what the rules were written
 against. Each statement follows a line of work, as models write them.
 
     .venv/bin/python tests/benchmarks/prose_answers.py
@@ -140,6 +142,27 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("held", "25", W + "In conclusion, $a^2 + b^2 = 24$.", False),
     ("held", "1", W + "The final answer is that the limit equals $1$.", True),
     ("held", "1", W + "The final answer is that the limit equals $0$.", False),
+    # ---- held out, second set: written after the rules changed, measured once, not used to tune them
+    ("held2", "48", W + "Final Answer: The total number of handshakes at the party is 48.", True),
+    ("held2", "48", W + "Final Answer: The total number of handshakes at the party is 45.", False),
+    ("held2", r"\frac{2}{3}", W + "Thus the ratio of the areas of $\\triangle ABD$ and $\\triangle ACD$ is $\\frac{2}{3}$.", True),
+    ("held2", r"\frac{2}{3}", W + "Thus the ratio of the areas of $\\triangle ABD$ and $\\triangle ACD$ is $\\frac{3}{2}$.", False),
+    ("held2", "7", W + "The answer is: the least positive integer $m$ with $m^2 > 40$ is $7$.", True),
+    ("held2", "7", W + "The answer is: the least positive integer $m$ with $m^2 > 40$ is $6$.", False),
+    ("held2", r"(1, \infty)", W + "Hence $t > 1$ is the required range.", True),
+    ("held2", r"(1, \infty)", W + "Hence $t > 2$ is the required range.", False),
+    ("held2", "30", W + "So the speed of the train is 30 km per hour.", True),
+    ("held2", "30", W + "So the speed of the train is 35 km per hour.", False),
+    ("held2", "6", W + "Therefore, the number of ways the committee can be chosen is $6$.", True),
+    ("held2", "6", W + "Therefore, the number of ways the committee can be chosen is $8$.", False),
+    ("held2", "6", W + "Therefore the number of ways is likely $6$.", False),
+    ("held2", "6", W + "So the count might be $6$, though we have not checked the last case.", False),
+    ("held2", "6", W + "The count is $6$ or $7$, depending on the convention.", False),
+    ("held2", "6", W + "Assuming the dice are fair, the answer is $6$.", False),
+    ("held2", "6", W + "The count is $6$. Actually, we double counted, so it is $3$.", False),
+    ("held2", "6", W + "Thus the count is not $6$.", False),
+    ("held2", "-1", W + "Final Answer: the value of $\\cos\\pi$ is $-1$.", True),
+    ("held2", "-1", W + "Final Answer: the value of $\\cos\\pi$ is $1$.", False),
 ]
 
 
@@ -163,7 +186,7 @@ def main() -> int:
     t_mv = time.perf_counter() - t
     print("| split | grader | responses | false positives | false negatives | agreement |")
     print("|---|---|---:|---:|---:|---:|")
-    for split in ("dev", "held", "all"):
+    for split in ("dev", "held", "held2", "all"):
         idx = [i for i, c in enumerate(CASES) if split in ("all", c[0])]
         neg = sum(not CASES[i][3] for i in idx)
         pos = len(idx) - neg
