@@ -114,11 +114,12 @@ def _balanced(s: str) -> bool:
 
 
 _DEC_RE = re.compile(r"(-?)([0-9]{1,12})(?:\.([0-9]{1,8}))?")
-_FRAC_RE = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})")
+_FRAC_RE = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})|"
+                      r"(-?)\\[dt]?frac([0-9])([0-9])")
 
 
-def _rational(s: str):
-    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\dfrac{-1}{2}`, `7/4`) as an exact
+def rational(s: str):
+    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\frac38`, `\\dfrac{-1}{2}`, `7/4`) as an exact
     Fraction, or None for anything else."""
     from fractions import Fraction
     m = _DEC_RE.fullmatch(s)
@@ -127,7 +128,7 @@ def _rational(s: str):
         return -v if m.group(1) else v
     m = _FRAC_RE.fullmatch(s)
     if m:
-        sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) is not None else m.group(4, 5, 6)
+        sign, num, den = next(m.group(i, i + 1, i + 2) for i in (1, 4, 7) if m.group(i + 1) is not None)
         if int(den) == 0:
             return None
         v = Fraction(int(num), int(den))
@@ -147,7 +148,7 @@ def fast_verdict(gold: str, pred: str) -> bool | None:
     if gold == pred and _SAFE_IDENTICAL_RE.fullmatch(gold) and _balanced(gold):
         return True
     if len(gold) <= 40 and len(pred) <= 40:
-        a, b = _rational(gold), _rational(pred)
+        a, b = rational(gold), rational(pred)
         if a is not None and b is not None:
             if a == b:
                 return True

@@ -34,6 +34,7 @@ import re
 from fractions import Fraction
 
 from lead_recipes.grading.brackets import COMMA_RE, is_tuple, top_split
+from lead_recipes.grading.matrices import align_vectors
 
 _MAX_CHARS = 600        # longer answers are left as they are (rewrites are for short final answers)
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
@@ -262,33 +263,7 @@ def _align_sets(gold: str, pred: str) -> tuple[str, str] | None:
     return None
 
 
-# ------------------------------------------------------------------------------------------------ vectors, angles
-_COLVEC_RE = re.compile(r"\\begin\{([pb]matrix)\}(.*?)\\end\{\1\}", re.S)
-_ANGLE_RE = re.compile(r"\\(?:left)?\\?langle(.*?)\\(?:right)?\\?rangle", re.S)
-
-
-def _column_to_tuple(s: str) -> str | None:
-    m = _COLVEC_RE.fullmatch(s.strip())
-    if m is not None:
-        if "&" in m.group(2):
-            return None
-        rows = [r.strip() for r in re.split(r"\\\\", m.group(2)) if r.strip()]
-        return "(" + ", ".join(rows) + ")" if len(rows) >= 2 else None
-    m = _ANGLE_RE.fullmatch(s.strip())
-    if m is not None and len(top_split(m.group(1), COMMA_RE)) >= 2:
-        return "(" + ", ".join(top_split(m.group(1), COMMA_RE)) + ")"
-    return None
-
-
-def _align_vectors(gold: str, pred: str) -> tuple[str, str] | None:
-    gv, pv = _column_to_tuple(gold), _column_to_tuple(pred)
-    if gv and (pv or is_tuple(pred)):
-        return gv, pv or pred
-    if pv and is_tuple(gold):
-        return gold, pv
-    return None
-
-
+# ------------------------------------------------------------------------------------------------ angles
 _NUM = r"(\d{1,6}(?:\.\d{1,8})?)"
 _DMS_RE = re.compile(
     rf"{_NUM}\s*(?:\^\s*\{{?\s*\\circ\s*\}}?|°|\\degree)\s*(?:{_NUM}\s*(?:'|′|\^\s*\{{?\s*\\prime\s*\}}?|\\prime))?\s*"
@@ -352,7 +327,7 @@ def align_forms(gold: str, pred: str) -> tuple[str, str]:
         g, p = _unwrap_text_list(_unbold(gold)), _unwrap_text_list(_unbold(pred))
         g, p = _strip_qualifier(g, p), _strip_qualifier(p, g)
         g, p = _dms(g) or g, _dms(p) or p
-        for rule in (_align_vectors, _align_sets, _align_labels, _align_function):
+        for rule in (align_vectors, _align_sets, _align_labels, _align_function):
             out = rule(g, p)
             if out is not None:
                 return out
