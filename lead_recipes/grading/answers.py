@@ -4,8 +4,10 @@ What it does:
 - `_to_text`: model text or a label of any JSON type → str (invalid UTF-8 / lone surrogates become U+FFFD).
 - `EXTRACTION_POLICIES`: `boxed` (the last `\\boxed{}` only) and `final_answer` (the box when there is one, else the
   final-answer statement of the closing part, `lead_recipes.grading.statement`); `check_extraction` validates a name.
-- `extract_final_answer(text, policy)`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces; `\\boxed 5`
-  too), searched after the last `</think>` when the response has one, then the policy's fallback; None if nothing.
+- `extract_final_answer(text, policy, gold=None)`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces;
+  `\\boxed 5` too), searched after the last `</think>` when the response has one — all boxes of the closing statement
+  joined when `gold` holds several values (`lead_recipes.grading.pairing`) — then the policy's fallback; None if
+  nothing.
 - `normalize_answer`: strips whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold (nothing semantic).
 - `fast_verdict`: verdicts math-verify is known to give (integers, exact rationals, identical plain strings), and
   `explosive`: integer towers/factorials too large for sympy to build. Both property-tested in tests/test_grading.py.
@@ -19,7 +21,7 @@ import math
 import re
 from typing import Any
 
-from lead_recipes.grading.pairing import BRACE_RE, box_spans, final_run, gold_text, is_list, join
+from lead_recipes.grading.pairing import BOX_RE, BRACE_RE, box_spans, final_run, gold_text, is_list, join, last_box
 from lead_recipes.grading.statement import extract_statement
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
@@ -70,17 +72,17 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
         return None
     cut = text.rfind("</think>")
     body = text[cut + len("</think>"):] if cut >= 0 else text
-    spans = box_spans(body)
-    if not spans:
+    last = last_box(body)
+    if last is None:
         if policy == "final_answer":
             try:
                 return extract_statement(text)
             except Exception:  # noqa: BLE001 - a closing part we cannot read states no answer
                 return None
         return None
-    if len(spans) > 1 and gold is not None and is_list(normalize_answer(gold_text(_to_text(gold)))):
-        return join(final_run(body, spans))
-    return spans[-1][2]
+    if gold is not None and BOX_RE.search(body, 0, last[0]) and is_list(normalize_answer(gold_text(_to_text(gold)))):
+        return join(final_run(body, box_spans(body)))
+    return last[2]
 
 
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))

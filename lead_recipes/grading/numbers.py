@@ -28,7 +28,8 @@ DEFAULT_REL_TOL = 1e-4
 _MIXED_RE = re.compile(r"(-?)(\d{1,9})\s*(?:\\[dt]?frac\{(\d{1,9})\}\{(\d{1,9})\}|\\[dt]?frac(\d)(\d)|\s(\d{1,9})/(\d{1,9}))")
 _THOUSANDS_RE = re.compile(r"-?[1-9]\d{0,2}(?:(?:,|\{,\}|\\,|\\ |\s)\d{3})+(?:\.\d+)?")
 _DECIMAL_COMMA_RE = re.compile(r"-?\d+(?:,|\{,\})\d+")
-_PLAIN_RE = re.compile(r"-?\d+(?:\.\d+)?")
+PLAIN_RE = re.compile(r"-?\d+(?:\.\d+)?")
+_CANDIDATE_RE = re.compile(r"\d\s*\\[dt]?frac|\d\s+\d|\d(?:,|\{,\}|\\,|\\ )\d")   # a form this module rewrites
 
 
 def _mixed(s: str) -> str | None:
@@ -51,7 +52,7 @@ def _items(s: str) -> list[str]:
 
 def _plain(item: str, other: str) -> str:
     """`item` without separators when `other` is the plain number it then reads as; else `item`."""
-    if not _PLAIN_RE.fullmatch(other):
+    if not PLAIN_RE.fullmatch(other):
         return item
     if _THOUSANDS_RE.fullmatch(item):
         return re.sub(r",|\{,\}|\\,|\\ |\s", "", item)
@@ -62,6 +63,8 @@ def _plain(item: str, other: str) -> str:
 
 def align_numbers(gold: str, pred: str) -> tuple[str, str]:
     """(gold, pred) with mixed numbers and separators rewritten (see the module docstring); never raises."""
+    if not _CANDIDATE_RE.search(gold) and not _CANDIDATE_RE.search(pred):
+        return gold, pred
     gi, pi = _items(gold), _items(pred)
     if len(gi) != len(pi) or len(gi) > 50:
         return gold, pred

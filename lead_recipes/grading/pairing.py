@@ -4,6 +4,7 @@ with several boxes.
 What it does:
 - `box_spans(text)`: the complete boxes of `text` as (start, end, content), in order (of nested boxes the inner one,
   as the last box was always read; an unclosed box is skipped); `box_content` reads one box.
+- `last_box(text)`: the last of them, read from the end only (the common, single-answer case).
 - `final_run(text, spans)`: the last box and the boxes before it that belong to the same closing statement — each
   gap between two consecutive boxes is at most `_GAP_CHARS` characters and holds no word that moves on from a
   result ("so", "then", "therefore", "wait", "substituting", …), so `\\boxed{(1, 3)} and \\boxed{(4, 2)}` is one
@@ -27,7 +28,7 @@ from lead_recipes.grading.brackets import top_items
 MAX_BOX_CHARS = 16_000        # brace matching gives up this far after `\boxed{`
 _MAX_BOXES = 64               # box commands read, the last ones of the text
 _GAP_CHARS = 200              # boxes further apart than this are separate statements
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)")
+BOX_RE = re.compile(r"\\(?:boxed|fbox)")
 BRACE_RE = re.compile(r"(?<!\\)[{}]")
 _MOVES_ON_RE = re.compile(r"(?i)\b(?:so|then|therefore|thus|hence|wait|actually|instead|but|however|substitut\w*|"
                           r"plug\w*|using|now|next|not)\b")
@@ -58,7 +59,7 @@ def box_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, stripped content) of each complete, non-empty box among the last `_MAX_BOXES` box commands, in
     order. Read from the end, as the last box always was: of two boxes that overlap (one nested in the other) the
     later-starting one is kept."""
-    starts = [m for m in _BOX_RE.finditer(text)][-_MAX_BOXES:]
+    starts = [m for m in BOX_RE.finditer(text)][-_MAX_BOXES:]
     out: list[tuple[int, int, str]] = []
     for m in reversed(starts):
         got = box_content(text, m.end())
@@ -66,6 +67,21 @@ def box_spans(text: str) -> list[tuple[int, int, str]]:
             continue                          # unclosed, empty, or around a box already read
         out.append((m.start(), got[1], got[0].strip()))
     return out[::-1]
+
+
+def last_box(text: str) -> tuple[int, int, str] | None:
+    """The last span of `box_spans(text)`, found from the end without reading the earlier boxes."""
+    end = len(text)
+    for _ in range(_MAX_BOXES):
+        pos = max(text.rfind("\\boxed", 0, end), text.rfind("\\fbox", 0, end))
+        if pos < 0:
+            return None
+        m = BOX_RE.match(text, pos)
+        got = box_content(text, m.end()) if m is not None else None
+        if got is not None and got[0].strip():
+            return pos, got[1], got[0].strip()
+        end = pos
+    return None
 
 
 def final_run(text: str, spans: list[tuple[int, int, str]]) -> list[str]:
