@@ -7,8 +7,11 @@ last paragraphs, at most `_TAIL_CHARS` characters) and returns the answer stated
    `.`, `!` or a line break) and nothing but a short closing remark follows it;
 3. the last displayed expression (`\\[…\\]`, `$$…$$`, `\\begin{equation*}…`), when nothing but a short complete
    remark follows it.
-The value is the first math span after the marker (`$…$`, `\\(…\\)`, `\\[…\\]`), else the rest of the sentence (a
-lone `$7.00` is read as currency). For an equation only the right-hand side of its last `=` is kept when that side is
+A closing sentence that starts "The …" is a concluding sentence too. The value is what the sentence asserts
+(`lead_recipes.grading.assertion`): right of the last asserting verb after a named quantity ("The largest $n$ is
+34" → `34`), or the span that "is the solution"; else the first math span after the marker (`$…$`, `\\(…\\)`,
+`\\[…\\]`), else the rest of the sentence (a lone `$7.00` is read as currency). Hedged, conditional, negated,
+alternative and retracted statements give no answer. For an equation only the right-hand side of its last `=` is kept when that side is
 a plain value (no variables), so `a+b = 3+4 = 7` gives `7` and `AE + AP = PD` stays whole.
 
 What it does not do: no `\\boxed{}` handling (`lead_recipes.grading.answers.extract_final_answer` tries the box first), no
