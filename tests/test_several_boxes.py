@@ -76,6 +76,11 @@ def test_a_box_wins_over_a_later_different_statement_under_both_policies(policy)
 
 @pytest.mark.parametrize("gold,many", [("1, 2", True), (r"\{1, 2\}", True), ("x=1, y=2", True), (r"\pm 2", True),
                                        (r"1 \text{ or } 2", True), ("(1, 2)", False), ("[1, 2)", False),
-                                       ("12", False), (r"\frac{1}{2}", False), (r"f(x, y)", False)])
+                                       ("12", False), (r"\frac{1}{2}", False), (r"f(x, y)", False),
+                                       ("1,000", False), ("12,345.5", False)])
 def test_a_gold_is_a_list_only_when_it_holds_several_values(gold, many):
     assert is_list(gold) is many
+
+
+def test_a_gold_with_a_thousands_separator_reads_the_last_box(grader):
+    assert grader.grade("1,000", "So $n = \\boxed{5}$ and the total is $\\boxed{1000}$.").correct
