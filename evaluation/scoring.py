@@ -34,12 +34,15 @@ class Scorer:
                 self.cache[pair] = (bool(g.correct), str(g.status), float(g.latency_s), g.extracted)
         return [self.cache[p] if p[1] is not None else (False, "no_answer", 0.0, None) for p in pairs]
 
-    def extract(self, text: str) -> str | None:
+    def extract(self, text: str, gold: str | None = None) -> str | None:
+        """The final answer of `text` under the policy; with `gold`, a list gold joins several boxes into one answer
+        (`lead_recipes.grading.answers.extract_final_answer`), as the grader does for a full response."""
         from lead_recipes.grading.answers import extract_final_answer  # noqa: PLC0415
-        return extract_final_answer(text, self.extraction)
+        return extract_final_answer(text, self.extraction, gold)
 
     def score_rows(self, rows: list[dict]) -> list[dict]:
-        pairs = [(self.golds[(r["benchmark"], r["id"])], self.extract(r["response"])) for r in rows]
+        golds = [self.golds[(r["benchmark"], r["id"])] for r in rows]
+        pairs = [(gold, self.extract(r["response"], gold)) for gold, r in zip(golds, rows)]
         for r, (correct, status, latency, extracted) in zip(rows, self.verdicts(pairs)):
             r["extracted"], r["correct"], r["status"], r["grade_latency_s"] = extracted, correct, status, latency
         return rows
@@ -73,7 +76,8 @@ def budget_sweep(samples: dict[str, list[list[dict]]], scorer: Scorer, budgets: 
             cut = {}
             if over and mode == "prefix":
                 texts = [truncate_to_budget(tokenizer, s["response"], budget) for s in over]
-                pairs = [(scorer.golds[(s["benchmark"], s["id"])], scorer.extract(t)) for s, t in zip(over, texts)]
+                golds = [scorer.golds[(s["benchmark"], s["id"])] for s in over]
+                pairs = [(gold, scorer.extract(t, gold)) for gold, t in zip(golds, texts)]
                 cut = {id(s): v[0] for s, v in zip(over, scorer.verdicts(pairs))}
             correct = sum(bool(s["correct"]) if s["num_tokens"] <= budget else cut.get(id(s), False) for s in flat)
             per_bench[bench] = {"accuracy": correct / len(flat),

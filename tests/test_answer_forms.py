@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lead_recipes.grading.forms import align_forms
-from lead_recipes.grading.answers import fast_verdict, normalize_answer
+from lead_recipes.grading.answers import normalize_answer
+from lead_recipes.grading.compare import prepare
 from lead_recipes.grading.grader import Grader
 from lead_recipes.grading.worker import _judge
 
@@ -18,9 +19,8 @@ logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
 def verdict(gold: str, pred: str) -> bool:
-    """What the Grader decides for an extracted answer, without the pool: rewrite, exact path, then math-verify."""
-    g, p = align_forms(normalize_answer(gold), normalize_answer(pred))
-    v = fast_verdict(g, p)
+    """What the Grader decides for an extracted answer, without the pool: rewrites, exact paths, then math-verify."""
+    (g, p), v = prepare(normalize_answer(gold), normalize_answer(pred))
     return _judge(g, p) if v is None else v
 
 

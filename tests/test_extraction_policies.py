@@ -47,7 +47,7 @@ def test_an_unknown_policy_is_a_clear_error():
 @pytest.mark.parametrize("text,value", [
     ("Work.\n\nTherefore the rope is 20 cm.", r"20\text{ cm}"),
     ("Work.\n\nTherefore, $k=-1$ or $k=-9$.", "-1, -9"),
-    ("Work.\n\nThus, $a=2, h=-1$, and $k=-18$.", "2, -1, -18"),
+    ("Work.\n\nThus, $a=2, h=-1$, and $k=-18$.", "a=2, h=-1, k=-18"),   # labels kept: matched label by label
     ("Work.\n\nThus $9<2w<10$, and $\\lceil 2w\\rceil=10$.", "10"),
     ("Work:\n$$\n\\begin{aligned}\nS & =570+20 \\\\\n& =590\n\\end{aligned}\n$$", "590"),
     ("Work.\n\n**Answer:** $7.00", r"\$7.00"),

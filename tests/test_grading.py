@@ -184,8 +184,8 @@ def test_rational_literal_fast_path_matches_math_verify(data, same):
 
 
 def _rational_of(s):
-    from lead_recipes.grading.answers import _rational
-    return _rational(s)
+    from lead_recipes.grading.answers import rational
+    return rational(s)
 
 
 _LATEXISH = st.lists(st.sampled_from(list("0123456789xyabnk+-*/^_(),.[]{}= ") + [r"\frac", r"\sqrt", r"\pi", r"\text",

@@ -4,8 +4,10 @@ What it does:
 - `_to_text`: model text or a label of any JSON type → str (invalid UTF-8 / lone surrogates become U+FFFD).
 - `EXTRACTION_POLICIES`: `boxed` (the last `\\boxed{}` only) and `final_answer` (the box when there is one, else the
   final-answer statement of the closing part, `lead_recipes.grading.statement`); `check_extraction` validates a name.
-- `extract_final_answer(text, policy)`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces; `\\boxed 5`
-  too), searched after the last `</think>` when the response has one, then the policy's fallback; None if nothing.
+- `extract_final_answer(text, policy, gold=None)`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces;
+  `\\boxed 5` too), searched after the last `</think>` when the response has one — all boxes of the closing statement
+  joined when `gold` holds several values (`lead_recipes.grading.pairing`) — then the policy's fallback; None if
+  nothing.
 - `normalize_answer`: strips whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold (nothing semantic).
 - `fast_verdict`: verdicts math-verify is known to give (integers, exact rationals, identical plain strings), and
   `explosive`: integer towers/factorials too large for sympy to build. Both property-tested in tests/test_grading.py.
@@ -19,19 +21,15 @@ import math
 import re
 from typing import Any
 
+from lead_recipes.grading.pairing import BOX_RE, BRACE_RE, box_spans, final_run, gold_text, is_list, join, last_box
 from lead_recipes.grading.statement import extract_statement
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
 EXTRACTION_ENV = "LEAD_RECIPES_EXTRACTION"   # the reward function's / shared grader's policy (default `boxed`)
 MAX_ANSWER_CHARS = 4_000         # extracted answers / golds longer than this are not sent to sympy (`error`)
-_SCAN_LIMIT = 4 * MAX_ANSWER_CHARS  # brace matching gives up this far after `\boxed{`
-_MAX_BOX_TRIES = 64              # unclosed `\boxed{` occurrences tried, newest first
 
 
 # ---------------------------------------------------------------------------------------------------- extraction
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)")
-_BRACE_RE = re.compile(r"(?<!\\)[{}]")
-
 
 def _to_text(x: Any) -> str | None:
     """Model text or a label of any JSON type → str (invalid UTF-8 and lone surrogates become U+FFFD)."""
@@ -54,27 +52,6 @@ def _to_text(x: Any) -> str | None:
     return x
 
 
-def _box_content(text: str, start: int) -> str | None:
-    """Content of the `\\boxed` command whose name ends at `start`: `{...}` with nested braces, or `\\boxed 5`."""
-    n = len(text)
-    i = start
-    while i < n and text[i] in " \t":
-        i += 1
-    if i >= n:
-        return None
-    if text[i] != "{":
-        if i == start:  # `\boxedx` is another command, not `\boxed x`
-            return None
-        m = re.match(r"[^\s$]+", text[i:i + MAX_ANSWER_CHARS + 1])
-        return m.group(0) if m else None
-    depth = 0
-    for m in _BRACE_RE.finditer(text, i, min(n, i + _SCAN_LIMIT)):
-        depth += 1 if m.group(0) == "{" else -1
-        if depth == 0:
-            return text[i + 1:m.start()]
-    return None
-
-
 def check_extraction(policy: str) -> str:
     """`policy` if it is one of EXTRACTION_POLICIES, else ValueError naming the choices."""
     if policy not in EXTRACTION_POLICIES:
@@ -82,42 +59,30 @@ def check_extraction(policy: str) -> str:
     return policy
 
 
-def extract_final_answer(text: str, policy: str = "boxed") -> str | None:
-    """Last complete `\\boxed{}`/`\\fbox{}` content (nested braces) after the last `</think>` if there is one;
-    an unclosed last box falls back to the previous complete one. Under `final_answer`, a response without a box
-    gives the answer stated in its closing part (`lead_recipes.grading.statement.extract_statement`). None when
-    there is no non-empty final answer."""
+def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = None) -> str | None:
+    """The final answer of a response under `policy`, searched after the last `</think>` if there is one: the last
+    complete `\\boxed{}`/`\\fbox{}` (an unclosed last box falls back to the previous complete one); when `gold`
+    holds several values (`lead_recipes.grading.pairing.is_list`) all boxes of the closing statement joined into one
+    list (`pairing.final_run`). A box wins over any statement after it, under both policies. Under `final_answer`
+    a response without a box gives the answer stated in its closing part
+    (`lead_recipes.grading.statement.extract_statement`). None when there is no non-empty final answer."""
     check_extraction(policy)
     text = _to_text(text)
     if not text:
         return None
-    boxed = _last_box(text)
-    if boxed is None and policy == "final_answer":
-        try:
-            return extract_statement(text)
-        except Exception:  # noqa: BLE001 - a closing part we cannot read states no answer
-            return None
-    return boxed
-
-
-def _last_box(text: str) -> str | None:
-    """The `boxed` policy: last complete box after the last `</think>`, or None."""
     cut = text.rfind("</think>")
-    if cut >= 0:
-        text = text[cut + len("</think>"):]
-    end = len(text)
-    for _ in range(_MAX_BOX_TRIES):
-        pos = max(text.rfind("\\boxed", 0, end), text.rfind("\\fbox", 0, end))
-        if pos < 0:
-            return None
-        m = _BOX_RE.match(text, pos)
-        if m is not None:
-            content = _box_content(text, m.end())
-            if content is not None:
-                content = content.strip()
-                return content or None
-        end = pos
-    return None
+    body = text[cut + len("</think>"):] if cut >= 0 else text
+    last = last_box(body)
+    if last is None:
+        if policy == "final_answer":
+            try:
+                return extract_statement(text)
+            except Exception:  # noqa: BLE001 - a closing part we cannot read states no answer
+                return None
+        return None
+    if gold is not None and BOX_RE.search(body, 0, last[0]) and is_list(normalize_answer(gold_text(_to_text(gold)))):
+        return join(final_run(body, box_spans(body)))
+    return last[2]
 
 
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"))
@@ -143,7 +108,7 @@ _SAFE_IDENTICAL_RE = re.compile(r"[0-9A-Za-z\\{}()\[\]^_+\-*/.,:;|<>=!' ]+")
 
 def _balanced(s: str) -> bool:
     depth = 0
-    for m in _BRACE_RE.finditer(s):
+    for m in BRACE_RE.finditer(s):
         depth += 1 if m.group(0) == "{" else -1
         if depth < 0:
             return False
@@ -151,11 +116,12 @@ def _balanced(s: str) -> bool:
 
 
 _DEC_RE = re.compile(r"(-?)([0-9]{1,12})(?:\.([0-9]{1,8}))?")
-_FRAC_RE = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})")
+_FRAC_RE = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})|"
+                      r"(-?)\\[dt]?frac([0-9])([0-9])")
 
 
-def _rational(s: str):
-    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\dfrac{-1}{2}`, `7/4`) as an exact
+def rational(s: str):
+    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\frac38`, `\\dfrac{-1}{2}`, `7/4`) as an exact
     Fraction, or None for anything else."""
     from fractions import Fraction
     m = _DEC_RE.fullmatch(s)
@@ -164,7 +130,7 @@ def _rational(s: str):
         return -v if m.group(1) else v
     m = _FRAC_RE.fullmatch(s)
     if m:
-        sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) is not None else m.group(4, 5, 6)
+        sign, num, den = next(m.group(i, i + 1, i + 2) for i in (1, 4, 7) if m.group(i + 1) is not None)
         if int(den) == 0:
             return None
         v = Fraction(int(num), int(den))
@@ -184,7 +150,7 @@ def fast_verdict(gold: str, pred: str) -> bool | None:
     if gold == pred and _SAFE_IDENTICAL_RE.fullmatch(gold) and _balanced(gold):
         return True
     if len(gold) <= 40 and len(pred) <= 40:
-        a, b = _rational(gold), _rational(pred)
+        a, b = rational(gold), rational(pred)
         if a is not None and b is not None:
             if a == b:
                 return True

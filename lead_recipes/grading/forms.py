@@ -33,38 +33,12 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from lead_recipes.grading.brackets import COMMA_RE, is_tuple, top_split
+from lead_recipes.grading.matrices import align_vectors
+
 _MAX_CHARS = 600        # longer answers are left as they are (rewrites are for short final answers)
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 
-# ------------------------------------------------------------------------------------------------ splitting
-_OPEN, _CLOSE = "{([", "})]"
-
-
-def _top_split(s: str, seps: re.Pattern) -> list[str]:
-    """`s` split at matches of `seps` that are outside braces, parentheses and brackets (`\\left(`/`\\{` count)."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(s):
-        ch = s[i]
-        if ch == "\\" and s.startswith(("\\{", "\\}"), i):
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-        elif depth == 0:
-            m = seps.match(s, i)
-            if m and m.end() > i:
-                parts.append(s[start:i])
-                start = i = m.end()
-                continue
-        i += 1
-    parts.append(s[start:])
-    return [p.strip() for p in parts]
-
-
-_COMMA_RE = re.compile(r",|;|\\text\{\s*and\s*\}|\\quad|\\qquad")
 _OR_RE = re.compile(r"\\text\{\s*or\s*\}|\\(?:lor|vee|cup)\b|\bor\b")
 _VAR = r"(?:[A-Za-z]|\\(?:alpha|beta|gamma|theta|lambda|mu|phi|varphi|omega|tau|rho|sigma))(?:_\{?\w+\}?)?"
 _VAR_RE = re.compile(_VAR)
@@ -73,20 +47,6 @@ _SEG_RE = re.compile(r"\s*[A-Z]{2,3}\s*|" + _VAR)          # a segment `AB` or a
 _SEG_LABEL_RE = re.compile(r"\s*([A-Z]{2,3})\s*=(?!=)\s*(.+)", re.S)
 _TUPLE_EQ_RE = re.compile(r"\s*\(([^()=]+)\)\s*=(?!=)\s*\(([^()=]+)\)\s*")
 _FUNC_RE = re.compile(rf"\s*([A-Za-z](?:_\{{?\w+\}}?)?)\s*\(\s*([A-Za-z])\s*\)\s*=(?!=)\s*(.+)", re.S)
-
-
-def _is_tuple(s: str) -> bool:
-    """`(a, b, ...)`: one pair of outer parentheses around ≥ 2 top-level items."""
-    s = re.sub(r"\\(?:left|right)(?=[()])", "", s.strip())
-    if not (s.startswith("(") and s.endswith(")")):
-        return False
-    depth = 0
-    for i, ch in enumerate(s):
-        depth += ch in _OPEN
-        depth -= ch in _CLOSE
-        if depth == 0 and i < len(s) - 1:
-            return False                         # `(a)+(b)`: the first parenthesis closes early
-    return len(_top_split(s[1:-1], _COMMA_RE)) > 1
 
 
 def _unwrap_text_list(s: str) -> str:
@@ -106,11 +66,11 @@ def _labelled(s: str) -> list[tuple[str, str]] | None:
     a labelled tuple `(x, y) = (2, 1)`, else None."""
     m = _TUPLE_EQ_RE.fullmatch(s)
     if m is not None:
-        labels, values = _top_split(m.group(1), _COMMA_RE), _top_split(m.group(2), _COMMA_RE)
+        labels, values = top_split(m.group(1), COMMA_RE), top_split(m.group(2), COMMA_RE)
         if len(labels) >= 2 and len(labels) == len(values) and all(_SEG_RE.fullmatch(x) for x in labels):
             return [(re.sub(r"\s+", "", k), v.strip()) for k, v in zip(labels, values)]
         return None
-    items = _top_split(s, _COMMA_RE)
+    items = top_split(s, COMMA_RE)
     if len(items) < 2:
         return None
     out = []
@@ -125,9 +85,9 @@ def _labelled(s: str) -> list[tuple[str, str]] | None:
 def _bare_list(s: str) -> list[str] | None:
     """The items of a list with no `=` in any item (`9, 2` or `(9, 2)`), else None."""
     body = s.strip()
-    if _is_tuple(body):
+    if is_tuple(body):
         body = re.sub(r"\\(?:left|right)(?=[()])", "", body)[1:-1]
-    items = _top_split(body, _COMMA_RE)
+    items = top_split(body, COMMA_RE)
     if len(items) < 2 or any(not x or "=" in x for x in items):
         return None
     return items
@@ -268,7 +228,7 @@ def _as_interval(s: str) -> tuple[str, str] | None:
     m = _IN_RE.fullmatch(s)
     if m is not None and _looks_interval(m.group(2)):
         return m.group(1), m.group(2).strip()
-    parts = _top_split(s, _OR_RE)
+    parts = top_split(s, _OR_RE)
     out, var = [], var_hint
     for p in parts:
         c = _chain(p)
@@ -281,9 +241,9 @@ def _as_interval(s: str) -> tuple[str, str] | None:
 
 def _looks_interval(s: str) -> bool:
     """Interval notation (or a union of intervals): `(2,\\infty)`, `[-3, 1)`, `(0,4)`."""
-    items = _top_split(re.sub(r"\\(?:left|right)(?=[()\[\]])", "", s), re.compile(r"\\cup\b|∪"))
+    items = top_split(re.sub(r"\\(?:left|right)(?=[()\[\]])", "", s), re.compile(r"\\cup\b|∪"))
     return all(re.fullmatch(r"(?:\\left)?[(\[][^()\[\]]*,[^()\[\]]*(?:\\right)?[)\]]", x.replace(" ", ""))
-               and len(_top_split(x.strip()[1:-1], _COMMA_RE)) == 2 for x in items)
+               and len(top_split(x.strip()[1:-1], COMMA_RE)) == 2 for x in items)
 
 
 def _align_sets(gold: str, pred: str) -> tuple[str, str] | None:
@@ -303,33 +263,7 @@ def _align_sets(gold: str, pred: str) -> tuple[str, str] | None:
     return None
 
 
-# ------------------------------------------------------------------------------------------------ vectors, angles
-_COLVEC_RE = re.compile(r"\\begin\{([pb]matrix)\}(.*?)\\end\{\1\}", re.S)
-_ANGLE_RE = re.compile(r"\\(?:left)?\\?langle(.*?)\\(?:right)?\\?rangle", re.S)
-
-
-def _column_to_tuple(s: str) -> str | None:
-    m = _COLVEC_RE.fullmatch(s.strip())
-    if m is not None:
-        if "&" in m.group(2):
-            return None
-        rows = [r.strip() for r in re.split(r"\\\\", m.group(2)) if r.strip()]
-        return "(" + ", ".join(rows) + ")" if len(rows) >= 2 else None
-    m = _ANGLE_RE.fullmatch(s.strip())
-    if m is not None and len(_top_split(m.group(1), _COMMA_RE)) >= 2:
-        return "(" + ", ".join(_top_split(m.group(1), _COMMA_RE)) + ")"
-    return None
-
-
-def _align_vectors(gold: str, pred: str) -> tuple[str, str] | None:
-    gv, pv = _column_to_tuple(gold), _column_to_tuple(pred)
-    if gv and (pv or _is_tuple(pred)):
-        return gv, pv or pred
-    if pv and _is_tuple(gold):
-        return gold, pv
-    return None
-
-
+# ------------------------------------------------------------------------------------------------ angles
 _NUM = r"(\d{1,6}(?:\.\d{1,8})?)"
 _DMS_RE = re.compile(
     rf"{_NUM}\s*(?:\^\s*\{{?\s*\\circ\s*\}}?|°|\\degree)\s*(?:{_NUM}\s*(?:'|′|\^\s*\{{?\s*\\prime\s*\}}?|\\prime))?\s*"
@@ -393,7 +327,7 @@ def align_forms(gold: str, pred: str) -> tuple[str, str]:
         g, p = _unwrap_text_list(_unbold(gold)), _unwrap_text_list(_unbold(pred))
         g, p = _strip_qualifier(g, p), _strip_qualifier(p, g)
         g, p = _dms(g) or g, _dms(p) or p
-        for rule in (_align_vectors, _align_sets, _align_labels, _align_function):
+        for rule in (align_vectors, _align_sets, _align_labels, _align_function):
             out = rule(g, p)
             if out is not None:
                 return out

@@ -2,11 +2,10 @@
 
 What it does:
 - `STATUSES`, `Grade`, `REWARD_LOG_KEYS`, `reward_extra_logs` (the reward function's / server's `extra_logs`).
-- `Grader`: extracts the final answer under its extraction policy (`boxed` or `final_answer`, see
-  `lead_recipes.grading.answers.EXTRACTION_POLICIES`; per call too), rewrites answer forms math-verify misreads
-  (`lead_recipes.grading.forms.align_forms`: labelled lists, renamed function variables, inequalities vs intervals,
-  column vectors vs tuples, degrees-minutes), answers the cheap exact paths
-  (`fast_verdict`, `explosive`) and its verdict cache in the caller, and sends the rest to math-verify 0.9.0
+- `Grader`: extracts the final answer under its extraction policy (`lead_recipes.grading.answers`; several boxes:
+  `pairing`), rewrites answer forms math-verify misreads and answers the cheap exact paths
+  (`lead_recipes.grading.compare.prepare`; `explosive`), and its verdict cache in the caller, and sends the rest to
+  math-verify 0.9.0
   (`verify(gold, pred)` order) in a lazily-created pebble process pool (spawn context, safe inside vLLM / Ray actors
   and threads) running `lead_recipes.grading.worker`. Every chunk gets a hard pebble timeout that starts when the
   chunk starts in the worker (the soft per-item alarm is the worker's); a worker that hangs or dies is killed and
@@ -32,9 +31,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lead_recipes.grading.forms import align_forms
 from lead_recipes.grading.answers import (EXTRACTION_ENV, MAX_ANSWER_CHARS, _to_text, check_extraction, explosive,
-                                          extract_final_answer, fast_verdict, normalize_answer)
+                                          extract_final_answer, normalize_answer)
+from lead_recipes.grading.compare import prepare
+from lead_recipes.grading.numbers import DEFAULT_REL_TOL
+from lead_recipes.grading.pairing import gold_text
 from lead_recipes.grading.worker import _worker_chunk, _worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
@@ -84,14 +85,18 @@ class Grader:
     (for asyncio: `asyncio.wrap_future`). `timeout_s` is the per-answer limit counted from when the work starts in
     a worker: soft (SIGALRM in the worker) at `timeout_s`, hard (process killed and replaced) at `timeout_s` + 0.5 s.
     `extraction` is the default policy for responses (`boxed` or `final_answer`); `grade`, `grade_many` and
-    `submit` take `extraction=` to override it per call.
+    `submit` take `extraction=` to override it per call. `rel_tol` is the stated relative precision of a decimal
+    against a fraction whose expansion does not end (`lead_recipes.grading.numbers.approx_verdict`).
     """
 
     def __init__(self, timeout_s: float = 5.0, workers: int | None = None, *, chunk_size: int = 64,
                  memory_limit_mb: int | None = 4096, cache_size: int = 200_000, start_method: str = "spawn",
-                 result_timeout_s: float = 600.0, extraction: str = "boxed"):
+                 result_timeout_s: float = 600.0, extraction: str = "boxed", rel_tol: float = DEFAULT_REL_TOL):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if not 0 <= rel_tol < 1:
+            raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol}")
+        self.rel_tol = float(rel_tol)
         self.extraction = check_extraction(extraction)
         self.timeout_s = float(timeout_s)
         self.workers = int(workers) if workers else _default_workers()
@@ -144,14 +149,14 @@ class Grader:
         try:
             gold_s = _to_text(gold)
             if gold_s is not None and ("\\boxed" in gold_s or "\\fbox" in gold_s):
-                gold_s = extract_final_answer(gold_s) or gold_s      # golds stored as `\boxed{...}`
+                gold_s = gold_text(gold_s)     # golds stored as `\boxed{...}`, several boxes joined
             if given_answer is not None:
                 extracted = _to_text(given_answer)
             else:
                 text = _to_text(response) or ""
                 if len(text) > MAX_RESPONSE_CHARS:
                     return self._done(out, "error", None, t0)
-                extracted = extract_final_answer(text, policy)
+                extracted = extract_final_answer(text, policy, gold_s)
             if extracted is not None:
                 extracted = normalize_answer(extracted) or None
             if extracted is None:
@@ -159,8 +164,8 @@ class Grader:
             gold_n = normalize_answer(gold_s) if gold_s is not None else ""
             if not gold_n or len(gold_n) > MAX_ANSWER_CHARS or len(extracted) > MAX_ANSWER_CHARS:
                 return self._done(out, "error", extracted, t0)
-            key = align_forms(gold_n, extracted)     # e.g. `T(4)=9, T(5)=2` vs `9, 2` → both `(9, 2)`
-            verdict = fast_verdict(*key)
+            # `10 weeks` vs `10`, `1 1/2`, `T(4)=9, T(5)=2` vs `9, 2`, `0.3333` vs `\frac13`, integers, ...
+            key, verdict = prepare(gold_n, extracted, self.rel_tol)
             if verdict is None and key[1] != key[0] and explosive(key[1]):
                 return self._done(out, "timeout", extracted, t0)
             if verdict is None:

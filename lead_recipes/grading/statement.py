@@ -7,8 +7,11 @@ last paragraphs, at most `_TAIL_CHARS` characters) and returns the answer stated
    `.`, `!` or a line break) and nothing but a short closing remark follows it;
 3. the last displayed expression (`\\[…\\]`, `$$…$$`, `\\begin{equation*}…`), when nothing but a short complete
    remark follows it.
-The value is the first math span after the marker (`$…$`, `\\(…\\)`, `\\[…\\]`), else the rest of the sentence (a
-lone `$7.00` is read as currency). For an equation only the right-hand side of its last `=` is kept when that side is
+A closing sentence that starts "The …" is a concluding sentence too. The value is what the sentence asserts
+(`lead_recipes.grading.assertion`): right of the last asserting verb after a named quantity ("The largest $n$ is
+34" → `34`), or the span that "is the solution"; else the first math span after the marker (`$…$`, `\\(…\\)`,
+`\\[…\\]`), else the rest of the sentence (a lone `$7.00` is read as currency). Hedged, conditional, negated,
+alternative and retracted statements give no answer. For an equation only the right-hand side of its last `=` is kept when that side is
 a plain value (no variables), so `a+b = 3+4 = 7` gives `7` and `AE + AP = PD` stays whole.
 
 What it does not do: no `\\boxed{}` handling (`lead_recipes.grading.answers.extract_final_answer` tries the box first), no
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from lead_recipes.grading.assertion import SPAN_RE, hedged_subject, split_assertion, starts_subject, value_first
+
 _TAIL_CHARS = 1_500          # the closing part is at most this many characters from the end
 _CLOSING_PARAGRAPHS = 2      # … and at most this many paragraphs (blank-line separated)
 _MAX_VALUE_CHARS = 400       # a stated value longer than this is not an answer statement
@@ -28,10 +33,9 @@ _END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E
 _MARKER_RE = re.compile(
     r"(?:\bthe\s+)?\b(?:final\s+answer|answer)\b(?:\s+to\s+(?:the|this)\s+[a-z ]{0,40}?)?"
     r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*", re.I)
-_CONCLUDE_RE = re.compile(r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion)\b[,:]?",
-                          re.I)
+_CONCLUDE_RE = re.compile(r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
+                          r"in\s+summary|finally|we\s+conclude\s+that|(?=the\b))\b[,:]?", re.I)
 _DISPLAY_RE = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$|\\begin\{(equation|align|gather)\*?\}(.+?)\\end\{\3\*?\}", re.S)
-_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<![\\$])\$(?!\$)(.+?)(?<!\\)\$", re.S)
 _CURRENCY_RE = re.compile(r"\$\s?-?\d[\d,]*(?:\.\d+)?")
 _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
 _TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
@@ -74,6 +78,15 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     """The value stated at the start of `rest`: its first math span if one starts the sentence, else the rest of
     the sentence (plain words, or a currency amount)."""
     rest = rest.lstrip(" \t*_:")
+    sentence = rest[:_sentence_len(rest)]
+    first_value = value_first(sentence)
+    if first_value is not None:
+        return _rhs(first_value)          # "$x \ge 5$ is the solution"
+    if starts_subject(sentence):          # "The largest $n$ is 34": the value is what the verb asserts
+        parts = split_assertion(sentence)
+        if parts is not None:
+            subject, verb, _ = parts
+            return None if hedged_subject(subject, verb) else _value(rest[len(subject) + len(verb):], equation_rhs)
     end = _SENTENCE_END_RE.search(rest)
     while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1:end.start() + 2]):
         end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
@@ -82,13 +95,22 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     first = re.search(r"\d|\$|\\\(", rest[:end.start()] if end else rest)
     if _HEDGE_RE.search(rest[:first.start() if first else (end.start() if end else len(rest))]):
         return None                      # "probably $5$", "not 5", "either $5$ or $6$"
-    m = _SPAN_RE.match(rest)
+    m = SPAN_RE.match(rest)
     if m is None and not _CURRENCY_RE.match(rest):
         end = _SENTENCE_END_RE.search(rest)
         sentence = rest[:end.start()] if end else rest
-        m = _SPAN_RE.search(sentence)  # "probably $5$", "about $20$ cm": a math span after a few words
+        m = SPAN_RE.search(sentence)  # "probably $5$", "about $20$ cm": a math span after a few words
         if m is not None and (len(sentence) > 120 or len(sentence[:m.start()]) > 15 or "," in sentence[:m.start()]):
             m = None
+    if m is not None and m.start() == 0:   # "$x = 3$ and $y = -2$": one list of assignments
+        run = [m]
+        for nxt in SPAN_RE.finditer(sentence, m.end()):
+            if not re.fullmatch(r"\s*,?\s*(?:and|or)?\s*", sentence[run[-1].end():nxt.start()]):
+                break
+            run.append(nxt)
+        listed = _assigned_list(run, labelled_only=True) if sentence[run[-1].end():].strip(" .") == "" else None
+        if listed is not None:
+            return listed
     if m is not None:
         val = next(g for g in m.groups() if g is not None)
         tail = rest[m.end():]
@@ -148,14 +170,18 @@ def extract_statement(text: str) -> str | None:
         prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_:"))
         if (_complete(part, m.end()) or not prose) and part[m.end():].strip():
             found = m
-    if found is not None:
+    lead = ""
+    if found is not None:                            # "Perhaps the answer is 3", "If a = 1, then the answer is 3"
+        starts = [e.end() for e in _SENTENCE_END_RE.finditer(part, 0, found.start())]
+        lead = part[starts[-1] if starts else 0:found.start()]
+    if found is not None and not hedged_subject(lead):
         val = _value(part[found.end():], equation_rhs=True)
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
     last_para = _PARA_SPLIT_RE.split(part)[-1]
-    concl = list(_CONCLUDE_RE.finditer(last_para))
-    if concl:                                        # 2. a concluding sentence that ends the solution
-        m = concl[-1]
+    # A refused answer statement is not read again as a concluding sentence ("The answer is $5$ or $6$.").
+    floor = found.end() - (len(part) - len(last_para)) if found is not None else -1
+    for m in reversed([c for c in _CONCLUDE_RE.finditer(last_para) if c.start() >= floor]):  # 2. a concluding
         end = _SENTENCE_END_RE.search(last_para, m.end())
         while end is not None and last_para[end.start()] == "." and \
                 re.match(r"\d", last_para[end.start() + 1:end.start() + 2]):
@@ -163,11 +189,11 @@ def extract_statement(text: str) -> str | None:
         sentence = last_para[m.end():end.start() if end else len(last_para)]
         after = last_para[end.end():].strip() if end else ""
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
-        complete = end is not None and last_para[end.start()] != "?"
-        if complete and _closing_remark(after):
-            val = _conclusion_value(sentence)
-            if val and len(val) <= _MAX_VALUE_CHARS:
-                return val
+        if end is None or last_para[end.start()] == "?" or not _closing_remark(after):
+            break                                    # an earlier sentence has even more after it
+        val = _conclusion_value(sentence)
+        if val and len(val) <= _MAX_VALUE_CHARS:
+            return val
     displays = list(_DISPLAY_RE.finditer(part))      # 3. the last displayed expression, closing the solution
     if displays:
         d = displays[-1]
@@ -182,22 +208,33 @@ def extract_statement(text: str) -> str | None:
 def _closing_remark(after: str) -> bool:
     """True when `after` may follow a final statement: nothing, or a short complete remark with no number or math
     ("I hope it is correct."); an unfinished sentence means the response was cut off while still reasoning."""
-    return not after or (len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and after[-1] in ".!")
+    return not after or (len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and after[-1] in ".!"
+                         and not _RETRACT_RE.match(after))     # "... no, that fails the second equation."
 
 
 def _conclusion_value(sentence: str) -> str | None:
     """The value of a concluding sentence: what follows its last " is " / " are " / " gives ", else the right-hand
     side of its last equation; several values joined only by "and" / "or" / commas (`$k=-1$ or $k=-9$`) are all
     kept, as a list."""
-    spans = list(_SPAN_RE.finditer(sentence))
+    spans = list(SPAN_RE.finditer(sentence))
     is_m = None
     for is_m in re.finditer(r"\b(?:is|are|equals|gives|was|be)\b\s*(?:equal\s+to\s+|exactly\s+|approximately\s+)?",
                             sentence):
         pass
-    first = re.search(r"\d|\$|\\\(", sentence)
-    if _HEDGE_RE.search(sentence[:first.start() if first else len(sentence)]) or (
-            spans and _HEDGE_RE.search(sentence[:spans[-1].start()])):
-        return None                      # "Thus the answer cannot be $5$", "So if $a>0$, $x=5$"
+    first_value = value_first(sentence)
+    if first_value is not None:
+        return _rhs(first_value)         # "Therefore $x \ge 5$ is the solution."
+    parts = split_assertion(sentence)
+    if parts is not None:                # a hedge in the subject, at the verb, or between the verb and the value
+        after = parts[2]
+        first = re.search(r"\d|\$|\\\(", after)
+        if hedged_subject(parts[0], parts[1]) or _HEDGE_RE.search(after[:first.start() if first else len(after)]):
+            return None                  # "Thus the answer cannot be $5$", "If $n$ is even, the largest $n$ is $34$"
+    else:
+        first = re.search(r"\d|\$|\\\(", sentence)
+        if _HEDGE_RE.search(sentence[:first.start() if first else len(sentence)]) or (
+                spans and _HEDGE_RE.search(sentence[:spans[-1].start()])):
+            return None                  # "So if $a>0$, $x=5$"
     if spans and (is_m is None or spans[-1].start() >= is_m.end()):
         run = [spans[-1]]
         for prev in reversed(spans[:-1]):
@@ -205,9 +242,9 @@ def _conclusion_value(sentence: str) -> str | None:
                     r"\s*,?\s*(?:and|or)?\s*", sentence[prev.end():run[0].start()]):
                 break
             run.insert(0, prev)
-        items = [x for m in run for x in _top_items(_span_text(m))]
-        if len(run) > 1 and all(_ASSIGNED_RE.fullmatch(x) for x in items):
-            return ", ".join(_rhs(x) for x in items)
+        listed = _assigned_list(run)
+        if listed is not None:
+            return listed
         run = run[-1:]
         span = spans[-1]
         if is_m is not None and span.start() >= is_m.end() and sentence[is_m.end():span.start()].strip() == "":
@@ -219,6 +256,18 @@ def _conclusion_value(sentence: str) -> str | None:
         if val and re.search(r"\d", val) and len(val) <= 60:   # "the rope is 20 cm" — a number, not a claim
             return val
     return None
+
+
+def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | None:
+    """Several math spans that are all assignments (`$x = 3$ and $y = -2$`, `$k=-1$ or $k=-9$`) as one list: labels
+    kept when they differ (matched label by label later), the values alone for one repeated label; else None."""
+    items = [x for m in run for x in _top_items(_span_text(m))]
+    labels = [x.split("=")[0].strip() for x in items if "=" in x]
+    if len(run) < 2 or not all(_ASSIGNED_RE.fullmatch(x) for x in items) or (labelled_only and len(labels) < len(items)):
+        return None                     # after an answer marker, "$5$ or $6$" are alternatives, not a list
+    if len(labels) == len(items) and len(set(labels)) == len(labels):
+        return ", ".join(re.sub(r"\s+", " ", x.strip()) for x in items)
+    return ", ".join(_rhs(x) for x in items)
 
 
 _ASSIGNED_RE = re.compile(r"\s*(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?[-+\d.,/\\{}\s^()]*?[\d}]\s*")

@@ -1,7 +1,8 @@
 """Hard answer forms for the grader benchmark (not a test): (category, gold, model answer, correct?) written by hand,
 each right form next to the same form with a wrong value, so a grader that says "wrong" to everything scores about
 half. `response(case)` is the full model text graders see: the answer in `\\boxed{}` after a short solution, except
-in the `stated, no box` category whose answers are stated without a box ("Therefore the rope is 20 cm.").
+in the `stated, no box` and `prose statement` categories, whose answers are stated without a box ("Therefore the
+rope is 20 cm."), and `several boxes`, whose answer is the whole response.
 
     from hard_forms import CASES, response
 """
@@ -108,12 +109,59 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("stated, no box", "13", "We find x = 13 early on, but let us check the other case.\n\nThe other case gives",
      False),
     ("stated, no box", "42", "<think>The answer is 42.</think>\nI could not finish the computation.", False),
+    # ---- several boxes (the answer is the whole response)
+    ("several boxes", "(1, 3), (4, 2)", r"So the pairs are $\boxed{(1, 3)}$ and $\boxed{(4, 2)}$.", True),
+    ("several boxes", "(1, 3), (4, 2)", r"So the pairs are $\boxed{(1, 3)}$ and $\boxed{(4, 3)}$.", False),
+    ("several boxes", "2, -3", r"The roots are $x = \boxed{2}$ or $x = \boxed{-3}$.", True),
+    ("several boxes", "2, -3", r"The roots are $x = \boxed{2}$ or $x = \boxed{3}$.", False),
+    ("several boxes", r"$\boxed{1}$ and $\boxed{5}$", r"The solutions are $\boxed{5, 1}$.", True),
+    ("several boxes", r"$\boxed{1}$ and $\boxed{5}$", r"The solutions are $\boxed{5}$.", False),
+    ("several boxes", "1, 2", "We find $a = \\boxed{3}$. Then the roots are $\\boxed{1}$ and $\\boxed{2}$.", True),
+    ("several boxes", "1, 2, 3", "We find $a = \\boxed{3}$. Then the roots are $\\boxed{1}$ and $\\boxed{2}$.", False),
+    # ---- prose final statements (the answer is the whole response)
+    ("prose statement", "34", "Checking all cases.\n\nFinal Answer: The largest $n$ is 34.", True),
+    ("prose statement", "34", "Checking all cases.\n\nFinal Answer: The largest $n$ is 35.", False),
+    ("prose statement", "120", "Using the formula.\n\nThe volume of $ABCD$ is 120.", True),
+    ("prose statement", "120", "Using the formula.\n\nThe volume of $ABCD$ is either 120 or 130.", False),
+    ("prose statement", "5", "Maximising.\n\nFinal Answer: The maximum value that $f(x)$ could take is $5$.", True),
+    ("prose statement", "5", "Maximising.\n\nFinal Answer: The maximum value of $f(x)$ could be $5$.", False),
+    ("prose statement", r"[5, \infty)", "Solving.\n\nTherefore $x \\ge 5$ is the solution.", True),
+    ("prose statement", r"[5, \infty)", "Solving.\n\nTherefore $x \\ge 5$ is not the solution.", False),
+    # ---- units and words against a gold without one
+    ("units, no gold unit", "10", "10 weeks", True),
+    ("units, no gold unit", "10", "11 weeks", False),
+    ("units, no gold unit", "10", "10weeks", True),
+    ("units, no gold unit", "10", "10 cm^2", True),
+    ("units, no gold unit", "10", "12 cm^2", False),
+    ("units, no gold unit", "10 weeks", "10", True),
+    ("units, no gold unit", r"12\text{ cm}", r"12\text{ mm}", False),
+    ("units, no gold unit", "12 inches", r"12\text{ in.}", True),
+    # ---- number forms
+    ("number forms", r"\frac{3}{2}", "1 1/2", True),
+    ("number forms", r"\frac{3}{2}", "1 1/3", False),
+    ("number forms", r"-\frac{11}{4}", r"-2\frac{3}{4}", True),
+    ("number forms", r"-\frac{11}{4}", r"-2\frac{1}{4}", False),
+    ("number forms", "3.5", "3,5", True),
+    ("number forms", "3, 5", "3,5", True),
+    ("number forms", "3.5", "3, 5", False),
+    ("number forms", "1000, 2000", "1,000, 2,000", True),
+    ("number forms", "1000, 2000", "1,000, 2,001", False),
+    ("number forms", r"\frac{1}{3}", "0.3333", True),
+    ("number forms", r"\frac{1}{3}", "0.3334", False),
+    ("number forms", r"\frac{1}{3}", "0.33", False),
+    # ---- vectors and matrices in bracket lists
+    ("matrix notation", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", "[[1, 2], [3, 4]]", True),
+    ("matrix notation", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", "[[1, 3], [2, 4]]", False),
+    ("matrix notation", r"\begin{pmatrix}1\\-2\\3\end{pmatrix}", "[1, -2, 3]", True),
+    ("matrix notation", r"\begin{pmatrix}1\\-2\\3\end{pmatrix}", "[1, 2, 3]", False),
+    ("matrix notation", "(1, 2, 3)", r"\begin{pmatrix}1 & 2 & 3\end{pmatrix}", True),
+    ("matrix notation", "(1, 2, 3)", r"\begin{pmatrix}1 & 3 & 2\end{pmatrix}", False),
 ]
 
 
 def response(case: tuple[str, str, str, bool]) -> str:
     """The model text a grader sees for `case`."""
     category, _, answer, _ = case
-    if category == "stated, no box":
+    if category in ("stated, no box", "several boxes", "prose statement"):
         return answer
     return f"We work it out step by step and check the result.\n\nThe answer is $\\boxed{{{answer}}}$."

@@ -1,0 +1,70 @@
+"""What a final-answer sentence asserts: the value after the named quantity's verb, or the value that "is the
+solution", and whether the assertion is hedged.
+
+What it does:
+- `outside_math(s)`: `s` with its math spans blanked (same length), so a word inside `$…$` is never read as prose.
+- `split_assertion(sentence)`: (subject, verb, rest) at the last asserting verb outside math ("is", "are",
+  "equals", "is equal to", "=" in prose, "be", "was"), or None — "The largest $n$ is 34" → ("The largest $n$",
+  "is", "34").
+- `hedged_subject(subject)`: True when the subject makes the claim conditional or uncertain ("if", "unless",
+  "perhaps", "probably", "maybe", "possibly", "suppose", "neither") or the verb is negated or a modal
+  ("cannot be", "might be", "could be", "may be", "isn't"); a harmless "could" or "not" inside the subject
+  ("the largest value $f(x)$ could take is", "integers not divisible by 3 is") is not a hedge.
+- `value_first(sentence)`: the math span a sentence opens with when it goes on "is/are the …" ("$x \\ge 5$ is the
+  solution", "$34$ is the largest such $n$"), or None.
+- `starts_subject(rest)`: whether the text after an answer marker opens with a noun phrase ("The largest …",
+  "there are …", "that the limit …") rather than with the value.
+
+What it does not do: no extraction of the closing part or answer markers (`lead_recipes.grading.statement`), no
+value reading beyond picking the span, no math parsing.
+"""
+from __future__ import annotations
+
+import re
+
+SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<![\\$])\$(?!\$)(.+?)(?<!\\)\$", re.S)
+_VERB_RE = re.compile(r"(?i)\b(?:(?:is|are)\s+equal\s+to|equal\s+to|equals|isn't|aren't|is|are|was|were|be)(?![\w'])"
+                      r"|(?<=\s)=(?=\s)")
+# Anywhere before the value these make the claim conditional or uncertain.
+_STRONG_HEDGE_RE = re.compile(r"(?i)\b(?:if|unless|perhaps|probably|maybe|possibly|suppose|supposing|assuming|"
+                              r"neither|guess)\b")
+# Right before the verb (or as the verb) these negate it or make it a possibility.
+_MODAL_RE = re.compile(r"(?i)\b(?:cannot|can\s*not|could|might|may|must\s+not|should|would\s+not|not|never)\s*\Z|"
+                       r"n't\s*\Z")
+_SUBJECT_START_RE = re.compile(r"(?i)\s*(?:the|a|an|that|there|this|our|its|their|each|every|it|all)\b")
+_IS_THE_RE = re.compile(r"(?i)\s*(?:is|are)\s+(?:the|our)\b")
+
+
+def outside_math(s: str) -> str:
+    """`s` with every math span replaced by spaces of the same length."""
+    return SPAN_RE.sub(lambda m: " " * len(m.group(0)), s)
+
+
+def split_assertion(sentence: str) -> tuple[str, str, str] | None:
+    """(subject, verb, rest) at the last asserting verb outside math, or None when there is none."""
+    last = None
+    for last in _VERB_RE.finditer(outside_math(sentence)):
+        pass
+    if last is None:
+        return None
+    return sentence[:last.start()], last.group(0), sentence[last.end():]
+
+
+def hedged_subject(subject: str, verb: str = "is") -> bool:
+    """True when the claim made by `subject` + `verb` is conditional, uncertain or negated (see the docstring)."""
+    plain = outside_math(subject)
+    return bool(_STRONG_HEDGE_RE.search(plain) or _MODAL_RE.search(plain) or "n't" in verb.lower())
+
+
+def value_first(sentence: str) -> str | None:
+    """The content of the math span `sentence` opens with (after ", " or "that"), when "is/are the" follows it."""
+    m = re.match(r"[\s,:]*(?:that\s+)?", sentence)
+    span = SPAN_RE.match(sentence, m.end())
+    if span is None or not _IS_THE_RE.match(sentence, span.end()):
+        return None
+    return next(g for g in span.groups() if g is not None).strip() or None
+
+
+def starts_subject(rest: str) -> bool:
+    """True when `rest` opens with a noun phrase ("The largest $n$ is 34") rather than with its value ("$34$")."""
+    return _SUBJECT_START_RE.match(rest) is not None

@@ -1,0 +1,57 @@
+"""Bracket-aware splitting of short LaTeX answers, shared by the answer-form modules of the grader.
+
+What it does: `top_split(s, seps)` splits at separators outside `{}`, `()`, `[]` (and `\\{ \\}`); `COMMA_RE` is the
+list separator the grader reads (`,`, `;`, `\\text{and}`, `\\quad`); `top_items(s)` is `top_split(s, COMMA_RE)`;
+`is_tuple(s)` says whether `s` is one parenthesised tuple of at least two items.
+
+What it does not do: no parsing of values, no sympy, no verdicts — string positions only.
+"""
+from __future__ import annotations
+
+import re
+
+OPEN, CLOSE = "{([", "})]"
+COMMA_RE = re.compile(r",|;|\\text\{\s*and\s*\}|\\quad|\\qquad")
+
+
+def top_split(s: str, seps: re.Pattern) -> list[str]:
+    """`s` split at matches of `seps` that are outside braces, parentheses and brackets (`\\left(`/`\\{` count)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        ch = s[i]
+        if ch == "\\" and s.startswith(("\\{", "\\}"), i):
+            depth += 1 if s[i + 1] == "{" else -1
+            i += 2
+            continue
+        if ch in OPEN:
+            depth += 1
+        elif ch in CLOSE:
+            depth -= 1
+        elif depth == 0:
+            m = seps.match(s, i)
+            if m and m.end() > i:
+                parts.append(s[start:i])
+                start = i = m.end()
+                continue
+        i += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts]
+
+
+def top_items(s: str) -> list[str]:
+    """The top-level list items of `s` (`1, (2, 3); 4` → [`1`, `(2, 3)`, `4`])."""
+    return top_split(s, COMMA_RE)
+
+
+def is_tuple(s: str) -> bool:
+    """`(a, b, ...)`: one pair of outer parentheses around ≥ 2 top-level items."""
+    s = re.sub(r"\\(?:left|right)(?=[()])", "", s.strip())
+    if not (s.startswith("(") and s.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch in OPEN
+        depth -= ch in CLOSE
+        if depth == 0 and i < len(s) - 1:
+            return False                         # `(a)+(b)`: the first parenthesis closes early
+    return len(top_items(s[1:-1])) > 1

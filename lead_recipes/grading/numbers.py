@@ -1,0 +1,96 @@
+"""Number forms: mixed numbers, thousands separators and decimal commas, and decimals against exact fractions at a
+relative precision.
+
+What it does:
+- `align_numbers(gold, pred)`: the pair with, item by item of a list (items split at `;` or at a comma followed by a
+  space), mixed numbers `1\\frac{1}{2}` / `1 1/2` / `-2\\tfrac{3}{4}` rewritten as exact fractions `\\frac{3}{2}`
+  (the fraction must be proper, so `2\\frac{4}{3}` is left alone), and a number written with separators rewritten
+  without them when the other side's item is the plain number: thousands `1,000` / `1{,}000` / `1\\,000` /
+  `1 000` against `1000`, a decimal comma `3,5` against `3.5`. A comma with no space is a separator only then:
+  `3,5` against `3, 5` stays the list it is.
+- `approx_verdict(gold, pred, rel_tol)`: for a decimal literal against an exact fraction whose decimal expansion
+  does not end (`0.3333` vs `\\frac13`): True when they differ by at most `rel_tol` relative to the larger, else
+  False; None for everything else (two exact values are compared exactly by `answers.fast_verdict`/math-verify:
+  `0.125` vs `\\frac18` is exact, `2.9999` vs `3` is wrong). `DEFAULT_REL_TOL` = 1e-4, the tolerance of the
+  Qwen2.5-Math and DeepSeek-Math graders (`math_equal`'s `isclose(rel_tol=1e-4)`).
+
+What it does not do: no sympy; constants (`\\pi` vs `3.1416`, `\\sqrt2` vs `1.4142`) go to math-verify, which
+rounds to 6 decimals.
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from lead_recipes.grading.answers import rational
+
+DEFAULT_REL_TOL = 1e-4
+_MIXED_RE = re.compile(r"(-?)(\d{1,9})\s*(?:\\[dt]?frac\{(\d{1,9})\}\{(\d{1,9})\}|\\[dt]?frac(\d)(\d)|\s(\d{1,9})/(\d{1,9}))")
+_THOUSANDS_RE = re.compile(r"-?[1-9]\d{0,2}(?:(?:,|\{,\}|\\,|\\ |\s)\d{3})+(?:\.\d+)?")
+_DECIMAL_COMMA_RE = re.compile(r"-?\d+(?:,|\{,\})\d+")
+PLAIN_RE = re.compile(r"-?\d+(?:\.\d+)?")
+_CANDIDATE_RE = re.compile(r"\d\s*\\[dt]?frac|\d\s+\d|\d(?:,|\{,\}|\\,|\\ )\d")   # a form this module rewrites
+
+
+def _mixed(s: str) -> str | None:
+    m = _MIXED_RE.fullmatch(s.strip())
+    if m is None:
+        return None
+    whole = int(m.group(2))
+    num, den = next((int(a), int(b)) for a, b in ((m.group(3), m.group(4)), (m.group(5), m.group(6)),
+                                                 (m.group(7), m.group(8))) if a is not None)
+    if den == 0 or num >= den:
+        return None
+    v = whole + Fraction(num, den)
+    v = -v if m.group(1) else v
+    return str(v.numerator) if v.denominator == 1 else f"\\frac{{{v.numerator}}}{{{v.denominator}}}"
+
+
+def _items(s: str) -> list[str]:
+    return [x.strip() for x in (s.split(";") if ";" in s else re.split(r",\s+", s))]
+
+
+def _plain(item: str, other: str) -> str:
+    """`item` without separators when `other` is the plain number it then reads as; else `item`."""
+    if not PLAIN_RE.fullmatch(other):
+        return item
+    if _THOUSANDS_RE.fullmatch(item):
+        return re.sub(r",|\{,\}|\\,|\\ |\s", "", item)
+    if _DECIMAL_COMMA_RE.fullmatch(item) and "." in other:
+        return re.sub(r",|\{,\}", ".", item)
+    return item
+
+
+def align_numbers(gold: str, pred: str) -> tuple[str, str]:
+    """(gold, pred) with mixed numbers and separators rewritten (see the module docstring); never raises."""
+    if not _CANDIDATE_RE.search(gold) and not _CANDIDATE_RE.search(pred):
+        return gold, pred
+    gi, pi = _items(gold), _items(pred)
+    if len(gi) != len(pi) or len(gi) > 50:
+        return gold, pred
+    gi = [_mixed(x) or x for x in gi]
+    pi = [_mixed(x) or x for x in pi]
+    g2, p2 = [_plain(a, b) for a, b in zip(gi, pi)], [_plain(b, a) for a, b in zip(gi, pi)]
+    sep = "; " if ";" in gold or ";" in pred else ", "
+    return (gold if g2 == _items(gold) else sep.join(g2)), (pred if p2 == _items(pred) else sep.join(p2))
+
+
+def _terminates(q: Fraction) -> bool:
+    d = q.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
+def approx_verdict(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> bool | None:
+    """Decimal vs non-terminating exact fraction at relative precision `rel_tol` (see the module docstring)."""
+    if len(gold) > 40 or len(pred) > 40 or ("." in gold) == ("." in pred):
+        return None
+    a, b = rational(gold), rational(pred)
+    if a is None or b is None:
+        return None
+    exact = b if "." in gold else a
+    if _terminates(exact):
+        return None
+    return abs(a - b) <= Fraction(repr(rel_tol)) * max(abs(a), abs(b))   # repr: 1e-4 is exactly 1/10000

@@ -1,0 +1,121 @@
+"""Several boxed answers: which `\\boxed{}` / `\\fbox{}` of a response make up its final answer, and a gold written
+with several boxes.
+
+What it does:
+- `box_spans(text)`: the complete boxes of `text` as (start, end, content), in order (of nested boxes the inner one,
+  as the last box was always read; an unclosed box is skipped); `box_content` reads one box.
+- `last_box(text)`: the last of them, read from the end only (the common, single-answer case).
+- `final_run(text, spans)`: the last box and the boxes before it that belong to the same closing statement — each
+  gap between two consecutive boxes is at most `_GAP_CHARS` characters and holds no word that moves on from a
+  result ("so", "then", "therefore", "wait", "substituting", …), so `\\boxed{(1, 3)} and \\boxed{(4, 2)}` is one
+  run and an intermediate `a = \\boxed{3}. Then …` before it is not.
+- `is_list(gold)`: whether a gold is a list or set of several values (`1, 2`, `\\{1, 2\\}`, `x=1, y=2`, `\\pm 3`);
+  a tuple `(1, 2)` or an interval is one value.
+- `join(values)`: one list answer from several (repeats dropped, first order kept): math-verify compares a bare list
+  as a set, and `lead_recipes.grading.forms` matches labelled lists label by label, so the joined answer is
+  order-free where the gold is a set and ordered where the gold is labelled.
+- `gold_text(gold)`: a gold stored with boxes → its one box, or several boxes joined.
+
+What it does not do: no extraction policy (`lead_recipes.grading.answers` decides when the run is used: only for a
+list gold), no values parsed, no sympy.
+"""
+from __future__ import annotations
+
+import re
+
+from lead_recipes.grading.brackets import top_items
+
+MAX_BOX_CHARS = 16_000        # brace matching gives up this far after `\boxed{`
+_MAX_BOXES = 64               # box commands read, the last ones of the text
+_GAP_CHARS = 200              # boxes further apart than this are separate statements
+BOX_RE = re.compile(r"\\(?:boxed|fbox)")
+BRACE_RE = re.compile(r"(?<!\\)[{}]")
+_MOVES_ON_RE = re.compile(r"(?i)\b(?:so|then|therefore|thus|hence|wait|actually|instead|but|however|substitut\w*|"
+                          r"plug\w*|using|now|next|not)\b")
+
+
+def box_content(text: str, start: int) -> tuple[str, int] | None:
+    """(content, end) of the `\\boxed` command whose name ends at `start`: `{...}` with nested braces, or
+    `\\boxed 5`; None when it is not a box or is never closed."""
+    n, i = len(text), start
+    while i < n and text[i] in " \t":
+        i += 1
+    if i >= n:
+        return None
+    if text[i] != "{":
+        if i == start:  # `\boxedx` is another command, not `\boxed x`
+            return None
+        m = re.match(r"[^\s$]+", text[i:i + MAX_BOX_CHARS // 4 + 1])
+        return (m.group(0), i + m.end()) if m else None
+    depth = 0
+    for m in BRACE_RE.finditer(text, i, min(n, i + MAX_BOX_CHARS)):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return text[i + 1:m.start()], m.end()
+    return None
+
+
+def box_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, stripped content) of each complete, non-empty box among the last `_MAX_BOXES` box commands, in
+    order. Read from the end, as the last box always was: of two boxes that overlap (one nested in the other) the
+    later-starting one is kept."""
+    starts = [m for m in BOX_RE.finditer(text)][-_MAX_BOXES:]
+    out: list[tuple[int, int, str]] = []
+    for m in reversed(starts):
+        got = box_content(text, m.end())
+        if got is None or not got[0].strip() or (out and got[1] > out[-1][0]):
+            continue                          # unclosed, empty, or around a box already read
+        out.append((m.start(), got[1], got[0].strip()))
+    return out[::-1]
+
+
+def last_box(text: str) -> tuple[int, int, str] | None:
+    """The last span of `box_spans(text)`, found from the end without reading the earlier boxes."""
+    end = len(text)
+    for _ in range(_MAX_BOXES):
+        pos = max(text.rfind("\\boxed", 0, end), text.rfind("\\fbox", 0, end))
+        if pos < 0:
+            return None
+        m = BOX_RE.match(text, pos)
+        got = box_content(text, m.end()) if m is not None else None
+        if got is not None and got[0].strip():
+            return pos, got[1], got[0].strip()
+        end = pos
+    return None
+
+
+def final_run(text: str, spans: list[tuple[int, int, str]]) -> list[str]:
+    """Contents of the last box and of the boxes before it in the same closing statement (see the docstring)."""
+    run = [spans[-1]]
+    for prev in reversed(spans[:-1]):
+        gap = text[prev[1]:run[0][0]]
+        if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap):
+            break
+        run.insert(0, prev)
+    return [c for _, _, c in run]
+
+
+_SET_RE = re.compile(r"\s*(?:\\left)?\\\{(.*)(?:\\right)?\\\}\s*", re.S)
+_OR_ITEM_RE = re.compile(r"\\text\{\s*or\s*\}|\bor\b")
+
+
+def is_list(gold: str) -> bool:
+    """True when `gold` holds several values: a list, a set in braces, values joined by "or", or `\\pm`."""
+    m = _SET_RE.fullmatch(gold)
+    body = m.group(1) if m else gold
+    if "\\pm" in body or "\\mp" in body:
+        return True
+    if re.fullmatch(r"\s*-?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*", body):
+        return False                           # `1,000` is one number
+    return len(top_items(body)) > 1 or len(_OR_ITEM_RE.split(body)) > 1
+
+
+def join(values: list[str]) -> str:
+    """`a, b, c` from several values, repeats dropped (first occurrence kept)."""
+    return ", ".join(dict.fromkeys(v for v in values if v))
+
+
+def gold_text(gold: str) -> str:
+    """A gold stored as `\\boxed{...}`: its box, or all its boxes joined; a gold without a complete box unchanged."""
+    spans = box_spans(gold)
+    return join([c for _, _, c in spans]) if spans else gold

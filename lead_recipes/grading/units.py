@@ -1,0 +1,98 @@
+"""Units and words after a number: `10 weeks`, `10weeks`, `10 cm^2`, `10\\text{ cm}^2`, `5 such numbers`.
+
+What it does: `align_units(gold, pred)` splits a trailing unit or word from each side whose value is a plain number
+or numeric expression (no variables):
+- a side with a unit or word against a side without one → the unit is dropped, the values are compared (a gold of
+  `10` equals `10 weeks`, and the reverse), as the common graders (math-verify, lighteval) treat them;
+- both sides with units that this module knows (`_UNITS`: length, area, volume, time, mass, money, angle, speed)
+  and that differ after spelling (`12 cm` vs `12 mm`, `3 hours` vs `3 minutes`) → None: the answer is wrong, even
+  when the numbers agree (no conversion is attempted: `120 mm` vs `12 cm` is wrong too);
+- the same unit spelled differently (`12 inches` vs `12\\text{ in.}`, `cm^2` vs `square centimeters`), or words
+  that are not units (`5 students` vs `5 people`) → both dropped.
+A single letter is a unit only inside `\\text{}`/`\\mathrm{}`, or after a space when the other side has a unit
+(`5 kg` vs `5 g`; `5m` is five times m); `\\%`, `\\$` and `^\\circ`
+are left to math-verify, which reads them.
+
+What it does not do: no conversion between units, no parsing of the value, no sympy; it never decides that two
+values are equal (math-verify does, on the rewritten pair).
+"""
+from __future__ import annotations
+
+import re
+
+_MAX_CHARS = 200
+_GROUPS = {
+    "mm": "mm millimeter millimeters millimetre millimetres", "cm": "cm centimeter centimeters centimetre centimetres",
+    "m": "m meter meters metre metres", "km": "km kilometer kilometers kilometre kilometres",
+    "in": "in in. inch inches", "ft": "ft ft. foot feet", "yd": "yd yard yards", "mi": "mi mile miles",
+    "s": "s sec secs second seconds", "min": "min mins minute minutes", "h": "h hr hrs hour hours",
+    "day": "day days", "week": "wk wks week weeks", "month": "month months", "year": "yr yrs year years",
+    "g": "g gram grams", "kg": "kg kilogram kilograms", "mg": "mg milligram milligrams",
+    "lb": "lb lbs pound pounds", "oz": "oz ounce ounces", "l": "l liter liters litre litres",
+    "ml": "ml milliliter milliliters millilitre millilitres", "dollar": "dollar dollars usd",
+    "cent": "cent cents", "euro": "euro euros", "deg": "deg degree degrees", "rad": "rad radian radians",
+    "unit": "unit units", "mph": "mph", "km/h": "km/h kph kmh", "m/s": "m/s",
+}
+_UNITS = {w: canon for canon, words in _GROUPS.items() for w in words.split()}
+_NOT_WORDS = {"pi", "e", "i", "sin", "cos", "tan", "cot", "csc", "log", "ln", "exp", "sqrt", "mod", "arcsin",
+              "arccos", "arctan", "and", "or", "for", "if", "where", "when", "with", "to", "by"}
+_TEXT_RE = re.compile(r"(.*?\S)\s*(?:\\[,;:! ]|~)*\s*\\(?:text|mathrm|mbox|textrm|rm)\s*\{\s*([^{}]*?)\s*\}"
+                      r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
+_WORDS_RE = re.compile(r"(.*?[\d}])(\s*)([A-Za-z][A-Za-z./]*(?:\s+[A-Za-z][A-Za-z./]*){0,3})"
+                       r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
+_SQUARE_RE = re.compile(r"(?i)\A(?:square|sq\.?)\s+(.+)\Z")
+_CUBIC_RE = re.compile(r"(?i)\A(?:cubic|cu\.?)\s+(.+)\Z")
+
+
+def _plain_value(s: str) -> bool:
+    """A number or numeric expression: has a digit, no letter outside a LaTeX command."""
+    return bool(re.search(r"\d", s)) and re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", s)) is None
+
+
+def _canonical(words: str, power: str | None) -> str | None:
+    """The unit `words` stand for (`square centimeters` → `cm^2`), or None when they are not a known unit."""
+    w = " ".join(words.lower().split())
+    exp = re.sub(r"\D", "", power or "")
+    for rx, e in ((_SQUARE_RE, "2"), (_CUBIC_RE, "3")):
+        m = rx.match(w)
+        if m:
+            w, exp = m.group(1), e
+    canon = _UNITS.get(w) or _UNITS.get(w.rstrip("."))
+    return None if canon is None else canon + (f"^{exp}" if exp else "")
+
+
+def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | None:
+    """(value, canonical unit or None, is_unit) when `s` is a plain value followed by a unit or words, else None; a
+    single known letter after a space (`5 g`) counts only with `letter`."""
+    s = s.strip()
+    if len(s) > _MAX_CHARS:
+        return None
+    m = _TEXT_RE.fullmatch(s)
+    if m is not None and _plain_value(m.group(1)) and re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2)):
+        canon = _canonical(m.group(2), m.group(3))
+        return m.group(1).strip(), canon, canon is not None
+    m = _WORDS_RE.fullmatch(s)
+    if m is None or not _plain_value(m.group(1)):
+        return None
+    words = m.group(3)
+    canon = _canonical(words, m.group(4))
+    first = words.split()[0].lower().rstrip(".")
+    if first in _NOT_WORDS or (canon is None and (len(first) < 3 or not m.group(2))) or (
+            len(first) < 2 and not (letter and canon and m.group(2))):
+        return None                      # `2 pi`, `5m`, `3x`: not a unit
+    return m.group(1).strip(), canon, canon is not None
+
+
+def align_units(gold: str, pred: str) -> tuple[str, str] | None:
+    """(gold, pred) with units and words dropped (see the module docstring), unchanged when neither side has one;
+    None when both carry known units that differ."""
+    g, p = split_unit(gold), split_unit(pred)
+    if g is not None and g[2] and p is None:      # `5 kg` vs `5 g`: next to a unit, a lone letter is one too
+        p = split_unit(pred, letter=True)
+    elif p is not None and p[2] and g is None:
+        g = split_unit(gold, letter=True)
+    if g is None and p is None:
+        return gold, pred
+    if g is not None and p is not None and g[2] and p[2] and g[1] != p[1]:
+        return None
+    return (g[0] if g else gold), (p[0] if p else pred)

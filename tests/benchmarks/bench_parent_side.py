@@ -1,0 +1,81 @@
+"""Caller-side grading cost (not a test): per answer, what `Grader.submit` does in the calling process before any
+worker — extraction under `final_answer` and `boxed`, normalisation and `compare.prepare` (rewrites and exact
+verdicts) — on the labelled grader-validation responses, against the anchor math-verify `parse` of the same
+responses (main thread), in the same run. Prints medians over --repeats and the ratio. Runs on any checkout (an
+older one without `compare.prepare` times `align_forms` + `fast_verdict`, what its Grader did), so a before/after
+pair of runs compares the same work.
+
+    .venv/bin/python tests/benchmarks/bench_parent_side.py [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_grader import load_sets  # noqa: E402
+
+
+def _caller_side():
+    from lead_recipes.grading.answers import extract_final_answer, normalize_answer
+    try:
+        from lead_recipes.grading.compare import prepare
+    except ImportError:                     # a checkout from before compare.py
+        from lead_recipes.grading.answers import fast_verdict
+        from lead_recipes.grading.forms import align_forms
+
+        def prepare(g, p):
+            key = align_forms(g, p)
+            return key, fast_verdict(*key)
+
+    def one(gold: str, response: str, policy: str):
+        try:
+            ans = extract_final_answer(response, policy, gold)
+        except TypeError:                   # a checkout whose extraction takes no gold
+            ans = extract_final_answer(response, policy)
+        if ans is not None:
+            prepare(normalize_answer(gold), normalize_answer(ans))
+    return one
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    import logging
+    from math_verify import parse
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    rows = load_sets()["union"]
+    one = _caller_side()
+    for r in rows[:50]:                     # warm regex caches and math-verify's parser
+        one(r["answer"], r["response"], "final_answer")
+        parse(r["response"])
+    print(f"# load average at start: {os.getloadavg()}")
+    times: dict[str, list[float]] = {"final_answer": [], "boxed": [], "math-verify parse": []}
+    for _ in range(args.repeats):
+        for policy in ("final_answer", "boxed"):
+            t = time.perf_counter()
+            for r in rows:
+                one(r["answer"], r["response"], policy)
+            times[policy].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for r in rows:
+            try:
+                parse(r["response"])
+            except Exception:  # noqa: BLE001
+                pass
+        times["math-verify parse"].append(time.perf_counter() - t)
+    anchor = len(rows) / statistics.median(times["math-verify parse"])
+    print(f"# load average at end: {os.getloadavg()}")
+    print("| caller side | answers/s (median) | × math-verify parse |\n|---|---:|---:|")
+    for k, v in times.items():
+        rate = len(rows) / statistics.median(v)
+        print(f"| {k} | {rate:,.0f} | {rate / anchor:.1f}× |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

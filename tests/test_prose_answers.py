@@ -1,0 +1,45 @@
+"""Prose final answers under `final_answer` (lead_recipes.grading.statement, assertion): the value a final statement
+asserts is the right-hand side of "is"/"=" after the named quantity, or the set that "is the solution"; a harmless
+"could"/"not" or a formula in the subject does not refuse it, while a hedge, a negated or modal verb, a condition,
+an alternative or a retraction still does."""
+from __future__ import annotations
+
+import pytest
+
+from lead_recipes.grading.statement import extract_statement
+
+W = "Work.\n\n"
+
+
+@pytest.mark.parametrize("text,value", [
+    ("Final Answer: The largest $n$ is 34.", "34"),
+    ("The volume of $ABCD$ is 120.", "120"),
+    ("Final Answer: The maximum value that $f(x)$ could take is $5$.", "5"),
+    ("**Final Answer:** The minimum value of $f(x)$ is $-3$.", "-3"),
+    ("Thus the number of integers that are not divisible by $3$ is $67$.", "67"),
+    ("Answer: the remainder when $N$ is divided by $13$ is $11$.", "11"),
+    ("The final answer is that the limit equals $1$.", "1"),
+    ("Therefore $x \\ge 5$ is the solution.", "x \\ge 5"),
+    ("So $34$ is the largest such $n$.", "34"),
+    ("Therefore, $n = 7$ is the only solution.", "7"),
+    ("Final answer: $x = 3$ and $y = -2$.", "x = 3, y = -2"),
+])
+def test_the_asserted_value_is_extracted(text, value):
+    assert extract_statement(W + text) == value
+
+
+@pytest.mark.parametrize("text", [
+    "Final Answer: The largest $n$ could be 34.", "The largest $n$ is not 34.", "The answer might be $34$.",
+    "If $n$ is even, the largest $n$ is $34$.", "Perhaps the answer is $34$.", "If $a = 1$, then the answer is $34$.",
+    "Therefore $x \\ge 34$ is not the solution.", "The largest $n$ is $34$, unless $a < 0$, in which case it is $35$.",
+    "So $n = 34$... no, that fails the second equation.", "The value of $k$ isn't $34$.", "Thus $n$ is not equal to $34$.",
+    "The answer is $34$ or $35$.", "Therefore $n = 34$ is a candidate, but we still have to check it.",
+])
+def test_a_hedged_negated_conditional_or_retracted_statement_gives_no_answer(text):
+    assert extract_statement(W + text) is None
+
+
+@pytest.mark.parametrize("value", ["34", "35", "-2", "\\frac{1}{2}"])
+def test_the_named_quantity_is_never_taken_for_the_value(value):
+    assert extract_statement(W + f"Final Answer: The largest $n$ is ${value}$.") == value
+    assert extract_statement(W + f"The volume of $ABCD$ is {value}.") == value

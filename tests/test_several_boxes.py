@@ -1,0 +1,86 @@
+"""Several boxed answers (lead_recipes.grading.pairing, answers.extract_final_answer): a list gold reads all boxes of
+the closing statement as one answer (order-free for a set, label by label for labelled values), a single-value gold
+reads the last box, a gold written with several boxes is their combination, an intermediate box before the closing
+statement is not part of it, and a box wins over a later unboxed statement under both policies."""
+from __future__ import annotations
+
+import pytest
+
+from lead_recipes.grading.answers import extract_final_answer
+from lead_recipes.grading.grader import Grader
+from lead_recipes.grading.pairing import gold_text, is_list
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = Grader(timeout_s=2.0, workers=2).start()
+    yield g
+    g.close()
+
+
+PAIRS = "so the pairs are $\\boxed{(1, 3)}$ and $\\boxed{(4, 2)}$."
+
+
+@pytest.mark.parametrize("policy", ["boxed", "final_answer"])
+@pytest.mark.parametrize("gold,response,correct", [
+    ("(1, 3), (4, 2)", PAIRS, True),
+    ("(4, 2), (1, 3)", PAIRS, True),                                    # a set of pairs: order-free
+    (r"\{(1, 3), (4, 2)\}", PAIRS, True),
+    ("(1, 3), (4, 5)", PAIRS, False),                                   # one pair wrong
+    ("(1, 3), (4, 2), (0, 0)", PAIRS, False),                           # one pair missing
+    ("(1, 3)", PAIRS, False),                                           # extra pair for a one-pair gold: last box
+    ("2, -3", "The roots are $x = \\boxed{2}$ or $x = \\boxed{-3}$.", True),
+    ("2, -3", "The roots are $x = \\boxed{2}$ or $x = \\boxed{-4}$.", False),
+    ("x=1, y=2", "Hence $\\boxed{y = 2}$ and $\\boxed{x = 1}$.", True),  # labelled: matched label by label
+    ("x=1, y=2", "Hence $\\boxed{y = 1}$ and $\\boxed{x = 2}$.", False),
+    (r"\pm 3", "So $a = \\boxed{3}$ or $a = \\boxed{-3}$.", True),
+    (r"\pm 3", "So $a = \\boxed{3}$ or $a = \\boxed{-2}$.", False),
+    ("1, 2", "Case 1 gives \\boxed{1}.\n\nCase 2 gives \\boxed{2}.", True),
+])
+def test_a_list_gold_reads_every_box_of_the_closing_statement(grader, policy, gold, response, correct):
+    assert grader.grade(gold, "Work.\n\n" + response, extraction=policy).correct is correct
+
+
+def test_a_single_value_gold_reads_the_last_box(grader):
+    text = "First $a = \\boxed{3}$, and so the answer is $\\boxed{12}$."
+    assert grader.grade("12", text).correct and not grader.grade("3", text).correct
+
+
+def test_an_intermediate_box_before_the_closing_statement_is_not_part_of_the_list(grader):
+    text = "We find $a = \\boxed{3}$. Then the roots are $\\boxed{1}$ and $\\boxed{2}$."
+    assert extract_final_answer(text, "boxed", gold="1, 2") == "1, 2"
+    assert grader.grade("1, 2", text).correct and not grader.grade("1, 2, 3", text).correct
+
+
+def test_a_restated_list_is_read_once():
+    text = "The solutions are $\\boxed{1}$ and $\\boxed{2}$.\n\n**Final Answer**\n$\\boxed{1}$, $\\boxed{2}$"
+    assert extract_final_answer(text, "boxed", gold="1, 2") == "1, 2"
+
+
+def test_a_gold_with_several_boxes_is_their_combination(grader):
+    assert gold_text("$\\boxed{1}$ and $\\boxed{5}$") == "1, 5"
+    assert grader.grade("$\\boxed{1}$ and $\\boxed{5}$", "\\boxed{5, 1}").correct
+    assert not grader.grade("$\\boxed{1}$ and $\\boxed{5}$", "\\boxed{5}").correct
+    assert not grader.grade("$\\boxed{1}$ and $\\boxed{5}$", "\\boxed{1, 6}").correct
+
+
+def test_boxes_inside_think_are_not_read():
+    text = "<think>maybe \\boxed{7}</think> The roots are \\boxed{1} and \\boxed{2}."
+    assert extract_final_answer(text, "boxed", gold="1, 2, 7") == "1, 2"
+
+
+@pytest.mark.parametrize("policy", ["boxed", "final_answer"])
+def test_a_box_wins_over_a_later_different_statement_under_both_policies(policy):
+    assert extract_final_answer("So \\boxed{5}.\n\nFinal Answer: the answer is 7.", policy) == "5"
+
+
+@pytest.mark.parametrize("gold,many", [("1, 2", True), (r"\{1, 2\}", True), ("x=1, y=2", True), (r"\pm 2", True),
+                                       (r"1 \text{ or } 2", True), ("(1, 2)", False), ("[1, 2)", False),
+                                       ("12", False), (r"\frac{1}{2}", False), (r"f(x, y)", False),
+                                       ("1,000", False), ("12,345.5", False)])
+def test_a_gold_is_a_list_only_when_it_holds_several_values(gold, many):
+    assert is_list(gold) is many
+
+
+def test_a_gold_with_a_thousands_separator_reads_the_last_box(grader):
+    assert grader.grade("1,000", "So $n = \\boxed{5}$ and the total is $\\boxed{1000}$.").correct
