@@ -37,7 +37,7 @@ CAP = 100           # rollout max_new_tokens; the longest SFT response is about 
 LOW_TARGET = 15     # Leash's target below the steps behaviour's length (about 27 tokens)
 TIGHT_TARGET = 8    # Leash's target below a third of it: an extra configuration, not in the default sweep
 BMAX_LOW = 32       # LEAD's B_max just above the steps behaviour's length: an extra configuration
-EXTRA = ("leash-tight", "lead-bmax")
+EXTRA = ("leash-tight", "lead-bmax", "composed-budget")
 RECIPE_STEPS = 280  # leash-1.5b's steps (its YAML: 2 episodes x ~139): λ's Adam lr is scaled by RECIPE_STEPS / steps
 
 
@@ -51,7 +51,7 @@ def recipe_knob(name: str, key: str) -> tuple[float, float]:
 def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
     """Benchmark configuration name -> (--recipe.method, its flags). Each token-valued knob keeps the fraction of
     the rollout cap that its reference recipe gives it (ShorterBetter's per-token β keeps β·cap), applied to CAP;
-    every length knob is explicit, because the harness's CPU smoke command sets some for its own 32-token cap."""
+    every length knob the sweep's methods read is explicit, because the harness's CPU smoke command sets some for its own 32-token cap."""
     def tokens(name, key):
         value, cap = recipe_knob(name, key)
         return str(round(value / cap * CAP))
@@ -69,6 +69,8 @@ def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
         "lead-bmax": ("lead", ["--recipe.lead.b_max", str(BMAX_LOW), *lead[2:]]),
         "composed": ("composed", [*lead, "--recipe.composed.budget_tokens",
                                   tokens("composed-1.5b", "composed.budget_tokens"), *leash]),
+        "composed-budget": ("composed", [*lead, "--recipe.composed.budget_tokens",   # its budget at Leash's target
+                                         tokens("leash-1.5b", "leash.target_length"), *leash]),
         "gdpo": ("gdpo", ["--recipe.gdpo.length_threshold", tokens("gdpo-1.5b", "gdpo.length_threshold")]),
         "shorter-better": ("shorter-better", ["--recipe.shorter_better.beta", f"{beta * beta_cap / CAP:.4g}"]),
     }

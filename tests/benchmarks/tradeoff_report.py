@@ -64,8 +64,8 @@ def _corr(xs: list[float], ys: list[float]) -> float | None:
 def advantage_breakdown(steps: list[list[dict]]) -> dict:
     """What the method paid for, from the advantages the actor trained on, all within prompt groups:
     adv_steps_minus_direct = mean advantage of steps minus direct samples in groups holding both;
-    corr_waste[_steps/_direct] = corr(waste, advantage) centred within (group, behaviour) cells of solved
-    groups, over both behaviours and per behaviour;
+    corr_waste[_steps/_direct] = corr(waste, advantage) centred within (group, behaviour, correctness) cells of
+    solved groups, over both behaviours and per behaviour (so the correctness signal does not dilute it);
     corr_len_unsolved = corr(length, advantage) centred within groups with no correct sample; and their count."""
     gaps, unsolved_xy, n_unsolved = [], ([], []), 0
     waste_xy = {b: ([], []) for b in ("steps", "direct")}
@@ -84,11 +84,12 @@ def advantage_breakdown(steps: list[list[dict]]) -> dict:
                 unsolved_xy[0].extend(s["length"] - ml for s in g)
                 unsolved_xy[1].extend(round(s["adv"] - ma, 6) for s in g)
                 continue
-            for b, cell in by.items():
-                if len(cell) > 1:
-                    mw, ma = statistics.fmean(s["waste"] for s in cell), statistics.fmean(s["adv"] for s in cell)
-                    waste_xy[b][0].extend(s["waste"] - mw for s in cell)
-                    waste_xy[b][1].extend(round(s["adv"] - ma, 6) for s in cell)
+            for b, samples in by.items():
+                for cell in ([s for s in samples if s["correct"]], [s for s in samples if not s["correct"]]):
+                    if len(cell) > 1:
+                        mw, ma = statistics.fmean(s["waste"] for s in cell), statistics.fmean(s["adv"] for s in cell)
+                        waste_xy[b][0].extend(s["waste"] - mw for s in cell)
+                        waste_xy[b][1].extend(round(s["adv"] - ma, 6) for s in cell)
     both = [x for b in waste_xy.values() for x in b[0]], [y for b in waste_xy.values() for y in b[1]]
     return {"adv_steps_minus_direct": statistics.fmean(gaps) if gaps else None, "corr_waste": _corr(*both),
             "corr_waste_steps": _corr(*waste_xy["steps"]), "corr_waste_direct": _corr(*waste_xy["direct"]),
@@ -134,17 +135,23 @@ def report(work: Path, args) -> None:
               f"{st['accuracy']:.3f} / {st['length']:.1f} / {st['core_length']:.1f} | {di['share']:.2f} / "
               f"{di['accuracy']:.3f} / {di['length']:.1f} | {buckets} |")
     metrics = {name: [run_metrics(r, starts[r["start"]]) for r in rs] for name, rs in runs.items()}
+    keyed = {name: {(r["start"], r["seed"]): m for r, m in zip(runs[name], ms)} for name, ms in metrics.items()}
+    for name, ms in keyed.items():   # AES against grpo's end on the same start and seed: what RL alone gives is out
+        for k, m in ms.items():
+            g = keyed.get("grpo", {}).get(k)
+            m["aes_vs_grpo"] = aes(m["acc"], m["len"], g["acc"], g["len"])["aes"] if g else None
     col = lambda name, key: [m[key] for m in metrics[name]]  # noqa: E731
-    print("\n## End of RL, mean ± sd over runs (starts × seeds)\n")
+    print("\n## At the end of RL (step 30), mean ± sd over runs (starts × seeds)\n")
     print("| config | runs | accuracy start → end | mean length start → end | steps share | direct share | "
-          "waste tokens start → end | AES | distance to best | steps to 1.2 × best length (5-step mean) | "
+          "waste tokens start → end | AES vs start | AES vs grpo's end (paired) | distance to best | steps to 1.2 × best length (5-step mean) | "
           "steps to half the start's waste (5-step mean) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in metrics:
         print(f"| {name} | {len(metrics[name])} | {fmt(col(name, 'acc0'))} → {fmt(col(name, 'acc'))} | "
               f"{fmt(col(name, 'len0'), 1)} → {fmt(col(name, 'len'), 1)} | {fmt(col(name, 'steps_share'), 2)} | "
               f"{fmt(col(name, 'direct_share'), 2)} | {fmt(col(name, 'waste0'), 1)} → {fmt(col(name, 'waste'), 1)} | "
-              f"{fmt(col(name, 'aes'), 2, True)} | {fmt(col(name, 'distance'), 2)} | "
+              f"{fmt(col(name, 'aes'), 2, True)} | {fmt(col(name, 'aes_vs_grpo'), 2, True)} | "
+              f"{fmt(col(name, 'distance'), 2)} | "
               f"{steps_fmt(col(name, 'to_best'))} | {steps_fmt(col(name, 'to_half_waste'))} |")
     print("\n## What the advantages paid for (training side, within prompt groups), mean ± sd over runs\n")
     print("| config | adv(steps) − adv(direct) | corr(waste, adv) within behaviour: both / steps / direct | "
@@ -169,7 +176,7 @@ def report(work: Path, args) -> None:
             cells.append(" / ".join(f"{spread([m[k] for m in ms])[0]:.3f}" if ms else "–"
                                     for k in ("acc", "len", "aes")))
         print(f"| {name} | " + " | ".join(cells) + " |")
-    comparisons(metrics)
+    comparisons(keyed)
     plot_tradeoff(metrics, starts, runs, args.plot_dir / "tradeoff.png")
     plot_steps(runs, starts, args.plot_dir / "tradeoff_steps.png")
     log = work / "sweep.jsonl"
@@ -186,27 +193,34 @@ def report(work: Path, args) -> None:
 
 
 def _delta(metrics: dict, a: str, b: str | None, key: str, base: str | None = None) -> str:
-    """a − b (or a's key − a's base key), established when it exceeds the larger spread over seeds."""
+    """a − b paired by (start, seed) — the same prompts and evaluation noise — or a's key − a's base key per run;
+    established when the mean paired difference exceeds the spread (sd) of the paired differences over runs."""
     if a not in metrics or (b is not None and b not in metrics):
         return "not run"
-    xa = [m[key] for m in metrics[a]]
-    xb = [m[base] for m in metrics[a]] if base else [m[key] for m in metrics[b]]
-    ma, sa, _ = spread(xa)
-    mb, sb, _ = spread(xb)
-    if ma is None or mb is None:
+    if base:
+        pairs = {k: (m[key], m[base]) for k, m in metrics[a].items()}
+    else:
+        pairs = {k: (m[key], metrics[b][k][key]) for k, m in metrics[a].items() if k in metrics[b]}
+    d = {k: x - y for k, (x, y) in pairs.items() if x is not None and y is not None}
+    if not d:
         return "n/a"
-    d = ma - mb
-    return f"{d:+.3f} ({'established' if abs(d) > max(sa, sb) else 'not established'}: spreads {sa:.3f}, {sb:.3f})"
+    mean, sd, n = spread(list(d.values()))
+    per_start = ", ".join(f"{s} {statistics.fmean(v for (st, _), v in d.items() if st == s):+.3f}"
+                          for s in sorted({st for st, _ in d}))
+    verdict = "established" if n > 1 and abs(mean) > sd else "not established"
+    return (f"{mean:+.3f} ± {sd:.3f} over {n} pairs, {sum(v > 0 for v in d.values())}/{n} positive "
+            f"(per start: {per_start}) — {verdict}")
 
 
-def comparisons(metrics: dict) -> None:
+def comparisons(metrics: dict[str, dict[tuple, dict]]) -> None:
     """The issue's expectations. RL raises every method's accuracy from the SFT start, so "keeps accuracy" and
     "cuts waste" compare each method's end state with grpo's (same starts, same seeds), not with the start."""
-    print("\n## The issue's expectations, as differences of means (established = larger than the larger sd)\n")
+    print("\n## The issue's expectations, as paired differences at step 30 (same start and seed; established = "
+          "|mean| > sd of the differences)\n")
     rows = [("grpo: accuracy end − start", "grpo", None, "acc", "acc0"),
             ("grpo: waste end − start", "grpo", None, "waste", "waste0")]
-    for m in ("lead", "lead-flat", "lead-bmax", "grpo-lead", "leash", "leash-low", "leash-tight", "composed", "gdpo",
-              "shorter-better"):
+    for m in ("lead", "lead-flat", "lead-bmax", "grpo-lead", "leash", "leash-low", "leash-tight", "composed",
+              "composed-budget", "gdpo", "shorter-better"):
         rows += [(f"{m} − grpo: end waste", m, "grpo", "waste", None),
                  (f"{m} − grpo: end steps share", m, "grpo", "steps_share", None),
                  (f"{m} − grpo: end accuracy", m, "grpo", "acc", None)]
@@ -215,12 +229,15 @@ def comparisons(metrics: dict) -> None:
                  (f"{m} − leash: end length", m, "leash", "len", None)]
     rows += [("lead − lead-flat: end length (the sentinel's added length)", "lead", "lead-flat", "len", None),
              ("lead − lead-flat: end accuracy", "lead", "lead-flat", "acc", None),
-             ("lead-bmax − lead: end waste", "lead-bmax", "lead", "waste", None)]
+             ("lead-bmax − lead: end waste", "lead-bmax", "lead", "waste", None),
+             ("composed-budget − composed: end waste", "composed-budget", "composed", "waste", None),
+             ("composed-budget − composed: end accuracy", "composed-budget", "composed", "acc", None)]
     singles = [m for m in ("lead", "grpo-lead", "leash", "leash-low", "gdpo", "shorter-better", "grpo")
                if m in metrics]
-    if "composed" in metrics and singles:
-        best = max(singles, key=lambda m: spread([x["aes"] for x in metrics[m]])[0])
+    if "composed" in metrics and singles:   # the best by mean AES on these runs: a selection in its favour
+        best = max(singles, key=lambda m: spread([x["aes"] for x in metrics[m].values()])[0])
         rows.append((f"composed − best single on AES ({best})", "composed", best, "aes", None))
+        rows.append((f"composed-budget − best single on AES ({best})", "composed-budget", best, "aes", None))
     for label, a, b, key, base in rows:
         if a in metrics and (b is None or b in metrics):
             print(f"- {label}: {_delta(metrics, a, b, key, base)}")
