@@ -51,7 +51,8 @@ def recipe_knob(name: str, key: str) -> tuple[float, float]:
 def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
     """Benchmark configuration name -> (--recipe.method, its flags). Each token-valued knob keeps the fraction of
     the rollout cap that its reference recipe gives it (ShorterBetter's per-token β keeps β·cap), applied to CAP;
-    every length knob the sweep's methods read is explicit, because the harness's CPU smoke command sets some for its own 32-token cap."""
+    every length knob the sweep's methods read is explicit, because the harness's CPU smoke command sets some for
+    its own 32-token cap."""
     def tokens(name, key):
         value, cap = recipe_knob(name, key)
         return str(round(value / cap * CAP))

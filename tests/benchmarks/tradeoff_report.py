@@ -143,7 +143,8 @@ def report(work: Path, args) -> None:
     col = lambda name, key: [m[key] for m in metrics[name]]  # noqa: E731
     print("\n## At the end of RL (step 30), mean ± sd over runs (starts × seeds)\n")
     print("| config | runs | accuracy start → end | mean length start → end | steps share | direct share | "
-          "waste tokens start → end | AES vs start | AES vs grpo's end (paired) | distance to best | steps to 1.2 × best length (5-step mean) | "
+          "waste tokens start → end | AES vs start | AES vs grpo's end (paired) | distance to best | "
+          "steps to 1.2 × best length (5-step mean) | "
           "steps to half the start's waste (5-step mean) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in metrics:
@@ -193,7 +194,7 @@ def report(work: Path, args) -> None:
 
 
 def _delta(metrics: dict, a: str, b: str | None, key: str, base: str | None = None) -> str:
-    """a − b paired by (start, seed) — the same prompts and evaluation noise — or a's key − a's base key per run;
+    """a − b paired by (start, seed) (the same prompts and evaluation noise), or a's key − a's base key per run;
     established when the mean paired difference exceeds the spread (sd) of the paired differences over runs."""
     if a not in metrics or (b is not None and b not in metrics):
         return "not run"
