@@ -310,3 +310,38 @@ def test_the_chat_template_stays_the_presets_unless_skipped():
     base = ["--eval.backend", "replay", "--output", "o"]
     assert cli._parse(cli.build_parser(), base).chat_template_enable is None
     assert cli._parse(cli.build_parser(), base + ["--prompt.skip_chat_template_enable"]).chat_template_enable is False
+
+
+def _fake_rows(requests):
+    return [{"benchmark": r.benchmark, "id": r.id, "sample": r.sample, "response": "So \\boxed{1}.", "num_tokens": 3,
+             "truncated": False, "finish_reason": "stop"} for r in requests]
+
+
+def test_a_grading_failure_stops_a_backend_that_keeps_generating(shared_data, tmp_path):
+    """The writer thread's error reaches the generating thread through the sink, which stops the backend."""
+    from evaluation.backends import GenRequest
+    from evaluation.run import run_eval
+    from lead_recipes.benchmarks import load_benchmarks
+
+    class Endless:
+        name, prompt_mode, calls = "fake", "none", 0
+
+        def info(self):
+            return {"backend": self.name}
+
+        def generate(self, requests, gen, sink):
+            for i in range(10 ** 6):
+                self.calls += 1
+                sink(_fake_rows([requests[i % len(requests)]]))
+                time.sleep(0.001)
+
+    class BrokenScorer:
+        def score_rows(self, rows):
+            raise OSError("disk full")
+
+    backend = Endless()
+    with pytest.raises(OSError, match="disk full"):
+        run_eval(protocols.resolve("sober", n=2), load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
+                 backend, tmp_path / "run", scorer=BrokenScorer(), progress=False, plots=False)
+    assert backend.calls < 10 ** 6
+    assert store.read_samples(tmp_path / "run" / "samples.jsonl") == []
