@@ -317,6 +317,39 @@ def _fake_rows(requests):
              "truncated": False, "finish_reason": "stop"} for r in requests]
 
 
+def test_resuming_a_finished_vllm_run_neither_starts_the_engine_nor_generates(shared_data, tiny_qwen2, tmp_path):
+    """Nothing left to generate: the prompts are rendered with the model's tokenizer, not the engine's."""
+    from evaluation.backends import VLLMBackend
+    from evaluation.run import run_eval
+    from lead_recipes.benchmarks import load_benchmarks
+
+    class NoEngine(VLLMBackend):
+        generated: list = []
+
+        @property
+        def llm(self):
+            raise AssertionError("the vLLM engine was started")
+
+        def generate(self, requests, gen, sink):
+            self.generated.append(len(requests))
+            sink(_fake_rows(requests))
+
+    gen = protocols.resolve("sober", n=2, max_new_tokens=8)
+    benchmarks = load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=2)
+    first = run_eval(gen, benchmarks, NoEngine(str(tiny_qwen2)), tmp_path / "run", progress=False, plots=False)
+    again = run_eval(gen, benchmarks, NoEngine(str(tiny_qwen2)), tmp_path / "run", progress=False, plots=False)
+    assert NoEngine.generated == [4] and again["config"]["resumed"] is True
+    assert again["benchmarks"] == first["benchmarks"]
+
+
+def test_data_parallel_engines_are_not_started_for_no_requests():
+    from evaluation.vllm_dp import DataParallelVLLM
+    dp = DataParallelVLLM("no-such-model", 2, gpus=[])
+    rows: list = []
+    dp.generate([], protocols.resolve("sober"), rows.extend)
+    assert rows == [] and dp._procs == []
+
+
 def test_a_grading_failure_stops_a_backend_that_keeps_generating(shared_data, tmp_path):
     """The writer thread's error reaches the generating thread through the sink, which stops the backend."""
     from evaluation.backends import GenRequest

@@ -184,6 +184,23 @@ def test_cli_vllm_flags_reach_the_engine_arguments():
     assert backend.engine_args == {"model": "m", "dtype": "bfloat16", "tensor_parallel_size": 2,
                                    "max_model_len": 40000, "enforce_eager": True, "seed": 7,
                                    "gpu_memory_utilization": None}
+    assert backend.max_num_seqs is None                     # vLLM's own default unless given
+
+
+def test_max_num_seqs_reaches_the_engine_but_not_the_run_identity_so_a_run_resumes_with_another(monkeypatch):
+    from evaluation.protocols import resolve
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    flags = ["--eval.backend", "vllm", "--eval.model", "m", "--output", "o"]
+    parse = cli.build_parser().parse_args
+    plain = cli.make_backend(parse(flags), resolve("sober"), None)
+    small = cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "8"]), resolve("sober"), None)
+    two = cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "8", "--vllm.data_parallel_size", "2"]),
+                           resolve("sober"), None)
+    assert small.max_num_seqs == 8 and two.engine["max_num_seqs"] == 8
+    assert plain.info() == small.info() == two.info()
+    with pytest.raises(ValueError, match="--vllm.max_num_seqs must be >= 1"):
+        cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "0"]), resolve("sober"), None)
+
 
 
 def test_data_parallel_engines_keep_the_single_engine_identity_so_runs_resume_across_sizes(monkeypatch):
