@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -191,7 +190,7 @@ class VLLMBackend:
 class OpenAIBackend:
     """Any OpenAI-compatible server (`vllm serve`, SGLang, ...): `/v1/chat/completions` (the server applies the
     chat template) or `/v1/completions` (prompt rendered locally). One request per sample (n=1, seed = run seed +
-    sample), at most `concurrency` in flight; connection errors, timeouts, 429 and 5xx are retried with exponential
+    sample), always `concurrency` in flight (each finished sample goes to the sink at once); connection errors, timeouts, 429 and 5xx are retried with exponential
     backoff and jitter, other 4xx fail at once with the server's message. `num_tokens` = usage.completion_tokens
     (else counted with the tokenizer); truncated = finish_reason "length". A chat `reasoning_content` field is
     put back in front of the answer as "<think>...</think>" so lengths and extraction see the whole generation."""
@@ -199,13 +198,16 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, base_url: str, model: str, *, endpoint: str = "chat", api_key: str | None = None,
-                 concurrency: int = 16, retries: int = 5, timeout_s: float = 3600.0, tokenizer=None,
-                 flush_every: int = 16):
+                 concurrency: int = 16, retries: int = 5, timeout_s: float = 3600.0, tokenizer=None):
         if endpoint not in ("chat", "completions"):
             raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
+        if concurrency < 1:      # zero workers would never finish a request
+            raise ValueError(f"--openai.concurrency must be >= 1, got {concurrency}")
+        if retries < 0:
+            raise ValueError(f"--openai.retries must be >= 0, got {retries}")
         self.base_url, self.model, self.endpoint = base_url.rstrip("/"), model, endpoint
         self.api_key, self.concurrency, self.retries, self.timeout_s = api_key, concurrency, retries, timeout_s
-        self.tokenizer, self.flush_every = tokenizer, flush_every
+        self.tokenizer = tokenizer
         self.prompt_mode = "messages" if endpoint == "chat" else "text"
 
     def info(self) -> dict:
@@ -245,45 +247,45 @@ class OpenAIBackend:
         reason = choice.get("finish_reason")
         return _row(req, text, num, reason, reason == "length")
 
-    async def _one(self, session, sem, req: GenRequest, gen) -> dict:
+    async def _one(self, session, req: GenRequest, gen) -> dict:
         import aiohttp  # noqa: PLC0415
         url, body = self._payload(req, gen)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        async with sem:
-            for attempt in range(self.retries + 1):
-                try:
-                    async with session.post(url, json=body, headers=headers) as resp:
-                        if resp.status == 200:
-                            return self._parse(req, await resp.json())
-                        text = (await resp.text())[:500]
-                        if resp.status != 429 and resp.status < 500:
-                            raise RuntimeError(f"{url} answered {resp.status} for {req.benchmark}/{req.id}: {text}")
-                        err = f"HTTP {resp.status}: {text}"
-                except (aiohttp.ClientError, asyncio.TimeoutError) as e:
-                    err = f"{type(e).__name__}: {e}"
-                if attempt < self.retries:
-                    await asyncio.sleep(min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random()))
-            raise RuntimeError(f"{url} failed {self.retries + 1} times for {req.benchmark}/{req.id}: {err}")
+        for attempt in range(self.retries + 1):
+            try:
+                async with session.post(url, json=body, headers=headers) as resp:
+                    if resp.status == 200:
+                        return self._parse(req, await resp.json())
+                    text = (await resp.text())[:500]
+                    if resp.status != 429 and resp.status < 500:
+                        raise RuntimeError(f"{url} answered {resp.status} for {req.benchmark}/{req.id}: {text}")
+                    err = f"HTTP {resp.status}: {text}"
+            except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+                err = f"{type(e).__name__}: {e}"
+            if attempt < self.retries:
+                await asyncio.sleep(min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random()))
+        raise RuntimeError(f"{url} failed {self.retries + 1} times for {req.benchmark}/{req.id}: {err}")
 
     async def _run(self, requests: list[GenRequest], gen, sink: Sink) -> None:
+        """`concurrency` workers, each taking the next request as soon as its last one finished, so the server
+        always holds `concurrency` requests; every finished sample goes to the sink at once. A request that fails
+        stops the intake: the other workers finish the request they hold (it reaches the sink), then the first
+        error is raised."""
         import aiohttp  # noqa: PLC0415
-        sem = asyncio.Semaphore(self.concurrency)
-        buffer, last_flush = [], time.monotonic()
+        todo, errors = iter(requests), []
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            tasks = [asyncio.ensure_future(self._one(session, sem, r, gen)) for r in requests]
-            try:
-                for fut in asyncio.as_completed(tasks):
-                    buffer.append(await fut)
-                    if len(buffer) >= self.flush_every or time.monotonic() - last_flush > 2.0:
-                        sink(buffer)
-                        buffer, last_flush = [], time.monotonic()
-            finally:
-                if buffer:
-                    sink(buffer)     # keep what finished before a failure
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            async def worker() -> None:
+                while not errors and (req := next(todo, None)) is not None:
+                    try:
+                        row = await self._one(session, req, gen)
+                    except Exception as e:  # noqa: BLE001 - raised below, once the other workers are done
+                        errors.append(e)
+                        return
+                    sink([row])
+            await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(requests)))))
+        if errors:
+            raise errors[0]
 
     def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
         asyncio.run(self._run(requests, gen, sink))
