@@ -86,6 +86,9 @@ def plan(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir:
     wants, and the requests still to generate (prompts rendered, so a missing tokenizer fails here); a backend
     with a `check(requests, gen)` (replay: every requested generation present and countable) checks them too."""
     path = Path(run_dir) / "samples.jsonl"
+    empty = [name for name, probs in benchmarks.items() if not probs]
+    if empty or not benchmarks:
+        raise ValueError(f"nothing to evaluate: {', '.join(empty) or 'no benchmark'} has no problems")
     rows = store.read_samples(path)
     wanted = {(name, p.id, s) for name, probs in benchmarks.items() for p in probs for s in range(gen.n_for(name))}
     done = {store.sample_key(r) for r in rows}
@@ -109,7 +112,12 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
     bar = _progress(len(wanted), len(done), progress)
 
     def grade_and_append(results: list[dict]) -> None:
-        fresh = [r for r in results if (r["benchmark"], r["id"], r["sample"]) not in done]
+        fresh, seen = [], set()
+        for r in results:
+            key = (r["benchmark"], r["id"], r["sample"])
+            if key not in done and key not in seen:      # first write wins, within a batch too
+                seen.add(key)
+                fresh.append(r)
         for r in fresh:
             r.setdefault("seed", gen.seed + r["sample"])     # replay sets it: the file's seed, or None
         scorer.score_rows(fresh)

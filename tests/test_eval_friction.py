@@ -378,3 +378,32 @@ def test_a_grading_failure_stops_a_backend_that_keeps_generating(shared_data, tm
                  backend, tmp_path / "run", scorer=BrokenScorer(), progress=False, plots=False)
     assert backend.calls < 10 ** 6
     assert store.read_samples(tmp_path / "run" / "samples.jsonl") == []
+
+
+def test_an_empty_benchmark_is_refused_before_anything_is_written(tmp_path, capsys):
+    (tmp_path / "toy.jsonl").write_text("")
+    rc = cli.main(["--eval.backend", "openai", "--eval.model", "m", "--openai.base_url", "http://127.0.0.1:9",
+                   "--data.benchmarks", f"toy={tmp_path / 'toy.jsonl'}", "--output", str(tmp_path / "run"),
+                   "--eval.skip_progress_enable", "--eval.skip_plots_enable"])
+    assert rc == 2 and "toy has no problems" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_a_key_a_backend_reports_twice_is_written_once(shared_data, tmp_path):
+    from evaluation.run import run_eval
+    from lead_recipes.benchmarks import load_benchmarks
+
+    class Twice:
+        name, prompt_mode = "fake", "none"
+
+        def info(self):
+            return {"backend": self.name}
+
+        def generate(self, requests, gen, sink):
+            sink(_fake_rows(requests) + _fake_rows(requests[:1]))     # one batch, the first key twice
+            sink(_fake_rows(requests[:1]))                            # and once more later
+
+    run_eval(protocols.resolve("sober", n=3), load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
+             Twice(), tmp_path / "run", progress=False, plots=False)
+    lines = (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == len({store.sample_key(json.loads(line)) for line in lines}) == 3
