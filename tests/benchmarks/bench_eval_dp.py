@@ -1,11 +1,13 @@
 """Benchmark: data-parallel vLLM engines (evaluation/vllm_dp.py) against one engine (the anchor, same run), on the
 tiny offline Qwen2 of tests/conftest.py. Not collected by pytest.
 
-Both sides generate the same requests (distinct seeds, sampled, fixed max new tokens) in the same chunk size; the
-table gives engine start-up and generation wall time (median over --reps generation passes) and the ratio to the
-anchor, and checks that the samples are identical. On a CPU machine the engines share the same cores, so no
-speed-up is expected there; on a GPU node each engine has its own GPUs.
-Usage: .venv/bin/python tests/benchmarks/bench_eval_dp.py [--engines 2] [--requests 64] [--max-new 64] [--reps 3]
+Both sides generate the same requests (distinct seeds, sampled, fixed max new tokens) with the same max_num_seqs;
+the table gives engine start-up and generation wall time (median over --reps generation passes) and the ratio to
+the anchor, and checks that the samples are identical (as a set: the engines finish in their own order). On a CPU
+machine the engines share the same cores, so no speed-up is expected there; on a GPU node each engine has its own
+GPUs.
+Usage: .venv/bin/python tests/benchmarks/bench_eval_dp.py [--engines 2] [--requests 64] [--max-new 64]
+       [--max-num-seqs 16] [--reps 3]
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def _time(backend, gen, reqs, reps: int):
         t0 = time.monotonic()
         backend.generate(reqs, gen, rows.extend)
         times.append(time.monotonic() - t0)
-        outs = [(r["id"], r["sample"], r["response"]) for r in rows]
+        outs = sorted((r["id"], r["sample"], r["response"]) for r in rows)
     return statistics.median(times), outs
 
 
@@ -49,15 +51,15 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     model = str(make_tiny_qwen2(Path(tempfile.mkdtemp(prefix="bench-dp-")) / "tiny"))
     gen, reqs = _requests(ARGS.requests, load_tokenizer(model))
-    engine = dict(dtype="float32", enforce_eager=True, max_model_len=2048, seed=0)
+    engine = dict(dtype="float32", enforce_eager=True, max_model_len=2048, seed=0, max_num_seqs=ARGS.max_num_seqs)
     load = os.getloadavg()
     t0 = time.monotonic()
-    one = VLLMBackend(model, chunk_size=ARGS.chunk, **engine)
+    one = VLLMBackend(model, **engine)
     _ = one.llm
     start_one = time.monotonic() - t0
     gen_one, out_one = _time(one, gen, reqs, ARGS.reps)
     one.close()
-    dp = DataParallelVLLM(model, ARGS.engines, chunk_size=ARGS.chunk, gpus=None, **engine)
+    dp = DataParallelVLLM(model, ARGS.engines, gpus=None, **engine)
     try:
         t0 = time.monotonic()
         dp.start()
@@ -65,7 +67,8 @@ def main() -> None:
         gen_dp, out_dp = _time(dp, gen, reqs, ARGS.reps)
     finally:
         dp.close()
-    print(f"{ARGS.requests} requests x {ARGS.max_new} new tokens, chunk {ARGS.chunk}, {os.cpu_count()} CPUs, "
+    print(f"{ARGS.requests} requests x {ARGS.max_new} new tokens, max_num_seqs {ARGS.max_num_seqs}, "
+          f"{os.cpu_count()} CPUs, "
           f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, end {os.getloadavg()[0]:.2f}")
     print("| engines | start-up s | generation s (median) | generation ratio to 1 engine | same samples |")
     print("|---|---|---|---|---|")
@@ -78,7 +81,7 @@ if __name__ == "__main__":
     p.add_argument("--engines", type=int, default=2)
     p.add_argument("--requests", type=int, default=64)
     p.add_argument("--max-new", type=int, default=64)
-    p.add_argument("--chunk", type=int, default=16)
+    p.add_argument("--max-num-seqs", type=int, default=16)
     p.add_argument("--reps", type=int, default=3)
     ARGS = p.parse_args()
     main()
