@@ -387,7 +387,7 @@ def prompt_file(tmp_path_factory, shared_data):
     return path
 
 
-def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1):
+def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extra=()):
     from openrlhf.trainer.ray.launcher import RayActorGroup
     from openrlhf.utils import get_strategy
     from lead_recipes.flags import recipe_config
@@ -398,7 +398,7 @@ def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1):
             "--rollout.max_new_tokens", str(CAP), "--rollout.batch_size", "4", "--train.batch_size", "32",
             "--algo.advantage.estimator", "group_norm", "--reward.remote_url", "unused/reward_func.py",
             "--ckpt.path", str(ckpt), "--ckpt.save_steps", str(save_steps), "--actor.num_gpus_per_node", "1",
-            "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else [])]
+            "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else []), *extra]
     args = plugin.run_openrlhf(argv, recipe, resolve_only=True)
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
@@ -486,10 +486,13 @@ def test_async_trainer_swaps_training_actor_inside_its_own_process(monkeypatch):
     import openrlhf.trainer.ppo_trainer_async as pta
     seen = {}
     monkeypatch.setattr(pta, "TrainingActor", pta.TrainingActor)  # restored after the test
+    monkeypatch.setattr(pta, "GenerateSamplesActor", pta.GenerateSamplesActor)
     monkeypatch.setattr(plugin.PPOTrainerAsync.__ray_actor_class__, "__init__",
-                        lambda self, *a, **k: seen.setdefault("cls", pta.TrainingActor))
+                        lambda self, *a, **k: seen.update(cls=pta.TrainingActor, gen=pta.GenerateSamplesActor))
     plugin.RecipeAsyncTrainer("model", None, None, None, None, None, None)
     assert seen["cls"] is plugin.RecipeTrainingActorRemote
+    from lead_recipes.training.grading_gate import RecipeGenerateSamplesActorRemote
+    assert seen["gen"] is RecipeGenerateSamplesActorRemote  # its generator counts grading before filtering
 
 
 def test_advantage_step_restores_the_torch_thread_count(rollouts):

@@ -1,4 +1,4 @@
-"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork): the only module that imports OpenRLHF internals.
+"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork); with grading_gate the only OpenRLHF importers.
 
 What it does:
 - `RecipeExperienceMaker` subclasses `RemoteExperienceMaker` and replaces only the group step of
@@ -19,6 +19,9 @@ What it does:
   records of steps after the restored one, which are trained again.
 - The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
   the plug-in resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
+- Grading failures (lead_recipes.training.grading_gate): the maker's make_experience_batch skips a step whose grading
+  failed (the trainer logs it and writes no checkpoint for it); the trainers' samples generators count every graded
+  sample before dynamic filtering and stop the run after the guard's streak.
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
   OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
 - The OpenRLHF-free per-step pieces (the Method's RolloutBatch, logged statistics, per-problem records) are in
@@ -47,10 +50,13 @@ from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
 from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
+from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 from openrlhf.utils.logging_utils import init_logger
 
 from lead_recipes.training import preemption as preempt
-from lead_recipes.training.guard import observe_trainer
+from lead_recipes.training.grading_gate import (GradingStepSkipped, RecipeGenerateSamplesActorRemote, skip_failed_step,
+                                                use_recipe_generator)
+from lead_recipes.training.guard import logged_share
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import RecipeConfig
@@ -74,6 +80,9 @@ _SIGNATURES = {
                                           "initial_model_group", "kl_controller", "strategy", "tokenizer", "kwargs"],
     (RemoteExperienceMaker, "compute_advantages_and_returns"): ["self", "experiences"],
     (RemoteExperienceMaker, "get_cumulative_returns"): ["self", "rewards", "action_mask", "gamma"],
+    (RemoteExperienceMaker, "make_experience_batch"): ["self", "rollout_samples"],
+    (SamplesGenerator, "_process_response_into_experience"): ["self", "response", "generate_kwargs"],
+    (BasePPOTrainer, "save_best_checkpoint"): ["self", "eval_metrics", "global_step", "client_states"],
     (BasePPOTrainer, "save_logs_and_checkpoints"): ["self", "global_step", "logs_dict", "client_states"],
     (BasePPOTrainer, "restore_best_checkpoint_state"): ["self", "checkpoint_states"],
     (BasePPOTrainer, "train_step"): ["self", "rollout_samples", "global_step"],
@@ -128,6 +137,11 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         self.method = method if method is not None else build_method(RecipeConfig.of(self.args.recipe))
         self.last_stats: dict[str, float] = {}
         self.last_problems: list[dict] = []
+
+    def make_experience_batch(self, rollout_samples):
+        # a step whose grading failed is skipped here: before the forwards, the method's step and ppo_train
+        skip_failed_step(rollout_samples, getattr(self.args, "recipe", None))
+        return super().make_experience_batch(rollout_samples)
 
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences):
@@ -253,15 +267,26 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
         self.experience_maker = RecipeExperienceMaker(
             self.actor_model_group, self.critic_model_group, self.reward_model_group, self.reference_model_group,
             self.kl_ctl, self.strategy, self.tokenizer)
+        if hasattr(self, "samples_generator"):  # the sync trainer generates in-process (async: its generator actor)
+            use_recipe_generator(self)
+
+    recipe_step_skipped = False  # the last train_step was skipped (grading failed): no checkpoint for it
 
     @property
     def recipe_method(self) -> Method:
         return self.experience_maker.method
 
     def train_step(self, rollout_samples, global_step):
-        status, next_step = super().train_step(rollout_samples, global_step)
+        # lead_recipes.training.grading_gate: the generator stops the run; the experience maker skips a failed step
+        try:
+            status, next_step = super().train_step(rollout_samples, global_step)
+        except GradingStepSkipped as skipped:
+            logger.warning(f"lead-recipes: global step {global_step + 1} not trained ({skipped}); no checkpoint")
+            self.recipe_step_skipped = True
+            return dict(skipped.stats), global_step + 1
+        self.recipe_step_skipped = False
         status.update(self.experience_maker.last_stats)
-        status.update(observe_trainer(self, status))  # stops the run when grading keeps failing (lead_recipes.training.guard)
+        status.update(logged_share(status))
         self._append_problems(next_step)
         return status, next_step
 
@@ -274,11 +299,18 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
                 f.write(json.dumps({"step": int(step), **record}) + "\n")
 
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+        if self.recipe_step_skipped:  # logs only: no checkpoint (nor a pending save request) after a failed step
+            with _patched(self.args.ckpt, "save_steps", float("inf")):
+                return BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
         client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id)
         # a pending save request makes the save happen now (SaveOnRequestMixin, then OpenRLHF's own save path)
         return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+
+    def save_best_checkpoint(self, eval_metrics, global_step, client_states=None):
+        if not self.recipe_step_skipped:
+            return super().save_best_checkpoint(eval_metrics, global_step, client_states)
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
@@ -342,7 +374,8 @@ class RecipeAsyncTrainer(PPOTrainerAsync.__ray_actor_class__):
     to happen there (a patch in the driver does not reach a fresh worker)."""
 
     def __init__(self, *args, **kwargs):
-        importlib.import_module("openrlhf.trainer.ppo_trainer_async").TrainingActor = RecipeTrainingActorRemote
+        module = importlib.import_module("openrlhf.trainer.ppo_trainer_async")
+        module.TrainingActor, module.GenerateSamplesActor = RecipeTrainingActorRemote, RecipeGenerateSamplesActorRemote
         super().__init__(*args, **kwargs)
 
 
