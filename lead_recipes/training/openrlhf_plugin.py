@@ -13,8 +13,9 @@ What it does:
   per-sample change they make to `experience.rewards` is added to the method's advantage (an un-normalised extra
   reward term, zero baseline). Off by default; the per-step mean is logged as `recipe/length_penalty_mean`.
 - `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
-  subclassing an actor class), install the maker, put the controller state into `client_states["recipe"]` on
-  every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
+  subclassing an actor class), install the maker, put the controller state and the method's settings into
+  `client_states["recipe"]` on every save, restore it on `--ckpt.load_enable` (refusing changed settings unless
+  allowed: lead_recipes.training.resume), keep the W&B run id, log per-component stats into the trainer
   status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
   records of steps after the restored one, which are trained again.
 - The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
@@ -40,7 +41,6 @@ import json
 import os
 import runpy
 import sys
-import uuid
 
 import ray
 import torch
@@ -61,6 +61,8 @@ from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_path
+from lead_recipes.training.resume import (ALLOW_FLAG, method_settings, prepare_wandb_resume, recipe_client_state,
+                                          restore_recipe_state)
 from lead_recipes.training.step_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
                                         step_stats, truncate_problem_records)
 
@@ -68,10 +70,8 @@ logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
 
 SUPPORTED_OPENRLHF = "0.11.2"
-STATE_VERSION = 1
 GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening upstream: the method owns the step
 PROBLEMS_FILE = "recipe_problems.jsonl"
-WANDB_ID_FILE = "recipe_wandb_run_id.txt"
 CHUNK_ROWS = 512  # rows per batched compute_reward/returns call: 512 x 4k tokens x 4 B = 8 MiB per tensor
 
 # (object, method) -> parameter names we rely on; checked at start-up against the installed OpenRLHF
@@ -231,38 +231,12 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         return masked.to(acc).flip(-1).cumsum(-1).flip(-1).to(rewards.dtype)
 
 
-def recipe_client_state(method: Method, wandb_run_id: str | None) -> dict:
-    """What goes into `client_states["recipe"]` (plain JSON-able Python; checked so a save never fails late)."""
-    state = {"version": STATE_VERSION, "method": method.name, "controller": method.state_dict(),
-             "wandb_run_id": wandb_run_id, "openrlhf": importlib.metadata.version("openrlhf")}
-    json.dumps(state, allow_nan=False)
-    return state
-
-
-def restore_recipe_state(method: Method, checkpoint_states: dict | None) -> bool:
-    """Load the controller from checkpoint states; True if restored. A resumed checkpoint without recipe state is
-    an error: a controller must never silently restart from its initial values."""
-    if not checkpoint_states:
-        return False
-    state = checkpoint_states.get("recipe")
-    if state is None:
-        if checkpoint_states.get("global_step", 0) > 0:
-            raise RuntimeError("the checkpoint being resumed has no client_states['recipe'] (saved without "
-                               "lead-recipes?); refusing to restart the method's controller from scratch")
-        return False
-    if state.get("version") != STATE_VERSION or state.get("method") != method.name:
-        raise RuntimeError(f"checkpoint recipe state is version {state.get('version')} for method "
-                           f"{state.get('method')!r}; this run is version {STATE_VERSION}, --recipe.method {method.name}")
-    method.load_state_dict(state["controller"])
-    return True
-
-
 class _RecipeTrainerMixin(SaveOnRequestMixin):
     """Shared by the sync trainer and the async training actor (both BasePPOTrainer subclasses)."""
 
     def __init__(self, *args, **kwargs):
         strategy = kwargs["strategy"] if "strategy" in kwargs else args[1]
-        self.recipe_wandb_run_id = _prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
+        self.recipe_wandb_run_id = prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
         super().__init__(*args, **kwargs)
         self.experience_maker = RecipeExperienceMaker(
             self.actor_model_group, self.critic_model_group, self.reward_model_group, self.reference_model_group,
@@ -304,13 +278,17 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
                 return BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
-        client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id)
+        client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id,
+                                                      self._recipe_settings())
         # a pending save request makes the save happen now (SaveOnRequestMixin, then OpenRLHF's own save path)
         return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
 
     def save_best_checkpoint(self, eval_metrics, global_step, client_states=None):
         if not self.recipe_step_skipped:
             return super().save_best_checkpoint(eval_metrics, global_step, client_states)
+
+    def _recipe_settings(self) -> dict:
+        return method_settings(self.recipe_method, self.args.rollout.max_new_tokens or self.args.data.max_len)
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
@@ -321,32 +299,17 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
             if dropped:
                 logger.info(f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records after global_step "
                             f"{checkpoint_states['global_step']} (they are trained again)")
-        if restore_recipe_state(self.recipe_method, checkpoint_states):
+        allow = RecipeConfig.of(getattr(self.args, "recipe", None)).resume.settings_change_enable
+        changes = restore_recipe_state(self.recipe_method, checkpoint_states, self._recipe_settings(), allow)
+        if changes:
+            logger.warning(f"lead-recipes: resuming under changed settings ({ALLOW_FLAG}): {'; '.join(changes)}")
+        if changes is not None:
             logger.info(f"lead-recipes: restored {self.recipe_method.name} state at global_step "
                         f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}")
             saved_id = checkpoint_states["recipe"].get("wandb_run_id")
             if saved_id and self.recipe_wandb_run_id and saved_id != self.recipe_wandb_run_id:
                 logger.warning(f"checkpoint was logged to W&B run {saved_id}, this run logs to "
                                f"{self.recipe_wandb_run_id} (WANDB_RUN_ID overrides the saved id)")
-
-
-def _prepare_wandb_resume(args) -> str | None:
-    """Fix the W&B run id before OpenRLHF's `wandb.init` (which passes no id): WANDB_RUN_ID if set, else the id
-    saved beside the checkpoints when resuming, else a new one; WANDB_RESUME=allow makes a resume continue it."""
-    if not getattr(args.logger.wandb, "key", None):
-        return None
-    path = os.path.join(args.ckpt.path, WANDB_ID_FILE)
-    run_id = os.environ.get("WANDB_RUN_ID")
-    if not run_id and args.ckpt.load_enable and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            run_id = f.read().strip()
-    run_id = run_id or uuid.uuid4().hex[:8]
-    os.makedirs(args.ckpt.path, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(run_id + "\n")
-    os.environ["WANDB_RUN_ID"] = run_id
-    os.environ.setdefault("WANDB_RESUME", "allow")
-    return run_id
 
 
 class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
