@@ -79,3 +79,56 @@ def test_a_trainer_resumed_with_another_beta_ema_refuses_and_with_the_flag_conti
                            recipe_flags={**changed, "recipe.resume.settings_change_enable": True})
     allowed.restore_best_checkpoint_state(allowed.init_checkpoint_states())
     assert allowed.recipe_method.config.beta_ema == 0.9
+
+
+def test_tensorboard_shows_each_step_once_with_the_resumed_values_after_a_purge(tmp_path):
+    from types import SimpleNamespace as NS
+    from openrlhf.utils.logging_utils import TensorboardLogger
+    from cpu_e2e.checks import tensorboard_steps
+    args = NS(logger=NS(tensorboard_dir=str(tmp_path), wandb=NS(run_name="run")))
+    first = TensorboardLogger(args)  # OpenRLHF's own logger: steps 1-4, then a crash
+    for step in (1, 2, 3, 4):
+        first.log_train(step, {"x": float(step)})
+    first.close()
+    resumed = TensorboardLogger(args)  # resumed from global_step2: steps 3-4 again
+    resume.purge_tensorboard_from(resumed, 3)
+    for step in (3, 4):
+        resumed.log_train(step, {"x": 10.0 * step})
+    resumed.close()
+    assert tensorboard_steps(tmp_path / "run", "train/x") == [1, 2, 3, 4]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(tmp_path / "run"))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("train/x")] == [1.0, 2.0, 30.0, 40.0]
+
+
+class _Recorder:
+    def __init__(self):
+        self.train, self.eval, self.closed = [], [], False
+
+    def log_train(self, step, logs):
+        self.train.append(step)
+
+    def log_eval(self, step, logs):
+        self.eval.append(step)
+
+    def close(self):
+        self.closed = True
+
+
+def test_wandb_logs_each_global_step_once_across_a_resume_of_the_same_run(tmp_path):
+    first = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=False)
+    for step in (1, 2, 3, 4):
+        first.log_train(step, {})
+    resumed = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=True)  # from global_step2
+    for step in (3, 4, 5):
+        resumed.log_train(step, {})
+        resumed.log_eval(step, {})
+    assert (first.inner.train, resumed.inner.train, resumed.inner.eval) == ([1, 2, 3, 4], [5], [5])
+    resumed.close()
+    assert resumed.inner.closed
+    other = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "new-id", resuming=True)  # another W&B run
+    other.log_train(3, {})
+    fresh = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=False)  # a fresh run: no skip
+    fresh.log_train(1, {})
+    assert other.inner.train == [3] and fresh.inner.train == [1]

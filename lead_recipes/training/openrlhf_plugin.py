@@ -15,8 +15,8 @@ What it does:
 - `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
   subclassing an actor class), install the maker, put the controller state and the method's settings into
   `client_states["recipe"]` on every save, restore it on `--ckpt.load_enable` (refusing changed settings unless
-  allowed: lead_recipes.training.resume), keep the W&B run id, log per-component stats into the trainer
-  status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
+  allowed: lead_recipes.training.resume), keep the W&B run id and log each global step once after a resume, log
+  per-component stats into the trainer status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
   records of steps after the restored one, which are trained again.
 - The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
   the plug-in resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
@@ -61,8 +61,8 @@ from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_path
-from lead_recipes.training.resume import (ALLOW_FLAG, method_settings, prepare_wandb_resume, recipe_client_state,
-                                          restore_recipe_state)
+from lead_recipes.training.resume import (ALLOW_FLAG, StepOnceWandbLogger, method_settings, prepare_wandb_resume,
+                                          purge_tensorboard_from, recipe_client_state, restore_recipe_state)
 from lead_recipes.training.step_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
                                         step_stats, truncate_problem_records)
 
@@ -243,6 +243,9 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
             self.kl_ctl, self.strategy, self.tokenizer)
         if hasattr(self, "samples_generator"):  # the sync trainer generates in-process (async: its generator actor)
             use_recipe_generator(self)
+        if self.wandb_logger is not None:  # a resumed run logs each global step once (lead_recipes.training.resume)
+            self.wandb_logger = StepOnceWandbLogger(self.wandb_logger, self.args.ckpt.path, self.recipe_wandb_run_id,
+                                                    self.args.ckpt.load_enable)
 
     recipe_step_skipped = False  # the last train_step was skipped (grading failed): no checkpoint for it
 
@@ -292,6 +295,9 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
+        tb = getattr(self, "tensorboard_logger", None)
+        if tb is not None and checkpoint_states and checkpoint_states.get("global_step", 0) > 0:
+            purge_tensorboard_from(tb, int(checkpoint_states["global_step"]) + 1)  # the steps logged again
         if checkpoint_states and "global_step" in checkpoint_states:
             # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
             dropped = truncate_problem_records(os.path.join(self.args.ckpt.path, PROBLEMS_FILE),

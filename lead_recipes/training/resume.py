@@ -13,6 +13,12 @@ What it does:
   section the method holds (LEAD: `--recipe.lead.*`; composed: its own, LEAD's, GRPO-LEAD's and Leash's) and, for
   methods holding LEAD's section, the rollout cap B_max defaults to.
 - `prepare_wandb_resume(args)` fixes the W&B run id before OpenRLHF's `wandb.init`.
+- A resumed run's curves show each global step once. OpenRLHF logs against `train/global_step` without a step, so
+  the steps after the checkpoint, logged before the crash, were logged again: `purge_tensorboard_from(logger,
+  step)` reopens OpenRLHF's TensorBoard writer with `purge_step` (TensorBoard then hides the earlier events from
+  that step on: the resumed values are shown); `StepOnceWandbLogger` wraps OpenRLHF's W&B logger and skips the
+  global steps this W&B run already logged (the highest is kept in `<ckpt.path>/recipe_wandb_logged_step.txt`):
+  W&B history cannot be rewritten offline, so there the values logged first are kept.
 
 What it does not do: import OpenRLHF, or restore anything but the method (OpenRLHF restores models and data).
 """
@@ -30,6 +36,7 @@ from lead_recipes.methods.config import SECTIONS, LeadConfig, flag
 
 STATE_VERSION = 1
 WANDB_ID_FILE = "recipe_wandb_run_id.txt"
+WANDB_STEP_FILE = "recipe_wandb_logged_step.txt"
 ALLOW_FLAG = "--recipe.resume.settings_change_enable"
 _ABSENT = "(absent)"
 
@@ -80,7 +87,8 @@ def restore_recipe_state(method: Method, checkpoint_states: dict | None, setting
         return None
     if state.get("version") != STATE_VERSION or state.get("method") != method.name:
         raise RuntimeError(f"checkpoint recipe state is version {state.get('version')} for method "
-                           f"{state.get('method')!r}; this run is version {STATE_VERSION}, --recipe.method {method.name}")
+                           f"{state.get('method')!r}; this run is version {STATE_VERSION}, "
+                           f"--recipe.method {method.name}")
     changes = settings_changes(state.get("settings"), settings) if settings is not None else []
     if changes and not allow_change:
         raise RuntimeError(f"resuming with other method settings than the checkpoint was trained with (the run "
@@ -107,3 +115,48 @@ def prepare_wandb_resume(args) -> str | None:
     os.environ["WANDB_RUN_ID"] = run_id
     os.environ.setdefault("WANDB_RESUME", "allow")
     return run_id
+
+
+def purge_tensorboard_from(tb_logger, step: int) -> None:
+    """Reopen OpenRLHF's TensorboardLogger writer (nothing written yet) with `purge_step=step`: TensorBoard drops
+    the earlier event files' events at steps >= `step` of this run directory."""
+    from torch.utils.tensorboard import SummaryWriter
+    old = tb_logger.writer
+    old.close()
+    tb_logger.writer = SummaryWriter(log_dir=old.log_dir, purge_step=int(step))
+
+
+class StepOnceWandbLogger:
+    """OpenRLHF's WandbLogger, skipping the train/eval logs of global steps this W&B run logged before it was
+    resumed (see module doc); everything else is the wrapped logger's."""
+
+    def __init__(self, inner, ckpt_path: str, run_id: str | None, resuming: bool):
+        self.inner, self.run_id = inner, run_id
+        self.path = os.path.join(ckpt_path, WANDB_STEP_FILE)
+        self.logged_before = 0
+        if resuming and os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                saved_id, _, step = f.read().strip().partition(" ")
+            if saved_id == str(run_id) and step.isdigit():
+                self.logged_before = int(step)
+        self._record(self.logged_before)
+
+    def _record(self, step: int) -> None:
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{self.run_id} {int(step)}\n")
+        os.replace(tmp, self.path)
+
+    def log_train(self, global_step, logs_dict) -> None:
+        if global_step <= self.logged_before:
+            return
+        self.inner.log_train(global_step, logs_dict)
+        self._record(global_step)
+
+    def log_eval(self, global_step, logs_dict) -> None:
+        if global_step > self.logged_before:
+            self.inner.log_eval(global_step, logs_dict)
+
+    def __getattr__(self, name):  # close, handle, samples_table: the wrapped logger's
+        return getattr(self.inner, name)
