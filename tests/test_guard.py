@@ -109,7 +109,7 @@ def test_plugin_train_step_returns_a_skipped_step_untrained_and_marks_it_for_no_
         pass
 
     trainer = object.__new__(Trainer)  # no Ray, no models: only train_step's own logic runs
-    trainer.args = NS(ckpt=NS(path=str(tmp_path)))
+    trainer.args = NS(ckpt=NS(path=str(tmp_path)), train=NS(seed=42))
     status, step = trainer.train_step(None, 4)
     assert (status, step, trainer.recipe_step_skipped) == ({guard.SHARE_KEY: 1.0}, 5, True)
 

@@ -33,6 +33,7 @@ What it does not do: method math (lead_recipes.methods), grading, argument parsi
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -63,6 +64,7 @@ from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_path
 from lead_recipes.training.resume import (ALLOW_FLAG, StepOnceWandbLogger, method_settings, prepare_wandb_resume,
                                           purge_tensorboard_from, recipe_client_state, restore_recipe_state)
+from lead_recipes.training.step_order import balanced_then_shuffled
 from lead_recipes.training.step_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
                                         step_stats, truncate_problem_records)
 
@@ -120,6 +122,8 @@ def check_openrlhf() -> None:
                    "import PPOTrainerAsync as PPOTrainer", "if not ray.is_initialized():"):
         if needle not in src:
             problems.append(f"openrlhf/cli/train_ppo_ray.py no longer contains {needle!r}")
+    if "balance_experiences(experiences, self.args)" not in inspect.getsource(BasePPOTrainer.train_step):
+        problems.append("BasePPOTrainer.train_step no longer calls balance_experiences(experiences, self.args)")
     if SAVE_TEST not in inspect.getsource(BasePPOTrainer.save_logs_and_checkpoints):
         problems.append(f"BasePPOTrainer.save_logs_and_checkpoints no longer decides a save with {SAVE_TEST!r}")
     if problems:
@@ -254,9 +258,12 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
         return self.experience_maker.method
 
     def train_step(self, rollout_samples, global_step):
-        # lead_recipes.training.grading_gate: the generator stops the run; the experience maker skips a failed step
+        # lead_recipes.training.grading_gate: the generator stops the run; the experience maker skips a failed step.
+        # Optimizer steps see every length, not sorted extremes then middles (lead_recipes.training.step_order).
+        order = functools.partial(balanced_then_shuffled, seed=int(self.args.train.seed) * 1_000_003 + global_step)
         try:
-            status, next_step = super().train_step(rollout_samples, global_step)
+            with _patched(sys.modules[BasePPOTrainer.__module__], "balance_experiences", order):
+                status, next_step = super().train_step(rollout_samples, global_step)
         except GradingStepSkipped as skipped:
             logger.warning(f"lead-recipes: global step {global_step + 1} not trained ({skipped}); no checkpoint")
             self.recipe_step_skipped = True
