@@ -6,7 +6,8 @@ Runs (each check reads one of them, so a run is paid once):
 - lead, 4 steps: the per-token advantage the actor trained on equals the method's advantage; |vllm_kl| < 1e-2 at
   every step after a step with a real gradient (so the weight sync is exercised); then a resume from global_step2
   (the step-3/4 checkpoints removed, as after a crash): controller restored equal to the saved one, global steps
-  3-4 follow, the same W&B run id (offline), each (step, prompt) once in recipe_problems.jsonl.
+  3-4 follow, the same W&B run id (offline), each global step once in the TensorBoard and W&B curves, each
+  (step, prompt) once in recipe_problems.jsonl.
 - grpo-lead: SIGUSR1 after step 1 -> checkpoint at the next step boundary -> saved marker -> exit 75 -> the
   rerun with --ckpt.load_enable resumes from it and finishes; advantages read back on both runs.
 - leash with --train.async_enable: 2 steps and a save.
@@ -26,7 +27,8 @@ import pytest
 
 from cpu_e2e import harness
 from lead_recipes.training import preemption as preempt
-from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
+from cpu_e2e.checks import (advantage_mismatches, problem_record_counts, tensorboard_steps, vllm_kl_after_gradient_steps,
+                            wandb_steps)
 
 pytest_plugins = ("cpu_e2e.fixtures",)   # the module-scoped `model` and `cluster`
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
@@ -96,6 +98,16 @@ def test_resume_keeps_the_wandb_run_id(lead_resumed, cluster):
     assert (run.ckpt / "recipe_wandb_run_id.txt").read_text().strip() == wandb_id
     offline = [p for p in (harness.Path(cluster.temp) / "wandb").glob("offline-run-*") if p.name.endswith(wandb_id)]
     assert len(offline) >= 1, list((harness.Path(cluster.temp) / "wandb").glob("*"))
+
+
+def test_resumed_curves_show_each_global_step_once_in_tensorboard_and_wandb(lead_resumed, cluster):
+    """Steps 3-4 were logged by the first run before the resume from global_step2 logged them again."""
+    run, _, wandb_id = lead_resumed
+    tag = "recipe/correct_rate"
+    tb_runs = [p for p in (run.dir / "tb").iterdir() if p.is_dir()]
+    assert len(tb_runs) == 1, tb_runs  # one TensorBoard run: the resumed run writes where the first one did
+    assert tensorboard_steps(tb_runs[0], f"train/{tag}") == [1, 2, 3, 4]
+    assert wandb_steps(harness.Path(cluster.temp) / "wandb", wandb_id, f"train/{tag}") == [1, 2, 3, 4]
 
 
 def test_resume_records_each_step_and_prompt_once(lead_resumed):

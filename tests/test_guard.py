@@ -1,5 +1,6 @@
 """The grading guard: a run whose grader keeps failing stops with a message naming what failed, the failure share is
-logged every step, and steps it cannot judge never stop a run."""
+logged every step, steps it cannot judge never stop a run, and a failed step is skipped untrained (its end to end
+check, through OpenRLHF's fit loop: test_grading_gate.py)."""
 from __future__ import annotations
 
 import pickle
@@ -57,12 +58,17 @@ def test_out_of_range_settings_are_refused_naming_the_flag(share, steps, flag):
         GradingGuard(share, steps)
 
 
-def test_trainer_hook_keeps_one_guard_per_trainer_built_from_args_recipe():
-    from types import SimpleNamespace as NS
-    trainer = NS(args=NS(recipe=NS(guard=NS(grade_failure_max=0.25, grade_failure_steps=2))))
-    guard.observe_trainer(trainer, step(error=64))
-    with pytest.raises(GradingFailure, match="grade_failure_steps 2"):
-        guard.observe_trainer(trainer, step(timeout=20, correct=44))
+def test_windows_feed_the_guard_one_steps_worth_of_graded_samples_at_a_time():
+    g = GradingGuard(0.5, 2)
+    windows = guard.SampleWindows(g, 4)
+    failed, ok = {f"status_{s}": float(s == "error") for s in guard.STATUSES}, \
+        {f"status_{s}": float(s == "wrong") for s in guard.STATUSES}
+    for info in [failed] * 4 + [failed, ok, failed]:
+        windows.add(info)  # window 1 failed (streak 1); window 2 is 3 samples in: not judged yet
+    assert g.streak == 1
+    windows.add({"correct": 0.0})  # no grading status: not counted
+    with pytest.raises(GradingFailure, match="3 error, 0 timeout of 4"):
+        windows.add(failed)
 
 
 def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
@@ -74,24 +80,38 @@ def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
     assert guard.grading_failure(RuntimeError("other")) is None
 
 
-def test_plugin_train_step_stops_the_run_when_grading_keeps_failing(tmp_path):
+def test_a_step_above_the_threshold_is_skipped_with_its_share_and_one_at_it_is_not():
+    import torch
+    gate = pytest.importorskip("lead_recipes.training.grading_gate")
+    from types import SimpleNamespace as NS
+    recipe = NS(guard=NS(grade_failure_max=0.5, grade_failure_steps=3))
+
+    def samples(error, ok):
+        return [NS(info={f"status_{s}": torch.tensor([float(s == st)]) for s in guard.STATUSES})
+                for st in ["error"] * error + ["correct"] * ok]
+    gate.skip_failed_step(samples(4, 4), recipe)  # 0.5 is not above 0.5
+    gate.skip_failed_step([NS(info={"correct": torch.tensor([0.0])})], recipe)  # no grading status: not judged
+    with pytest.raises(gate.GradingStepSkipped) as info:
+        gate.skip_failed_step(samples(5, 3), recipe)
+    assert info.value.stats[guard.SHARE_KEY] == 5 / 8 and info.value.stats[gate.SKIPPED_KEY] == 1.0
+
+
+def test_plugin_train_step_returns_a_skipped_step_untrained_and_marks_it_for_no_checkpoint(tmp_path):
     from types import SimpleNamespace as NS
     plugin = pytest.importorskip("lead_recipes.training.openrlhf_plugin")
+    from lead_recipes.training.grading_gate import GradingStepSkipped
 
-    class Upstream:  # stands in for OpenRLHF's BasePPOTrainer.train_step
+    class Upstream:  # stands in for OpenRLHF's BasePPOTrainer.train_step, whose experience maker skipped the step
         def train_step(self, rollout_samples, global_step):
-            return {"policy_loss": 0.1}, global_step + 1
+            raise GradingStepSkipped({guard.SHARE_KEY: 1.0})
 
     class Trainer(plugin._RecipeTrainerMixin, Upstream):
         pass
 
     trainer = object.__new__(Trainer)  # no Ray, no models: only train_step's own logic runs
-    trainer.args = NS(recipe=NS(guard=NS(grade_failure_max=0.5, grade_failure_steps=2)), ckpt=NS(path=str(tmp_path)))
-    trainer.experience_maker = NS(last_stats=step(error=60, correct=4), last_problems=[])
-    status, _ = trainer.train_step(None, 1)
-    assert status[guard.SHARE_KEY] == 60 / 64
-    with pytest.raises(GradingFailure):
-        trainer.train_step(None, 2)
+    trainer.args = NS(ckpt=NS(path=str(tmp_path)), train=NS(seed=42))
+    status, step = trainer.train_step(None, 4)
+    assert (status, step, trainer.recipe_step_skipped) == ({guard.SHARE_KEY: 1.0}, 5, True)
 
 
 def test_guard_flags_are_recipe_flags_with_their_defaults_and_checked_at_the_command_line(tmp_path):

@@ -22,6 +22,7 @@ from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 from lead_recipes.training import preemption as preempt
 
 from lead_recipes.training import openrlhf_plugin as plugin
+from lead_recipes.training import resume
 from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, get_grader
 from lead_recipes.methods import build_method
@@ -298,7 +299,7 @@ def test_stats_count_grading_statuses_and_problems_are_recorded(rollouts):
 
 def test_recipe_state_is_json_and_pickle_safe():
     method = build_method(make_args("leash").recipe)
-    state = plugin.recipe_client_state(method, "abc123")
+    state = resume.recipe_client_state(method, "abc123")
     assert json.loads(json.dumps(state)) == state
     assert pickle.loads(pickle.dumps(make_args("lead").recipe)) == make_args("lead").recipe
 
@@ -306,14 +307,14 @@ def test_recipe_state_is_json_and_pickle_safe():
 def test_resumed_checkpoint_without_recipe_state_is_an_error():
     method = build_method(make_args("lead").recipe)
     with pytest.raises(RuntimeError, match="refusing"):
-        plugin.restore_recipe_state(method, {"global_step": 5})
-    assert plugin.restore_recipe_state(method, {"global_step": 0}) is False
+        resume.restore_recipe_state(method, {"global_step": 5})
+    assert resume.restore_recipe_state(method, {"global_step": 0}) is None
 
 
 def test_recipe_state_of_another_method_is_refused():
-    state = plugin.recipe_client_state(build_method(make_args("lead").recipe), None)
+    state = resume.recipe_client_state(build_method(make_args("lead").recipe), None)
     with pytest.raises(RuntimeError, match="leash"):
-        plugin.restore_recipe_state(build_method(make_args("leash").recipe), {"global_step": 3, "recipe": state})
+        resume.restore_recipe_state(build_method(make_args("leash").recipe), {"global_step": 3, "recipe": state})
 
 
 def test_version_guard_passes_on_installed_openrlhf():
@@ -387,18 +388,18 @@ def prompt_file(tmp_path_factory, shared_data):
     return path
 
 
-def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1):
+def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extra=(), recipe_flags=None):
     from openrlhf.trainer.ray.launcher import RayActorGroup
     from openrlhf.utils import get_strategy
     from lead_recipes.flags import recipe_config
     import argparse
-    recipe = recipe_config(argparse.Namespace(**{"recipe.method": method}))
+    recipe = recipe_config(argparse.Namespace(**{"recipe.method": method, **(recipe_flags or {})}))
     argv = ["--actor.model_name_or_path", str(tiny), "--data.prompt_dataset", str(prompt_file),
             "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", str(N),
             "--rollout.max_new_tokens", str(CAP), "--rollout.batch_size", "4", "--train.batch_size", "32",
             "--algo.advantage.estimator", "group_norm", "--reward.remote_url", "unused/reward_func.py",
             "--ckpt.path", str(ckpt), "--ckpt.save_steps", str(save_steps), "--actor.num_gpus_per_node", "1",
-            "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else [])]
+            "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else []), *extra]
     args = plugin.run_openrlhf(argv, recipe, resolve_only=True)
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
@@ -458,14 +459,14 @@ def test_wandb_run_id_is_kept_across_a_resume(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_RUN_ID", raising=False)
     monkeypatch.delenv("WANDB_RESUME", raising=False)
     args = NS(logger=NS(wandb=NS(key="k")), ckpt=NS(path=str(tmp_path), load_enable=False))
-    first = plugin._prepare_wandb_resume(args)
+    first = resume.prepare_wandb_resume(args)
     monkeypatch.delenv("WANDB_RUN_ID")
     args.ckpt.load_enable = True
-    assert plugin._prepare_wandb_resume(args) == first
-    assert plugin.os.environ["WANDB_RUN_ID"] == first and plugin.os.environ["WANDB_RESUME"] == "allow"
+    assert resume.prepare_wandb_resume(args) == first
+    assert resume.os.environ["WANDB_RUN_ID"] == first and plugin.os.environ["WANDB_RESUME"] == "allow"
     args.ckpt.load_enable = False
     monkeypatch.delenv("WANDB_RUN_ID")
-    assert plugin._prepare_wandb_resume(args) != first  # a fresh run gets a fresh id
+    assert resume.prepare_wandb_resume(args) != first  # a fresh run gets a fresh id
 
 
 @pytest.mark.slow
@@ -486,10 +487,13 @@ def test_async_trainer_swaps_training_actor_inside_its_own_process(monkeypatch):
     import openrlhf.trainer.ppo_trainer_async as pta
     seen = {}
     monkeypatch.setattr(pta, "TrainingActor", pta.TrainingActor)  # restored after the test
+    monkeypatch.setattr(pta, "GenerateSamplesActor", pta.GenerateSamplesActor)
     monkeypatch.setattr(plugin.PPOTrainerAsync.__ray_actor_class__, "__init__",
-                        lambda self, *a, **k: seen.setdefault("cls", pta.TrainingActor))
+                        lambda self, *a, **k: seen.update(cls=pta.TrainingActor, gen=pta.GenerateSamplesActor))
     plugin.RecipeAsyncTrainer("model", None, None, None, None, None, None)
     assert seen["cls"] is plugin.RecipeTrainingActorRemote
+    from lead_recipes.training.grading_gate import RecipeGenerateSamplesActorRemote
+    assert seen["gen"] is RecipeGenerateSamplesActorRemote  # its generator counts grading before filtering
 
 
 def test_advantage_step_restores_the_torch_thread_count(rollouts):
@@ -683,11 +687,11 @@ def test_resume_drops_problem_records_after_the_restored_step(tmp_path):
 def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
     class Stub(plugin._RecipeTrainerMixin, plugin.BasePPOTrainer):
         def __init__(self):  # no Ray, no models: only what restore uses
-            self.args = NS(ckpt=NS(path=str(tmp_path)))
+            self.args = NS(ckpt=NS(path=str(tmp_path)), rollout=NS(max_new_tokens=CAP), data=NS(max_len=CAP))
             self.experience_maker = NS(method=build_method(make_args("grpo").recipe))
     path = tmp_path / plugin.PROBLEMS_FILE
     path.write_text("".join(json.dumps({"step": s, "problem": "a"}) + "\n" for s in (1, 2, 3)))
     trainer = Stub()
-    state = {"global_step": 1, "recipe": plugin.recipe_client_state(trainer.recipe_method, None)}
+    state = {"global_step": 1, "recipe": resume.recipe_client_state(trainer.recipe_method, None)}
     trainer.restore_best_checkpoint_state(state)
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]

@@ -225,11 +225,11 @@ import json, sys
 import lead_recipes.grading.server as s
 log_path = sys.argv[1]
 original = s.RewardServer._grade
-async def counted(self, req, n):
-    out = await original(self, req, n)
+async def counted(self, queries, prompts, golds):
+    out = await original(self, queries, prompts, golds)
     with open(log_path, "a") as f:  # one line per sample the server graded
-        for label in req.labels:
-            f.write(json.dumps(label) + "\\n")
+        for gold in golds:
+            f.write(json.dumps(gold) + "\\n")
     return out
 s.RewardServer._grade = counted
 sys.exit(s.main(sys.argv[2:]))

@@ -155,6 +155,19 @@ def test_bad_samples_in_a_good_request_get_reward_zero_with_status(server):
     assert out["extra_logs"]["status_no_answer"] == [0.0, 1.0, 1.0, 0.0]
 
 
+def test_an_object_label_is_graded_by_its_answer_through_openrlhfs_client(server):
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+    ex = SingleTurnAgentExecutor(f"{server}/get_reward?token={TOKEN}")
+    out = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "\\boxed{42}"], [PROMPT], [{"id": "a", "answer": "42"}]))[0]
+    assert out["rewards"] == [1.0] and out["extra_logs"]["status_correct"] == [1.0]
+
+
+def test_an_object_label_without_answer_is_a_422_naming_the_sample_not_a_5xx(server):
+    body = {"query": [PROMPT + "\\boxed{42}"] * 2, "prompts": [PROMPT] * 2, "labels": ["42", {"id": "b"}]}
+    code, payload = post(server + "/get_reward", body, AUTH)
+    assert code == 422 and "labels[1]" in payload["error"] and "'answer'" in payload["error"], (code, payload)
+
+
 def test_invalid_utf8_in_the_body_is_graded_not_rejected(server):
     raw = b'{"query": ["\xff\xfe junk \\\\boxed{42}"], "prompts": [""], "labels": ["42"]}'
     code, out = post(server + "/get_reward", raw, {**AUTH, "Content-Type": "application/json"})

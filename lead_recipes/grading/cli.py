@@ -1,12 +1,14 @@
 """`lead-recipes grade --input IN.jsonl --output OUT.jsonl`: grade a JSONL file of model answers.
 
-Each input row has `answer` (the gold) and either `response` (full model text; the final answer is extracted) or
+Each input row has `answer` (the gold; an object's gold is its own `"answer"`, lead_recipes.grading.labels) and
+either `response` (full model text; the final answer is extracted) or
 `given_answer` (an already-extracted answer). Each output row is the input row plus `correct` (bool), `status`
 (correct / wrong / no_answer / timeout / error), `extracted` and `extraction` (the policy that extracted it from
 `response`: `final_answer` by default — the box, else the final-answer statement — or `boxed`; null for
 `given_answer` rows). Rows are streamed in batches (bounded memory),
 written in input order to a temporary file that replaces OUT only when done (OUT's folders are created if missing).
-A line that is not a JSON object or has no `answer` is still written (`status: "error"`, with `error` saying why;
+A line that is not a JSON object, has no `answer` or an object `answer` without its own is still written
+(`status: "error"`, with `error` saying why;
 invalid JSON is kept as `_raw`) and makes the exit code 1, so nothing is silently lost. Progress goes to stderr (tqdm,
 over the input's line count); the summary line to stdout: accuracy and per-status counts over the graded rows, the
 malformed lines counted apart.
@@ -25,6 +27,7 @@ from typing import Iterator
 
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
+from lead_recipes.grading.labels import gold_answer, label_problem
 from lead_recipes.help_format import HelpFormatter
 from lead_recipes.renamed_flags import parse_args
 
@@ -68,6 +71,8 @@ def _rows(path: str) -> Iterator[tuple[int, dict, str | None]]:
                 yield n, {"_line": n, "_raw": row}, f"line {n}: not a JSON object"
             elif row.get("answer") is None:
                 yield n, row, f"line {n}: no `answer` field"
+            elif label_problem(row["answer"]):
+                yield n, row, f"line {n}: `answer`: {label_problem(row['answer'])}"
             else:
                 yield n, row, None
 
@@ -84,8 +89,8 @@ def _count_lines(path: str) -> int:
 
 def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
     if use == "response" or (use == "auto" and isinstance(row.get("response"), str)):
-        return row["answer"], row.get("response") or "", None
-    return row["answer"], None, row.get("given_answer") if row.get("given_answer") is not None else ""
+        return gold_answer(row["answer"]), row.get("response") or "", None
+    return gold_answer(row["answer"]), None, row.get("given_answer") if row.get("given_answer") is not None else ""
 
 
 def main(argv: list[str]) -> int:

@@ -4,7 +4,7 @@
 OpenRLHF loads it with `spec_from_file_location` inside each vLLM engine actor and calls
 `reward_func(queries, prompts, labels)` through `asyncio.to_thread` (never the main thread) with lists of length 1:
 `queries[0]` = prompt + response text with special tokens, `prompts[0]` = the prompt, `labels[0]` = the gold (any
-JSON type). We strip the prompt, grade the response with this process's shared `Grader` (its worker pool is created
+JSON type; an object label's gold is its `"answer"`, lead_recipes.grading.labels — one without it grades `error`). We strip the prompt, grade the response with this process's shared `Grader` (its worker pool is created
 lazily, spawn context, on the first call — safe inside a Ray/vLLM actor and from threads) and return
 `{"rewards", "scores", "extra_logs"}`: rewards = scores = 1-element float32 tensors (1.0 if correct else 0.0),
 extra_logs = `REWARD_LOG_KEYS` in that order as plain floats (lists when called with several samples).
@@ -22,6 +22,7 @@ import logging
 from typing import Any, Sequence
 
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, Grade, get_grader, reward_extra_logs
+from lead_recipes.grading.labels import LabelError, gold_answer
 
 
 def response_text(query: Any, prompt: Any) -> str:
@@ -57,6 +58,23 @@ def _as_float_vector(values: list[float]):
 _LOGGED: list[bool] = []
 
 
+def _log_once(e: Exception) -> None:
+    if isinstance(e, ValueError) and not _LOGGED:   # e.g. an unknown LEAD_RECIPES_EXTRACTION: say so once
+        _LOGGED.append(True)
+        logging.getLogger(__name__).error("lead_recipes reward function: %s", e)
+
+
+def _submit(grader, label, text):
+    """The grader's future for one sample, or None (graded `error`, a grading failure the guard counts) when the
+    label is an object without its answer: never its string form, which would grade a silent `wrong`."""
+    try:
+        gold = gold_answer(label)
+    except LabelError as e:
+        _log_once(e)
+        return None
+    return grader.submit(gold, text)
+
+
 def grade_samples(queries: Sequence[Any], prompts: Sequence[Any] | None, labels: Sequence[Any] | None
                   ) -> tuple[list[float], list[dict[str, float]]]:
     """Rewards and per-sample extra_logs for parallel lists; the list lengths follow `queries`. Never raises."""
@@ -66,12 +84,10 @@ def grade_samples(queries: Sequence[Any], prompts: Sequence[Any] | None, labels:
     texts = [response_text(queries[i], prompts[i] if i < len(prompts) else "") for i in range(n)]
     try:
         grader = get_grader()
-        futures = [grader.submit(labels[i] if i < len(labels) else None, texts[i]) for i in range(n)]
-        grades = [f.result() for f in futures]
+        futures = [_submit(grader, labels[i] if i < len(labels) else None, texts[i]) for i in range(n)]
+        grades = [f.result() if f is not None else Grade(False, "error", None, 0.0) for f in futures]
     except Exception as e:  # noqa: BLE001
-        if isinstance(e, ValueError) and not _LOGGED:   # e.g. an unknown LEAD_RECIPES_EXTRACTION: say so once
-            _LOGGED.append(True)
-            logging.getLogger(__name__).error("lead_recipes reward function: %s", e)
+        _log_once(e)
         grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
     logs = [reward_extra_logs(g, _is_repetitive(t)) for g, t in zip(grades, texts)]
     return [1.0 if g.correct else 0.0 for g in grades], logs

@@ -12,8 +12,10 @@ Routes:
 Guarantees: binds 127.0.0.1 unless `--serve.host` says otherwise (beyond loopback without a token: a warning on stderr);
 prints its ready line, with the `--reward.remote_url` flag to hand OpenRLHF, only once the port is bound and
 listening; a port in use is one error line and exit code 2; a malformed request (invalid JSON, a Content-Type other
-than application/json (415), wrong shapes, too big, too many samples, bad token) gets a 4xx JSON `{"error": ...}`; a bad *sample* in a good request gets reward 0 and
-its status (`error`, `no_answer`, `timeout`), never a 5xx; grading concurrency is bounded (`--serve.max_concurrency`
+than application/json (415), wrong shapes, too big, too many samples, bad token, an object label without `"answer"`:
+422 naming the sample) gets a 4xx JSON `{"error": ...}`; an object label's gold is its `"answer"`
+(lead_recipes.grading.labels); a bad *sample* in a good request gets reward 0 and its status (`error`, `no_answer`,
+`timeout`), never a 5xx; grading concurrency is bounded (`--serve.max_concurrency`
 requests grade at once, at most `--serve.max_queue` wait, beyond that 503 + Retry-After); optional shared token
 (`--serve.token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`, or `?token=T` in the URL since
 OpenRLHF's client sends no headers; /health stays open); SIGTERM
@@ -40,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
+from lead_recipes.grading.labels import gold_answer, label_problem
 from lead_recipes.grading.reward_func import _is_repetitive, response_text
 from lead_recipes.help_format import HelpFormatter
 from lead_recipes.renamed_flags import parse_args
@@ -184,6 +187,9 @@ class RewardServer:
                 return _error(422, f"`{name}` has {len(lst)} items but `query` has {n}")
         if req.labels is None and n:
             return _error(422, "`labels` (the gold answers) is required")
+        bad = next(((i, why) for i, why in enumerate(map(label_problem, req.labels or [])) if why), None)
+        if bad is not None:
+            return _error(422, f"labels[{bad[0]}]: {bad[1]}")
         if n > self.max_samples:
             return _error(413, f"{n} samples in one request; the limit is {self.max_samples} (--serve.max_samples)")
         if self.waiting >= self.max_queue:
@@ -195,17 +201,20 @@ class RewardServer:
             self.waiting -= 1
         self.inflight += 1
         try:
-            rewards, logs = await self._grade(req, n)
+            rewards, logs = await self._grade(req.query, req.prompts, [gold_answer(x) for x in req.labels or []])
         finally:
             self.inflight -= 1
             self.sem.release()
         return web.json_response({"rewards": rewards, "scores": list(rewards),
                                   "extra_logs": {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS}})
 
-    async def _grade(self, req: RewardRequest, n: int) -> tuple[list[float], list[dict[str, float]]]:
-        prompts = req.prompts or [""] * n
-        texts = [response_text(req.query[i], prompts[i]) for i in range(n)]
-        futures = [asyncio.wait_for(asyncio.wrap_future(self.grader.submit(req.labels[i], texts[i])),
+    async def _grade(self, queries: list[str], prompts: list[str] | None, golds: list[Any]
+                     ) -> tuple[list[float], list[dict[str, float]]]:
+        """Grade parallel lists; `golds` are the gold answers (already read out of object labels)."""
+        n = len(queries)
+        prompts = prompts or [""] * n
+        texts = [response_text(queries[i], prompts[i]) for i in range(n)]
+        futures = [asyncio.wait_for(asyncio.wrap_future(self.grader.submit(golds[i], texts[i])),
                                     self.grader.result_timeout_s) for i in range(n)]
         grades: list[Grade] = []
         for r in await asyncio.gather(*futures, return_exceptions=True):

@@ -165,8 +165,15 @@ class GuardConfig:
     grade_failure_steps: int = _f(3, "... for this many consecutive steps", ge=1)
 
 
+@dataclass(frozen=True)
+class ResumeConfig:
+    """What a resume from a checkpoint accepts (lead_recipes.training.resume); applies to every method."""
+    settings_change_enable: bool = _f(False, "resume even when the method's settings differ from those saved with "
+                                      "the checkpoint (each change is logged once); default: refuse, naming them")
+
+
 # flag section (the word after --recipe.) -> config class; the section is the method name with '-' → '_', except
-# `guard` (stop when grading fails), which applies to every method
+# `guard` (stop when grading fails) and `resume` (what a resume accepts), which apply to every method
 SECTIONS = {
     "grpo_scalarized": ScalarizedConfig,
     "gdpo": GdpoConfig,
@@ -176,6 +183,7 @@ SECTIONS = {
     "shorter_better": ShorterBetterConfig,
     "composed": ComposedConfig,
     "guard": GuardConfig,
+    "resume": ResumeConfig,
 }
 
 
@@ -192,6 +200,7 @@ class RecipeConfig:
     shorter_better: ShorterBetterConfig = field(default_factory=ShorterBetterConfig)
     composed: ComposedConfig = field(default_factory=ComposedConfig)
     guard: GuardConfig = field(default_factory=GuardConfig)
+    resume: ResumeConfig = field(default_factory=ResumeConfig)
 
     @classmethod
     def of(cls, recipe: Any = None) -> "RecipeConfig":

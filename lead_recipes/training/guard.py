@@ -7,15 +7,18 @@ learns nothing, and LEAD keeps optimising its length channel on pure noise. Both
 What it does:
 - The `--recipe.guard.*` flags are a section of the recipe like any other (GuardConfig in
   lead_recipes.methods.config): `grade_failure_max` (default 0.5) and `grade_failure_steps` (default 3).
-- `GradingGuard.observe(stats)` reads one step's `recipe/grading/<status>_count` statistics (lead_recipes.training.step_stats)
-  and returns `{"recipe/grading/failure_share": (error + timeout) / all}` for the step's logs; when that share has
-  been above `grade_failure_max` for `grade_failure_steps` consecutive steps it raises GradingFailure, whose message
-  says what failed and what to check. `observe_trainer(trainer, status)` keeps one guard per trainer (the plug-in's
-  train_step calls it after each step).
+- `GradingGuard.observe_counts(counts)` takes one step's per-status sample counts and returns the failure share
+  (error + timeout) / all; when that share has been above `grade_failure_max` for `grade_failure_steps` consecutive
+  steps it raises GradingFailure, whose message says what failed and what to check. `observe(stats)` does the same
+  from a step's `recipe/grading/<status>_count` statistics (lead_recipes.training.step_stats).
+- `status_counts(infos)` sums the reward function's per-sample `status_*` values; `SampleWindows` feeds the guard
+  one step's worth of graded samples at a time, as they are graded (the plug-in's samples generator, before dynamic
+  filtering can drop them: lead_recipes.training.grading_gate).
 - `grading_failure(exc)` finds a GradingFailure behind a Ray error, for the driver's one-line message.
 
-What it does not do: change rewards, retry grading, or judge steps whose reward function reports no grading status
-(not lead-recipes' reward function): those are skipped. Its streak is not checkpointed (a resume starts at 0).
+What it does not do: change rewards, retry grading, skip a step (lead_recipes.training.grading_gate does), or judge
+samples whose reward function reports no grading status (not lead-recipes' reward function): those are skipped. Its
+streak is not checkpointed (a resume starts at 0).
 """
 from __future__ import annotations
 
@@ -46,17 +49,19 @@ class GradingGuard:
         return cls(cfg.grade_failure_max, cfg.grade_failure_steps)
 
     def observe(self, stats: dict) -> dict[str, float]:
-        """The step's failure share for the logs; raises GradingFailure on the K-th bad step in a row."""
-        if stats.get("recipe/grading/status_missing", 0.0) or not all(_count_key(s) in stats for s in STATUSES):
+        """`observe_counts` on a step's `recipe/grading/<status>_count` statistics; {} when it has none."""
+        if not logged_share(stats):
             return {}
-        counts = {s: float(stats[_count_key(s)]) for s in STATUSES}
-        total = sum(counts.values())
-        if total <= 0:
-            return {}
-        failed = sum(counts[s] for s in FAILED)
-        share = failed / total
+        return {SHARE_KEY: self.observe_counts({s: float(stats[_count_key(s)]) for s in STATUSES})}
+
+    def observe_counts(self, counts: dict[str, float]) -> float | None:
+        """The step's failure share (None for no samples); raises GradingFailure on the K-th bad step in a row."""
+        share = failure_share(counts)
+        if share is None:
+            return None
         self.streak = self.streak + 1 if share > self.max_share else 0
         if self.streak >= self.steps:
+            total = sum(counts.values())
             raise GradingFailure(
                 f"grading failed for {share:.0%} of the samples ({counts['error']:.0f} error, {counts['timeout']:.0f} "
                 f"timeout of {total:.0f}), above --recipe.guard.grade_failure_max {self.max_share} for "
@@ -64,15 +69,54 @@ class GradingGuard:
                 "says nothing about the answers, so training stopped. Check the grader: the reward server's log and "
                 "GET /stats, grader worker crashes, LEAD_RECIPES_GRADE_TIMEOUT_S / --grade.timeout_s for this "
                 "machine's speed, the label column (--data.label_key). Resume from the last checkpoint once fixed.")
-        return {SHARE_KEY: share}
+        return share
 
 
-def observe_trainer(trainer, status: dict) -> dict[str, float]:
-    """`GradingGuard.observe` with one guard per trainer, built from `trainer.args.recipe` on first use."""
-    guard = getattr(trainer, "_recipe_grading_guard", None)
-    if guard is None:
-        guard = trainer._recipe_grading_guard = GradingGuard.from_recipe(getattr(trainer.args, "recipe", None))
-    return guard.observe(status)
+def logged_share(stats: dict) -> dict[str, float]:
+    """`{SHARE_KEY: share}` from a step's `recipe/grading/<status>_count` statistics ({} without them): no streak."""
+    if stats.get("recipe/grading/status_missing", 0.0) or not all(_count_key(s) in stats for s in STATUSES):
+        return {}
+    share = failure_share({s: float(stats[_count_key(s)]) for s in STATUSES})
+    return {} if share is None else {SHARE_KEY: share}
+
+
+def failure_share(counts: dict[str, float]) -> float | None:
+    """(error + timeout) / all samples of per-status counts; None when there are none."""
+    total = sum(float(counts.get(s, 0.0)) for s in STATUSES)
+    return None if total <= 0 else sum(float(counts.get(s, 0.0)) for s in FAILED) / total
+
+
+def status_counts(infos) -> dict[str, float] | None:
+    """Per-status sample counts summed over experience `info` dicts (`status_<status>` tensors or numbers, one per
+    sample); None when any info lacks one (the reward function is not lead-recipes')."""
+    counts = dict.fromkeys(STATUSES, 0.0)
+    for info in infos:
+        for s in STATUSES:
+            value = info.get(f"status_{s}")
+            if value is None:
+                return None
+            counts[s] += float(value.sum()) if hasattr(value, "sum") else float(value)
+    return counts
+
+
+class SampleWindows:
+    """Feeds `guard` one step's worth (`window` samples) of graded samples at a time, as they are graded. Samples
+    without a grading status are not counted."""
+
+    def __init__(self, guard: GradingGuard, window: int):
+        self.guard, self.window = guard, max(int(window), 1)
+        self.counts, self.samples = dict.fromkeys(STATUSES, 0.0), 0
+
+    def add(self, info: dict) -> None:
+        counts = status_counts([info])
+        if counts is None:
+            return
+        for s in STATUSES:
+            self.counts[s] += counts[s]
+        self.samples += 1
+        if self.samples >= self.window:
+            full, self.counts, self.samples = self.counts, dict.fromkeys(STATUSES, 0.0), 0
+            self.guard.observe_counts(full)
 
 
 def grading_failure(exc: BaseException) -> GradingFailure | None:

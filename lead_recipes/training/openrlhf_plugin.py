@@ -1,4 +1,4 @@
-"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork): the only module that imports OpenRLHF internals.
+"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork); with grading_gate the only OpenRLHF importers.
 
 What it does:
 - `RecipeExperienceMaker` subclasses `RemoteExperienceMaker` and replaces only the group step of
@@ -13,12 +13,16 @@ What it does:
   per-sample change they make to `experience.rewards` is added to the method's advantage (an un-normalised extra
   reward term, zero baseline). Off by default; the per-step mean is logged as `recipe/length_penalty_mean`.
 - `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
-  subclassing an actor class), install the maker, put the controller state into `client_states["recipe"]` on
-  every save, restore it on `--ckpt.load_enable`, keep the W&B run id, log per-component stats into the trainer
-  status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
+  subclassing an actor class), install the maker, put the controller state and the method's settings into
+  `client_states["recipe"]` on every save, restore it on `--ckpt.load_enable` (refusing changed settings unless
+  allowed: lead_recipes.training.resume), keep the W&B run id and log each global step once after a resume, log
+  per-component stats into the trainer status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
   records of steps after the restored one, which are trained again.
 - The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
   the plug-in resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
+- Grading failures (lead_recipes.training.grading_gate): the maker's make_experience_batch skips a step whose grading
+  failed (the trainer logs it and writes no checkpoint for it); the trainers' samples generators count every graded
+  sample before dynamic filtering and stop the run after the guard's streak.
 - `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
   OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
 - The OpenRLHF-free per-step pieces (the Method's RolloutBatch, logged statistics, per-problem records) are in
@@ -29,6 +33,7 @@ What it does not do: method math (lead_recipes.methods), grading, argument parsi
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -37,7 +42,6 @@ import json
 import os
 import runpy
 import sys
-import uuid
 
 import ray
 import torch
@@ -47,14 +51,20 @@ from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
 from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
+from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 from openrlhf.utils.logging_utils import init_logger
 
 from lead_recipes.training import preemption as preempt
-from lead_recipes.training.guard import observe_trainer
+from lead_recipes.training.grading_gate import (GradingStepSkipped, RecipeGenerateSamplesActorRemote, skip_failed_step,
+                                                use_recipe_generator)
+from lead_recipes.training.guard import logged_share
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_path
+from lead_recipes.training.resume import (ALLOW_FLAG, StepOnceWandbLogger, method_settings, prepare_wandb_resume,
+                                          purge_tensorboard_from, recipe_client_state, restore_recipe_state)
+from lead_recipes.training.step_order import balanced_then_shuffled
 from lead_recipes.training.step_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
                                         step_stats, truncate_problem_records)
 
@@ -62,10 +72,8 @@ logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
 
 SUPPORTED_OPENRLHF = "0.11.2"
-STATE_VERSION = 1
 GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening upstream: the method owns the step
 PROBLEMS_FILE = "recipe_problems.jsonl"
-WANDB_ID_FILE = "recipe_wandb_run_id.txt"
 CHUNK_ROWS = 512  # rows per batched compute_reward/returns call: 512 x 4k tokens x 4 B = 8 MiB per tensor
 
 # (object, method) -> parameter names we rely on; checked at start-up against the installed OpenRLHF
@@ -74,6 +82,9 @@ _SIGNATURES = {
                                           "initial_model_group", "kl_controller", "strategy", "tokenizer", "kwargs"],
     (RemoteExperienceMaker, "compute_advantages_and_returns"): ["self", "experiences"],
     (RemoteExperienceMaker, "get_cumulative_returns"): ["self", "rewards", "action_mask", "gamma"],
+    (RemoteExperienceMaker, "make_experience_batch"): ["self", "rollout_samples"],
+    (SamplesGenerator, "_process_response_into_experience"): ["self", "response", "generate_kwargs"],
+    (BasePPOTrainer, "save_best_checkpoint"): ["self", "eval_metrics", "global_step", "client_states"],
     (BasePPOTrainer, "save_logs_and_checkpoints"): ["self", "global_step", "logs_dict", "client_states"],
     (BasePPOTrainer, "restore_best_checkpoint_state"): ["self", "checkpoint_states"],
     (BasePPOTrainer, "train_step"): ["self", "rollout_samples", "global_step"],
@@ -111,6 +122,8 @@ def check_openrlhf() -> None:
                    "import PPOTrainerAsync as PPOTrainer", "if not ray.is_initialized():"):
         if needle not in src:
             problems.append(f"openrlhf/cli/train_ppo_ray.py no longer contains {needle!r}")
+    if "balance_experiences(experiences, self.args)" not in inspect.getsource(BasePPOTrainer.train_step):
+        problems.append("BasePPOTrainer.train_step no longer calls balance_experiences(experiences, self.args)")
     if SAVE_TEST not in inspect.getsource(BasePPOTrainer.save_logs_and_checkpoints):
         problems.append(f"BasePPOTrainer.save_logs_and_checkpoints no longer decides a save with {SAVE_TEST!r}")
     if problems:
@@ -128,6 +141,11 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         self.method = method if method is not None else build_method(RecipeConfig.of(self.args.recipe))
         self.last_stats: dict[str, float] = {}
         self.last_problems: list[dict] = []
+
+    def make_experience_batch(self, rollout_samples):
+        # a step whose grading failed is skipped here: before the forwards, the method's step and ppo_train
+        skip_failed_step(rollout_samples, getattr(self.args, "recipe", None))
+        return super().make_experience_batch(rollout_samples)
 
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences):
@@ -217,51 +235,42 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         return masked.to(acc).flip(-1).cumsum(-1).flip(-1).to(rewards.dtype)
 
 
-def recipe_client_state(method: Method, wandb_run_id: str | None) -> dict:
-    """What goes into `client_states["recipe"]` (plain JSON-able Python; checked so a save never fails late)."""
-    state = {"version": STATE_VERSION, "method": method.name, "controller": method.state_dict(),
-             "wandb_run_id": wandb_run_id, "openrlhf": importlib.metadata.version("openrlhf")}
-    json.dumps(state, allow_nan=False)
-    return state
-
-
-def restore_recipe_state(method: Method, checkpoint_states: dict | None) -> bool:
-    """Load the controller from checkpoint states; True if restored. A resumed checkpoint without recipe state is
-    an error: a controller must never silently restart from its initial values."""
-    if not checkpoint_states:
-        return False
-    state = checkpoint_states.get("recipe")
-    if state is None:
-        if checkpoint_states.get("global_step", 0) > 0:
-            raise RuntimeError("the checkpoint being resumed has no client_states['recipe'] (saved without "
-                               "lead-recipes?); refusing to restart the method's controller from scratch")
-        return False
-    if state.get("version") != STATE_VERSION or state.get("method") != method.name:
-        raise RuntimeError(f"checkpoint recipe state is version {state.get('version')} for method "
-                           f"{state.get('method')!r}; this run is version {STATE_VERSION}, --recipe.method {method.name}")
-    method.load_state_dict(state["controller"])
-    return True
-
-
 class _RecipeTrainerMixin(SaveOnRequestMixin):
     """Shared by the sync trainer and the async training actor (both BasePPOTrainer subclasses)."""
 
     def __init__(self, *args, **kwargs):
         strategy = kwargs["strategy"] if "strategy" in kwargs else args[1]
-        self.recipe_wandb_run_id = _prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
+        self.recipe_wandb_run_id = prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
         super().__init__(*args, **kwargs)
         self.experience_maker = RecipeExperienceMaker(
             self.actor_model_group, self.critic_model_group, self.reward_model_group, self.reference_model_group,
             self.kl_ctl, self.strategy, self.tokenizer)
+        if hasattr(self, "samples_generator"):  # the sync trainer generates in-process (async: its generator actor)
+            use_recipe_generator(self)
+        if self.wandb_logger is not None:  # a resumed run logs each global step once (lead_recipes.training.resume)
+            self.wandb_logger = StepOnceWandbLogger(self.wandb_logger, self.args.ckpt.path, self.recipe_wandb_run_id,
+                                                    self.args.ckpt.load_enable)
+
+    recipe_step_skipped = False  # the last train_step was skipped (grading failed): no checkpoint for it
 
     @property
     def recipe_method(self) -> Method:
         return self.experience_maker.method
 
     def train_step(self, rollout_samples, global_step):
-        status, next_step = super().train_step(rollout_samples, global_step)
+        # lead_recipes.training.grading_gate: the generator stops the run; the experience maker skips a failed step.
+        # Optimizer steps see every length, not sorted extremes then middles (lead_recipes.training.step_order).
+        order = functools.partial(balanced_then_shuffled, seed=int(self.args.train.seed) * 1_000_003 + global_step)
+        try:
+            with _patched(sys.modules[BasePPOTrainer.__module__], "balance_experiences", order):
+                status, next_step = super().train_step(rollout_samples, global_step)
+        except GradingStepSkipped as skipped:
+            logger.warning(f"lead-recipes: global step {global_step + 1} not trained ({skipped}); no checkpoint")
+            self.recipe_step_skipped = True
+            return dict(skipped.stats), global_step + 1
+        self.recipe_step_skipped = False
         status.update(self.experience_maker.last_stats)
-        status.update(observe_trainer(self, status))  # stops the run when grading keeps failing (lead_recipes.training.guard)
+        status.update(logged_share(status))
         self._append_problems(next_step)
         return status, next_step
 
@@ -274,14 +283,28 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
                 f.write(json.dumps({"step": int(step), **record}) + "\n")
 
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+        if self.recipe_step_skipped:  # logs only: no checkpoint (nor a pending save request) after a failed step
+            with _patched(self.args.ckpt, "save_steps", float("inf")):
+                return BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
-        client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id)
+        client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id,
+                                                      self._recipe_settings())
         # a pending save request makes the save happen now (SaveOnRequestMixin, then OpenRLHF's own save path)
         return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
 
+    def save_best_checkpoint(self, eval_metrics, global_step, client_states=None):
+        if not self.recipe_step_skipped:
+            return super().save_best_checkpoint(eval_metrics, global_step, client_states)
+
+    def _recipe_settings(self) -> dict:
+        return method_settings(self.recipe_method, self.args.rollout.max_new_tokens or self.args.data.max_len)
+
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
+        tb = getattr(self, "tensorboard_logger", None)
+        if tb is not None and checkpoint_states and checkpoint_states.get("global_step", 0) > 0:
+            purge_tensorboard_from(tb, int(checkpoint_states["global_step"]) + 1)  # the steps logged again
         if checkpoint_states and "global_step" in checkpoint_states:
             # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
             dropped = truncate_problem_records(os.path.join(self.args.ckpt.path, PROBLEMS_FILE),
@@ -289,32 +312,17 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
             if dropped:
                 logger.info(f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records after global_step "
                             f"{checkpoint_states['global_step']} (they are trained again)")
-        if restore_recipe_state(self.recipe_method, checkpoint_states):
+        allow = RecipeConfig.of(getattr(self.args, "recipe", None)).resume.settings_change_enable
+        changes = restore_recipe_state(self.recipe_method, checkpoint_states, self._recipe_settings(), allow)
+        if changes:
+            logger.warning(f"lead-recipes: resuming under changed settings ({ALLOW_FLAG}): {'; '.join(changes)}")
+        if changes is not None:
             logger.info(f"lead-recipes: restored {self.recipe_method.name} state at global_step "
                         f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}")
             saved_id = checkpoint_states["recipe"].get("wandb_run_id")
             if saved_id and self.recipe_wandb_run_id and saved_id != self.recipe_wandb_run_id:
                 logger.warning(f"checkpoint was logged to W&B run {saved_id}, this run logs to "
                                f"{self.recipe_wandb_run_id} (WANDB_RUN_ID overrides the saved id)")
-
-
-def _prepare_wandb_resume(args) -> str | None:
-    """Fix the W&B run id before OpenRLHF's `wandb.init` (which passes no id): WANDB_RUN_ID if set, else the id
-    saved beside the checkpoints when resuming, else a new one; WANDB_RESUME=allow makes a resume continue it."""
-    if not getattr(args.logger.wandb, "key", None):
-        return None
-    path = os.path.join(args.ckpt.path, WANDB_ID_FILE)
-    run_id = os.environ.get("WANDB_RUN_ID")
-    if not run_id and args.ckpt.load_enable and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            run_id = f.read().strip()
-    run_id = run_id or uuid.uuid4().hex[:8]
-    os.makedirs(args.ckpt.path, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(run_id + "\n")
-    os.environ["WANDB_RUN_ID"] = run_id
-    os.environ.setdefault("WANDB_RESUME", "allow")
-    return run_id
 
 
 class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
@@ -342,7 +350,8 @@ class RecipeAsyncTrainer(PPOTrainerAsync.__ray_actor_class__):
     to happen there (a patch in the driver does not reach a fresh worker)."""
 
     def __init__(self, *args, **kwargs):
-        importlib.import_module("openrlhf.trainer.ppo_trainer_async").TrainingActor = RecipeTrainingActorRemote
+        module = importlib.import_module("openrlhf.trainer.ppo_trainer_async")
+        module.TrainingActor, module.GenerateSamplesActor = RecipeTrainingActorRemote, RecipeGenerateSamplesActorRemote
         super().__init__(*args, **kwargs)
 
 

@@ -20,6 +20,8 @@ import shlex
 import sys
 from dataclasses import dataclass
 
+from lead_recipes.grading.labels import label_problem
+
 DEFAULT_RECIPE = "lead-1.5b"
 PROG = "lead-recipes train"
 
@@ -65,6 +67,23 @@ def _check_flash_attn(args) -> Check:
     return Check("flash-attn", True, spec.origin)
 
 
+def _object_label_problem(path: str, label_key: str) -> str | None:
+    """One line about the first row whose label is an object without its gold answer (it would grade `error`
+    on every sample and stop the run at the grading guard, hours in), or None."""
+    bad, first = 0, None
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            why = label_problem(row.get(label_key)) if isinstance(row, dict) else None
+            if why:
+                bad += 1
+                first = first or f"line {n}: {why}"
+    return f"{path}: {bad} row(s) with an ungradable --data.label_key {label_key!r}; {first}" if bad else None
+
+
 def _check_data(flag: str, spec: str | None, input_key: str, label_key: str | None) -> Check:
     if not spec:
         return Check(flag, True, "not set")
@@ -86,6 +105,10 @@ def _check_data(flag: str, spec: str | None, input_key: str, label_key: str | No
             absent = [k for k in (input_key, label_key) if k and k not in row]
             if absent:
                 return Check(flag, False, f"{path}: first row lacks key(s) {absent} (--data.input_key/--data.label_key)")
+            if label_key and path.endswith(".jsonl"):
+                bad = _object_label_problem(path, label_key)
+                if bad:
+                    return Check(flag, False, bad)
     return Check(flag, True, spec)
 
 

@@ -5,7 +5,7 @@ statistics (`step_stats`), the per-problem records (`problem_records`), plus the
 (`row_chunks`, `finite`, `one_intra_op_thread`), and `truncate_problem_records` for a resume. Experiences are duck-typed (`info`, `action_mask`, `truncated`,
 `index`, `prompts`, `labels`), so these run in Ray actors and in tests without OpenRLHF.
 
-What it does not do: import OpenRLHF (lead_recipes.training.openrlhf_plugin is the only module that does), method math
+What it does not do: import OpenRLHF (lead_recipes.training.openrlhf_plugin and grading_gate do), method math
 (lead_recipes.methods), or append records (the plug-in's trainer does; `truncate_problem_records` only rewrites the
 file on a resume).
 """

@@ -1,5 +1,6 @@
 """Checks on what a CPU end-to-end run left behind (tests only): the advantage the actor trained on against the
-method's own advantage for the same samples, problem records, W&B run ids.
+method's own advantage for the same samples, problem records, W&B run ids, the steps TensorBoard and the offline W&B
+files show a scalar at.
 
 What it does: rebuilds each step's RolloutBatch from the actor's training-side record (the shim's E2E_RECORD), runs
 the method from the controller state the previous checkpoint saved, and compares per sample and per token.
@@ -76,3 +77,52 @@ def vllm_kl_after_gradient_steps(scalars: dict) -> dict[int, float]:
     grads = next((v for k, v in scalars.items() if k.endswith("grad_norm")), {})
     kl = scalars.get("train/vllm_kl", {})
     return {s: v for s, v in kl.items() if grads.get(s - 1, 0.0) > 0}
+
+
+def tensorboard_steps(run_dir: Path, tag: str) -> list[int]:
+    """Every step at which TensorBoard shows `tag` for one TensorBoard run (a directory of event files, read in
+    order as TensorBoard reads them: a writer's purge_step drops the earlier files' events from that step on)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return sorted(e.step for e in acc.Scalars(tag)) if tag in acc.Tags()["scalars"] else []
+
+
+def wandb_records(path: Path):
+    """The protobuf Records of an offline W&B run file (`run-<id>.wandb`: a LevelDB-style log of 32 KiB blocks
+    after a 7-byte ':W&B' header; records FULL, or FIRST/MIDDLE.../LAST across blocks)."""
+    import struct
+    from wandb.proto import wandb_internal_pb2 as pb
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
+    pos, block, pending = 7, 32768, b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind == 0 and length == 0:
+            continue
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            record = pb.Record()
+            record.ParseFromString(pending)
+            yield record
+
+
+def wandb_steps(wandb_dir: Path, run_id: str, tag: str) -> list[int]:
+    """Every `train/global_step` at which the offline W&B runs of `run_id` (a run and its resumes) logged `tag`."""
+    steps = []
+    # a resume within the same second gets a "-1" suffix on its directory
+    for path in sorted(Path(wandb_dir).glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb")):
+        for record in wandb_records(path):
+            if record.WhichOneof("record_type") != "history":
+                continue
+            items = {}
+            for item in record.history.item:
+                key = item.key or "/".join(item.nested_key)
+                items[key] = json.loads(item.value_json) if item.value_json else (item.number or item.integer)
+            if tag in items and "train/global_step" in items:
+                steps.append(int(items["train/global_step"]))
+    return sorted(steps)

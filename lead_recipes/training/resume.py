@@ -1,0 +1,162 @@
+"""What a checkpoint carries for lead-recipes, and what a resume from it accepts: the run continues as one run.
+
+What it does:
+- `recipe_client_state(method, wandb_run_id, settings)` is `client_states["recipe"]`: version, method name, the
+  controller state, the method's resolved settings (`method_settings`), the W&B run id and the OpenRLHF version;
+  plain JSON (checked, so a save never fails late).
+- `restore_recipe_state(method, checkpoint_states, settings, allow_change)` loads the controller. A resumed
+  checkpoint without recipe state, of another method or version, is refused; so is one whose saved settings differ
+  from this run's (`--recipe.lead.beta_ema`, `--recipe.leash.lr`, ...: the run would mix two configurations),
+  with a message naming every changed flag, unless `--recipe.resume.settings_change_enable`; then the changes are
+  returned for the trainer to log once. A checkpoint saved before settings were saved is not compared.
+- `method_settings(method, max_new_tokens)`: flag -> value for `--recipe.method`, every field of each recipe
+  section the method holds (LEAD: `--recipe.lead.*`; composed: its own, LEAD's, GRPO-LEAD's and Leash's) and, for
+  methods holding LEAD's section, the rollout cap B_max defaults to.
+- `prepare_wandb_resume(args)` fixes the W&B run id before OpenRLHF's `wandb.init`.
+- A resumed run's curves show each global step once. OpenRLHF logs against `train/global_step` without a step, so
+  the steps after the checkpoint, logged before the crash, were logged again: `purge_tensorboard_from(logger,
+  step)` reopens OpenRLHF's TensorBoard writer with `purge_step` (TensorBoard then hides the earlier events from
+  that step on: the resumed values are shown); `StepOnceWandbLogger` wraps OpenRLHF's W&B logger and skips the
+  global steps this W&B run already logged (the highest is kept in `<ckpt.path>/recipe_wandb_logged_step.txt`):
+  W&B history cannot be rewritten offline, so there the values logged first are kept.
+
+What it does not do: import OpenRLHF, or restore anything but the method (OpenRLHF restores models and data).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import json
+import os
+import uuid
+from typing import Any
+
+from lead_recipes.methods.base import Method
+from lead_recipes.methods.config import SECTIONS, LeadConfig, flag
+
+STATE_VERSION = 1
+WANDB_ID_FILE = "recipe_wandb_run_id.txt"
+WANDB_STEP_FILE = "recipe_wandb_logged_step.txt"
+ALLOW_FLAG = "--recipe.resume.settings_change_enable"
+_ABSENT = "(absent)"
+
+
+def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any]:
+    """The settings `method` runs with, as flag -> value (see module doc)."""
+    by_class = {cls: name for name, cls in SECTIONS.items()}
+    out: dict[str, Any] = {"--recipe.method": method.name}
+    for value in vars(method).values():
+        section = by_class.get(type(value))
+        if section is not None:
+            out.update({flag(section, f.name): getattr(value, f.name) for f in dataclasses.fields(value)})
+        if isinstance(value, LeadConfig) and max_new_tokens is not None:
+            out["--rollout.max_new_tokens"] = int(max_new_tokens)  # B_max when --recipe.lead.b_max is unset
+    return out
+
+
+def settings_changes(saved: dict | None, current: dict) -> list[str]:
+    """One line per flag whose value differs between the checkpoint's settings and this run's ([] when the
+    checkpoint has none)."""
+    if saved is None:
+        return []
+    keys = list(current) + [k for k in saved if k not in current]
+    return [f"{k} {saved.get(k, _ABSENT)!r} in the checkpoint, {current.get(k, _ABSENT)!r} now"
+            for k in keys if saved.get(k, _ABSENT) != current.get(k, _ABSENT)]
+
+
+def recipe_client_state(method: Method, wandb_run_id: str | None, settings: dict | None = None) -> dict:
+    """What goes into `client_states["recipe"]` (plain JSON-able Python; checked so a save never fails late)."""
+    state = {"version": STATE_VERSION, "method": method.name, "controller": method.state_dict(),
+             "settings": settings, "wandb_run_id": wandb_run_id, "openrlhf": importlib.metadata.version("openrlhf")}
+    json.dumps(state, allow_nan=False)
+    return state
+
+
+def restore_recipe_state(method: Method, checkpoint_states: dict | None, settings: dict | None = None,
+                         allow_change: bool = False) -> list[str] | None:
+    """Load the controller from checkpoint states: None when there was nothing to restore, else the settings
+    changes that were allowed ([] for none). Refusals are RuntimeErrors (see module doc): a controller must never
+    silently restart from its initial values, nor continue under other settings."""
+    if not checkpoint_states:
+        return None
+    state = checkpoint_states.get("recipe")
+    if state is None:
+        if checkpoint_states.get("global_step", 0) > 0:
+            raise RuntimeError("the checkpoint being resumed has no client_states['recipe'] (saved without "
+                               "lead-recipes?); refusing to restart the method's controller from scratch")
+        return None
+    if state.get("version") != STATE_VERSION or state.get("method") != method.name:
+        raise RuntimeError(f"checkpoint recipe state is version {state.get('version')} for method "
+                           f"{state.get('method')!r}; this run is version {STATE_VERSION}, "
+                           f"--recipe.method {method.name}")
+    changes = settings_changes(state.get("settings"), settings) if settings is not None else []
+    if changes and not allow_change:
+        raise RuntimeError(f"resuming with other method settings than the checkpoint was trained with (the run "
+                           f"would mix two configurations): {'; '.join(changes)}. Resume with the checkpoint's "
+                           f"values, or pass {ALLOW_FLAG} to continue under the new ones")
+    method.load_state_dict(state["controller"])
+    return changes
+
+
+def prepare_wandb_resume(args) -> str | None:
+    """Fix the W&B run id before OpenRLHF's `wandb.init` (which passes no id): WANDB_RUN_ID if set, else the id
+    saved beside the checkpoints when resuming, else a new one; WANDB_RESUME=allow makes a resume continue it."""
+    if not getattr(args.logger.wandb, "key", None):
+        return None
+    path = os.path.join(args.ckpt.path, WANDB_ID_FILE)
+    run_id = os.environ.get("WANDB_RUN_ID")
+    if not run_id and args.ckpt.load_enable and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            run_id = f.read().strip()
+    run_id = run_id or uuid.uuid4().hex[:8]
+    os.makedirs(args.ckpt.path, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(run_id + "\n")
+    os.environ["WANDB_RUN_ID"] = run_id
+    os.environ.setdefault("WANDB_RESUME", "allow")
+    return run_id
+
+
+def purge_tensorboard_from(tb_logger, step: int) -> None:
+    """Reopen OpenRLHF's TensorboardLogger writer (nothing written yet) with `purge_step=step`: TensorBoard drops
+    the earlier event files' events at steps >= `step` of this run directory."""
+    from torch.utils.tensorboard import SummaryWriter
+    old = tb_logger.writer
+    old.close()
+    tb_logger.writer = SummaryWriter(log_dir=old.log_dir, purge_step=int(step))
+
+
+class StepOnceWandbLogger:
+    """OpenRLHF's WandbLogger, skipping the train/eval logs of global steps this W&B run logged before it was
+    resumed (see module doc); everything else is the wrapped logger's."""
+
+    def __init__(self, inner, ckpt_path: str, run_id: str | None, resuming: bool):
+        self.inner, self.run_id = inner, run_id
+        self.path = os.path.join(ckpt_path, WANDB_STEP_FILE)
+        self.logged_before = 0
+        if resuming and os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                saved_id, _, step = f.read().strip().partition(" ")
+            if saved_id == str(run_id) and step.isdigit():
+                self.logged_before = int(step)
+        self._record(self.logged_before)
+
+    def _record(self, step: int) -> None:
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{self.run_id} {int(step)}\n")
+        os.replace(tmp, self.path)
+
+    def log_train(self, global_step, logs_dict) -> None:
+        if global_step <= self.logged_before:
+            return
+        self.inner.log_train(global_step, logs_dict)
+        self._record(global_step)
+
+    def log_eval(self, global_step, logs_dict) -> None:
+        if global_step > self.logged_before:
+            self.inner.log_eval(global_step, logs_dict)
+
+    def __getattr__(self, name):  # close, handle, samples_table: the wrapped logger's
+        return getattr(self.inner, name)

@@ -1,0 +1,134 @@
+"""A resumed run continues the run that saved the checkpoint: the method's resolved settings are saved with its
+state, and a resume under other settings is refused naming every changed flag, unless explicitly allowed."""
+from __future__ import annotations
+
+import pytest
+
+from lead_recipes.methods import build_method
+from lead_recipes.methods.config import RecipeConfig, LeadConfig, LeashConfig
+from lead_recipes.training import resume
+from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
+
+
+def _saved(method, cap=4000):
+    return {"global_step": 2, "recipe": resume.recipe_client_state(method, None, resume.method_settings(method, cap))}
+
+
+def test_settings_hold_every_field_of_the_methods_sections_and_the_cap_b_max_defaults_to():
+    lead = resume.method_settings(build_method(RecipeConfig(method="lead")), 4000)
+    assert lead["--recipe.method"] == "lead" and lead["--recipe.lead.beta_ema"] == 0.95
+    assert lead["--rollout.max_new_tokens"] == 4000 and not any(k.startswith("--recipe.leash.") for k in lead)
+    composed = resume.method_settings(build_method(RecipeConfig(method="composed")), 4000)
+    assert {k.split(".")[1] for k in composed if k.startswith("--recipe.") and k != "--recipe.method"} == \
+        {"composed", "lead", "grpo_lead", "leash"}
+    assert "--rollout.max_new_tokens" not in resume.method_settings(build_method(RecipeConfig(method="leash")), 4000)
+
+
+def test_a_resume_with_changed_settings_is_refused_naming_every_changed_flag():
+    saved = _saved(build_method(RecipeConfig(method="lead")))
+    now = build_method(RecipeConfig(method="lead", lead=LeadConfig(beta_ema=0.9, l_min=500.0)))
+    with pytest.raises(RuntimeError) as info:
+        resume.restore_recipe_state(now, saved, resume.method_settings(now, 8000))
+    message = str(info.value)
+    for changed in ("--recipe.lead.beta_ema 0.95 in the checkpoint, 0.9 now",
+                    "--recipe.lead.l_min 1000.0 in the checkpoint, 500.0 now",
+                    "--rollout.max_new_tokens 4000 in the checkpoint, 8000 now", resume.ALLOW_FLAG):
+        assert changed in message, message
+    assert "aggregator" not in message  # unchanged flags are not named
+
+
+def test_the_flag_allows_the_change_restores_the_controller_and_returns_the_changes():
+    method = build_method(RecipeConfig(method="leash"))
+    saved = _saved(method)
+    now = build_method(RecipeConfig(method="leash", leash=LeashConfig(lr=0.05)))
+    changes = resume.restore_recipe_state(now, saved, resume.method_settings(now, 4000), allow_change=True)
+    assert changes == ["--recipe.leash.lr 0.01 in the checkpoint, 0.05 now"]
+    assert now.state_dict() == method.state_dict()
+    assert resume.restore_recipe_state(now, saved, resume.method_settings(method, 4000)) == []  # same settings
+
+
+def test_a_checkpoint_saved_without_settings_is_restored_without_comparing():
+    method = build_method(RecipeConfig(method="lead"))
+    old = {"global_step": 2, "recipe": {**resume.recipe_client_state(method, None), "settings": None}}
+    other = build_method(RecipeConfig(method="lead", lead=LeadConfig(beta_ema=0.9)))
+    assert resume.restore_recipe_state(other, old, resume.method_settings(other, 4000)) == []
+
+
+def test_the_allow_flag_is_a_recipe_flag_off_by_default():
+    import argparse
+    from lead_recipes.flags import add_recipe_flags, recipe_config
+    parser = argparse.ArgumentParser()
+    add_recipe_flags(parser)
+    assert recipe_config(parser.parse_args([])).resume.settings_change_enable is False
+    assert recipe_config(parser.parse_args([resume.ALLOW_FLAG])).resume.settings_change_enable is True
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_trainer_resumed_with_another_beta_ema_refuses_and_with_the_flag_continues(
+        ray_local, tiny_qwen2, prompt_file, tmp_path):  # noqa: F811
+    ckpt = tmp_path / "ckpt"
+    first = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead")
+    states = {"episode": 0, "global_step": 1, "total_consumed_prompts": 4, "data_loader_state_dict": {}}
+    first.save_logs_and_checkpoints(1, {}, states)
+    changed = {"recipe.lead.beta_ema": 0.9}
+    second = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", load=True, recipe_flags=changed)
+    with pytest.raises(RuntimeError, match=r"--recipe\.lead\.beta_ema 0\.95 in the checkpoint, 0\.9 now"):
+        second.restore_best_checkpoint_state(second.init_checkpoint_states())
+    allowed = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", load=True,
+                           recipe_flags={**changed, "recipe.resume.settings_change_enable": True})
+    allowed.restore_best_checkpoint_state(allowed.init_checkpoint_states())
+    assert allowed.recipe_method.config.beta_ema == 0.9
+
+
+def test_tensorboard_shows_each_step_once_with_the_resumed_values_after_a_purge(tmp_path):
+    from types import SimpleNamespace as NS
+    from openrlhf.utils.logging_utils import TensorboardLogger
+    from cpu_e2e.checks import tensorboard_steps
+    args = NS(logger=NS(tensorboard_dir=str(tmp_path), wandb=NS(run_name="run")))
+    first = TensorboardLogger(args)  # OpenRLHF's own logger: steps 1-4, then a crash
+    for step in (1, 2, 3, 4):
+        first.log_train(step, {"x": float(step)})
+    first.close()
+    resumed = TensorboardLogger(args)  # resumed from global_step2: steps 3-4 again
+    resume.purge_tensorboard_from(resumed, 3)
+    for step in (3, 4):
+        resumed.log_train(step, {"x": 10.0 * step})
+    resumed.close()
+    assert tensorboard_steps(tmp_path / "run", "train/x") == [1, 2, 3, 4]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(tmp_path / "run"))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("train/x")] == [1.0, 2.0, 30.0, 40.0]
+
+
+class _Recorder:
+    def __init__(self):
+        self.train, self.eval, self.closed = [], [], False
+
+    def log_train(self, step, logs):
+        self.train.append(step)
+
+    def log_eval(self, step, logs):
+        self.eval.append(step)
+
+    def close(self):
+        self.closed = True
+
+
+def test_wandb_logs_each_global_step_once_across_a_resume_of_the_same_run(tmp_path):
+    first = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=False)
+    for step in (1, 2, 3, 4):
+        first.log_train(step, {})
+    resumed = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=True)  # from global_step2
+    for step in (3, 4, 5):
+        resumed.log_train(step, {})
+        resumed.log_eval(step, {})
+    assert (first.inner.train, resumed.inner.train, resumed.inner.eval) == ([1, 2, 3, 4], [5], [5])
+    resumed.close()
+    assert resumed.inner.closed
+    other = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "new-id", resuming=True)  # another W&B run
+    other.log_train(3, {})
+    fresh = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=False)  # a fresh run: no skip
+    fresh.log_train(1, {})
+    assert other.inner.train == [3] and fresh.inner.train == [1]
