@@ -156,3 +156,50 @@ def test_a_grader_failing_in_every_worker_stops_training_on_the_third_step(monke
             assert stats["recipe/correct_rate"] == 0.0  # silently all wrong, as LEAD would train on
             g.observe(stats)
     assert steps == [1, 2, 3]  # the default 3 consecutive steps, not earlier
+
+
+def test_a_skipped_step_survives_a_pickle_round_trip_with_its_stats():
+    gate = pytest.importorskip("lead_recipes.training.grading_gate")
+    stats = {guard.SHARE_KEY: 0.75, guard.SKIPPED_KEY: 1.0}
+    back = pickle.loads(pickle.dumps(gate.GradingStepSkipped(stats)))  # as it crosses Ray's task boundary
+    assert isinstance(back, gate.GradingStepSkipped) and back.stats == stats
+    assert str(back) == "step skipped: grading failed for 75% of its samples"
+
+
+def test_fit_closes_the_trackers_when_grading_fails_so_the_last_logs_are_flushed():
+    from types import SimpleNamespace as NS
+    from lead_recipes.training.preemption import SaveOnRequestMixin, SavedOnRequest
+
+    class Tracker:
+        closed = 0
+
+        def close(self):
+            self.closed += 1
+
+    class Upstream:  # OpenRLHF's fit: closes its trackers only on a normal end
+        def __init__(self, error):
+            self.error, self.args = error, NS()
+            self.wandb_logger, self.tensorboard_logger = Tracker(), Tracker()
+
+        def fit(self):
+            if self.error:
+                raise self.error
+            self.wandb_logger.close()
+            self.tensorboard_logger.close()
+
+    class Trainer(SaveOnRequestMixin, Upstream):
+        pass
+
+    for error in (GradingFailure("outage"), SavedOnRequest(3, "global_step3"), KeyboardInterrupt()):
+        trainer = Trainer(error)
+        with pytest.raises(type(error)):
+            trainer.fit()
+        assert (trainer.wandb_logger.closed, trainer.tensorboard_logger.closed) == (1, 1), error
+    trainer = Trainer(None)
+    trainer.fit()  # a normal end: upstream closed them, once
+    assert (trainer.wandb_logger.closed, trainer.tensorboard_logger.closed) == (1, 1)
+    trainer = Trainer(GradingFailure("outage"))
+    trainer.tensorboard_logger = None  # a tracker may be off; and a failing close does not hide the error
+    trainer.wandb_logger.close = lambda: (_ for _ in ()).throw(OSError("wandb gone"))
+    with pytest.raises(GradingFailure):
+        trainer.fit()

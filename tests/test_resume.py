@@ -132,3 +132,36 @@ def test_wandb_logs_each_global_step_once_across_a_resume_of_the_same_run(tmp_pa
     fresh = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=False)  # a fresh run: no skip
     fresh.log_train(1, {})
     assert other.inner.train == [3] and fresh.inner.train == [1]
+
+
+def test_wandb_does_not_record_a_skipped_step_so_its_retrained_step_is_logged_after_a_resume(tmp_path):
+    from lead_recipes.training.guard import SKIPPED_KEY
+    first = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=False)
+    first.log_train(1, {"x": 1.0})
+    first.log_train(2, {SKIPPED_KEY: 1.0})  # grading outage: logged, not trained, no checkpoint; then a crash
+    first.log_train(3, {SKIPPED_KEY: 1.0})
+    resumed = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=True)  # from global_step1
+    for step in (2, 3):
+        resumed.log_train(step, {SKIPPED_KEY: 0.0, "x": 2.0})
+        resumed.log_eval(step, {})
+    assert (first.inner.train, resumed.inner.train, resumed.inner.eval) == ([1, 2, 3], [2, 3], [2, 3])
+
+
+def test_an_explicit_b_max_leaves_the_rollout_cap_out_of_the_settings_so_changing_it_is_allowed():
+    method = build_method(RecipeConfig(method="lead", lead=LeadConfig(b_max=3000)))
+    settings = resume.method_settings(method, 4000)
+    assert settings["--recipe.lead.b_max"] == 3000 and "--rollout.max_new_tokens" not in settings
+    assert resume.restore_recipe_state(method, _saved(method, 4000), resume.method_settings(method, 8000)) == []
+    composed = build_method(RecipeConfig(method="composed", lead=LeadConfig(b_max=3000)))
+    assert "--rollout.max_new_tokens" not in resume.method_settings(composed, 4000)
+
+
+def test_a_checkpoint_saved_without_settings_logs_that_they_could_not_be_checked(monkeypatch):
+    warnings = []
+    monkeypatch.setattr(resume.logger, "warning", warnings.append)  # the plug-in turns its propagation off
+    method = build_method(RecipeConfig(method="lead"))
+    old = {"global_step": 2, "recipe": {**resume.recipe_client_state(method, None), "settings": None}}
+    assert resume.restore_recipe_state(method, old, resume.method_settings(method, 4000)) == []
+    assert len(warnings) == 1 and "could not be checked" in warnings[0], warnings
+    resume.restore_recipe_state(method, _saved(method), resume.method_settings(method, 4000))
+    assert len(warnings) == 1  # saved settings: checked, no warning

@@ -23,9 +23,8 @@ import ray
 from openrlhf.trainer.ppo_trainer_async import GenerateSamplesActor
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
-from lead_recipes.training.guard import SHARE_KEY, STATUSES, GradingGuard, SampleWindows, failure_share, status_counts
-
-SKIPPED_KEY = "recipe/grading/step_skipped"
+from lead_recipes.training.guard import (SHARE_KEY, SKIPPED_KEY, STATUSES, GradingGuard, SampleWindows, failure_share,
+                                        status_counts)
 
 
 class GradingStepSkipped(Exception):
@@ -34,6 +33,9 @@ class GradingStepSkipped(Exception):
     def __init__(self, stats: dict[str, float]):
         super().__init__(f"step skipped: grading failed for {stats[SHARE_KEY]:.0%} of its samples")
         self.stats = stats
+
+    def __reduce__(self):  # args hold the message, not the stats: rebuild from the stats (Ray, multiprocessing)
+        return (GradingStepSkipped, (self.stats,))
 
 
 def skip_failed_step(rollout_samples, recipe) -> None:

@@ -27,6 +27,7 @@ from lead_recipes.methods.config import GuardConfig, validate_section
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
 FAILED = ("error", "timeout")
 SHARE_KEY = "recipe/grading/failure_share"
+SKIPPED_KEY = "recipe/grading/step_skipped"  # 1.0 in the logs of a step skipped for failed grading
 
 
 def _count_key(status: str) -> str:

@@ -70,6 +70,7 @@ from lead_recipes.training.step_stats import (finite, one_intra_op_thread, probl
 
 logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
+init_logger(restore_recipe_state.__module__)  # so do lead_recipes.training.resume's
 
 SUPPORTED_OPENRLHF = "0.11.2"
 GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening upstream: the method owns the step

@@ -12,7 +12,8 @@ What it does:
 - Trainer side: `SaveOnRequestMixin`, a base of the plug-in's trainer classes (it runs inside their Ray actors): at each
   step boundary (`save_logs_and_checkpoints`, which OpenRLHF's fit() calls after every train step) a pending request
   makes OpenRLHF's own save path save now, the marker is written, the request consumed and the sync trainer's fit()
-  ends with `SavedOnRequest` (trackers closed, OpenRLHF's final model save skipped).
+  ends with `SavedOnRequest` (OpenRLHF's final model save skipped). fit() ending with any error (SavedOnRequest,
+  GradingFailure, ...) closes the trackers first, which upstream does only on a normal end.
   The trainer may run on another node: request and marker must be on a filesystem both see.
 
 What it does not do: import OpenRLHF (the mixin only calls `super()`; lead_recipes.training.openrlhf_plugin subclasses OpenRLHF and
@@ -164,8 +165,11 @@ class SaveOnRequestMixin:
     def fit(self, *args, **kwargs):
         try:
             return super().fit(*args, **kwargs)
-        except SavedOnRequest:  # upstream closes its trackers only on a normal end
-            for tracker in (self.wandb_logger, self.tensorboard_logger):
+        except BaseException:  # upstream closes its trackers only on a normal end: flush the last logs of a
+            for tracker in (self.wandb_logger, self.tensorboard_logger):  # requested stop, GradingFailure, ...
                 if tracker is not None:
-                    tracker.close()
+                    try:
+                        tracker.close()
+                    except Exception as exc:  # noqa: BLE001  (the training error is the one to report)
+                        logger.warning(f"lead-recipes: closing {type(tracker).__name__} failed: {exc!r}")
             raise

@@ -8,17 +8,19 @@ What it does:
   checkpoint without recipe state, of another method or version, is refused; so is one whose saved settings differ
   from this run's (`--recipe.lead.beta_ema`, `--recipe.leash.lr`, ...: the run would mix two configurations),
   with a message naming every changed flag, unless `--recipe.resume.settings_change_enable`; then the changes are
-  returned for the trainer to log once. A checkpoint saved before settings were saved is not compared.
+  returned for the trainer to log once. A checkpoint saved before settings were saved is not compared (one
+  warning says so).
 - `method_settings(method, max_new_tokens)`: flag -> value for `--recipe.method`, every field of each recipe
   section the method holds (LEAD: `--recipe.lead.*`; composed: its own, LEAD's, GRPO-LEAD's and Leash's) and, for
-  methods holding LEAD's section, the rollout cap B_max defaults to.
+  methods holding LEAD's section with `--recipe.lead.b_max` unset, the rollout cap B_max defaults to.
 - `prepare_wandb_resume(args)` fixes the W&B run id before OpenRLHF's `wandb.init`.
 - A resumed run's curves show each global step once. OpenRLHF logs against `train/global_step` without a step, so
   the steps after the checkpoint, logged before the crash, were logged again: `purge_tensorboard_from(logger,
   step)` reopens OpenRLHF's TensorBoard writer with `purge_step` (TensorBoard then hides the earlier events from
   that step on: the resumed values are shown); `StepOnceWandbLogger` wraps OpenRLHF's W&B logger and skips the
   global steps this W&B run already logged (the highest is kept in `<ckpt.path>/recipe_wandb_logged_step.txt`):
-  W&B history cannot be rewritten offline, so there the values logged first are kept.
+  W&B history cannot be rewritten offline, so there the values logged first are kept. A step skipped for failed
+  grading (`recipe/grading/step_skipped`) is logged but not recorded: it is trained again after a resume.
 
 What it does not do: import OpenRLHF, or restore anything but the method (OpenRLHF restores models and data).
 """
@@ -27,18 +29,23 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import json
+import logging
 import os
 import uuid
 from typing import Any
 
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import SECTIONS, LeadConfig, flag
+from lead_recipes.training.guard import SKIPPED_KEY
 
 STATE_VERSION = 1
 WANDB_ID_FILE = "recipe_wandb_run_id.txt"
 WANDB_STEP_FILE = "recipe_wandb_logged_step.txt"
 ALLOW_FLAG = "--recipe.resume.settings_change_enable"
 _ABSENT = "(absent)"
+
+# lead_recipes.training.openrlhf_plugin attaches OpenRLHF's log handler to this logger (init_logger), as to its own
+logger = logging.getLogger(__name__)
 
 
 def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any]:
@@ -49,8 +56,8 @@ def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any
         section = by_class.get(type(value))
         if section is not None:
             out.update({flag(section, f.name): getattr(value, f.name) for f in dataclasses.fields(value)})
-        if isinstance(value, LeadConfig) and max_new_tokens is not None:
-            out["--rollout.max_new_tokens"] = int(max_new_tokens)  # B_max when --recipe.lead.b_max is unset
+        if isinstance(value, LeadConfig) and value.b_max is None and max_new_tokens is not None:
+            out["--rollout.max_new_tokens"] = int(max_new_tokens)  # B_max only while --recipe.lead.b_max is unset
     return out
 
 
@@ -89,6 +96,9 @@ def restore_recipe_state(method: Method, checkpoint_states: dict | None, setting
         raise RuntimeError(f"checkpoint recipe state is version {state.get('version')} for method "
                            f"{state.get('method')!r}; this run is version {STATE_VERSION}, "
                            f"--recipe.method {method.name}")
+    if settings is not None and state.get("settings") is None:
+        logger.warning("lead-recipes: the checkpoint being resumed was saved without method settings (an older "
+                       "lead-recipes); this run's settings could not be checked against it")
     changes = settings_changes(state.get("settings"), settings) if settings is not None else []
     if changes and not allow_change:
         raise RuntimeError(f"resuming with other method settings than the checkpoint was trained with (the run "
@@ -152,7 +162,8 @@ class StepOnceWandbLogger:
         if global_step <= self.logged_before:
             return
         self.inner.log_train(global_step, logs_dict)
-        self._record(global_step)
+        if not (logs_dict or {}).get(SKIPPED_KEY):  # a skipped step (grading failed) is re-trained after a resume:
+            self._record(global_step)              # its step is not taken, so the re-trained values are logged
 
     def log_eval(self, global_step, logs_dict) -> None:
         if global_step > self.logged_before:
