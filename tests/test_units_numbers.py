@@ -132,3 +132,10 @@ def test_the_grader_takes_the_relative_precision():
 def test_words_that_change_the_value_are_not_dropped_but_units_and_count_nouns_are(gold, wrong, right):
     assert not verdict(gold, wrong) and not verdict(wrong, gold)
     assert verdict(gold, right)
+
+
+# Issue 21: a decimal comma is read in the prediction only; a gold written with one is the list it reads as.
+@pytest.mark.parametrize("gold,wrong,right", [("1,5", "1.5", "1,5"), ("-2,3", "-2.3", "-2,3"),
+                                              ("1.5", "1,6", "1,5"), ("0.5", "0,6", "0,5")])
+def test_a_decimal_comma_is_rewritten_on_the_prediction_side_only(gold, wrong, right):
+    assert not verdict(gold, wrong) and verdict(gold, right)
