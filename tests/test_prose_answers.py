@@ -73,7 +73,8 @@ def test_a_bound_is_not_the_value_but_approximately_still_is(wrong, right):
 
 @pytest.mark.parametrize("wrong,right", [
     ("Therefore $x=5$ is the wrong answer.", "Therefore $x=5$ is the correct answer."),
-    ("Therefore, $x = 5$ is the extraneous root, and there is no solution.", "Therefore, $x = 5$ is the only solution."),
+    ("Therefore, $x = 5$ is the extraneous root, and there is no solution.",
+     "Therefore, $x = 5$ is the only solution."),
     ("Therefore $x = 5$ is the solution only if $a = 1$.", "Therefore $x = 5$ is the solution."),
     ("Therefore $x = 5$ is the solution we must reject.", "Therefore $x = 5$ is the solution we want."),
     ("Therefore $5$ is the only value that does not work.", "Therefore $5$ is the only value that works."),

@@ -10,8 +10,11 @@ What it does:
   "perhaps", "probably", "maybe", "possibly", "suppose", "neither") or the verb is negated or a modal
   ("cannot be", "might be", "could be", "may be", "isn't"); a harmless "could" or "not" inside the subject
   ("the largest value $f(x)$ could take is", "integers not divisible by 3 is") is not a hedge.
-- `value_first(sentence)`: the math span a sentence opens with when it goes on "is/are the …" ("$x \\ge 5$ is the
-  solution", "$34$ is the largest such $n$"), or None.
+- `value_first(sentence)`: the math span a sentence opens with when it goes on "is/are the" + a noun naming an
+  answer ("$x \\ge 5$ is the solution", "$34$ is the largest such $n$") and nothing after denies or conditions it
+  (`denied_after`: "wrong", "extraneous", "reject", "only if", "not", "assuming"), or None.
+- `negated_lead(lead)`: True when the words before an answer marker deny or doubt it anywhere ("I don't think",
+  "It is false that", "We cannot conclude that"), or `hedged_subject` holds.
 - `starts_subject(rest)`: whether the text after an answer marker opens with a noun phrase ("The largest …",
   "there are …", "that the limit …") rather than with the value.
 

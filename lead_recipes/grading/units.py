@@ -7,8 +7,11 @@ or numeric expression (no variables):
 - both sides with units that this module knows (`_UNITS`: length, area, volume, time, mass, money, angle, speed)
   and that differ after spelling (`12 cm` vs `12 mm`, `3 hours` vs `3 minutes`) → None: the answer is wrong, even
   when the numbers agree (no conversion is attempted: `120 mm` vs `12 cm` is wrong too);
-- the same unit spelled differently (`12 inches` vs `12\\text{ in.}`, `cm^2` vs `square centimeters`), or words
-  that are not units (`5 students` vs `5 people`) → both dropped.
+- the same unit spelled differently (`12 inches` vs `12\\text{ in.}`, `cm^2` vs `square centimeters`), or count
+  nouns (`_COUNT_NOUNS`: `5 students` vs `5 people`, `5 such numbers`) → both dropped;
+- words that change, bound or join the value (`_REFUSE_WORDS`: `5 million`, `5\\text{ million}`, `3 squared`,
+  `2 times pi`, `3\\text{ or more}`, `4 less than x`, or a lone letter after a space) → None: wrong;
+- any other words → kept, for math-verify to read.
 A single letter is a unit only inside `\\text{}`/`\\mathrm{}`, or after a space when the other side has a unit
 (`5 kg` vs `5 g`; `5m` is five times m); `\\%`, `\\$` and `^\\circ`
 are left to math-verify, which reads them.
