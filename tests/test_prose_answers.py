@@ -79,6 +79,7 @@ def test_a_bound_is_not_the_value_but_approximately_still_is(wrong, right):
     ("Therefore $x = 5$ is the solution we must reject.", "Therefore $x = 5$ is the solution we want."),
     ("Therefore $5$ is the only value that does not work.", "Therefore $5$ is the only value that works."),
     ("The answer is $5$ (assuming $a>0$).", "The answer is $5$ (as computed above)."),
+    ("Therefore $5$ is the range we must exclude.", "Therefore $5$ is the required value."),
 ])
 def test_a_value_first_sentence_names_an_answer_and_is_not_denied_after_it(wrong, right):
     assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"

@@ -44,7 +44,7 @@ _SUBJECT_START_RE = re.compile(r"(?i)\s*(?:the|a|an|that|there|this|our|its|thei
 # when the noun names one ("is the wrong answer", "is the extraneous root" are not).
 _IS_THE_RE = re.compile(r"(?i)\s*(?:is|are)\s+(?:the|our)\s+(?:(?:only|unique|sole|final|desired|required|correct|"
                         r"exact|real|positive|such|largest|smallest|greatest|least|maximum|minimum|possible)\s+){0,3}"
-                        r"(?:solutions?|answers?|values?|results?|(?<=such\s)(?=\$)|(?<=[a-z]st\s)(?=\$))"
+                        r"(?:solutions?|answers?|values?|results?|range|interval|(?<=such\s)(?=\$)|(?<=[a-z]st\s)(?=\$))"
                         r"(?:\s+(?:set|range|interval))?")
 # After "is the solution" / after a value, these deny it or make it conditional ("… is the solution we must
 # reject", "… only if $a=1$", "$5$ (assuming $a>0$)").
