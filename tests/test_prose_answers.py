@@ -43,3 +43,43 @@ def test_a_hedged_negated_conditional_or_retracted_statement_gives_no_answer(tex
 def test_the_named_quantity_is_never_taken_for_the_value(value):
     assert extract_statement(W + f"Final Answer: The largest $n$ is ${value}$.") == value
     assert extract_statement(W + f"The volume of $ABCD$ is {value}.") == value
+
+
+# Issue 21 (false positives): each refused statement next to the right statement it nearly is.
+@pytest.mark.parametrize("wrong,right", [
+    ("I don't think the answer is $5$.", "I think the answer is $5$."),
+    ("I do not believe the answer is $5$.", "I believe the answer is $5$."),
+    ("We cannot conclude that the answer is $5$.", "We conclude that the answer is $5$."),
+    ("It is false that the answer is $5$.", "It is clear that the answer is $5$."),
+    ("It is not true that the answer is $5$.", "It is true that the answer is $5$."),
+    ("Nobody would say the answer is $5$.", "So the answer is $5$."),
+])
+def test_a_negation_or_doubt_anywhere_before_the_answer_marker_refuses_it(wrong, right):
+    assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"
+
+
+@pytest.mark.parametrize("wrong,right", [
+    ("The answer is less than $5$.", "The answer is $5$."),
+    ("The answer is greater than $5$.", "The answer is exactly $5$."),
+    ("The answer is at most $5$.", "The answer is $5$."),
+    ("The answer is $5$ or less.", "The answer is $5$."),
+    ("The answer is 5 or more.", "The answer is 5."),
+    ("Thus $n$ is at most $5$.", "Thus $n$ is $5$."),
+])
+def test_a_bound_is_not_the_value_but_approximately_still_is(wrong, right):
+    assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"
+    assert extract_statement(W + "The answer is approximately $5$.") == "5"
+
+
+@pytest.mark.parametrize("wrong,right", [
+    ("Therefore $x=5$ is the wrong answer.", "Therefore $x=5$ is the correct answer."),
+    ("Therefore, $x = 5$ is the extraneous root, and there is no solution.",
+     "Therefore, $x = 5$ is the only solution."),
+    ("Therefore $x = 5$ is the solution only if $a = 1$.", "Therefore $x = 5$ is the solution."),
+    ("Therefore $x = 5$ is the solution we must reject.", "Therefore $x = 5$ is the solution we want."),
+    ("Therefore $5$ is the only value that does not work.", "Therefore $5$ is the only value that works."),
+    ("The answer is $5$ (assuming $a>0$).", "The answer is $5$ (as computed above)."),
+    ("Therefore $5$ is the range we must exclude.", "Therefore $5$ is the required value."),
+])
+def test_a_value_first_sentence_names_an_answer_and_is_not_denied_after_it(wrong, right):
+    assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"

@@ -84,3 +84,14 @@ def test_a_gold_is_a_list_only_when_it_holds_several_values(gold, many):
 
 def test_a_gold_with_a_thousands_separator_reads_the_last_box(grader):
     assert grader.grade("1,000", "So $n = \\boxed{5}$ and the total is $\\boxed{1000}$.").correct
+
+
+# Issue 21: a box holding a value with words that change it is wrong, next to a box with a unit that is right; a
+# gold written with a decimal comma is not the decimal.
+@pytest.mark.parametrize("gold,wrong,right", [
+    ("5", "\\boxed{5\\text{ million}}", "\\boxed{5\\text{ cm}}"),
+    ("3", "\\boxed{3 \\text{ or more}}", "\\boxed{3 \\text{ ways}}"),
+    ("1,5", "\\boxed{1.5}", "\\boxed{1,5}"),
+])
+def test_a_box_with_value_changing_words_is_wrong_and_one_with_a_unit_is_right(grader, gold, wrong, right):
+    assert not grader.grade(gold, "So " + wrong).correct and grader.grade(gold, "So " + right).correct

@@ -118,3 +118,24 @@ def test_the_grader_takes_the_relative_precision():
         assert g.grade("\\frac13", given_answer="0.33").correct
     with pytest.raises(ValueError, match="rel_tol"):
         Grader(rel_tol=-1)
+
+
+# Issue 21 (false positives): words that change the value, bound it or join a second one are never dropped; each
+# refused form sits next to a right form the same words' neighbours keep (a unit or a count noun is still dropped).
+@pytest.mark.parametrize("gold,wrong,right", [
+    ("5", "5 million", "5 meters"), ("5", "5\\text{ million}", "5\\text{ m}"), ("5", "5 factorial", "5 ways"),
+    ("3", "3 squared", "3 students"), ("3", "3 halves", "3 hours"), ("3", "3\\text{ or more}", "3\\text{ days}"),
+    ("2", "2 times pi", "2 such numbers"), ("2", "2 dozen", "2 dollars"), ("1", "1 over e", "1 unit"),
+    ("4", "4 less than x", "4 distinct solutions"), ("10", "10 \\text{ thousand}", "10 \\text{ students}"),
+    ("3", "3 more", "3 cm"),
+])
+def test_words_that_change_the_value_are_not_dropped_but_units_and_count_nouns_are(gold, wrong, right):
+    assert not verdict(gold, wrong) and not verdict(wrong, gold)
+    assert verdict(gold, right)
+
+
+# Issue 21: a decimal comma is read in the prediction only; a gold written with one is the list it reads as.
+@pytest.mark.parametrize("gold,wrong,right", [("1,5", "1.5", "1,5"), ("-2,3", "-2.3", "-2,3"),
+                                              ("1.5", "1,6", "1,5"), ("0.5", "0,6", "0,5")])
+def test_a_decimal_comma_is_rewritten_on_the_prediction_side_only(gold, wrong, right):
+    assert not verdict(gold, wrong) and verdict(gold, right)

@@ -10,8 +10,11 @@ What it does:
   "perhaps", "probably", "maybe", "possibly", "suppose", "neither") or the verb is negated or a modal
   ("cannot be", "might be", "could be", "may be", "isn't"); a harmless "could" or "not" inside the subject
   ("the largest value $f(x)$ could take is", "integers not divisible by 3 is") is not a hedge.
-- `value_first(sentence)`: the math span a sentence opens with when it goes on "is/are the …" ("$x \\ge 5$ is the
-  solution", "$34$ is the largest such $n$"), or None.
+- `value_first(sentence)`: the math span a sentence opens with when it goes on "is/are the" + a noun naming an
+  answer ("$x \\ge 5$ is the solution", "$34$ is the largest such $n$") and nothing after denies or conditions it
+  (`denied_after`: "wrong", "extraneous", "reject", "only if", "not", "assuming"), or None.
+- `negated_lead(lead)`: True when the words before an answer marker deny or doubt it anywhere ("I don't think",
+  "It is false that", "We cannot conclude that"), or `hedged_subject` holds.
 - `starts_subject(rest)`: whether the text after an answer marker opens with a noun phrase ("The largest …",
   "there are …", "that the limit …") rather than with the value.
 
@@ -31,8 +34,23 @@ _STRONG_HEDGE_RE = re.compile(r"(?i)\b(?:if|unless|perhaps|probably|maybe|possib
 # Right before the verb (or as the verb) these negate it or make it a possibility.
 _MODAL_RE = re.compile(r"(?i)\b(?:cannot|can\s*not|could|might|may|must\s+not|should|would\s+not|not|never)\s*\Z|"
                        r"n't\s*\Z")
+# Anywhere in the words that lead up to an answer marker these deny or doubt what follows ("I don't think the
+# answer is", "It is not true that the answer is", "We cannot conclude that the answer is").
+_LEAD_NEGATION_RE = re.compile(r"(?i)\b(?:not|no|cannot|never|nobody|none|neither|nor|false|untrue|wrong|incorrect|"
+                               r"doubt|doubtful|unlikely|unsure|unclear|uncertain|disagree|deny|denies|refute|"
+                               r"disprove|disproves|wish|hope|hoped|whether)\b|n't\b")
 _SUBJECT_START_RE = re.compile(r"(?i)\s*(?:the|a|an|that|there|this|our|its|their|each|every|it|all)\b")
-_IS_THE_RE = re.compile(r"(?i)\s*(?:is|are)\s+(?:the|our)\b")
+# "is the (only) solution", "is the largest such $n$", "is the solution set": the span before it is the answer only
+# when the noun names one ("is the wrong answer", "is the extraneous root" are not).
+_IS_THE_RE = re.compile(r"(?i)\s*(?:is|are)\s+(?:the|our)\s+(?:(?:only|unique|sole|final|desired|required|correct|"
+                        r"exact|real|positive|such|largest|smallest|greatest|least|maximum|minimum|possible)\s+){0,3}"
+                        r"(?:solutions?|answers?|values?|results?|range|interval|(?<=such\s)(?=\$)|(?<=[a-z]st\s)(?=\$))"
+                        r"(?:\s+(?:set|range|interval))?")
+# After "is the solution" / after a value, these deny it or make it conditional ("… is the solution we must
+# reject", "… only if $a=1$", "$5$ (assuming $a>0$)").
+_AFTER_DENIAL_RE = re.compile(r"(?i)\b(?:wrong|incorrect|invalid|extraneous|spurious|reject\w*|discard\w*|"
+                              r"exclude\w*|fails?|not|never|only\s+if|if|unless|assuming|provided|supposing|"
+                              r"except|but)\b|n't\b")
 
 
 def outside_math(s: str) -> str:
@@ -56,11 +74,23 @@ def hedged_subject(subject: str, verb: str = "is") -> bool:
     return bool(_STRONG_HEDGE_RE.search(plain) or _MODAL_RE.search(plain) or "n't" in verb.lower())
 
 
+def negated_lead(lead: str) -> bool:
+    """True when the words before an answer marker (same sentence) deny, doubt or condition it, anywhere in them."""
+    plain = outside_math(lead)
+    return bool(_LEAD_NEGATION_RE.search(plain) or hedged_subject(lead))
+
+
+def denied_after(rest: str) -> bool:
+    """True when the rest of a sentence after its value or "is the solution" denies or conditions it."""
+    return _AFTER_DENIAL_RE.search(outside_math(rest)) is not None
+
+
 def value_first(sentence: str) -> str | None:
     """The content of the math span `sentence` opens with (after ", " or "that"), when "is/are the" follows it."""
     m = re.match(r"[\s,:]*(?:that\s+)?", sentence)
     span = SPAN_RE.match(sentence, m.end())
-    if span is None or not _IS_THE_RE.match(sentence, span.end()):
+    is_the = _IS_THE_RE.match(sentence, span.end()) if span is not None else None
+    if is_the is None or denied_after(sentence[is_the.end():]):
         return None
     return next(g for g in span.groups() if g is not None).strip() or None
 

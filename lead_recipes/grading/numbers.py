@@ -6,8 +6,8 @@ What it does:
   space), mixed numbers `1\\frac{1}{2}` / `1 1/2` / `-2\\tfrac{3}{4}` rewritten as exact fractions `\\frac{3}{2}`
   (the fraction must be proper, so `2\\frac{4}{3}` is left alone), and a number written with separators rewritten
   without them when the other side's item is the plain number: thousands `1,000` / `1{,}000` / `1\\,000` /
-  `1 000` against `1000`, a decimal comma `3,5` against `3.5`. A comma with no space is a separator only then:
-  `3,5` against `3, 5` stays the list it is.
+  `1 000` against `1000`, a decimal comma `3,5` against `3.5` (in the prediction only: a gold `1,5` is not 1.5).
+  A comma with no space is a separator only then: `3,5` against `3, 5` stays the list it is.
 - `approx_verdict(gold, pred, rel_tol)`: for a decimal literal against an exact fraction whose decimal expansion
   does not end (`0.3333` vs `\\frac13`): True when they differ by at most `rel_tol` relative to the larger, else
   False; None for everything else (two exact values are compared exactly by `answers.fast_verdict`/math-verify:
@@ -50,13 +50,14 @@ def _items(s: str) -> list[str]:
     return [x.strip() for x in (s.split(";") if ";" in s else re.split(r",\s+", s))]
 
 
-def _plain(item: str, other: str) -> str:
-    """`item` without separators when `other` is the plain number it then reads as; else `item`."""
+def _plain(item: str, other: str, decimal_comma: bool = True) -> str:
+    """`item` without separators when `other` is the plain number it then reads as; else `item`. A decimal comma is
+    read only with `decimal_comma` (the prediction's side: a gold `1,5` is the list it is written as)."""
     if not PLAIN_RE.fullmatch(other):
         return item
     if _THOUSANDS_RE.fullmatch(item):
         return re.sub(r",|\{,\}|\\,|\\ |\s", "", item)
-    if _DECIMAL_COMMA_RE.fullmatch(item) and "." in other:
+    if decimal_comma and _DECIMAL_COMMA_RE.fullmatch(item) and "." in other:
         return re.sub(r",|\{,\}", ".", item)
     return item
 
@@ -70,7 +71,7 @@ def align_numbers(gold: str, pred: str) -> tuple[str, str]:
         return gold, pred
     gi = [_mixed(x) or x for x in gi]
     pi = [_mixed(x) or x for x in pi]
-    g2, p2 = [_plain(a, b) for a, b in zip(gi, pi)], [_plain(b, a) for a, b in zip(gi, pi)]
+    g2, p2 = [_plain(a, b, decimal_comma=False) for a, b in zip(gi, pi)], [_plain(b, a) for a, b in zip(gi, pi)]
     sep = "; " if ";" in gold or ";" in pred else ", "
     return (gold if g2 == _items(gold) else sep.join(g2)), (pred if p2 == _items(pred) else sep.join(p2))
 

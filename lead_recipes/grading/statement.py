@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 
-from lead_recipes.grading.assertion import SPAN_RE, hedged_subject, split_assertion, starts_subject, value_first
+from lead_recipes.grading.assertion import (SPAN_RE, denied_after, hedged_subject, negated_lead, split_assertion, starts_subject,
+                                            value_first)
 
 _TAIL_CHARS = 1_500          # the closing part is at most this many characters from the end
 _CLOSING_PARAGRAPHS = 2      # … and at most this many paragraphs (blank-line separated)
@@ -41,6 +42,15 @@ _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
 _TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
 # A value after one of these words is not asserted ("the answer is probably 5", "cannot be 5", "isn't 5").
 _HEDGE_RE = re.compile(r"(?i)\b(?:not|cannot|neither|either|maybe|perhaps|probably|possibly|might|could|if)\b|n't\b")
+# Before the value these make it a bound, not the value ("the answer is less than $5$", "at most $5$"); after it,
+# "or less/more/fewer" does ("$5$ or less"). "approximately"/"about" stay a value.
+_BOUND_BEFORE_RE = re.compile(r"(?i)\b(?:(?:less|greater|more|fewer|smaller|larger|bigger|higher|lower)\s+than|"
+                              r"at\s+(?:most|least)|no\s+(?:more|less|greater|fewer)|up\s+to|under|below|above|"
+                              r"exceed\w*|bounded|between|within)\b")
+_BOUND_AFTER_RE = re.compile(r"(?i)\s*,?\s*(?:or|and)\s+(?:less|more|fewer|greater|lower|higher|smaller|larger|"
+                             r"above|below|over|under|up|down|beyond)\b|\s*(?:at\s+(?:most|least)|or\s+so)\b")
+# After the value these make it conditional ("$5$ (assuming $a>0$)").
+_CONDITION_AFTER_RE = re.compile(r"(?i)\b(?:assuming|provided|supposing|unless|only\s+if)\b")
 # A value followed, in the same sentence, by a joiner and another value is one of several candidates.
 _ALTERNATIVE_RE = re.compile(r"(?i)\b(?:or|and|nor|otherwise|but|if)\b.*?(?:\d|\$|\\\()", re.S)
 _RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
@@ -93,8 +103,9 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     if end is not None and rest[end.start()] == "?":
         return None                      # a question is not a statement
     first = re.search(r"\d|\$|\\\(", rest[:end.start()] if end else rest)
-    if _HEDGE_RE.search(rest[:first.start() if first else (end.start() if end else len(rest))]):
-        return None                      # "probably $5$", "not 5", "either $5$ or $6$"
+    before = rest[:first.start() if first else (end.start() if end else len(rest))]
+    if _HEDGE_RE.search(before) or _BOUND_BEFORE_RE.search(before):
+        return None                      # "probably $5$", "not 5", "either $5$ or $6$", "less than $5$"
     m = SPAN_RE.match(rest)
     if m is None and not _CURRENCY_RE.match(rest):
         end = _SENTENCE_END_RE.search(rest)
@@ -114,7 +125,8 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     if m is not None:
         val = next(g for g in m.groups() if g is not None)
         tail = rest[m.end():]
-        if _RETRACT_RE.match(tail) or _ALTERNATIVE_RE.search(tail[:_sentence_len(tail)]):
+        if _RETRACT_RE.match(tail) or _ALTERNATIVE_RE.search(tail[:_sentence_len(tail)]) or _BOUND_AFTER_RE.match(tail) \
+                or _CONDITION_AFTER_RE.search(tail[:_sentence_len(tail)]):
             return None                  # "$5$ or $6$", "$5$ if $a>0$, otherwise $6$", "$5$... no wait"
         unit = re.match(r"[ \t]*([A-Za-z][A-Za-z ]{0,20}?)[ \t]*(?:[.!?,;]|\n|\Z)", tail)
         val = _rhs(val) if equation_rhs else val.strip()
@@ -127,7 +139,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
     val = (rest[:end.start()] if end else rest).strip().rstrip("*_ ").strip()
     num = re.search(r"\d", val)
-    if num and (_ALTERNATIVE_RE.search(val[num.end():]) or _RETRACT_RE.match(rest[end.start():] if end else "")):
+    if num and (_ALTERNATIVE_RE.search(val[num.end():]) or _BOUND_AFTER_RE.search(val[num.end():]) or _RETRACT_RE.match(rest[end.start():] if end else "")):
         return None                      # "5 or 6", "5. No wait, 6"
     if _CURRENCY_RE.fullmatch(val) or _CURRENCY_RE.match(val) and "$" not in val[1:]:
         return "\\" + val
@@ -174,7 +186,7 @@ def extract_statement(text: str) -> str | None:
     if found is not None:                            # "Perhaps the answer is 3", "If a = 1, then the answer is 3"
         starts = [e.end() for e in _SENTENCE_END_RE.finditer(part, 0, found.start())]
         lead = part[starts[-1] if starts else 0:found.start()]
-    if found is not None and not hedged_subject(lead):
+    if found is not None and not negated_lead(lead):
         val = _value(part[found.end():], equation_rhs=True)
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
@@ -228,7 +240,8 @@ def _conclusion_value(sentence: str) -> str | None:
     if parts is not None:                # a hedge in the subject, at the verb, or between the verb and the value
         after = parts[2]
         first = re.search(r"\d|\$|\\\(", after)
-        if hedged_subject(parts[0], parts[1]) or _HEDGE_RE.search(after[:first.start() if first else len(after)]):
+        before = after[:first.start() if first else len(after)]
+        if hedged_subject(parts[0], parts[1]) or _HEDGE_RE.search(before) or _BOUND_BEFORE_RE.search(before):
             return None                  # "Thus the answer cannot be $5$", "If $n$ is even, the largest $n$ is $34$"
     else:
         first = re.search(r"\d|\$|\\\(", sentence)

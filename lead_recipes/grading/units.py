@@ -7,8 +7,11 @@ or numeric expression (no variables):
 - both sides with units that this module knows (`_UNITS`: length, area, volume, time, mass, money, angle, speed)
   and that differ after spelling (`12 cm` vs `12 mm`, `3 hours` vs `3 minutes`) → None: the answer is wrong, even
   when the numbers agree (no conversion is attempted: `120 mm` vs `12 cm` is wrong too);
-- the same unit spelled differently (`12 inches` vs `12\\text{ in.}`, `cm^2` vs `square centimeters`), or words
-  that are not units (`5 students` vs `5 people`) → both dropped.
+- the same unit spelled differently (`12 inches` vs `12\\text{ in.}`, `cm^2` vs `square centimeters`), or count
+  nouns (`_COUNT_NOUNS`: `5 students` vs `5 people`, `5 such numbers`) → both dropped;
+- words that change, bound or join the value (`_REFUSE_WORDS`: `5 million`, `5\\text{ million}`, `3 squared`,
+  `2 times pi`, `3\\text{ or more}`, `4 less than x`, or a lone letter after a space) → None: wrong;
+- any other words → kept, for math-verify to read.
 A single letter is a unit only inside `\\text{}`/`\\mathrm{}`, or after a space when the other side has a unit
 (`5 kg` vs `5 g`; `5m` is five times m); `\\%`, `\\$` and `^\\circ`
 are left to math-verify, which reads them.
@@ -36,10 +39,26 @@ _GROUPS = {
 _UNITS = {w: canon for canon, words in _GROUPS.items() for w in words.split()}
 _NOT_WORDS = {"pi", "e", "i", "sin", "cos", "tan", "cot", "csc", "log", "ln", "exp", "sqrt", "mod", "arcsin",
               "arccos", "arctan", "and", "or", "for", "if", "where", "when", "with", "to", "by"}
+# Words that may follow a count and be dropped though they are no unit ("5 students", "5 such numbers").
+_COUNT_NOUNS = set("""student students people person persons child children boy boys girl girls man men woman women
+    way ways number numbers integer integers solution solutions value values root roots digit digits term terms
+    item items object objects element elements point points pair pairs triple triples set sets subset subsets
+    outcome outcomes case cases""".split())
+_COUNT_ADJECTIVES = {"such", "distinct", "different", "possible", "total", "positive", "negative", "real",
+                     "ordered", "unordered", "valid"}
+# Words after a number that change its value or make it a bound or a choice: the value is then not the number
+# ("5 million", "3 squared", "2 times pi", "3 or more", "4 less than x").
+_REFUSE_WORDS = {"times", "over", "plus", "minus", "less", "more", "fewer", "greater", "than", "squared", "cubed",
+                 "factorial", "half", "halves", "third", "thirds", "quarter", "quarters", "fourths", "fifths",
+                 "dozen", "dozens", "score", "hundred", "hundreds", "thousand", "thousands", "million", "millions",
+                 "billion", "billions", "trillion", "or", "and", "nor", "divided", "multiplied", "power", "least",
+                 "most", "not"}
 _TEXT_RE = re.compile(r"(.*?\S)\s*(?:\\[,;:! ]|~)*\s*\\(?:text|mathrm|mbox|textrm|rm)\s*\{\s*([^{}]*?)\s*\}"
                       r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
 _WORDS_RE = re.compile(r"(.*?[\d}])(\s*)([A-Za-z][A-Za-z./]*(?:\s+[A-Za-z][A-Za-z./]*){0,3})"
                        r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
+_MANY_WORDS_RE = re.compile(r"(.*?[\d}])(\s*)([A-Za-z][A-Za-z./]*(?:\s+[A-Za-z][A-Za-z./]*)*)"
+                            r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
 _SQUARE_RE = re.compile(r"(?i)\A(?:square|sq\.?)\s+(.+)\Z")
 _CUBIC_RE = re.compile(r"(?i)\A(?:cubic|cu\.?)\s+(.+)\Z")
 
@@ -61,6 +80,34 @@ def _canonical(words: str, power: str | None) -> str | None:
     return None if canon is None else canon + (f"^{exp}" if exp else "")
 
 
+def _words_kind(words: str, power: str | None, spaced: bool = True) -> str | None:
+    """"unit" / "count" when `words` may be dropped (a known unit; count nouns), "refuse" when a word changes the
+    value (`_REFUSE_WORDS`) or is a lone letter that is not a known unit, else None (unknown words: kept)."""
+    ws = [w.rstrip(".") for w in words.lower().replace("/", " / ").split()]
+    if _canonical(words, power) is not None:
+        return "unit"
+    if any(w in _REFUSE_WORDS for w in ws) or (spaced or len(ws) > 1) and any(len(w) == 1 and w != "/" for w in ws):
+        return "refuse"
+    nouns = [w for w in ws if w not in _COUNT_ADJECTIVES]
+    if nouns and all(w in _COUNT_NOUNS for w in nouns) and not power:
+        return "count"
+    return None
+
+
+def refused_words(s: str) -> bool:
+    """True when `s` is a plain value followed by words that change it (`5 million`, `3\\text{ or more}`)."""
+    s = s.strip()
+    if len(s) > _MAX_CHARS:
+        return False
+    m = _TEXT_RE.fullmatch(s)
+    if m is not None and _plain_value(m.group(1)):
+        return _words_kind(m.group(2), m.group(3)) == "refuse" or not re.fullmatch(r"[A-Za-z][A-Za-z ./]*",
+                                                                                     m.group(2))
+    m = _WORDS_RE.fullmatch(s) or _MANY_WORDS_RE.fullmatch(s)
+    return m is not None and _plain_value(m.group(1)) and _words_kind(m.group(3), m.group(4),
+                                                                                bool(m.group(2))) == "refuse"
+
+
 def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | None:
     """(value, canonical unit or None, is_unit) when `s` is a plain value followed by a unit or words, else None; a
     single known letter after a space (`5 g`) counts only with `letter`."""
@@ -69,6 +116,8 @@ def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | N
         return None
     m = _TEXT_RE.fullmatch(s)
     if m is not None and _plain_value(m.group(1)) and re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2)):
+        if _words_kind(m.group(2), m.group(3)) not in ("unit", "count"):
+            return None                  # `5\text{ million}`, `3\text{ or more}`: not a unit to drop
         canon = _canonical(m.group(2), m.group(3))
         return m.group(1).strip(), canon, canon is not None
     m = _WORDS_RE.fullmatch(s)
@@ -80,12 +129,16 @@ def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | N
     if first in _NOT_WORDS or (canon is None and (len(first) < 3 or not m.group(2))) or (
             len(first) < 2 and not (letter and canon and m.group(2))):
         return None                      # `2 pi`, `5m`, `3x`: not a unit
+    if _words_kind(words, m.group(4)) not in ("unit", "count"):
+        return None                      # `5 million`, `3 squared`, `2 times pi`: the words change the value
     return m.group(1).strip(), canon, canon is not None
 
 
 def align_units(gold: str, pred: str) -> tuple[str, str] | None:
     """(gold, pred) with units and words dropped (see the module docstring), unchanged when neither side has one;
     None when both carry known units that differ."""
+    if refused_words(gold) or refused_words(pred):
+        return None                      # `5 million` vs `5`: equal strings never get here (compare.prepare)
     g, p = split_unit(gold), split_unit(pred)
     if g is not None and g[2] and p is None:      # `5 kg` vs `5 g`: next to a unit, a lone letter is one too
         p = split_unit(pred, letter=True)
