@@ -53,10 +53,15 @@ def response(rng: random.Random, answer: str) -> str:
 
 
 def build_tokenizer(out: Path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
     rng = random.Random(0)
     corpus = [f"user\n{q}\nassistant\n{response(rng, s)}" for _ in range(20) for q, s in questions()]
+    return train_tokenizer(out, corpus)
+
+
+def train_tokenizer(out: Path, corpus: list[str]):
+    """A byte-level BPE of 384 tokens trained on `corpus`, with the chat template, saved to `out`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

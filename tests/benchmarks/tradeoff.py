@@ -28,7 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1]), str(HERE.parents[1] / "tests")]
-from toy_run import CHAT_TEMPLATE, FILLER, generate, prompt_text  # noqa: E402
+from toy_run import FILLER, generate, prompt_text, train_tokenizer  # noqa: E402
 
 OPERANDS = 4        # digits per question
 FILLER_MAX = 40     # filler words after the answer: uniform in 0..FILLER_MAX
@@ -116,8 +116,7 @@ def tag(text: str, tok) -> tuple[str, int]:
 def build_start(out: Path, seed: int, steps: int, threads: int) -> dict:
     """Tokenizer + random tiny Qwen2 (hidden 128, 2 layers, untied) + `steps` SFT steps on the mixture; bf16."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
     t0 = time.time()
     torch.set_num_threads(threads)
     rng = random.Random(seed)
@@ -130,15 +129,7 @@ def build_start(out: Path, seed: int, steps: int, threads: int) -> dict:
     for _ in range(3000):
         d = draw(rng)
         corpus.append(f"user\n{question(d)}\nassistant\n{sample_response(d)}")
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=384, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    fast = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(out)
+    fast = train_tokenizer(out, corpus)
     eos, pad = fast.convert_tokens_to_ids("<|im_end|>"), fast.convert_tokens_to_ids("<|endoftext|>")
     cfg = Qwen2Config(vocab_size=len(fast), hidden_size=128, intermediate_size=384, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
