@@ -3,6 +3,7 @@ five benchmarks with a paper protocol, and `lead-recipes eval compare RUN... --e
 table with AES.
 
 This module parses flags and wires them up; the work is in run.py and report.py. It never imports the training stack.
+See docs/evaluation.md.
 """
 from __future__ import annotations
 
@@ -12,21 +13,12 @@ import sys
 from pathlib import Path
 
 from lead_recipes.benchmarks import BENCHMARKS
-from evaluation.protocols import ALIASES, DEFAULT_BENCHMARKS, PRESETS, canonical
+from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
-from lead_recipes.help_format import HelpFormatter
-from lead_recipes.prompts import PROMPT_TEMPLATES, TEMPLATE_ALIASES
-from lead_recipes.renamed_flags import parse_args
+from lead_recipes.help_format import ArgumentParser
+from lead_recipes.prompts import PROMPT_TEMPLATES
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
-# The spellings users typed most before the dotted grammar, named in the error.
-RENAMED = {"--out": "--output", "--prompt-template": "--prompt.template", "--system-prompt": "--prompt.system",
-           "--backend": "--eval.backend", "--model": "--eval.model", "--preset": "--eval.preset",
-           "--benchmarks": "--data.benchmarks", "--base": "--eval.base", "--n": "--sampling.n",
-           "--max-new-tokens": "--sampling.max_new_tokens", "--temperature": "--sampling.temperature",
-           "--tokenizer": "--eval.tokenizer", "--no-progress_enable": "--eval.skip_progress_enable",
-           "--no-plots_enable": "--eval.skip_plots_enable",
-           "--no-chat_template_enable": "--prompt.skip_chat_template_enable"}
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
 _GEN_FLAGS = {"temperature": "temperature", "top_p": "top_p", "min_p": "min_p", "top_k": "top_k", "seed": "seed",
               "max_new_tokens": "max_new_tokens", "chat_template_enable": "chat_template_enable",
@@ -54,9 +46,8 @@ def _field_map(text: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes eval", formatter_class=HelpFormatter, allow_abbrev=False,
-                                description=" ".join(__doc__.split("\n\n")[0].split()),
-                                epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
+    p = ArgumentParser(prog="lead-recipes eval", description=" ".join(__doc__.split("\n\n")[0].split()),
+                       epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
     p.add_argument("--output", required=True, help="run directory (rerun the same command to resume)")
     p.add_argument("--seed", type=int, help="sampling seed (default: the preset's)")
     p.add_argument("--limit", type=int, help="first N problems of each benchmark (smoke runs)")
@@ -64,16 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--eval.backend", dest="backend", required=True, choices=("vllm", "openai", "replay"))
     e.add_argument("--eval.model", dest="model",
                    help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)")
-    e.add_argument("--eval.preset", dest="preset", default="sober", choices=sorted(PRESETS) + sorted(ALIASES),
-                   help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size (grpo-lead = 14b)")
+    e.add_argument("--eval.preset", dest="preset", default="sober", choices=sorted(PRESETS),
+                   help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size")
     e.add_argument("--eval.base", dest="base", help="base-model run directory or summary.json: adds AES to the summary")
     e.add_argument("--eval.tokenizer", dest="tokenizer",
                    help="tokenizer for chat templates / token counts (replay, openai completions)")
     e.add_argument("--eval.budgets", dest="budgets", type=_int_list,
                    help="token budgets for the sweep, e.g. 1024,2048,4096")
-    e.add_argument("--eval.skip_progress_enable", dest="skip_progress", action="store_true",
-                   help="no progress bars")
-    e.add_argument("--eval.skip_plots_enable", dest="skip_plots", action="store_true", help="write no plots")
+    e.add_argument("--eval.progress_enable", dest="progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="progress bars")
+    e.add_argument("--eval.plots_enable", dest="plots", action=argparse.BooleanOptionalAction, default=True,
+                   help="write the plots")
     d = p.add_argument_group("data")
     d.add_argument("--data.benchmarks", dest="benchmarks",
                    help=f"comma-separated: names ({','.join(BENCHMARKS)}), or name=path.jsonl / "
@@ -94,11 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sampling.top_k", dest="top_k", type=int)
     t = p.add_argument_group("prompt", "protocol overrides (default: the preset's value)")
     t.add_argument("--prompt.template", dest="prompt_template",
-                   help=f"one of {', '.join(PROMPT_TEMPLATES)} (earlier names {', '.join(TEMPLATE_ALIASES)} "
-                        "accepted) or a literal with {problem}")
+                   help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}")
     t.add_argument("--prompt.system", dest="system_prompt", help="system message")
-    t.add_argument("--prompt.skip_chat_template_enable", dest="skip_chat_template", action="store_true",
-                   help="send the raw prompt, without the model's chat template (applied by default)")
+    t.add_argument("--prompt.chat_template_enable", dest="chat_template_enable",
+                   action=argparse.BooleanOptionalAction,
+                   help="apply the model's chat template (default: the preset's, on; a replay: what its file records)")
     gr = p.add_argument_group("grade")
     gr.add_argument("--grade.extraction", dest="grade.extraction", default="final_answer",
                     choices=EXTRACTION_POLICIES,
@@ -132,23 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_compare_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes eval compare", formatter_class=HelpFormatter, allow_abbrev=False,
-                                description="side-by-side table of finished runs with AES against a base run")
+    p = ArgumentParser(prog="lead-recipes eval compare",
+                       description="side-by-side table of finished runs with AES against a base run")
     p.add_argument("runs", nargs="+", help="run directories (or summary.json files)")
     p.add_argument("--output", help="directory for compare.md/.csv/.json and the frontier plot")
     e = p.add_argument_group("eval")
     e.add_argument("--eval.base", dest="base", help="base-model run (AES reference)")
-    e.add_argument("--eval.skip_plots_enable", dest="skip_plots", action="store_true", help="write no plot")
     return p
-
-
-def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """Parsed arguments; an old flag spelling is a usage error naming the new one (exit 2)."""
-    args = parse_args(parser, argv, RENAMED)
-    # the chat template is the preset's (on) unless turned off; None = not given, so a replay keeps its recorded one
-    if hasattr(args, "skip_chat_template"):
-        args.chat_template_enable = False if args.skip_chat_template else None
-    return args
 
 
 def make_backend(args, gen, tok, replay=None):
@@ -170,7 +152,7 @@ def make_backend(args, gen, tok, replay=None):
             raise ValueError("--eval.backend openai needs --eval.model (the served model name)")
         if a["openai.endpoint"] == "completions" and gen.chat_template_enable and tok is None:
             raise ValueError("--openai.endpoint completions with the chat template on needs --eval.tokenizer "
-                             "(or use the chat endpoint, or --prompt.skip_chat_template_enable)")
+                             "(or use the chat endpoint, or --no-prompt.chat_template_enable)")
         return backends.OpenAIBackend(a["openai.base_url"], args.model, endpoint=a["openai.endpoint"],
                                       api_key=a["openai.api_key"], concurrency=a["openai.concurrency"],
                                       retries=a["openai.retries"], timeout_s=a["openai.timeout_s"], tokenizer=tok)
@@ -190,18 +172,15 @@ def benchmark_specs(args, replay=None) -> list[str]:
     """--data.benchmarks as given, else the replay file's benchmarks, else the preset's paper set."""
     if args.benchmarks:
         return [s.strip() for s in args.benchmarks.split(",") if s.strip()]
-    return replay.benchmarks() if replay else list(DEFAULT_BENCHMARKS[canonical(args.preset)])
+    return replay.benchmarks() if replay else list(DEFAULT_BENCHMARKS[args.preset])
 
 
 def run_main(argv: list[str]) -> int:
     from evaluation import protocols, run  # noqa: PLC0415
     from lead_recipes.benchmarks import load_benchmarks  # noqa: PLC0415
-    args = _parse(build_parser(), argv)
+    args = build_parser().parse_args(argv)
     a = vars(args)
     try:
-        if args.preset in ALIASES:
-            print(f"lead-recipes eval: --eval.preset {args.preset} is now {canonical(args.preset)} "
-                  "(use grpo-lead-7b for 7B models: 8k cap)", file=sys.stderr)
         tok = None
         if args.tokenizer:
             from evaluation.backends import load_tokenizer  # noqa: PLC0415
@@ -232,8 +211,8 @@ def run_main(argv: list[str]) -> int:
         try:
             summary = run.run_eval(gen, benchmarks, backend, args.output, model=args.model, base=base,
                                    budgets=args.budgets, tokenizer=tok, limit=args.limit,
-                                   sources=_sources(specs, data_dir), progress=not args.skip_progress,
-                                   plots=not args.skip_plots, extraction=a["grade.extraction"])
+                                   sources=_sources(specs, data_dir), progress=args.progress,
+                                   plots=args.plots, extraction=a["grade.extraction"])
         finally:
             backend.close()
     except (ValueError, FileNotFoundError, RuntimeError) as e:
@@ -253,7 +232,7 @@ def _run_label(path: str, summary: dict) -> str:
 
 def compare_main(argv: list[str]) -> int:
     from evaluation import report, run  # noqa: PLC0415
-    args = _parse(build_compare_parser(), argv)
+    args = build_compare_parser().parse_args(argv)
     try:
         loaded = [(r, run.load_summary(r)) for r in args.runs + ([args.base] if args.base else [])]
         labels = [_run_label(r, s) for r, s in loaded]

@@ -1,17 +1,7 @@
-"""Evaluation protocols: the papers' presets and prompt templates, resolved into one explicit `GenConfig`.
-
-Presets (sources in docs/evaluation.md; the templates are lead_recipes.prompts):
-- `sober` (Hochlehnert et al. 2025, arXiv 2504.07086, as used by LEAD): temperature 0.8, top-p 0.9, n = 10 for
-  AIME24/AIME25/AMC23 and n = 3 for MATH-500/OlympiadBench (one seed per sample: seed + s), lighteval's
-  MATH_QUERY_TEMPLATE, chat template on, max new tokens 32768 (lighteval's default; LEAD's is not stated).
-- `grpo-lead-7b` / `grpo-lead-14b` (Zhang & Zuo 2025, arXiv 2504.09696 Sec. 4.3-4.4): temperature 0.6, n = 32, Pass@1
-  and Cons@32, the DeepScaleR prompt "{problem} Let's think step by step and output the final answer within
-  \\boxed{}.", AIME24 and AIME25 only (the paper's tables), max new tokens 8192 for 7B models ("8k ... matching the
-  training length limit") and 14336 for 14B ("14k", read as 14 × 1024 like the 14B training length). The authors'
-  README adds min_p 0.01, which the paper does not state: off unless --sampling.min_p is given. `grpo-lead` is the
-  old name of `grpo-lead-14b`.
-Every field can be overridden; the resolved values are what the run records. `PROVENANCE` says, per preset, which
-public harness it mirrors and where we differ (recorded in summary.json). It does not generate or score.
+"""Evaluation protocols: the papers' presets (`sober`, `grpo-lead-7b`, `grpo-lead-14b`) and prompt templates,
+resolved into one explicit `GenConfig`. Every field can be overridden; the resolved values are what the run records.
+`PROVENANCE` says, per preset, which public harness it mirrors and where we differ (recorded in summary.json). It
+does not generate or score. See docs/evaluation.md.
 """
 from __future__ import annotations
 
@@ -57,7 +47,6 @@ PRESETS = {
                                max_new_tokens=14336, n_per_benchmark={}, n_default=32,
                                prompt_template_name="deepscaler", prompt_template=PROMPT_TEMPLATES["deepscaler"]),
 }
-ALIASES = {"grpo-lead": "grpo-lead-14b"}
 # The benchmarks each paper reports; a run's default set, and the set its summary average is labelled against.
 DEFAULT_BENCHMARKS = {"sober": ALL_BENCHMARKS, "grpo-lead-7b": ("aime2024", "aime2025"),
                       "grpo-lead-14b": ("aime2024", "aime2025")}
@@ -104,17 +93,16 @@ PROVENANCE = {
         "mirrors": f"the paper's evaluation protocol; the authors' scripts ({_GRPO_LEAD}) for the prompt",
         "paper_benchmarks": ["aime2024", "aime2025"],
         "differences": ["14k read as 14336 = 14 x 1024 tokens, the 14B recipes' training generation length "
-                        "(the authors' README says 14k; the old `grpo-lead` preset used 14000)"] + _GRPO_LEAD_DIFFS,
+                        "(the authors' README says 14k)"] + _GRPO_LEAD_DIFFS,
     },
 }
 
 
 def canonical(preset: str) -> str:
-    """A preset name with old spellings mapped to the current one (ValueError for an unknown name)."""
-    name = ALIASES.get(preset, preset)
-    if name not in PRESETS:
+    """`preset` itself when it names a preset (ValueError for an unknown name)."""
+    if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    return name
+    return preset
 
 
 def benchmark_set(preset: str, names) -> dict:
@@ -130,7 +118,7 @@ def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None
             seed=None, prompt_template=None, chat_template_enable=None, system_prompt=None,
             n_per_benchmark: dict | None = None) -> GenConfig:
     """Preset + overrides → GenConfig. `n` overrides every benchmark's sample count (`n_per_benchmark`, e.g. read
-    from a replay file, sets them one by one; `n` wins); `prompt_template` is a template name (or earlier name) from
+    from a replay file, sets them one by one; `n` wins); `prompt_template` is a template name from
     PROMPT_TEMPLATES or a literal containing "{problem}". Invalid values raise ValueError."""
     cfg = PRESETS[canonical(preset)]
     changes = {k: v for k, v in dict(temperature=temperature, top_p=top_p, min_p=min_p, top_k=top_k,
@@ -176,5 +164,5 @@ def render_prompt(cfg: GenConfig, problem: str, tokenizer=None) -> str:
         return build_user_text(cfg, problem)
     if tokenizer is None:
         raise ValueError("the chat template is on but no tokenizer was given (pass --eval.tokenizer or turn it off "
-                         "with --prompt.skip_chat_template_enable)")
+                         "with --no-prompt.chat_template_enable)")
     return tokenizer.apply_chat_template(build_messages(cfg, problem), tokenize=False, add_generation_prompt=True)

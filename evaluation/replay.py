@@ -1,13 +1,7 @@
-"""Replay backend: grade saved generations as if a backend had produced them, recording only what the file says.
-
-The file is JSONL, one row per generation: {"benchmark", "id", "sample", "response"} plus optional "num_tokens"
-(else counted with a tokenizer), "truncated" or "finish_reason" (else num_tokens ≥ max new tokens), "seed" (the
-sample's sampling seed), and optional sampling settings shared by every row ("temperature", "top_p", "min_p",
-"top_k", "max_new_tokens", "chat_template_enable", "system_prompt", "prompt_template_name", "prompt_template").
-A setting is known when every row carries it with one value, or when the user passed it as a flag; otherwise
-the run records it as "unknown" (a replay never sampled, so a preset's value would be a claim it cannot back).
-The file also says which benchmarks and how many samples per problem it holds (`benchmarks()`,
-`n_per_benchmark()`), so a replay needs neither flag. It does not generate, grade or write files.
+"""Replay backend: grade saved generations (JSONL, one row per sample) as if a backend had produced them. A sampling
+setting is recorded only when every row carries it with one value or the user passed it as a flag, else "unknown"
+(a replay never sampled); the file also gives the benchmarks and samples per problem. It does not generate, grade or
+write files. See docs/evaluation.md#replay-saved-generations.
 """
 from __future__ import annotations
 
@@ -15,7 +9,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from evaluation.backends import GenRequest, Sink, _row, count_tokens
-from lead_recipes.prompts import TEMPLATE_ALIASES
 
 UNKNOWN = "unknown"
 SETTINGS = ("temperature", "top_p", "min_p", "top_k", "max_new_tokens", "chat_template_enable", "system_prompt",
@@ -66,8 +59,6 @@ class ReplayBackend:
                 raise ValueError(f"{self.path}: rows disagree on {name} ({', '.join(sorted(values)[:3])}); "
                                  "a replay file must hold one configuration")
             out[name] = carried[0]
-        if "prompt_template_name" in out:
-            out["prompt_template_name"] = TEMPLATE_ALIASES.get(out["prompt_template_name"], out["prompt_template_name"])
         return out
 
     def benchmarks(self) -> list[str]:

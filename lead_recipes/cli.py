@@ -1,6 +1,6 @@
 """The `lead-recipes` entry point. It only dispatches: each subcommand lives with its feature as `main(argv) -> int`
 and is imported lazily, so `lead-recipes grade` never imports torch and `lead-recipes eval` never imports the
-training stack."""
+training stack. See README.md."""
 from __future__ import annotations
 
 import importlib

@@ -1,17 +1,7 @@
-"""`lead-recipes data`: build OpenRLHF prompt datasets and the GRPO-LEAD stage-2 curriculum.
-
-`build` reads a source (local JSONL/JSON/parquet, or a Hugging Face hub dataset id), selects problems (presets:
-`math-l35` = SimpleRL-Zoo's MATH level 3-5, `math` = full MATH with level/subject/split filters, `deepscaler` =
-GRPO-LEAD-style difficulty / numeric-answer filters, `dapo` = DAPO-Math-17k without its own answer instruction,
-`jsonl` = any source with a field mapping), removes duplicate problems and problems of the evaluation benchmarks
-(MATH-500, AIME 2024/2025, AMC 2023, OlympiadBench; normalised text match), shuffles with a seed when given (recorded
-in the report), applies a paper prompt template and writes JSONL rows `{"prompt", "label", "id", ...}` for
-`--data.input_key prompt --data.label_key label` (plus `--data.apply_chat_template`). A JSON report lists every
-removed problem and why.
-`curriculum` reads the per-problem records the trainer appends to `recipe_problems.jsonl` (docs/training.md), keeps the
-problems whose accuracy is <= a threshold (GRPO-LEAD: 0.75), merges them with other sets and, with a seed, writes an
-exact number of rows of a seeded order (one stage's part of it); the selection itself is lead_recipes/curriculum.py.
-It does not download anything itself except through `datasets` for hub ids, and never grades.
+"""`lead-recipes data`: `build` selects, cleans (duplicates, benchmark problems) and templates a prompt dataset for
+OpenRLHF with a JSON report of every removed problem; `curriculum` builds the GRPO-LEAD stage-2 set from the trainer's
+per-problem records (the selection is lead_recipes/curriculum.py). It downloads nothing itself except through
+`datasets` for hub ids, and never grades. See docs/launch.md#lead-recipes-data.
 """
 from __future__ import annotations
 
@@ -27,9 +17,8 @@ from typing import Iterable
 
 from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
-from lead_recipes.help_format import HelpFormatter
-from lead_recipes.prompts import PROMPT_TEMPLATES, TEMPLATE_ALIASES, fill_template, resolve_template
-from lead_recipes.renamed_flags import parse_args
+from lead_recipes.help_format import ArgumentParser
+from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_template
 
 PRESETS = ("math-l35", "math", "deepscaler", "dapo", "jsonl")
 # DAPO-Math-17k wraps each problem in its own "Answer:"-line instruction; preset `dapo` strips it so that the recipe's
@@ -38,11 +27,6 @@ DAPO_PREFIX = ("Solve the following math problem step by step. The last line of 
                "Answer: $Answer (without quotes) where $Answer is the answer to the problem.")
 DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
 
-# The spellings users typed most before the dotted grammar, named in the error.
-RENAMED = {"--out": "--output", "--source": "--input", "--preset": "--data.preset",
-           "--no-dedup": "--data.keep_duplicates_enable",
-           "--no-decontaminate": "--data.keep_benchmark_problems_enable", "--template": "--prompt.template",
-           "--problems": "--curriculum.problems"}
 BENCHMARK_NAMES = ("aime2024", "aime2025", "amc2023", "math500", "olympiadbench")
 BUILD_KEY_DEFAULTS = {"problem_key": "problem", "answer_key": "answer", "id_key": "id"}
 _LATEX_NOISE = re.compile(r"\\left|\\right|\\displaystyle|\\[,;:! ]|\\\[|\\\]|\\\(|\\\)|[\s${}.,;:!?]")
@@ -297,11 +281,9 @@ def _report(args, summary: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes data", formatter_class=HelpFormatter, allow_abbrev=False,
-                                description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
+    p = ArgumentParser(prog="lead-recipes data", description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
     sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", formatter_class=HelpFormatter, allow_abbrev=False,
-                       help="select, clean and template a prompt dataset")
+    b = sub.add_parser("build", help="select, clean and template a prompt dataset")
     b.add_argument("--input", dest="source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
     b.add_argument("--output", dest="out", required=True, help="output JSONL")
     b.add_argument("--limit", type=int, help="write at most N rows")
@@ -342,13 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep integer/decimal/simple-fraction answers only")
     t = b.add_argument_group("prompt")
     t.add_argument("--prompt.template", dest="template", default="deepscaler",
-                   help=f"{', '.join(PROMPT_TEMPLATES)} (lead_recipes/prompts.py; earlier names "
-                        f"{', '.join(TEMPLATE_ALIASES)} accepted) or a custom string with {{problem}}")
+                   help=f"{', '.join(PROMPT_TEMPLATES)} (lead_recipes/prompts.py) or a custom string with {{problem}}")
     t.add_argument("--prompt.format", dest="format", choices=("text", "messages"), default="text",
                    help="prompt as text (train with --data.apply_chat_template) or chat messages")
     t.add_argument("--prompt.system", dest="system", help="system message (messages format only)")
-    c = sub.add_parser("curriculum", formatter_class=HelpFormatter, allow_abbrev=False,
-                       help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
+    c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
     c.add_argument("--output", dest="out", required=True, help="output JSONL")
     c.add_argument("--seed", type=int,
                    help="write a seeded order (passes reshuffled while --curriculum.rows needs more)")
@@ -377,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parse_args(parser, argv, RENAMED)
+    args = parser.parse_args(argv)
     try:
         if args.command == "build":   # a bad template fails before anything is read; the report names it canonically
             name, text = resolve_template(args.template)

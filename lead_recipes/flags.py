@@ -1,10 +1,7 @@
-"""The `--recipe.*` flags of `lead-recipes train`, `lead-recipes replay` and the recipe files: the command-line layer
-over `lead_recipes.methods.config`, where every default, range and help text is defined.
-
-Flags follow OpenRLHF's dotted style (`--recipe.lead.aggregator min_correct`; dest "recipe.lead.aggregator", which
-OpenRLHF's `hierarchize` turns into `args.recipe.lead.aggregator`); booleans end in `_enable` and are store_true.
-`recipe_config(args)` turns parsed flags into the validated `RecipeConfig` that `build_method` takes;
-`recipe_argv(config)` goes back to flags. This module is torch-free; it parses, it computes nothing.
+"""The `--recipe.*` flags of `lead-recipes train`, `lead-recipes replay` and the recipe files, generated from
+`lead_recipes.methods.config` (defaults, ranges, help). Flags are dotted like OpenRLHF's (dest
+"recipe.lead.aggregator", which OpenRLHF's `hierarchize` nests); `recipe_config(args)` gives the validated
+`RecipeConfig`, `recipe_argv(config)` the flags back. Torch-free; it parses, it computes nothing. See docs/methods.md.
 """
 from __future__ import annotations
 

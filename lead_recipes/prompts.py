@@ -1,7 +1,7 @@
 """The prompt templates, defined once: `lead-recipes data build` writes training prompts with them and
 `lead-recipes eval` evaluates with them, under the same names. `{problem}` is the problem text; the result is the
 user turn; `fill_template` inserts it the same way for both. It does not apply chat templates (the trainer's
-`--data.apply_chat_template` or the eval backend does).
+`--data.apply_chat_template` or the eval backend does). See docs/launch.md#lead-recipes-data.
 """
 from __future__ import annotations
 
@@ -21,16 +21,13 @@ PROMPT_TEMPLATES = {
     # The problem as it is (a source that carries its own instruction).
     "raw": "{problem}",
 }
-# Earlier names, still accepted: `data` called deepscaler `lead` and raw `none`; `eval` called r1 `qwen-boxed`.
-TEMPLATE_ALIASES = {"lead": "deepscaler", "none": "raw", "qwen-boxed": "r1"}
 
 
 def resolve_template(name_or_text: str) -> tuple[str, str]:
-    """(name, template) for a template name, an earlier name, or a literal template (named "custom"); ValueError
-    when it is none of these."""
-    name = TEMPLATE_ALIASES.get(name_or_text, name_or_text)
-    if name in PROMPT_TEMPLATES:
-        return name, PROMPT_TEMPLATES[name]
+    """(name, template) for a template name or a literal template (named "custom"); ValueError when it is
+    neither."""
+    if name_or_text in PROMPT_TEMPLATES:
+        return name_or_text, PROMPT_TEMPLATES[name_or_text]
     if "{problem}" in name_or_text:
         return "custom", name_or_text
     raise ValueError(f"--prompt.template must be one of {', '.join(PROMPT_TEMPLATES)} or a template containing "

@@ -1,26 +1,10 @@
-"""`lead-recipes replay`: run logged rollout statistics through a method and its controller, offline, on a CPU.
-
-It shows what a method will do before any GPU hour is spent: the advantage sign pattern per group and the controller
-trajectory (LEAD's λ_c/λ_l, Leash's λ), so β_ema, λ_min, Leash's learning rate etc. can be tuned. It does not train,
-sample or touch OpenRLHF.
-
-Input JSONL, one line per training step:
-  {"step": int, "groups": [{"correct": [bool]*G, "lengths": [int]*G, "truncated": [bool]*G?, "repetitive": [bool]*G?}],
-   "epoch": int?, "length_unit": str?}
-or `--replay.from_rollouts FILE` (JSONL rows with `answer` and `samples[].response`), graded with the package grader
-and chunked into steps of `--replay.prompts_per_step` groups; lengths from `--replay.tokenizer PATH`, else an
-approximation (ceil(chars/4) + 1 for EOS), labelled as such. `--replay.write_input` saves that built input with each
-step's `epoch` and `length_unit`, so replaying it again labels its lengths the same way. Lengths are capped by
-`--rollout.max_new_tokens` (LEAD's B_max). Output JSONL (`--output`), one line per step:
-  {"step", "epoch"?, "rewards": [[float]*G]*M, "advantages": [[float]*G]*M, "controller": {...state after the step},
-   "stats"}
-plus a PNG (`--replay.plot`: controller trajectory with the λ floor where one applies; accuracy and mean shaped reward; mean length
-with the method's target length; epoch boundaries as vertical lines) and a per-step table on stdout. Method flags: the same --recipe.* flags as
-`lead-recipes train` (lead_recipes.flags).
+"""`lead-recipes replay`: run logged rollout statistics (or graded rollouts, `--replay.from_rollouts`) through a
+method and its controller, offline, on a CPU: per-step rewards, advantages and controller state as JSONL, a PNG of
+the controller trajectory and a table on stdout, before any GPU hour is spent. Method flags are `lead-recipes
+train`'s `--recipe.*`. It does not train, sample or touch OpenRLHF. See docs/methods.md#replay-lead-recipes-replay.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -29,15 +13,9 @@ from typing import Any, Iterable
 
 from lead_recipes.flags import add_recipe_flags, recipe_config
 from lead_recipes.jsonl import read_jsonl
-from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import parse_args
+from lead_recipes.help_format import ArgumentParser
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
-# The spellings users typed before the dotted grammar, named in the error.
-RENAMED = {"--out": "--output", "-o": "--output", "--from-rollouts": "--replay.from_rollouts",
-           "--tokenizer": "--replay.tokenizer", "--prompts-per-step": "--replay.prompts_per_step",
-           "--epochs": "--replay.epochs", "--write-input": "--replay.write_input",
-           "--max-new-tokens": "--rollout.max_new_tokens", "--plot": "--replay.plot"}
 
 
 def _flags(group: dict, key: str, q: int, step: Any, kind, g: int | None) -> list | None:
@@ -260,9 +238,9 @@ def format_table(lines: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="lead-recipes replay", formatter_class=HelpFormatter, allow_abbrev=False,
-                                description="Replay logged rollout statistics through a method and its controller.")
-    p.add_argument("input", nargs="?", help="input JSONL, one line per step (see module docs)")
+    p = ArgumentParser(prog="lead-recipes replay",
+                       description="Replay logged rollout statistics through a method and its controller.")
+    p.add_argument("input", nargs="?", help="input JSONL, one line per step (docs/methods.md)")
     p.add_argument("--output", required=True, help="output JSONL, one line per step")
     r = p.add_argument_group("replay")
     r.add_argument("--replay.from_rollouts", dest="from_rollouts", metavar="FILE",
@@ -281,7 +259,7 @@ def main(argv: list[str]) -> int:
     ro.add_argument("--rollout.max_new_tokens", dest="max_new_tokens", type=int, default=4000,
                     help="rollout cap (LEAD B_max); default 4000")
     add_recipe_flags(p)
-    args = parse_args(p, argv, RENAMED)
+    args = p.parse_args(argv)
     if bool(args.input) == bool(args.from_rollouts):
         p.error("give exactly one of INPUT or --replay.from_rollouts FILE")
     if args.prompts_per_step < 1 or args.epochs < 1 or args.max_new_tokens < 1:

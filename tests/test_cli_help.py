@@ -1,6 +1,6 @@
 """Every `lead-recipes` command's --help shows each flag's default, wraps without splitting recipe names at hyphens,
-and `lead-recipes --version` prints the installed version. The parsers are the real ones, caught as each command
-formats its help."""
+and `lead-recipes --version` prints the installed version; every command refuses an unknown or abbreviated flag,
+naming the closest real one. The parsers are the real ones, caught as each command formats its help or parses."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from lead_recipes.cli import COMMANDS
-from lead_recipes.renamed_flags import parser_options, renamed_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,49 +69,47 @@ def test_version_flag_prints_the_installed_version():
     assert out == f"lead-recipes {version}"
 
 
-def _table_and_parser(command: str, argv: list[str], monkeypatch):
-    """The rename table and the parser a command parses its flags with (caught as it calls parse_args)."""
-    module = importlib.import_module(COMMANDS[command][0])
-    seen = {}
-
-    def capture(parser, args, table):
-        seen.update(table=table, parser=parser)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(module, "parse_args", capture)
-    with pytest.raises(SystemExit):
-        module.main(argv)
-    return seen["table"], seen["parser"]
+def _failure(command: str, argv: list[str], capsys) -> tuple[int, str]:
+    """(exit code, stderr) of a command run in-process on flags it must refuse."""
+    try:
+        code = importlib.import_module(COMMANDS[command][0]).main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
 
 
-RENAME_ARGVS = [("launch", ["lead-1.5b"]), ("data", ["build"]), ("grade", []), ("serve", []), ("replay", []),
-                ("eval", [])]
+UNKNOWN_FLAGS = [
+    ("train", ["--recipe.name", "none", "--recipe.leash.target_lenght", "3"], "--recipe.leash.target_length"),
+    ("train", ["--recipe.name", "none", "--vllm.num_engine", "2"], "--vllm.num_engines"),
+    ("launch", ["lead-1.5b", "--launch.targt", "local"], "--launch.target"),
+    ("data", ["build", "--input", "s", "--output", "o", "--data.preset", "jsonl", "--data.problm_key", "q"],
+     "--data.problem_key"),
+    ("data", ["curriculum", "--output", "o", "--curriculum.problems", "p", "--curriculum.dataset", "d",
+              "--curriculum.treshold", "0.5"], "--curriculum.threshold"),
+    ("grade", ["--input", "i", "--output", "o", "--grade.extractoin", "boxed"], "--grade.extraction"),
+    ("serve", ["--serve.prot", "0"], "--serve.port"),
+    ("replay", ["--output", "o", "--replay.epohcs", "2"], "--replay.epochs"),
+    ("eval", ["--eval.backend", "replay", "--output", "o", "--eval.presett", "sober"], "--eval.preset"),
+    ("eval", ["compare", "r", "--eval.bsae", "b"], "--eval.base"),
+]
 
 
-@pytest.mark.parametrize("command,argv", RENAME_ARGVS, ids=[c for c, _ in RENAME_ARGVS])
-def test_every_rename_hint_names_a_flag_the_command_has(command, argv, monkeypatch):
-    table, parser = _table_and_parser(command, argv, monkeypatch)
-    options = parser_options(parser)
-    assert {old: new for old, new in table.items() if new.split()[0] not in options} == {}
+@pytest.mark.parametrize("command,argv,closest", UNKNOWN_FLAGS, ids=[f"{c} {a[-2]}" for c, a, _ in UNKNOWN_FLAGS])
+def test_an_unknown_flag_fails_naming_the_closest_real_flag_once(command, argv, closest, capsys):
+    code, err = _failure(command, argv, capsys)
+    assert code == 2 and argv[-2] in err
+    assert f"(did you mean {closest}?)" in err and err.count("did you mean") == 1
 
 
-def test_train_rename_hints_name_flags_train_has():
-    from lead_recipes.training import cli as train
-    assert {o: n for o, n in train.RENAMED.items() if n.split()[0] not in parser_options(train._our_parser())} == {}
+ABBREVIATIONS = [("train", ["--recipe.name", "none", "--recipe.lead.aggreg", "min_correct"]),
+                 ("launch", ["lead-1.5b", "--launch.tar", "local"]),
+                 ("data", ["build", "--input", "s", "--output", "o", "--data.preset", "jsonl", "--data.problem", "q"]),
+                 ("grade", ["--input", "i", "--output", "o", "--grade.extr", "boxed"]),
+                 ("replay", ["--output", "o", "--replay.epo", "2"]),
+                 ("eval", ["--eval.backend", "replay", "--output", "o", "--eval.pre", "sober"])]
 
 
-@pytest.mark.parametrize("old,new", [("--partition", "--slurm.partition"), ("--save-timeout", "--slurm.save_timeout"),
-                                     ("--resume", "--slurm.resume_enable")])
-def test_an_old_dashed_flag_is_matched_to_its_one_dotted_successor(old, new, capsys):
-    from lead_recipes.recipes import launch
-    with pytest.raises(SystemExit):
-        launch.main(["lead-1.5b", "--launch.target", "slurm", old, "x"])
-    assert f"{old} is now {new}" in capsys.readouterr().err
-
-
-def test_a_dashed_flag_with_two_dotted_candidates_gets_no_guess():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--a.seed")
-    parser.add_argument("--b.seed")
-    assert renamed_hint(["--seed", "1"], {}, parser) is None
-    assert renamed_hint(["--a.seed", "1", "--", "--b-seed"], {}, parser) is None   # known flags and after `--`
+@pytest.mark.parametrize("command,argv", ABBREVIATIONS, ids=[f"{c} {a[-2]}" for c, a in ABBREVIATIONS])
+def test_an_abbreviated_flag_is_refused(command, argv, capsys):
+    code, err = _failure(command, argv, capsys)
+    assert code == 2 and argv[-2] in err and "did you mean" in err

@@ -116,15 +116,6 @@ def test_an_unknown_template_name_is_refused_before_the_source_is_read(tmp_path,
     assert not out.exists()
 
 
-def test_an_earlier_template_name_is_built_and_reported_under_its_current_name(tmp_path):
-    src, out = tmp_path / "s.jsonl", tmp_path / "o.jsonl"
-    src.write_text(json.dumps({"id": "a", "problem": "What is 2+2?", "answer": "4"}) + "\n")
-    assert run("build", "--data.preset", "jsonl", "--input", src, "--data.keep_benchmark_problems_enable",
-               "--prompt.template", "lead", "--output", out) == 0
-    assert read(out)[0]["prompt"].endswith("Let's think step by step and output the final answer within \\boxed{}.")
-    assert json.loads((tmp_path / "o.jsonl.report.json").read_text())["template"] == "deepscaler"
-
-
 def test_messages_format_writes_chat_turns_with_the_system_prompt():
     row = data.render({"id": "x", "problem": "P", "answer": "2"}, "r1", "messages", "be brief")
     assert [m["role"] for m in row["prompt"]] == ["system", "user"] and row["prompt"][1]["content"].startswith("P")
@@ -249,16 +240,6 @@ def test_nested_fields_and_chat_message_problems_are_mapped(tmp_path):
                "reward_model.ground_truth", "--data.id_key", "extra_info.index", "--prompt.template", "raw",
                "--data.keep_benchmark_problems_enable", "--output", out) == 0
     assert [(r["prompt"], r["label"], r["id"]) for r in read(out)] == [("2+3?", "5", "7")]
-
-
-@pytest.mark.parametrize("old,new", [("--out", "--output"), ("--no-dedup", "--data.keep_duplicates_enable"),
-                                     ("--source", "--input")])
-def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        run("build", "--data.preset", "jsonl", "--input", tmp_path / "s.jsonl", "--output", tmp_path / "o.jsonl",
-            old, "x")
-    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
-    assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_two_stages_cut_from_one_seeded_order_continue_it_and_each_pass_is_a_permutation():

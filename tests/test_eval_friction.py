@@ -33,27 +33,27 @@ def _replay_file(path, shared_data, benches=("aime2024", "math500"), n=3, k=2, e
 
 def _argv(replay, out, shared_data, *more):
     return ["--eval.backend", "replay", "--replay.path", str(replay), "--data.benchmarks_dir",
-            str(shared_data / "benchmarks"), "--limit", "2", "--output", str(out), "--eval.skip_progress_enable", *more]
+            str(shared_data / "benchmarks"), "--limit", "2", "--output", str(out), "--no-eval.progress_enable", *more]
 
 
 def test_failed_input_check_leaves_no_config_and_a_fixed_rerun_proceeds(shared_data, tmp_path, capsys):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--sampling.n", "4", "--eval.skip_plots_enable")) == 2
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--sampling.n", "4", "--no-eval.plots_enable")) == 2
     assert "lacks" in capsys.readouterr().err
     assert not (tmp_path / "r" / "config.json").exists()
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--sampling.n", "3", "--eval.skip_plots_enable")) == 0
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--sampling.n", "3", "--no-eval.plots_enable")) == 0
 
 
 def test_config_left_by_a_run_that_wrote_no_sample_does_not_lock_the_directory(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     (tmp_path / "r").mkdir()
     store.write_json(tmp_path / "r" / "config.json", {"generation": {"max_new_tokens": 1}})
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable")) == 0
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable")) == 0
 
 
 def test_replay_records_sampling_settings_it_never_saw_as_unknown(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable")) == 0
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable")) == 0
     gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
     for key in ("temperature", "top_p", "seed", "chat_template_enable", "prompt_template", "min_p", "top_k"):
         assert gen[key] == "unknown", key
@@ -65,7 +65,7 @@ def test_replay_records_sampling_settings_it_never_saw_as_unknown(shared_data, t
 def test_replay_records_the_settings_and_seeds_the_file_carries(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data,
                           extra=lambda s: {"temperature": 0.6, "top_p": 0.95, "seed": 1000 + s})
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable", "--sampling.min_p",
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable", "--sampling.min_p",
                           "0.01")) == 0
     gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
     assert (gen["temperature"], gen["top_p"], gen["seed"], gen["min_p"]) == (0.6, 0.95, 1000, 0.01)
@@ -80,15 +80,15 @@ def test_replay_flag_contradicting_the_file_is_an_error(shared_data, tmp_path, c
 
 
 def test_replay_accepts_a_template_name_whose_text_the_file_records(shared_data, tmp_path):
-    """The file records the template's text (and the name it was called then); `--prompt.template r1` names the same
-    text, so it agrees, and the run reports the current name."""
+    """The file records the template's text under a name of its own; `--prompt.template r1` names the same text, so
+    it agrees (the text decides, not the name) and the run keeps that text."""
     from lead_recipes.prompts import PROMPT_TEMPLATES
     replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {
-        "prompt_template_name": "qwen-boxed", "prompt_template": PROMPT_TEMPLATES["r1"]})
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable",
+        "prompt_template_name": "boxed-cot", "prompt_template": PROMPT_TEMPLATES["r1"]})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable",
                           "--prompt.template", "r1")) == 0
     gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
-    assert (gen["prompt_template_name"], gen["prompt_template"]) == ("r1", PROMPT_TEMPLATES["r1"])
+    assert gen["prompt_template"] == PROMPT_TEMPLATES["r1"]
 
 
 def test_replay_refuses_a_template_whose_text_differs_from_the_files(shared_data, tmp_path, capsys):
@@ -101,7 +101,7 @@ def test_replay_refuses_a_template_whose_text_differs_from_the_files(shared_data
 
 def test_replay_takes_benchmarks_and_n_from_the_file(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("math500", "aime2025"), n=3)
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable")) == 0
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable")) == 0
     bench = json.loads((tmp_path / "r" / "summary.json").read_text())["benchmarks"]
     assert list(bench) == ["math500", "aime2025"]
     assert {b["n_samples"] for b in bench.values()} == {3}
@@ -114,16 +114,16 @@ def test_replay_file_with_uneven_samples_asks_for_n(shared_data, tmp_path, capsy
     replay.write_text("\n".join(lines[:-1]) + "\n")              # the last problem lacks sample 2
     assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 2
     assert "pass --sampling.n" in capsys.readouterr().err
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--sampling.n", "2", "--eval.skip_plots_enable")) == 0
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--sampling.n", "2", "--no-eval.plots_enable")) == 0
 
 
 def test_compare_labels_runs_by_their_model(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     for model, folder in (("org/model-a", "run1"), ("org/model-b", "run2")):
         assert cli.main(_argv(replay, tmp_path / folder, shared_data, "--eval.model", model,
-                              "--eval.skip_plots_enable")) == 0
+                              "--no-eval.plots_enable")) == 0
     assert cli.main(["compare", str(tmp_path / "run1"), "--eval.base", str(tmp_path / "run2"), "--output",
-                     str(tmp_path / "cmp"), "--eval.skip_plots_enable"]) == 0
+                     str(tmp_path / "cmp")]) == 0
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["table"]
     assert [r["run"] for r in rows] == ["org/model-b (base)", "org/model-a"]
 
@@ -132,9 +132,8 @@ def test_compare_keeps_two_runs_of_one_model_apart(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     for folder in ("run1", "run2"):
         assert cli.main(_argv(replay, tmp_path / folder, shared_data, "--eval.model", "m",
-                              "--eval.skip_plots_enable")) == 0
-    assert cli.main(["compare", str(tmp_path / "run1"), str(tmp_path / "run2"), "--output", str(tmp_path / "cmp"),
-                     "--eval.skip_plots_enable"]) == 0
+                              "--no-eval.plots_enable")) == 0
+    assert cli.main(["compare", str(tmp_path / "run1"), str(tmp_path / "run2"), "--output", str(tmp_path / "cmp")]) == 0
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["table"]
     assert [r["run"] for r in rows] == ["m (run1)", "m (run2)"]
 
@@ -178,8 +177,8 @@ def test_offline_mode_hub_fallback_is_one_fast_line_naming_the_local_directory_o
 def test_benchmarks_dir_comes_from_the_environment_and_the_old_flag_still_works(shared_data, tmp_path,
                                                                                  monkeypatch):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
-    base = ["--eval.backend", "replay", "--replay.path", str(replay), "--limit", "2", "--eval.skip_progress_enable",
-            "--eval.skip_plots_enable"]
+    base = ["--eval.backend", "replay", "--replay.path", str(replay), "--limit", "2", "--no-eval.progress_enable",
+            "--no-eval.plots_enable"]
     monkeypatch.setenv("LEAD_RECIPES_BENCHMARKS_DIR", str(shared_data / "benchmarks"))
     assert cli.build_parser().parse_args(base + ["--output", "x"]).__dict__["data.benchmarks_dir"] == str(
         shared_data / "benchmarks")
@@ -204,7 +203,6 @@ def test_one_run_plot_shows_accuracy_and_length_per_benchmark_and_the_length_his
 def test_grpo_lead_presets_follow_the_model_size_and_the_papers_benchmarks():
     assert protocols.resolve("grpo-lead-7b").max_new_tokens == 8192
     assert protocols.resolve("grpo-lead-14b").max_new_tokens == 14336
-    assert protocols.resolve("grpo-lead").preset == "grpo-lead-14b"
     for p in ("grpo-lead-7b", "grpo-lead-14b"):
         args = cli.build_parser().parse_args(["--eval.backend", "vllm", "--eval.preset", p, "--output", "x"])
         assert cli.benchmark_specs(args, None) == ["aime2024", "aime2025"]
@@ -215,14 +213,14 @@ def test_grpo_lead_presets_follow_the_model_size_and_the_papers_benchmarks():
 def test_summary_records_the_protocol_provenance_and_what_the_average_covers(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024", "aime2025"), n=2)
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.preset", "grpo-lead-7b",
-                          "--eval.skip_plots_enable")) == 0
+                          "--no-eval.plots_enable")) == 0
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["protocol"]["preset"] == "grpo-lead-7b" and "2504.09696" in s["protocol"]["paper"]
     assert s["average"]["set"] == {"benchmarks": ["aime2024", "aime2025"], "label": "aime2024+aime2025",
                                    "paper_set": True, "limit": 2,
                                    "note": "the paper's benchmark set; only the first 2 problems of each (--limit)"}
     assert cli.main(_argv(replay, tmp_path / "one", shared_data, "--eval.preset", "grpo-lead-7b", "--data.benchmarks",
-                          "aime2024", "--eval.skip_plots_enable")) == 0
+                          "aime2024", "--no-eval.plots_enable")) == 0
     s = json.loads((tmp_path / "one" / "summary.json").read_text())
     assert not s["average"]["set"]["paper_set"] and "aime2024+aime2025" in s["average"]["set"]["note"]
 
@@ -261,7 +259,7 @@ def test_extraction_policy_is_recorded_and_changes_verdicts_on_unboxed_answers(s
     acc = {}
     for policy in ("final_answer", "boxed"):
         out = tmp_path / policy
-        assert cli.main(_argv(replay, out, shared_data, "--grade.extraction", policy, "--eval.skip_plots_enable")) == 0
+        assert cli.main(_argv(replay, out, shared_data, "--grade.extraction", policy, "--no-eval.plots_enable")) == 0
         s = json.loads((out / "summary.json").read_text())
         assert s["config"]["grading"] == {"extraction": policy}
         assert json.loads((out / "config.json").read_text())["grading"] == {"extraction": policy}
@@ -271,7 +269,7 @@ def test_extraction_policy_is_recorded_and_changes_verdicts_on_unboxed_answers(s
 
 def test_a_run_cannot_be_resumed_under_another_extraction_policy(shared_data, tmp_path, capsys):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.skip_plots_enable")) == 0
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable")) == 0
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--grade.extraction", "boxed")) == 2
     assert "differs in: grading" in capsys.readouterr().err
 
@@ -288,28 +286,13 @@ def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):
         assert vars(cli.build_parser().parse_args(run + extra))["data.benchmarks_dir"] == "D"
 
 
-def test_old_grpo_lead_preset_name_runs_the_14b_preset_and_says_so(shared_data, tmp_path, capsys):
-    replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024",), n=1)
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.preset", "grpo-lead",
-                          "--eval.skip_plots_enable")) == 0
-    assert "grpo-lead-14b" in capsys.readouterr().err
-    s = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert (s["protocol"]["preset"], s["config"]["generation"]["max_new_tokens"]) == ("grpo-lead-14b", 14336)
-
-
-@pytest.mark.parametrize("old,new", [("--backend", "--eval.backend"), ("--out", "--output"),
-                                     ("--no-chat_template_enable", "--prompt.skip_chat_template_enable")])
-def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        cli.main(["--eval.backend", "replay", "--output", "o", old, "x"])
-    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
-
-
-def test_the_chat_template_stays_the_presets_unless_skipped():
-    # None = not given: the preset's value (on), or what a replay file recorded; the skip flag gives an explicit off
+def test_the_chat_template_stays_the_presets_unless_a_flag_sets_it():
+    # None = not given: the preset's value (on), or what a replay file recorded; either flag is an explicit value
     base = ["--eval.backend", "replay", "--output", "o"]
-    assert cli._parse(cli.build_parser(), base).chat_template_enable is None
-    assert cli._parse(cli.build_parser(), base + ["--prompt.skip_chat_template_enable"]).chat_template_enable is False
+    parse = cli.build_parser().parse_args
+    assert parse(base).chat_template_enable is None
+    assert parse(base + ["--no-prompt.chat_template_enable"]).chat_template_enable is False
+    assert parse(base + ["--prompt.chat_template_enable"]).chat_template_enable is True
 
 
 def _fake_rows(requests):
@@ -384,7 +367,7 @@ def test_an_empty_benchmark_is_refused_before_anything_is_written(tmp_path, caps
     (tmp_path / "toy.jsonl").write_text("")
     rc = cli.main(["--eval.backend", "openai", "--eval.model", "m", "--openai.base_url", "http://127.0.0.1:9",
                    "--data.benchmarks", f"toy={tmp_path / 'toy.jsonl'}", "--output", str(tmp_path / "run"),
-                   "--eval.skip_progress_enable", "--eval.skip_plots_enable"])
+                   "--no-eval.progress_enable", "--no-eval.plots_enable"])
     assert rc == 2 and "toy has no problems" in capsys.readouterr().err
     assert not (tmp_path / "run" / "config.json").exists()
 

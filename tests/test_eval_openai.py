@@ -114,7 +114,7 @@ def make_bench(path: Path, count: int) -> Path:
 def argv_for(server, bench: Path, out: Path, n: int, *extra: str) -> list[str]:
     return ["--eval.backend", "openai", "--eval.model", "fake", "--openai.base_url", server.url, "--data.benchmarks",
             f"toy={bench}", "--sampling.n", str(n), "--sampling.max_new_tokens", "64", "--output", str(out),
-            "--eval.skip_progress_enable", "--eval.skip_plots_enable", *extra]
+            "--no-eval.progress_enable", "--no-eval.plots_enable", *extra]
 
 
 @pytest.mark.timeout(120)
@@ -155,8 +155,8 @@ def test_client_error_fails_fast_and_keeps_finished_samples(tmp_path, capsys):
 def test_completions_endpoint_sends_the_raw_template_without_chat_template(tmp_path):
     with FakeLLMServer() as srv:
         assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 1), tmp_path / "run", 1,
-                                 "--openai.endpoint", "completions", "--prompt.skip_chat_template_enable",
-                                 "--eval.preset", "grpo-lead")) == 0
+                                 "--openai.endpoint", "completions", "--no-prompt.chat_template_enable",
+                                 "--eval.preset", "grpo-lead-14b")) == 0
     assert srv.bodies[0]["prompt"] == ("Problem 0: what is 0 + 1? Let's think step by step and output the final "
                                        "answer within \\boxed{}.")
     assert srv.bodies[0]["temperature"] == 0.6

@@ -39,7 +39,7 @@ def replay_run(rollouts, tiny_qwen2, tmp_path_factory):
     argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
             f"math100={d / 'math100.jsonl'}", "--sampling.n", "8", "--sampling.max_new_tokens", "4096",
             "--eval.tokenizer", str(tiny_qwen2),
-            "--eval.budgets", "128,512,4096", "--output", str(out), "--eval.skip_progress_enable"]
+            "--eval.budgets", "128,512,4096", "--output", str(out), "--no-eval.progress_enable"]
     assert cli.main(argv) == 0
     return out, groups, argv
 
@@ -121,8 +121,8 @@ def test_torn_last_line_is_dropped_and_regenerated(rollouts, tiny_qwen2, tmp_pat
     d, _ = rollouts
     argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
             f"math100={d / 'math100.jsonl'}", "--sampling.n", "8", "--limit", "3", "--sampling.max_new_tokens", "4096",
-            "--eval.tokenizer", str(tiny_qwen2), "--output", str(tmp_path / "r"), "--eval.skip_progress_enable",
-            "--eval.skip_plots_enable"]
+            "--eval.tokenizer", str(tiny_qwen2), "--output", str(tmp_path / "r"), "--no-eval.progress_enable",
+            "--no-eval.plots_enable"]
     assert cli.main(argv) == 0
     path = tmp_path / "r" / "samples.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
@@ -168,7 +168,7 @@ def test_compare_reports_aes_against_base(replay_run, rollouts, tiny_qwen2, tmp_
     argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
             f"math100={d / 'math100.jsonl'}", "--sampling.n", "4", "--sampling.max_new_tokens", "4096",
             "--eval.tokenizer", str(tiny_qwen2),
-            "--output", str(base_dir), "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+            "--output", str(base_dir), "--no-eval.progress_enable", "--no-eval.plots_enable"]
     assert cli.main(argv) == 0
     assert cli.main(["compare", str(replay_run[0]), "--eval.base", str(base_dir), "--output",
                      str(tmp_path / "cmp")]) == 0
@@ -200,7 +200,7 @@ def test_custom_benchmark_field_map_and_base_aes_through_the_cli(rollouts, tiny_
               f"math100={tmp_path / 'renamed.jsonl'}", "--data.field_map",
               "id=uid,problem=question,answer=final_answer",
               "--sampling.max_new_tokens", "4096", "--eval.tokenizer", str(tiny_qwen2),
-              "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+              "--no-eval.progress_enable", "--no-eval.plots_enable"]
     assert cli.main(common + ["--sampling.n", "2", "--output", str(tmp_path / "base")]) == 0
     assert cli.main(common + ["--sampling.n", "8", "--output", str(tmp_path / "model"), "--eval.base",
                               str(tmp_path / "base")]) == 0
@@ -224,7 +224,7 @@ def test_replay_missing_generations_is_a_clear_error(rollouts, tmp_path, capsys)
     argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
             f"math100={d / 'math100.jsonl'}", "--sampling.n", "9", "--sampling.max_new_tokens", "4096", "--output",
             str(tmp_path / "r"),
-            "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+            "--no-eval.progress_enable", "--no-eval.plots_enable"]
     assert cli.main(argv) == 2
     assert "lacks 100 of the requested generations" in capsys.readouterr().err
 
@@ -234,7 +234,7 @@ def test_replay_without_token_counts_or_tokenizer_is_a_clear_error(rollouts, tmp
     argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks",
             f"math100={d / 'math100.jsonl'}", "--sampling.n", "8", "--sampling.max_new_tokens", "4096", "--output",
             str(tmp_path / "r"),
-            "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+            "--no-eval.progress_enable", "--no-eval.plots_enable"]
     assert cli.main(argv) == 2
     assert "no num_tokens" in capsys.readouterr().err
     assert not (tmp_path / "r" / "samples.jsonl").exists() or not (tmp_path / "r" / "samples.jsonl").read_text()

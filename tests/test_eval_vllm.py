@@ -160,7 +160,7 @@ def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, s
            "--data.benchmarks", "aime2024", "--data.benchmarks_dir", str(shared_data / "benchmarks"),
            "--sampling.n", str(n), "--sampling.max_new_tokens", str(max_new), "--vllm.dtype", "float32",
            "--vllm.enforce_eager_enable", "--vllm.max_model_len", "2048", "--vllm.max_num_seqs", "4",
-           "--output", str(out), "--eval.skip_progress_enable", "--eval.skip_plots_enable"]
+           "--output", str(out), "--no-eval.progress_enable", "--no-eval.plots_enable"]
     env = dict(os.environ, PYTHONPATH=str(root))
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)

@@ -148,7 +148,7 @@ def test_grade_cli_defaults_to_final_answer_and_records_it(tmp_path, capsys):
     inp.write_text(json.dumps({"answer": "7", "response": "Work.\n\nThe answer is 7."}) + "\n"
                    + json.dumps({"answer": "7", "given_answer": "7"}) + "\n")
     out = tmp_path / "out.jsonl"
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.skip_progress_enable",
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable",
                            "--grade.workers", "1"]) == 0
     rows = [json.loads(line) for line in out.open()]
     assert [(r["status"], r["extraction"]) for r in rows] == [("correct", "final_answer"), ("correct", None)]
@@ -159,7 +159,7 @@ def test_grade_cli_boxed_flag_keeps_todays_rule(tmp_path, capsys):
     inp = tmp_path / "in.jsonl"
     inp.write_text(json.dumps({"answer": "7", "response": "Work.\n\nThe answer is 7."}) + "\n")
     out = tmp_path / "out.jsonl"
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.skip_progress_enable",
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable",
                            "--grade.workers", "1", "--grade.extraction", "boxed"]) == 0
     row = json.loads(out.read_text())
     assert (row["status"], row["extraction"]) == ("no_answer", "boxed")

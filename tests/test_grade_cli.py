@@ -21,7 +21,7 @@ def test_output_rows_are_input_rows_plus_verdicts_in_order(tmp_path, shared_data
     inp = _write(tmp_path / "in.jsonl", [json.dumps(r) for r in src])
     out = tmp_path / "out.jsonl"
     assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.workers", "2",
-                           "--grade.skip_progress_enable"]) == 0
+                           "--no-grade.progress_enable"]) == 0
     rows = [json.loads(line) for line in out.open()]
     assert len(rows) == len(src)
     for r, s in zip(rows, src):
@@ -36,7 +36,7 @@ def test_given_answer_rows_are_graded_without_response(tmp_path):
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": r"\frac12", "given_answer": "0.5"}),
                                          json.dumps({"answer": 3, "given_answer": "4"})])
     out = tmp_path / "out.jsonl"
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.skip_progress_enable"]) == 0
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable"]) == 0
     assert [json.loads(line)["status"] for line in out.open()] == ["correct", "wrong"]
 
 
@@ -44,7 +44,7 @@ def test_malformed_lines_are_kept_as_error_rows_and_exit_nonzero(tmp_path, capsy
     inp = _write(tmp_path / "in.jsonl", ['{"answer": "1", "response": "\\\\boxed{1}"}', "{not json", "[1, 2]",
                                          '{"response": "no gold"}', '{"answer": "2", "given_answer": "2"}'])
     out = tmp_path / "out.jsonl"
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.skip_progress_enable"]) == 1
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable"]) == 1
     rows = [json.loads(line) for line in out.open()]
     assert [r["status"] for r in rows] == ["correct", "error", "error", "error", "correct"]
     assert rows[1]["_raw"] == "{not json" and "invalid JSON" in rows[1]["error"]
@@ -71,7 +71,7 @@ def test_console_script_runs_the_subcommand(tmp_path):
 def test_output_into_a_folder_that_does_not_exist_creates_it(tmp_path):
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "2", "given_answer": "2"})])
     out = tmp_path / "new" / "deeper" / "out.jsonl"
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.skip_progress_enable"]) == 0
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable"]) == 0
     assert json.loads(out.read_text())["status"] == "correct"
 
 
@@ -79,7 +79,7 @@ def test_output_under_a_file_is_one_error_line_and_exit_2(tmp_path, capsys):
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "2", "given_answer": "2"})])
     (tmp_path / "afile").write_text("x")
     assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "afile" / "out.jsonl"),
-                           "--grade.skip_progress_enable"]) == 2
+                           "--no-grade.progress_enable"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
@@ -102,25 +102,29 @@ def test_accuracy_is_over_graded_rows_and_malformed_lines_are_counted_apart(tmp_
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "1", "given_answer": "1"}),
                                          json.dumps({"answer": "1", "given_answer": "2"}), "{bad", "[1]"])
     assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
-                           "--grade.skip_progress_enable"]) == 1
+                           "--no-grade.progress_enable"]) == 1
     summary = capsys.readouterr().out.strip().splitlines()[-1]
     assert "accuracy 0.5000" in summary and "malformed input lines 2" in summary
     assert "not in the accuracy" in summary and "error 0" in summary
 
 
-def test_skip_progress_enable_draws_no_bar(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flags,bars", [([], 1), (["--grade.progress_enable"], 1), (["--no-grade.progress_enable"], 0)])
+def test_the_progress_bar_is_on_by_default_and_off_with_its_no_flag(flags, bars, tmp_path, monkeypatch):
     import tqdm
+
+    class Bar:
+        def __init__(self, *a, **k):
+            made.append(k)
+            self.n = 0
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            pass
+
     made = []
-    monkeypatch.setattr(tqdm, "tqdm", lambda *a, **k: made.append(k))
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "1", "given_answer": "1"})])
-    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
-                           "--grade.skip_progress_enable"]) == 0
-    assert made == []
-
-
-@pytest.mark.parametrize("old,new", [("--grade.progress_enable", "--grade.skip_progress_enable"),
-                                     ("--out", "--output")])
-def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        grade_cli.main(["--input", str(tmp_path / "in.jsonl"), old, "0"])
-    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
+    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"), *flags]) == 0
+    assert len(made) == bars

@@ -53,7 +53,7 @@ def test_grade_cli_reads_an_object_answer_and_reports_one_without_its_key(tmp_pa
                    + json.dumps({"answer": {"id": "b"}, "response": "\\boxed{42}"}) + "\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.workers", "1",
-                           "--grade.skip_progress_enable"]) == 1  # the malformed row makes the exit code 1
+                           "--no-grade.progress_enable"]) == 1  # the malformed row makes the exit code 1
     rows = [json.loads(line) for line in out.open()]
     assert rows[0]["status"] == "correct" and rows[0]["correct"] is True
     assert rows[1]["status"] == "error" and "'answer'" in rows[1]["error"]

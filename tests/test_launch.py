@@ -76,18 +76,10 @@ def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(
 
 def test_ray_address_renders_a_ray_job_submission(capsys):
     assert launch.main(["leash-1.5b", "--launch.target", "ray", "--ray.address", "http://10.0.0.1:8265",
-                        "--run.dry_run_enable", "--ray.no_wait_enable"]) == 0
+                        "--run.dry_run_enable", "--no-ray.wait_enable"]) == 0
     sub = section(capsys.readouterr().out, "submit")
     assert sub[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.1:8265"] and "--no-wait" in sub
     assert sub[sub.index("--") + 1:] == load_recipe("leash-1.5b").command()
-
-
-@pytest.mark.parametrize("old,new", [("--dry-run", "--run.dry_run_enable"), ("--ray-address", "--ray.address"),
-                                     ("--slurm", "--launch.target slurm"), ("--no-wait", "--ray.no_wait_enable")])
-def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        launch.main(["lead-1.5b", old])
-    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--launch.target", "ray"], ["--ray.address", "http://10.0.0.1:8265"],

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lead_recipes import data
-from lead_recipes.prompts import PROMPT_TEMPLATES, TEMPLATE_ALIASES, resolve_template
+from lead_recipes.prompts import PROMPT_TEMPLATES, resolve_template
 
 
 def read(path):
@@ -275,7 +275,7 @@ def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dir
     (bin_dir / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     assert launch.main(["grpo-lead-14b-stage2b", "--launch.chain_enable", "--launch.target", "slurm",
-                        "--launch.skip_data_check_enable", "--slurm.partition", "p"]) == 0
+                        "--no-launch.data_check_enable", "--slurm.partition", "p"]) == 0
     jobs = log.read_text().splitlines()
     names = [j.split("--job-name=")[1].split()[0] for j in jobs]
     assert names == [n + s for n in CHAIN for s in ("-data", "")]          # every stage's data is missing here
@@ -296,7 +296,7 @@ def test_local_chain_runs_steps_in_order_and_stops_at_the_first_failure(chain_di
         return 3 if len(calls) == 4 else 0      # the stage-1 training step fails
     monkeypatch.setattr(chain.subprocess, "call", fake_call)
     assert launch.main(["grpo-lead-14b-stage2b", "--launch.chain_enable", "--launch.target", "local",
-                        "--launch.skip_data_check_enable"]) == 3
+                        "--no-launch.data_check_enable"]) == 3
     kinds = [("data" if c[1] == "data" else "train") for c in calls]
     assert kinds == ["data", "train", "data", "train"]
     assert "openrlhf.cli.train_sft" in calls[1] and calls[3][calls[3].index("--actor.model_name_or_path") + 1] \
@@ -329,16 +329,15 @@ def test_lead_7b_uses_smaller_rollout_and_update_batches_and_a_lower_lr_than_1_5
         assert small[key] < big[key], key
 
 
-@pytest.mark.parametrize("template", [*PROMPT_TEMPLATES, *TEMPLATE_ALIASES, "Q: {problem} \\boxed{} {answer}",
+@pytest.mark.parametrize("template", [*PROMPT_TEMPLATES, "Q: {problem} \\boxed{} {answer}",
                                       "{{literal}} {problem}"])
 def test_data_and_eval_write_the_same_prompt_for_every_template_name_and_literal(template):
-    """`data build --prompt.template X` writes the user turn `eval --prompt.template X` evaluates with, for every name,
-    earlier name and custom literal (single braces kept as they are); eval records a name by its current name."""
+    """`data build --prompt.template X` writes the user turn `eval --prompt.template X` evaluates with, for every name
+    and custom literal (single braces kept as they are); eval records a name as given, a literal as "custom"."""
     from evaluation.protocols import build_user_text, resolve
     problem = "Find {x} if $x^{2}=4$."
     cfg = resolve("sober", prompt_template=template)
     row = data.render({"id": "x", "problem": problem, "answer": "2"}, template, "text", None)
     assert build_user_text(cfg, problem) == row["prompt"]
     assert problem in row["prompt"]
-    assert cfg.prompt_template_name == (TEMPLATE_ALIASES.get(template, template) if "{problem}" not in template
-                                        else "custom")
+    assert cfg.prompt_template_name == (template if "{problem}" not in template else "custom")

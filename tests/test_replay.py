@@ -87,16 +87,6 @@ def test_replay_needs_exactly_one_input(tmp_path):
         cli_main(["replay", "--output", str(tmp_path / "o.jsonl")])
 
 
-@pytest.mark.parametrize("old,new", [("-o", "--output"), ("--from-rollouts", "--replay.from_rollouts"),
-                                     ("--prompts-per-step", "--replay.prompts_per_step"),
-                                     ("--max-new-tokens", "--rollout.max_new_tokens"),
-                                     ("--write-input", "--replay.write_input"), ("--plot", "--replay.plot")])
-def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        cli_main(["replay", str(write(tmp_path, STEPS)), f"{old}=x"])
-    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
-
-
 def test_from_rollouts_counts_lengths_with_a_real_tokenizer(tmp_path, tiny_qwen2):
     from transformers import AutoTokenizer
     texts = ["The sum is \\boxed{3}.", "I think it is \\boxed{4} after a long detour of thought.",

@@ -316,12 +316,3 @@ def test_main_prints_the_exposure_warning_on_stderr(monkeypatch, capsys):
     monkeypatch.delenv("LEAD_RECIPES_SERVE_TOKEN", raising=False)
     out, err = _main_output(monkeypatch, capsys, ["--serve.host", "0.0.0.0", "--serve.port", "0"])
     assert "warning" in err and "warning" not in out
-
-
-@pytest.mark.parametrize("old,new", [("--host", "--serve.host"), ("--port", "--serve.port"),
-                                     ("--token", "--serve.token")])
-def test_an_old_flag_spelling_is_refused_naming_the_new_flag(old, new, capsys):
-    from lead_recipes.grading import server as srv
-    with pytest.raises(SystemExit) as exit_:
-        srv.main([old, "1"])
-    assert exit_.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err

@@ -287,6 +287,6 @@ def test_more_gpus_for_ray_than_slurm_gives_is_refused(slurm, tmp_path):
 def test_launch_refuses_a_time_limit_not_longer_than_the_usr1_lead(slurm, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target",
                            "slurm", "--slurm.time", "00:10:00", "--slurm.signal_seconds", "600",
-                           "--launch.skip_data_check_enable"], capture_output=True, text=True,
+                           "--no-launch.data_check_enable"], capture_output=True, text=True,
                           env={**slurm.env, "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run")}, timeout=120)
     assert proc.returncode == 2 and "USR1 lead time" in proc.stderr and not (tmp_path / "run").exists()

@@ -1,19 +1,7 @@
-"""`lead-recipes grade --input IN.jsonl --output OUT.jsonl`: grade a JSONL file of model answers.
-
-Each input row has `answer` (the gold; an object's gold is its own `"answer"`, lead_recipes.grading.labels) and
-either `response` (full model text; the final answer is extracted) or
-`given_answer` (an already-extracted answer). Each output row is the input row plus `correct` (bool), `status`
-(correct / wrong / no_answer / timeout / error), `extracted` and `extraction` (the policy that extracted it from
-`response`: `final_answer` by default — the box, else the final-answer statement — or `boxed`; null for
-`given_answer` rows). Rows are streamed in batches (bounded memory),
-written in input order to a temporary file that replaces OUT only when done (OUT's folders are created if missing).
-A line that is not a JSON object, has no `answer` or an object `answer` without its own is still written
-(`status: "error"`, with `error` saying why;
-invalid JSON is kept as `_raw`) and makes the exit code 1, so nothing is silently lost. Progress goes to stderr (tqdm,
-over the input's line count); the summary line to stdout: accuracy and per-status counts over the graded rows, the
-malformed lines counted apart.
-
-It does not call any model or change the input fields.
+"""`lead-recipes grade --input IN.jsonl --output OUT.jsonl`: grade a JSONL file of model answers (a `response` to
+extract from, or a `given_answer`) against each row's `answer`, streamed in batches; each output row is the input
+row plus `correct`, `status`, `extracted` and `extraction`. A malformed line is written as an error row and makes the
+exit code 1. It calls no model and changes no input field. See docs/grading.md.
 """
 from __future__ import annotations
 
@@ -28,16 +16,13 @@ from typing import Iterator
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
 from lead_recipes.grading.labels import gold_answer, label_problem
-from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import parse_args
+from lead_recipes.help_format import ArgumentParser
 
 BATCH = 512
-# The spellings users typed before the dotted grammar, named in the error.
-RENAMED = {"--out": "--output", "--grade.progress_enable": "--grade.skip_progress_enable"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes grade", formatter_class=HelpFormatter, description=__doc__.splitlines()[0], allow_abbrev=False)
+    p = ArgumentParser(prog="lead-recipes grade", description="grade a JSONL file of model answers")
     p.add_argument("--input", required=True, help="JSONL with `answer` and `response` or `given_answer`")
     p.add_argument("--output", required=True, help="JSONL to write (input + correct, status, extracted)")
     g = p.add_argument_group("grade")
@@ -51,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-answer hard limit in seconds, counted from when a worker starts it")
     g.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
                    help="worker processes (default: usable CPUs, at most 8)")
-    g.add_argument("--grade.skip_progress_enable", dest="grade.skip_progress_enable", action="store_true",
-                   help="no tqdm progress bar on stderr (shown by default)")
+    g.add_argument("--grade.progress_enable", dest="grade.progress_enable", action=argparse.BooleanOptionalAction,
+                   default=True, help="tqdm progress bar on stderr")
     return p
 
 
@@ -95,7 +80,7 @@ def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
-    args = vars(parse_args(parser, argv, RENAMED))
+    args = vars(parser.parse_args(argv))
     if not os.path.isfile(args["input"]):
         print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
         return 2
@@ -113,7 +98,7 @@ def main(argv: list[str]) -> int:
     malformed = 0
     t0 = time.perf_counter()
     tmp = args["output"] + ".tmp"
-    lines = _count_lines(args["input"]) if tqdm and not args["grade.skip_progress_enable"] else 0
+    lines = _count_lines(args["input"]) if tqdm and args["grade.progress_enable"] else 0
     bar = tqdm(desc="grading", unit="line", file=sys.stderr, total=lines) if lines else None
     read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]

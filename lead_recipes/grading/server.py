@@ -1,26 +1,7 @@
-"""`lead-recipes serve`: the remote reward server, speaking OpenRLHF's remote-RM protocol.
-
-Routes:
-- `POST /get_reward` `{"query": [str], "prompts": [str], "labels": [any]}` → `{"rewards": [float], "scores": [float],
-  "extra_logs": {key: [float]}}` with the keys of `REWARD_LOG_KEYS` in order (the route and payload of OpenRLHF's
-  `serve_rm`, so `--reward.remote_url http://H:P/get_reward` works unchanged; empty lists give empty lists).
-- `GET /health` → 200 `{"status": "ok", "extraction": ..., ...}` once the grader pool is up and has graded a warm-up
-  answer, 503 before. `extraction` is the answer-extraction policy (`--grade.extraction`: `boxed` by default, the
-  last `\\boxed{}` only; `final_answer` falls back to the solution's final-answer statement).
-- `GET /stats` → requests, per-status counts, latency p50/p90/p99, worker restarts, in-flight and queued requests.
-
-Guarantees: binds 127.0.0.1 unless `--serve.host` says otherwise (beyond loopback without a token: a warning on stderr);
-prints its ready line, with the `--reward.remote_url` flag to hand OpenRLHF, only once the port is bound and
-listening; a port in use is one error line and exit code 2; a malformed request (invalid JSON, a Content-Type other
-than application/json (415), wrong shapes, too big, too many samples, bad token, an object label without `"answer"`:
-422 naming the sample) gets a 4xx JSON `{"error": ...}`; an object label's gold is its `"answer"`
-(lead_recipes.grading.labels); a bad *sample* in a good request gets reward 0 and its status (`error`, `no_answer`,
-`timeout`), never a 5xx; grading concurrency is bounded (`--serve.max_concurrency`
-requests grade at once, at most `--serve.max_queue` wait, beyond that 503 + Retry-After); optional shared token
-(`--serve.token` or env LEAD_RECIPES_SERVE_TOKEN; clients send `Authorization: Bearer T`, or `?token=T` in the URL since
-OpenRLHF's client sends no headers; /health stays open); SIGTERM
-or SIGINT stops accepting, lets in-flight requests finish (up to `--serve.shutdown_timeout_s`), exits 0.
-It does not batch several requests into one response, and it holds no state between requests except statistics.
+"""`lead-recipes serve`: the remote reward server, speaking OpenRLHF's remote-RM protocol (`POST /get_reward`,
+`GET /health`, `GET /stats`). A malformed request gets a 4xx naming what is wrong; a bad sample gets reward 0 and its
+status, never a 5xx; concurrency is bounded; an optional shared token; SIGTERM finishes in-flight requests and exits 0.
+It holds no state between requests except statistics. See docs/grading.md#lead-recipes-serve-remote-reward-server.
 """
 from __future__ import annotations
 
@@ -44,13 +25,10 @@ from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
 from lead_recipes.grading.labels import gold_answer, label_problem
 from lead_recipes.grading.reward_func import _is_repetitive, response_text
-from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import parse_args
+from lead_recipes.help_format import ArgumentParser
 
 log = logging.getLogger("lead_recipes.grading.server")
 TOKEN_ENV = "LEAD_RECIPES_SERVE_TOKEN"
-# The spellings users typed before the dotted grammar, named in the error.
-RENAMED = {"--host": "--serve.host", "--port": "--serve.port", "--token": "--serve.token"}
 
 
 class RewardRequest(BaseModel):
@@ -227,7 +205,7 @@ class RewardServer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes serve", formatter_class=HelpFormatter, description=__doc__.splitlines()[0], allow_abbrev=False)
+    p = ArgumentParser(prog="lead-recipes serve", description="the remote reward server (OpenRLHF's remote-RM protocol)")
     s = p.add_argument_group("serve")
     s.add_argument("--serve.host", dest="serve.host", default="127.0.0.1",
                    help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)")
@@ -303,7 +281,7 @@ def exposure_warning(host: str, token: str | None) -> str | None:
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
-    args = vars(parse_args(parser, argv, RENAMED))
+    args = vars(parser.parse_args(argv))
     host, port = args["serve.host"], args["serve.port"]
     token = args["serve.token"] or os.environ.get(TOKEN_ENV) or None
     warning = exposure_warning(host, token)

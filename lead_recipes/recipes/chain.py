@@ -115,8 +115,8 @@ def main(args) -> int:
         print(f"# missing source: {item}", file=sys.stderr)
     if args.dry_run or args.target not in ("local", "slurm"):
         return 0
-    if missing and not args.skip_data_check:
-        print("lead-recipes launch: a data source is missing (see above); --launch.skip_data_check_enable to go "
+    if missing and args.data_check:
+        print("lead-recipes launch: a data source is missing (see above); --no-launch.data_check_enable to go "
               "ahead anyway", file=sys.stderr)
         return 2
     job = None

@@ -116,6 +116,6 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
 def ray_command(recipe, args, cmd: list[str]) -> list[str]:
     sub = ["ray", "job", "submit", "--address", args.ray_address,
            "--submission-id", f"{recipe.name}-{time.strftime('%Y%m%d-%H%M%S')}"]
-    if args.no_wait:
+    if not args.wait:
         sub.append("--no-wait")
     return sub + ["--", *cmd]

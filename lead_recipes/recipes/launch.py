@@ -1,12 +1,7 @@
-"""`lead-recipes launch RECIPE`: render a YAML recipe to the full training command and run it locally, submit it to
-an existing Ray cluster (`ray job submit`) or to Slurm (`sbatch slurm/train.sbatch`): `--launch.target
-{local,ray,slurm}`.
-
-It validates the recipe first (lead_recipes.recipes.recipe: unknown keys, impossible layouts) and checks that a local
-prompt dataset exists (printing the `lead-recipes data` command that builds it). `--run.dry_run_enable` prints the
-resolved command, the configuration and the submission command, and submits nothing. It does not start Ray or reward
-servers itself: that is OpenRLHF's job (target local), the cluster's (target ray) or slurm/train.sbatch's (target
-slurm). `--launch.chain_enable` runs or submits the stages a recipe continues (lead_recipes.recipes.chain).
+"""`lead-recipes launch RECIPE`: validate a YAML recipe, render its training command and run it here, submit it to
+a Ray cluster or to Slurm (`--launch.target local|ray|slurm`); `--run.dry_run_enable` prints everything and submits
+nothing, `--launch.chain_enable` also the stages the recipe continues (lead_recipes.recipes.chain). It checks that the
+prompt dataset exists but starts no Ray or reward server itself. See docs/launch.md#lead-recipes-launch-recipe.
 """
 from __future__ import annotations
 
@@ -26,23 +21,17 @@ from lead_recipes.recipes.commands import lead_recipes_exe, missing_data, ray_co
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.layout import unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
-from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import parse_args
+from lead_recipes.help_format import ArgumentParser
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
 TRAIN_MODES = ("run", "dry_run", "preflight")
 TARGETS = ("local", "ray", "slurm")
-# The spellings users typed most before the dotted grammar, named in the error.
-RENAMED = {"--dry-run": "--run.dry_run_enable", "--ray-address": "--ray.address", "--local": "--launch.target local",
-           "--slurm": "--launch.target slurm", "--no-data-check": "--launch.skip_data_check_enable",
-           "--chain": "--launch.chain_enable", "--no-wait": "--ray.no_wait_enable", "--run-dir": "--run.dir",
-           "--train-mode": "--launch.train_mode"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lead-recipes launch", formatter_class=HelpFormatter, allow_abbrev=False, description=__doc__.split("\n\n")[0],
-                                epilog=f"recipes: {', '.join(recipe_names())}")
+    p = ArgumentParser(prog="lead-recipes launch", description="render a YAML recipe to a train command and run or "
+                       "submit it: --launch.target local|ray|slurm", epilog=f"recipes: {', '.join(recipe_names())}")
     p.add_argument("recipe", help="recipe name (file stem in launchers/recipes/) or path to a YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe value: openrlhf.<flag>=v, recipe.<flag>=v, resources.<key>=v, or a bare "
@@ -54,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--launch.train_mode", dest="train_mode", choices=TRAIN_MODES, default="run",
                     help="the training step: run, or `lead-recipes train --run.dry_run_enable` / "
                          "`--preflight.only_enable` (default run)")
-    la.add_argument("--launch.skip_data_check_enable", dest="skip_data_check", action="store_true",
-                    help="submit even if the local prompt dataset is missing")
+    la.add_argument("--launch.data_check_enable", dest="data_check", action=argparse.BooleanOptionalAction,
+                    default=True, help="refuse to submit while the local prompt dataset is missing")
     la.add_argument("--launch.chain_enable", dest="chain", action="store_true",
                     help="also the stages RECIPE continues (`after:`), in order: target local runs them one after "
                          "the other, slurm submits dependent jobs (afterok); a stage without its prompt data gets a "
@@ -89,15 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     r = p.add_argument_group("ray", "target ray (ray job submit)")
     r.add_argument("--ray.address", dest="ray_address", metavar="ADDR",
                    help="the cluster: ray job submit --address ADDR")
-    r.add_argument("--ray.no_wait_enable", dest="no_wait", action="store_true",
-                   help="return after submitting (ray job submit --no-wait)")
+    r.add_argument("--ray.wait_enable", dest="wait", action=argparse.BooleanOptionalAction, default=True,
+                   help="wait for the job to finish (off: ray job submit --no-wait)")
     return p
 
 
 def _parse(argv: list[str] | None):
-    """Parsed arguments; an old flag spelling or a target without what it needs is a usage error (exit 2)."""
+    """Parsed arguments; an unknown flag or a target without what it needs is a usage error (exit 2)."""
     parser = build_parser()
-    args = parse_args(parser, argv, RENAMED)
+    args = parser.parse_args(argv)
     if (args.target == "ray") != bool(args.ray_address):
         parser.error("--launch.target ray and --ray.address ADDR go together")
     return args
@@ -150,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
             print("# (printed only: choose --launch.target local, ray (with --ray.address ADDR) or slurm to run)")
         return 0
     unseeded = unseeded_file(recipe)
-    if unseeded and not args.skip_data_check:
-        print(f"lead-recipes launch: {unseeded} (--launch.skip_data_check_enable to go ahead anyway)",
+    if unseeded and args.data_check:
+        print(f"lead-recipes launch: {unseeded} (--no-launch.data_check_enable to go ahead anyway)",
               file=sys.stderr)
         return 2
-    if missing and not args.skip_data_check and args.train_mode == "run":
-        print("lead-recipes launch: the prompt dataset is missing (see above); --launch.skip_data_check_enable to "
+    if missing and args.data_check and args.train_mode == "run":
+        print("lead-recipes launch: the prompt dataset is missing (see above); --no-launch.data_check_enable to "
               "submit anyway", file=sys.stderr)
         return 2
 

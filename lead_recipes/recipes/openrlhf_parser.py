@@ -27,10 +27,11 @@ def openrlhf_parser(entrypoint: str = "train") -> argparse.ArgumentParser:
     ``parse_args()`` (add_argument calls only), compiled from the installed file so flag names, types, choices and
     defaults are exactly those of the version users run."""
     module = ENTRYPOINTS[entrypoint]
-    spec = importlib.util.find_spec(module.rsplit(".", 1)[0])
+    top, *inner = module.split(".")
+    spec = importlib.util.find_spec(top)  # a top-level spec: found without importing the package
     if spec is None or not spec.submodule_search_locations:
         raise RecipeError(f"OpenRLHF is not installed (cannot find {module}); install the `train` extra")
-    path = Path(list(spec.submodule_search_locations)[0]) / (module.rsplit(".", 1)[1] + ".py")
+    path = Path(list(spec.submodule_search_locations)[0]).joinpath(*inner[:-1], inner[-1] + ".py")
     tree = ast.parse(path.read_text(), str(path))
     for node in tree.body:
         if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):

@@ -1,33 +1,13 @@
-"""`lead-recipes train`: OpenRLHF's `train_ppo_ray` with a lead-recipes method in the group step.
-
-    lead-recipes train [train_ppo_ray flags] [--recipe.* flags] [--run.dry_run_enable | --preflight.only_enable]
-
-- The flags are exactly OpenRLHF's (parsed and validated by OpenRLHF's own `train_ppo_ray` code) plus `--recipe.*`
-  (lead_recipes.flags). Ours are parsed first (allow_abbrev=False, so no abbreviation can swallow an OpenRLHF flag)
-  and validated before anything heavy is imported or started.
-- The flags given overlay a base recipe (`--recipe.name`, default the method's reference recipe, e.g. `lead-1.5b`:
-  LEAD on MATH level 3-5 with DeepSeek-R1-Distill-Qwen-1.5B); the defaults the method implies are filled in and
-  printed, and missing required flags are named in one message (lead_recipes.training.args).
-- HTTP reward URLs go through lead_recipes/grading/remote_reward.py; the driver's LEAD_RECIPES_* and WANDB_* variables reach
-  the Ray actors (lead_recipes.training.actor_env); a run whose grading keeps failing stops (lead_recipes.training.guard, exit 1).
-- `--run.dry_run_enable` prints the resolved command and configuration (after OpenRLHF's validation) and exits 0.
-- Otherwise the preflight (lead_recipes.training.preflight) checks everything checkable (OpenRLHF version and seams, GPUs,
-  flash-attn, data, model, reward function grading a probe, checkpoint directory, Ray) and this module exits 1
-  naming what is missing; `--preflight.only_enable` stops after it. Only when all pass does training start
-  (lead_recipes.training.openrlhf_plugin.run_openrlhf). Before it, a real run whose prompt dataset is missing builds it with the
-  recipe's `data.prepare` if that command's source file exists (lead_recipes.training.preflight.build_missing_data).
-- Preemption: while it runs, SIGUSR1 (or a first SIGTERM) requests a checkpoint at the next step boundary and a
-  second SIGTERM ends it (lead_recipes.training.preemption); after a requested save it exits PREEMPTED_EXIT (75).
-- Secrets (URL tokens, the W&B key) are masked in everything printed.
-
-What it does not do: the checks themselves (lead_recipes.training.preflight) or any OpenRLHF patching (lead_recipes.training.openrlhf_plugin).
-This module never imports OpenRLHF itself (its plug-in, lead_recipes.training.openrlhf_plugin, does), and never starts Ray before the preflight.
+"""`lead-recipes train`: OpenRLHF's `train_ppo_ray` with a lead-recipes method in the group step. Our flags
+(`--recipe.*`, `--run.*`, `--preflight.*`) overlay a base recipe and are checked, with every flag's spelling, before
+anything heavy is imported; then OpenRLHF validates its own, the preflight checks what it can, and training starts.
+Secrets are masked in everything printed. It never imports OpenRLHF itself (lead_recipes.training.openrlhf_plugin
+does) and never starts Ray before the preflight. See docs/training.md.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import math
 import os
@@ -39,15 +19,14 @@ from types import SimpleNamespace
 from lead_recipes.training.actor_env import forward_env_to_actors
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.training.guard import grading_failure
-from lead_recipes.help_format import HelpFormatter
-from lead_recipes.renamed_flags import renamed_hint
-from lead_recipes.recipes.openrlhf_parser import openrlhf_default
+from lead_recipes.help_format import ArgumentParser, HelpFormatter, did_you_mean, option_strings
+from lead_recipes.recipes import RecipeError
+from lead_recipes.recipes.openrlhf_parser import openrlhf_default, openrlhf_parser
 from lead_recipes.training.args import resolve, reward_func_path
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (DEFAULT_RECIPE, PROG, add_preflight_flags, build_missing_data,
                                              prepare_hint, report, run_preflight)
 
-RENAMED = {"--dry-run": "--run.dry_run_enable", "--preflight": "--preflight.only_enable"}
 _URL_SECRET = re.compile(r"([?&](?:token|key|api_key|apikey|access_token|secret|password)=)[^&\s\"']+", re.I)
 
 
@@ -65,14 +44,13 @@ class UsageError(Exception):
     """A bad command line; the message says which flag and why."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(ArgumentParser):
     def error(self, message):  # one clear line instead of argparse's page-long usage dump
         raise UsageError(message)
 
 
 def _our_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, allow_abbrev=False, add_help=False, formatter_class=HelpFormatter,
-                     description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
+    parser = _Parser(prog=PROG, add_help=False, description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     run = parser.add_argument_group("run")
     run.add_argument("--run.dry_run_enable", dest="dry_run", action="store_true",
@@ -89,27 +67,16 @@ def parse_command_line(argv: list[str]):
     """Split argv into (our options, recipe namespace, OpenRLHF argv, resolved argv). The user's flags overlay the
     base recipe and the method's implied defaults are filled in (lead_recipes.training.args). Bad --recipe flags and
     missing required flags raise UsageError here, before anything is imported or started."""
-    hint = renamed_hint(argv, RENAMED)
-    if hint:
-        raise UsageError(hint)
     parser = _our_parser()
     ours, rest = parser.parse_known_args(argv)
     resolved = None
     if not ours.help:
-        from lead_recipes.recipes import RecipeError
         try:
             resolved = resolve(list(argv), parser)
         except RecipeError as exc:
             raise UsageError(f"--recipe.name: {exc}") from None
         ours, rest = parser.parse_known_args(resolved.argv)
-    known = [s for a in parser._actions for s in a.option_strings]
-    for token in rest:
-        flag = token.split("=", 1)[0]
-        if flag.startswith(("--recipe.", "--run.", "--preflight.")) or flag in ("--dry_run", "--dryrun",
-                                                                               "--pre-flight"):
-            close = difflib.get_close_matches(flag, known, n=1)
-            raise UsageError(f"unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else "")
-                             + f"; `{PROG} --help` lists the --recipe.* flags")
+    _refuse_unknown_flags(rest, option_strings(parser))
     if resolved is not None and resolved.missing:
         raise UsageError("missing required flag(s):\n  " + "\n  ".join(resolved.missing))
     try:
@@ -119,6 +86,23 @@ def parse_command_line(argv: list[str]):
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return ours, recipe, rest, resolved
+
+
+def _refuse_unknown_flags(rest: list[str], ours: set[str]) -> None:
+    """UsageError for the first flag left over that OpenRLHF's parser lacks too (read from its source, no import;
+    exact names only: OpenRLHF would accept an abbreviation). Without OpenRLHF only our own groups are checked."""
+    try:
+        theirs = option_strings(openrlhf_parser("train"))
+    except RecipeError:
+        theirs = None
+    for token in rest:
+        flag = token.split("=", 1)[0]
+        if flag == "--":
+            break
+        if not flag.startswith("--") or flag in (theirs or ()):
+            continue
+        if theirs is not None or flag.startswith(("--recipe.", "--run.", "--preflight.")):
+            raise UsageError(f"unknown flag {flag}{did_you_mean(flag, ours | (theirs or set()))}")
 
 
 MIN_PROMPT_ROOM = 256               # fewest prompt tokens --data.max_len may leave beside the rollout cap
@@ -195,7 +179,6 @@ def dry_run_text(openrlhf_argv: list[str], recipe, args, warnings: list[str]) ->
 def _help(parser: argparse.ArgumentParser) -> str:
     text = parser.format_help()
     try:
-        from lead_recipes.recipes.openrlhf_parser import openrlhf_parser
         openrlhf = openrlhf_parser("train")
         openrlhf.formatter_class = HelpFormatter   # its defaults shown like ours
         text += "\nOpenRLHF train_ppo_ray flags (installed version):\n" + openrlhf.format_help()

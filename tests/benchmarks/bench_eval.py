@@ -91,8 +91,8 @@ def run_ours(replay: Path, out: Path, samples: int, cap: int) -> tuple[float, fl
     """(wall s, CPU s of the CLI process and its grader workers) for one full CLI run."""
     cmd = [sys.executable, "-m", "evaluation.cli", "--eval.backend", "replay", "--replay.path", str(replay),
            "--data.benchmarks_dir", str(DATA), "--sampling.n", str(samples), "--sampling.max_new_tokens", str(cap),
-           "--eval.preset", "grpo-lead",
-           "--output", str(out), "--eval.skip_progress_enable"]
+           "--eval.preset", "grpo-lead-14b",
+           "--output", str(out), "--no-eval.progress_enable"]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
