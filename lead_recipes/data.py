@@ -251,8 +251,8 @@ def build(args) -> int:
             setattr(args, key, value)
     rows = read_rows(args.source, args.split)
     selected, dropped = select(rows, args)
-    bench = None if args.no_decontaminate else benchmark_index(args.benchmarks.split(","), args.benchmarks_dir)
-    kept, removed = clean(selected, bench, dedup=not args.no_dedup)
+    bench = benchmark_index(args.benchmarks.split(","), args.benchmarks_dir) if args.decontaminate else None
+    kept, removed = clean(selected, bench, dedup=args.dedup)
     if args.seed is not None:   # OpenRLHF's data.max_samples keeps the first N rows: make them a random draw
         random.Random(args.seed).shuffle(kept)
     if args.limit:
@@ -306,10 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
                    default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
                    help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
                         "same flag and variable as lead-recipes eval")
-    d.add_argument("--data.keep_benchmark_problems_enable", dest="no_decontaminate", action="store_true",
-                   help="keep benchmark problems (no decontamination)")
-    d.add_argument("--data.keep_duplicates_enable", dest="no_dedup", action="store_true",
-                   help="keep duplicate problems")
+    d.add_argument("--data.decontaminate_enable", dest="decontaminate", action=argparse.BooleanOptionalAction,
+                   default=True, help="remove the problems of --data.benchmarks")
+    d.add_argument("--data.dedup_enable", dest="dedup", action=argparse.BooleanOptionalAction, default=True,
+                   help="remove duplicate problems (the first is kept)")
     f = b.add_argument_group("filter")
     f.add_argument("--filter.levels", dest="levels", help="comma-separated MATH levels (preset math: 3,4,5)")
     f.add_argument("--filter.subjects", dest="subjects",

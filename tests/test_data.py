@@ -44,7 +44,7 @@ def test_math_level_3_to_5_selects_8521_problems(l35):
 def test_math_level_3_to_5_without_cleaning_writes_8521_rows(shared_data, tmp_path):
     out = tmp_path / "raw.jsonl"
     assert run("build", "--data.preset", "math-l35", "--input", shared_data / "train/math_level3to5.jsonl",
-               "--data.keep_duplicates_enable", "--data.keep_benchmark_problems_enable", "--output", out) == 0
+               "--no-data.dedup_enable", "--no-data.decontaminate_enable", "--output", out) == 0
     rows = read(out)
     assert len(rows) == 8521 and len({r["id"] for r in rows}) == 8521
 
@@ -83,7 +83,7 @@ def test_subject_level_and_split_filters_select_exactly_the_matching_rows(shared
     out = tmp_path / "nt.jsonl"
     assert run("build", "--data.preset", "math", "--input", shared_data / "train/math_full.jsonl",
                "--filter.levels", "5", "--filter.subjects", "Number Theory", "--filter.split", "train",
-               "--data.keep_benchmark_problems_enable", "--data.keep_duplicates_enable", "--output", out) == 0
+               "--no-data.decontaminate_enable", "--no-data.dedup_enable", "--output", out) == 0
     expected = [r["id"] for r in read(shared_data / "train/math_full.jsonl")
                 if r["level"] == 5 and r["subject"] == "Number Theory" and r["split"] == "train"]
     assert [r["id"] for r in read(out)] == expected
@@ -92,7 +92,7 @@ def test_subject_level_and_split_filters_select_exactly_the_matching_rows(shared
 def test_deepscaler_difficulty_filter_keeps_only_problems_at_or_above_it(shared_data, tmp_path):
     out = tmp_path / "ds.jsonl"
     assert run("build", "--data.preset", "deepscaler", "--input", shared_data / "train/grpo_lead_stage2_3.jsonl",
-               "--filter.min_difficulty", 3.5, "--data.keep_benchmark_problems_enable", "--data.keep_duplicates_enable",
+               "--filter.min_difficulty", 3.5, "--no-data.decontaminate_enable", "--no-data.dedup_enable",
                "--output", out) == 0
     src = read(shared_data / "train/grpo_lead_stage2_3.jsonl")
     assert len(read(out)) == sum(float(r["difficulty"]) >= 3.5 for r in src) > 0
@@ -129,7 +129,7 @@ def test_normalisation_ignores_typesetting_but_not_operators():
 
 def test_field_mapping_error_names_the_missing_field(shared_data, tmp_path, capsys):
     assert run("build", "--data.preset", "jsonl", "--input", shared_data / "train/deepscaler_aime_1983_2023.jsonl",
-               "--data.problem_key", "question", "--data.keep_benchmark_problems_enable",
+               "--data.problem_key", "question", "--no-data.decontaminate_enable",
                "--output", tmp_path / "x.jsonl") == 2
     assert "'question'" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
 
@@ -137,7 +137,7 @@ def test_field_mapping_error_names_the_missing_field(shared_data, tmp_path, caps
 def test_malformed_source_line_is_named(tmp_path, capsys):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"problem": "a", "answer": "1"}\n{not json\n')
-    assert run("build", "--data.preset", "jsonl", "--input", src, "--data.keep_benchmark_problems_enable",
+    assert run("build", "--data.preset", "jsonl", "--input", src, "--no-data.decontaminate_enable",
                "--output", tmp_path / "o.jsonl") == 2
     assert "bad.jsonl:2" in capsys.readouterr().err
 
@@ -238,7 +238,7 @@ def test_nested_fields_and_chat_message_problems_are_mapped(tmp_path):
     out = tmp_path / "o.jsonl"
     assert run("build", "--data.preset", "jsonl", "--input", src, "--data.problem_key", "prompt", "--data.answer_key",
                "reward_model.ground_truth", "--data.id_key", "extra_info.index", "--prompt.template", "raw",
-               "--data.keep_benchmark_problems_enable", "--output", out) == 0
+               "--no-data.decontaminate_enable", "--output", out) == 0
     assert [(r["prompt"], r["label"], r["id"]) for r in read(out)] == [("2+3?", "5", "7")]
 
 

@@ -74,11 +74,13 @@ def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(
     assert sub[sub.index("--train-mode") + 1] == "dry-run" and "--run.dry_run_enable" not in sub
 
 
-def test_ray_address_renders_a_ray_job_submission(capsys):
+@pytest.mark.parametrize("flags,waits", [([], True), (["--ray.wait_enable"], True), (["--no-ray.wait_enable"], False)])
+def test_ray_address_renders_a_ray_job_submission_that_waits_unless_told(flags, waits, capsys):
     assert launch.main(["leash-1.5b", "--launch.target", "ray", "--ray.address", "http://10.0.0.1:8265",
-                        "--run.dry_run_enable", "--no-ray.wait_enable"]) == 0
+                        "--run.dry_run_enable", *flags]) == 0
     sub = section(capsys.readouterr().out, "submit")
-    assert sub[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.1:8265"] and "--no-wait" in sub
+    assert sub[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.1:8265"]
+    assert ("--no-wait" not in sub) == waits
     assert sub[sub.index("--") + 1:] == load_recipe("leash-1.5b").command()
 
 

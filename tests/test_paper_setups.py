@@ -22,7 +22,7 @@ def run(*argv) -> int:
 # ---------------------------------------------------------------- data build --seed
 def build_deepscaler(shared_data, out, *extra):
     assert run("build", "--data.preset", "deepscaler", "--input",
-               shared_data / "train/deepscaler_aime_1983_2023.jsonl", "--data.keep_benchmark_problems_enable",
+               shared_data / "train/deepscaler_aime_1983_2023.jsonl", "--no-data.decontaminate_enable",
                "--output", out, *extra) == 0
     return [r["id"] for r in read(out)], json.loads(open(f"{out}.report.json").read())
 
@@ -56,7 +56,7 @@ def test_dapo_preset_strips_dapos_answer_line_instruction_and_maps_its_fields(tm
     src = tmp_path / "dapo.jsonl"
     src.write_text(json.dumps(DAPO_ROW) + "\n")
     out = tmp_path / "out.jsonl"
-    assert run("build", "--data.preset", "dapo", "--input", src, "--data.keep_benchmark_problems_enable",
+    assert run("build", "--data.preset", "dapo", "--input", src, "--no-data.decontaminate_enable",
                "--prompt.template", "r1", "--output", out) == 0
     (row,) = read(out)
     assert (row["problem"], row["label"], row["id"]) == ("What is $6 \\times 7$?", "42", "d-1")
@@ -115,7 +115,7 @@ def test_sft_build_keeps_difficulty_strictly_above_one_and_the_solution_as_respo
             for d in (0.5, 1.0, 1.0625, 3.0)]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
-    assert run("build", "--data.preset", "deepscaler", "--input", src, "--data.keep_benchmark_problems_enable",
+    assert run("build", "--data.preset", "deepscaler", "--input", src, "--no-data.decontaminate_enable",
                "--filter.above_difficulty", 1, "--data.response_key", "solution", "--prompt.template", "r1",
                "--output", out) == 0
     assert [(r["id"], r["response"]) for r in read(out)] == [("s1.0625", "sol 1.0625"), ("s3.0", "sol 3.0")]

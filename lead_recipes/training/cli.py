@@ -137,9 +137,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
                         "URL only; use one URL (or a load balancer)")
     if args.ckpt.disable_ds:  # OpenRLHF then skips the DeepSpeed save, yet a requested save would be marked done
         errors.append("--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint, so nothing could resume "
-                      "this run: a save on request (SIGUSR1, Slurm preemption) would save nothing, and the "
-                      "method's controller state lives in the checkpoint's client_states; drop --ckpt.disable_ds "
-                      "(--ckpt.save_hf adds Hugging Face weights beside it)")
+                      "this run (nor a save on request); drop --ckpt.disable_ds (--ckpt.save_hf adds HF weights)")
     if args.reward.overlong_buffer_len is not None or args.reward.stop_properly_penalty_coef is not None:
         warnings.append("DAPO overlong / stop-properly penalty on: its per-sample reward change is added to the "
                         "method's advantage (un-normalised), logged as recipe/length_penalty_mean")
