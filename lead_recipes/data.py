@@ -281,7 +281,8 @@ def _report(args, summary: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="lead-recipes data", description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
+    p = ArgumentParser(prog="lead-recipes data",
+                       description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="select, clean and template a prompt dataset")
     b.add_argument("--input", dest="source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")

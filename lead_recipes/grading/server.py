@@ -205,7 +205,8 @@ class RewardServer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="lead-recipes serve", description="the remote reward server (OpenRLHF's remote-RM protocol)")
+    p = ArgumentParser(prog="lead-recipes serve",
+                       description="the remote reward server (OpenRLHF's remote-RM protocol)")
     s = p.add_argument_group("serve")
     s.add_argument("--serve.host", dest="serve.host", default="127.0.0.1",
                    help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)")

@@ -50,7 +50,8 @@ class _Parser(ArgumentParser):
 
 
 def _our_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, add_help=False, description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
+    parser = _Parser(prog=PROG, add_help=False,
+                     description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     run = parser.add_argument_group("run")
     run.add_argument("--run.dry_run_enable", dest="dry_run", action="store_true",
