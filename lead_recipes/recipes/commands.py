@@ -81,8 +81,8 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     logs = run_dir / "slurm"
     sb = ["sbatch", "--parsable", f"--job-name={recipe.name}", f"--nodes={res['nodes']}", "--ntasks-per-node=1",
           f"--time={res['time']}", f"--output={logs}/%x-%j.out"]
-    # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --max-restarts 0 below).
-    # USR1 still comes before the time limit, so the run ends on a checkpoint either way.
+    # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --slurm.max_restarts 0
+    # below). USR1 still comes before the time limit, so the run ends on a checkpoint either way.
     sb += ["--requeue" if res["requeue"] else "--no-requeue", f"--signal=B:USR1@{res['signal_seconds']}"]
     if res["gpus_per_node"]:
         sb.append(f"--gpus-per-node={res['gpus_per_node']}")
