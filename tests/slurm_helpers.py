@@ -171,13 +171,13 @@ def stand_in_trainer(tmp_path: Path) -> Path:
 
 
 def submit_stand_in(slurm, run_dir: Path, fake: Path, *train_args: str, sbatch: tuple[str, ...] = (),
-                    script: tuple[str, ...] = ("--no-ray", "--reward-placement", "none"), save_timeout: int | None = 60,
+                    script: tuple[str, ...] = ("--no-slurm.ray_enable", "--slurm.reward_placement", "none"), save_timeout: int | None = 60,
                     env: dict | None = None, preexec_fn=None, ckpt_equals: bool = False) -> str:
     """sbatch train.sbatch by hand (no launcher) with the stand-in as the training command; output <run>/slurm/%j.out"""
     (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
     argv = [which("sbatch"), "--parsable", "--nodes=1", f"--output={run_dir}/slurm/%j.out", *sbatch,
-            str(TRAIN_SBATCH), *script, "--run-dir", str(run_dir),
-            *(["--save-timeout", str(save_timeout)] if save_timeout is not None else []), "--",
+            str(TRAIN_SBATCH), *script, "--run.dir", str(run_dir),
+            *(["--slurm.save_timeout", str(save_timeout)] if save_timeout is not None else []), "--",
             str(fake), "train", *([f"--ckpt.path={run_dir / 'ckpt'}"] if ckpt_equals
                                   else ["--ckpt.path", str(run_dir / "ckpt")]), *train_args]
     out = subprocess.run(argv, env={**slurm.env, **(env or {})}, capture_output=True, text=True, cwd=run_dir,

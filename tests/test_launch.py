@@ -49,7 +49,7 @@ def test_slurm_render_takes_resources_from_the_recipe_and_flags_override_them(ca
     for opt in ("--nodes=2", "--partition=gpu", "--account=acc", "--time=01:00:00", "--gpus-per-node=4",
                 "--requeue", "--signal=B:USR1@600", "--ntasks-per-node=1"):
         assert opt in head, opt
-    assert head[0] == "sbatch" and head[head.index(str(launch.SBATCH_SCRIPT)) + 1:][:2] == ["--run-dir",
+    assert head[0] == "sbatch" and head[head.index(str(launch.SBATCH_SCRIPT)) + 1:][:2] == ["--run.dir",
                                                                                            str(tmp_path / "run")]
     assert cmd[1:] == load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8",
                                                 "resources.nodes=2"]).command()[1:]
@@ -62,7 +62,7 @@ def test_requeue_false_overrides_the_script_header_and_still_checkpoints_before_
     sub = section(capsys.readouterr().out, "submit")
     head = sub[:sub.index(str(launch.SBATCH_SCRIPT))]
     assert "--no-requeue" in head and "--requeue" not in head and "--signal=B:USR1@600" in head
-    assert sub[sub.index("--max-restarts") + 1] == "0"
+    assert sub[sub.index("--slurm.max_restarts") + 1] == "0"
 
 
 def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(capsys):
@@ -70,8 +70,8 @@ def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(
                         "--launch.train_mode", "dry_run"]) == 0
     sub = section(capsys.readouterr().out, "submit")
     assert not [a for a in sub if a.startswith("--gpus-per-node=")]
-    # the script's own option spells the mode with a hyphen; it appends the train flag itself
-    assert sub[sub.index("--train-mode") + 1] == "dry-run" and "--run.dry_run_enable" not in sub
+    # the script takes the mode under the launch flag's name and appends the train flag itself
+    assert sub[sub.index("--launch.train_mode") + 1] == "dry_run" and "--run.dry_run_enable" not in sub
 
 
 @pytest.mark.parametrize("flags,waits", [([], True), (["--ray.wait_enable"], True), (["--no-ray.wait_enable"], False)])

@@ -65,6 +65,69 @@ def test_train_script_refuses_to_run_outside_slurm():
     assert out.returncode != 0 and "not inside a Slurm job" in out.stdout
 
 
+def script_options(script: Path) -> dict[str, bool]:
+    """The options of a script's argument loop, each with whether it takes a value (`shift 2`)."""
+    text = script.read_text()
+    loop = text[text.index("while [[ $# -gt 0 ]]; do"):]
+    loop = loop[:loop.index("\ndone\n")]
+    arms = re.findall(r"^    (-[^\s)]*)\)(.*?);;", loop, re.M | re.S)
+    return {label: "shift 2" in body for label, body in arms if label not in ("-h|--help", "--")}
+
+
+@pytest.mark.parametrize("script", SLURM_SCRIPTS, ids=lambda p: p.name)
+def test_every_script_option_is_dotted_grouped_listed_in_help_and_switches_end_in_enable(script):
+    options = script_options(script)
+    assert len(options) >= 10, options   # the loop was found
+    usage = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True).stdout
+    listed = set(re.findall(r"^  (--\S+)", usage, re.M))
+    for option, takes_value in options.items():
+        assert option == "--output" or re.fullmatch(r"--(no-)?[a-z]+\.[a-z0-9_]+", option), option
+        assert takes_value or option.endswith("_enable"), f"{option} is a switch without _enable"
+        assert option in listed or option.replace("--no-", "--[no-]") in listed \
+            or option.replace("--", "--[no-]", 1) in listed, f"{option} missing from --help"
+    assert {o.replace("--[no-]", "--") for o in listed} <= set(options), "--help lists an option the script lacks"
+
+
+def rendered_script_args(sbatch: list[str]) -> list[str]:
+    """What a rendered sbatch command passes to slurm/train.sbatch (between the script and `--`)."""
+    start = next(i for i, a in enumerate(sbatch) if a.endswith("train.sbatch")) + 1
+    return sbatch[start:sbatch.index("--", start)]
+
+
+def test_every_option_the_launcher_renders_is_one_train_sbatch_accepts(tmp_path, monkeypatch):
+    from lead_recipes.recipes import chain, launch
+    from lead_recipes.recipes.commands import sbatch_command
+    from lead_recipes.recipes.recipe import load_recipe
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path / "data"))      # missing: the chain gets data steps
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
+    args = launch.build_parser().parse_args(
+        ["grpo-lead-14b-stage2b", "--launch.target", "slurm", "--launch.train_mode", "preflight", "--slurm.reward_port",
+         "29001", "--slurm.save_timeout", "90", "--slurm.resume_enable", "--slurm.cpus_per_node", "8"])
+    rendered = [sbatch_command(load_recipe("lead-1.5b", ["resources.requeue=false", "resources.reward_workers=2"]),
+                               args, tmp_path / "run", ["true"])]
+    rendered += [sb for _, _, _, _, sb in chain.steps(chain.chain_of(args.recipe), args)]
+    kinds = {a for sb in rendered for a in rendered_script_args(sb) if a.startswith("--")}
+    assert {"--slurm.resume_enable", "--slurm.max_restarts", "--slurm.reward_workers", "--no-slurm.ray_enable",
+            "--slurm.save_timeout", "--launch.train_mode"} <= kinds, kinds   # every branch was rendered
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    for sb in rendered:
+        out = subprocess.run(["bash", str(ROOT / "slurm/train.sbatch"), *rendered_script_args(sb), "--", "true"],
+                             capture_output=True, text=True, env=env)
+        # past the option parsing and its checks, stopped only by the missing job
+        assert "ERROR: not inside a Slurm job" in out.stdout, (rendered_script_args(sb), out.stdout)
+
+
+def test_an_option_given_as_name_equals_value_is_read_as_name_then_value(tmp_path):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, "SLURM_JOB_ID": "7"}
+    setup = f"{tmp_path}/no=such"   # the value keeps its own '='
+    out = subprocess.run(["bash", str(ROOT / "slurm/train.sbatch"), f"--slurm.setup={setup}", "--", "true"],
+                         capture_output=True, text=True, env=env)
+    assert f"ERROR: --slurm.setup: cannot read {setup}" in out.stdout, out.stdout
+    out = subprocess.run(["bash", str(ROOT / "slurm/eval.sbatch"), "--eval.checkpoints=a,b", "--data.benchmarks=x,y,z",
+                          "--slurm.array_throttle=0", "--slurm.print_array_enable"], capture_output=True, text=True)
+    assert out.stdout == "0-5\n", out.stdout + out.stderr
+
+
 # ---------------------------------------------------------------- real Slurm
 @pytest.mark.slow
 @pytest.mark.timeout(500)
@@ -72,7 +135,7 @@ def test_two_node_job_survives_usr1_by_marking_requeueing_and_resuming_with_ckpt
     # A dry-run is never requeued, so the training step is the stand-in trainer (it saves on request, then resumes).
     run_dir = slurm.root_tmp / "requeue"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), sbatch=("--nodes=2", "--cpus-per-task=2"),
-                          script=("--reward-placement", "head", "--reward-workers", "1"))
+                          script=("--slurm.reward_placement", "head", "--slurm.reward_workers", "1"))
     wait_for(lambda: "stand-in trainer: step 2" in train_log(run_dir, job), 240, "the training step")
     subprocess.run([which("scancel"), "--signal=USR1", "--batch", job], env=slurm.env, check=True)
     release_requeued(slurm, job)
@@ -170,9 +233,9 @@ def test_reward_server_that_cannot_start_fails_the_job_before_training_and_clean
         busy.bind(("0.0.0.0", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        # Straight to the script, without Ray (--no-ray) to keep it short: the reward bring-up is the same.
+        # Straight to the script, without Ray (--no-slurm.ray_enable) to keep it short: the reward bring-up is the same.
         job = slurm.sbatch("--nodes=1", f"--output={run_dir}/slurm/%j.out", str(ROOT / "slurm/train.sbatch"),
-                           "--no-ray", "--run-dir", str(run_dir), "--reward-port", str(port), "--",
+                           "--no-slurm.ray_enable", "--run.dir", str(run_dir), "--slurm.reward_port", str(port), "--",
                            *expected_command(run_dir), cwd=run_dir)
         info = slurm.wait_state(job, DONE, timeout=240)
     out = (run_dir / "slurm" / f"{job}.out").read_text()

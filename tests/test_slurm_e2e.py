@@ -35,7 +35,7 @@ def test_real_trainer_checkpoints_on_usr1_requeues_and_the_requeued_run_resumes_
     env = {k: v for k, v in harness.shim_env(WANDB_DIR=str(tmp_path)).items() if os.environ.get(k) != v}
     job = submit_stand_in(slurm, run_dir, VENV_BIN / "lead-recipes", *argv[:at], *argv[at + 2:],
                           sbatch=("--cpus-per-task=2", "--time=60"), env=env,
-                          script=("--reward-placement", "none", "--gpus-per-node", "4", "--cpus-per-node", "8"))
+                          script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "4", "--slurm.cpus_per_node", "8"))
     # submit_stand_in puts `train --ckpt.path <run>/ckpt` first; the rest of the smoke command follows
     problems = run_dir / "ckpt" / "recipe_problems.jsonl"
     wait_for(lambda: (problems.exists() and problems.read_text().strip()) or slurm.job(job)["JobState"] in DONE,

@@ -8,7 +8,7 @@ submitted once per module (a fixture) and several tests check one property of it
   from inside (an actor reads WANDB_RUN_ID), then waits while `scancel --signal=USR1` (steps, not the batch script)
   is sent, and checks Ray again; meanwhile the CPUs Ray's processes may run on are read from /proc;
 - `two_jobs`: two jobs with reward servers on one node, one of whose servers is then killed;
-- `eval_array`: slurm/eval.sbatch --submit with a checkpoint written after submission.
+- `eval_array`: slurm/eval.sbatch --slurm.submit_enable with a checkpoint written after submission.
 Not shown here: GPUs really used by Ray workers (fake devices), a reward server answering a real trainer (the
 trainer needs a GPU)."""
 from __future__ import annotations
@@ -83,7 +83,7 @@ def ray_probe(slurm, tmp_path_factory):
     (bin_dir / "setup.sh").write_text("unset SLURM_CPUS_PER_TASK\nexport SLURM_EXACT=1\n")
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(bin_dir), "--ray-probe",
                           sbatch=("--gpus-per-node=1", "--cpus-per-task=2", "--nodelist=n1"),
-                          script=("--reward-placement", "none", "--gpus-per-node", "1", "--setup",
+                          script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "1", "--slurm.setup",
                                   str(bin_dir / "setup.sh")), env={"TMPDIR": str(long_tmp)})
     wait_for(lambda: "stand-in ray:" in train_log(run_dir, job) or slurm.job(job).get("JobState") in DONE, 240,
              "the stand-in to reach Ray")
@@ -159,7 +159,7 @@ def two_jobs(slurm, tmp_path_factory):
     for name in ("serve-a", "serve-b"):
         run_dir = slurm.root_tmp / name
         job = submit_stand_in(slurm, run_dir, fake, sbatch=("--nodelist=n2",),
-                              script=("--no-ray", "--reward-placement", "head", "--reward-workers", "1"))
+                              script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"))
         jobs.append((run_dir, job))
     for run_dir, job in jobs:
         wait_for(lambda: "] command: " in out_of(run_dir, job) or slurm.job(job).get("JobState") in DONE, 240,
@@ -214,11 +214,11 @@ def eval_array(slurm):
     for run, step in (("a", 10), ("a", 20), ("b", 10)):
         (root / run / "ckpt" / f"global_step{step}_hf").mkdir(parents=True)
     out_dir = root / "out"
-    sub = subprocess.run(["bash", str(ROOT / "slurm/eval.sbatch"), "--submit", "--checkpoints-glob",
-                          f"{root}/*/ckpt/global_step*_hf", "--benchmarks", "aime2024", "--output", str(out_dir),
-                          "--array-throttle", "2", "--dry-run", "--sbatch-arg=--hold",
-                          f"--sbatch-arg=--output={out_dir}/%a.out", "--sbatch-arg=--cpus-per-task=1",
-                          "--sbatch-arg=--mem=100M", "--", "--eval.preset", "sober"],
+    sub = subprocess.run(["bash", str(ROOT / "slurm/eval.sbatch"), "--slurm.submit_enable", "--eval.checkpoints_glob",
+                          f"{root}/*/ckpt/global_step*_hf", "--data.benchmarks", "aime2024", "--output", str(out_dir),
+                          "--slurm.array_throttle", "2", "--run.dry_run_enable", "--slurm.sbatch_arg=--hold",
+                          f"--slurm.sbatch_arg=--output={out_dir}/%a.out", "--slurm.sbatch_arg", "--cpus-per-task=1",
+                          "--slurm.sbatch_arg=--mem=100M", "--", "--eval.preset", "sober"],
                          capture_output=True, text=True, env=slurm.env, cwd=root)
     assert sub.returncode == 0, sub.stdout + sub.stderr
     job = sub.stdout.strip().split()[-1]

@@ -1,13 +1,13 @@
 """slurm/train.sbatch on the real Slurm of tests/slurm_helpers.py (tasks bound to their cores, fake GPUs): when a job
 is requeued, resumed or stopped, and the site-facing options. Each test submits the real script with the stand-in
 trainer (no Ray: these paths do not depend on it) and checks one property:
-- requeue that ends: a time limit within the USR1 lead is refused, a dry-run is never requeued, --max-restarts caps
+- requeue that ends: a time limit within the USR1 lead is refused, a dry run is never requeued, --slurm.max_restarts caps
   the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
   also found from `--ckpt.path=DIR`);
 - the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint; a job
   preempted with a grace time (Slurm stops its steps first) requeues itself and resumes;
 - ports of the Ray head already taken on the node are refused;
-- resume only for the same job's requeue or an explicit --resume (a stale mark from another job is ignored);
+- resume only for the same job's requeue or an explicit --slurm.resume_enable (a stale mark from another job is ignored);
 - site options: a setup file, the open-files limit, the default time limit, the head address on a multi-node job,
   and CPUs/GPUs that cannot hold the layout.
 Not shown on one machine: a head whose loopback address really is unreachable from a worker (both nodes here share
@@ -54,22 +54,22 @@ def test_time_limit_within_the_usr1_lead_is_refused_at_start_instead_of_requeuei
 def test_usr1_during_a_dry_run_stops_the_job_without_requeue(slurm, tmp_path):
     run_dir = slurm.root_tmp / "dryusr1"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-ray", "--reward-placement", "none", "--train-mode", "dry-run"))
+                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--launch.train_mode", "dry_run"))
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     info = slurm.wait_state(job, DONE, timeout=120)
-    assert info["Restarts"] == "0" and "a dry-run is not requeued" in out_of(run_dir, job), out_of(run_dir, job)
+    assert info["Restarts"] == "0" and "--launch.train_mode dry_run is not requeued" in out_of(run_dir, job), out_of(run_dir, job)
 
 
 def test_restart_cap_stops_requeueing_even_after_a_good_checkpoint(slurm, tmp_path):
     run_dir = slurm.root_tmp / "cap"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-ray", "--reward-placement", "none", "--max-restarts", "0"))
+                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"))
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     info = slurm.wait_state(job, DONE, timeout=120)
     out = out_of(run_dir, job)
-    assert "trainer saved:" in out and "requeue disabled (--max-restarts 0" in out and "requeueing" not in out, \
+    assert "trainer saved:" in out and "requeue disabled (--slurm.max_restarts 0" in out and "requeueing" not in out, \
         out[-2000:]
     assert (info["JobState"], info["Restarts"]) == ("FAILED", "0")
 
@@ -91,7 +91,7 @@ def test_a_requeued_run_whose_checkpoint_did_not_advance_is_not_requeued_again(s
 def test_checkpoint_path_given_as_flag_equals_value_is_found_for_the_mark(slurm, tmp_path):
     run_dir = slurm.root_tmp / "ckpteq"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), ckpt_equals=True,
-                          script=("--no-ray", "--reward-placement", "none", "--max-restarts", "0"))
+                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"))
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     slurm.wait_state(job, DONE, timeout=120)
@@ -103,8 +103,8 @@ def test_checkpoint_path_given_as_flag_equals_value_is_found_for_the_mark(slurm,
 def test_save_wait_is_bounded_by_the_time_left_minus_cleanup(slurm, tmp_path):
     run_dir = slurm.root_tmp / "bounded"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", save_timeout=300,
-                          sbatch=("--time=2",), script=("--no-ray", "--reward-placement", "none",
-                                                        "--signal-seconds", "30"))
+                          sbatch=("--time=2",), script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none",
+                                                        "--slurm.signal_seconds", "30"))
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     wait_for(lambda: "waiting up to" in out_of(run_dir, job), 120, "the checkpoint request")
@@ -139,7 +139,7 @@ def test_a_job_preempted_with_a_grace_time_requeues_itself_when_its_steps_are_st
     # grace time, and a FAILED job is never requeued.
     run_dir = slurm.root_tmp / "preempted"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-ray", "--reward-placement", "head", "--reward-workers", "1"))
+                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"))
     training(run_dir, job)
     urgent = subprocess.run([which("sbatch"), "--parsable", "-p", "urgent", "--nodes=2", "--exclusive",
                              f"--output={run_dir}/slurm/urgent-%j.out", "--wrap", "sleep 1"], env=slurm.env,
@@ -192,7 +192,7 @@ def test_no_mark_is_left_to_resume_from_once_training_has_ended(fresh_after_stal
 def test_explicit_resume_continues_the_checkpoint_and_the_wandb_run(slurm, tmp_path):
     run_dir = stale_run(slurm, "resume")
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-ray", "--reward-placement", "none", "--resume"))
+                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.resume_enable"))
     info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "COMPLETED" and commands(out)[0][-1] == "--ckpt.load_enable", out[-2000:]
@@ -210,7 +210,7 @@ def site_job(slurm, tmp_path_factory):
     setup.write_text("export SITE_SETUP_DONE=modules-loaded\n")
     run_dir = slurm.root_tmp / "site"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp), "--exit-at-once",
-                          script=("--no-ray", "--reward-placement", "none", "--setup", str(setup)),
+                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.setup", str(setup)),
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
                                                                 (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
     return slurm, run_dir, job
@@ -243,7 +243,7 @@ def test_multi_node_head_address_is_not_loopback(slurm, tmp_path):
 def test_head_ip_option_overrides_the_resolved_address(slurm, tmp_path):
     run_dir = slurm.root_tmp / "headip2"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once", sbatch=("--nodes=2",),
-                          script=("--no-ray", "--reward-placement", "none", "--head-ip", "10.9.8.7"))
+                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.head_ip", "10.9.8.7"))
     slurm.wait_state(job, DONE, timeout=90)
     assert "head n1 (10.9.8.7)" in out_of(run_dir, job), out_of(run_dir, job)[-2000:]
 
@@ -252,7 +252,7 @@ def test_fewer_cpus_than_the_layout_needs_is_refused_before_ray_starts(slurm, tm
     # by hand, no CPU request: Slurm gives 1 CPU (bound by task/affinity) for 2 GPUs
     run_dir = slurm.root_tmp / "fewcpus"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once", sbatch=("--gpus-per-node=2",),
-                          script=("--reward-placement", "none"))
+                          script=("--slurm.reward_placement", "none"))
     info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "FAILED" and "only 1 CPU(s) per node for a layout that needs 2" in out, out[-2000:]
@@ -267,7 +267,7 @@ def test_ray_ports_taken_on_the_head_are_refused_instead_of_joining_another_jobs
         held.listen()
         port = held.getsockname()[1]
         job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once",
-                              script=("--reward-placement", "none", "--ray-port", str(port)))
+                              script=("--slurm.reward_placement", "none", "--slurm.ray_port", str(port)))
         info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "FAILED" and f"port {port} on " in out and "is in use" in out, out[-2000:]
@@ -278,7 +278,7 @@ def test_more_gpus_for_ray_than_slurm_gives_is_refused(slurm, tmp_path):
     run_dir = slurm.root_tmp / "fewgpus"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once",
                           sbatch=("--gpus-per-node=1", "--cpus-per-task=2"),
-                          script=("--reward-placement", "none", "--gpus-per-node", "2"))
+                          script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "2"))
     info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "FAILED" and "Slurm gives this job 1 GPU(s) per node" in out, out[-2000:]

@@ -1,13 +1,8 @@
 """`lead-recipes launch RECIPE --launch.chain_enable`: run or submit RECIPE together with the stages it continues
-(`after:` in the recipe files, e.g. GRPO-LEAD 14B: SFT -> stage 1 -> stage 2a -> stage 2b), in order.
-
-Each stage runs in its own directory ``${run:NAME}`` ($LEAD_RECIPES_RUNS/NAME, default ./runs/NAME), where the next
-stage finds its model (``${run:PREVIOUS}/hf``) and, for a curriculum, the previous stage's per-problem records.
-A stage whose prompt dataset does not exist yet gets its `lead-recipes data` step (the recipe's data.prepare) right
-before it, since its inputs may be written by an earlier stage. Locally the steps run one after the other and the
-chain stops at the first failure; under Slurm every step is its own job, each submitted with
-``--dependency=afterok:<previous job> --kill-on-invalid-dep=yes`` (a failed stage cancels the ones after it instead
-of leaving them pending forever). This module does not start Ray or reward servers (see lead_recipes.recipes.launch).
+(`after:` in the recipe files), in order, each in its own ``${run:NAME}``. A stage whose prompt dataset does not exist
+yet gets its `lead-recipes data` step first. Locally the steps run one after the other, stopping at the first
+failure; under Slurm each is a job that depends on the previous one (afterok). It starts no Ray or reward server.
+Docs: docs/launch.md (chains), docs/recipes.md#chains-grpo-lead-14b.
 """
 from __future__ import annotations
 
@@ -66,8 +61,8 @@ def _data_sbatch(recipe, args, run_dir: Path, command: list[str]) -> list[str]:
         value = getattr(args, key, None) or res.get(key)
         if value:
             sb.append(f"--{key}={value}")
-    return sb + [args.sbatch_script, "--run-dir", str(run_dir), "--gpus-per-node", "0", "--reward-placement", "none",
-                 "--no-ray", "--", *command]
+    return sb + [args.sbatch_script, "--run.dir", str(run_dir), "--slurm.gpus_per_node", "0",
+                 "--slurm.reward_placement", "none", "--no-slurm.ray_enable", "--", *command]
 
 
 def _with_dependency(sbatch: list[str], job: str | None) -> list[str]:
@@ -96,8 +91,8 @@ def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | 
 def main(args) -> int:
     """`launch --launch.chain_enable` (args: lead_recipes.recipes.launch's parsed arguments)."""
     if args.overrides or args.run_dir or args.target == "ray":
-        print("lead-recipes launch: --launch.chain_enable takes no --set/--run.dir/--launch.target ray (each stage is its own recipe file "
-              "and runs in ${run:NAME}; set $LEAD_RECIPES_RUNS to move all of them)", file=sys.stderr)
+        print("lead-recipes launch: --launch.chain_enable takes no --set/--run.dir/--launch.target ray (each stage is\n"
+              "its own recipe, run in ${run:NAME}; set $LEAD_RECIPES_RUNS to move all of them)", file=sys.stderr)
         return 2
     try:
         stages = chain_of(args.recipe)

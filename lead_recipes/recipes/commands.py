@@ -1,8 +1,7 @@
 """The commands a recipe becomes: the `lead-recipes train` (or other entry point) command line, the `sbatch` and
 `ray job submit` submissions around it, and the checks they need (time limits, node CPUs, missing local data).
-Shared by `lead-recipes launch` (lead_recipes.recipes.launch) and its `--launch.chain_enable`
-(lead_recipes.recipes.chain); it
-runs nothing but `sinfo`."""
+Shared by `lead-recipes launch` and its `--launch.chain_enable`; it runs nothing but `sinfo`.
+Docs: docs/launch.md, docs/slurm.md."""
 from __future__ import annotations
 
 import re
@@ -82,8 +81,8 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     logs = run_dir / "slurm"
     sb = ["sbatch", "--parsable", f"--job-name={recipe.name}", f"--nodes={res['nodes']}", "--ntasks-per-node=1",
           f"--time={res['time']}", f"--output={logs}/%x-%j.out"]
-    # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --max-restarts 0 below).
-    # USR1 still comes before the time limit, so the run ends on a checkpoint either way.
+    # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --slurm.max_restarts 0
+    # below). USR1 still comes before the time limit, so the run ends on a checkpoint either way.
     sb += ["--requeue" if res["requeue"] else "--no-requeue", f"--signal=B:USR1@{res['signal_seconds']}"]
     if res["gpus_per_node"]:
         sb.append(f"--gpus-per-node={res['gpus_per_node']}")
@@ -93,23 +92,24 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     if res.get("cpus_per_node"):
         sb.append(f"--cpus-per-task={res['cpus_per_node']}")
     sb += list(args.sbatch_arg)
-    sb += [args.sbatch_script, "--run-dir", str(run_dir), "--gpus-per-node", str(res["gpus_per_node"]),
-           "--reward-placement", res["reward_placement"], "--train-mode", args.train_mode.replace("_", "-"),
-           "--signal-seconds", str(res["signal_seconds"])]
+    # The script's options carry the names of the launch flags they come from (slurm/train.sbatch --help).
+    sb += [args.sbatch_script, "--run.dir", str(run_dir), "--slurm.gpus_per_node", str(res["gpus_per_node"]),
+           "--slurm.reward_placement", res["reward_placement"], "--launch.train_mode", args.train_mode,
+           "--slurm.signal_seconds", str(res["signal_seconds"])]
     if res.get("reward_port"):
-        sb += ["--reward-port", str(res["reward_port"])]
+        sb += ["--slurm.reward_port", str(res["reward_port"])]
     if res.get("save_timeout") is not None:
-        sb += ["--save-timeout", str(res["save_timeout"])]
+        sb += ["--slurm.save_timeout", str(res["save_timeout"])]
     if args.resume:
-        sb += ["--resume"]
+        sb += ["--slurm.resume_enable"]
     if not res["requeue"]:
-        sb += ["--max-restarts", "0"]
+        sb += ["--slurm.max_restarts", "0"]
     if res.get("cpus_per_node"):
-        sb += ["--cpus-per-node", str(res["cpus_per_node"])]
+        sb += ["--slurm.cpus_per_node", str(res["cpus_per_node"])]
     if res.get("reward_workers"):
-        sb += ["--reward-workers", str(res["reward_workers"])]
+        sb += ["--slurm.reward_workers", str(res["reward_workers"])]
     if recipe.entrypoint != "train":
-        sb += ["--no-ray"]
+        sb += ["--no-slurm.ray_enable"]
     return sb + ["--", *cmd]
 
 
