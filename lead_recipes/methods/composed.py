@@ -96,9 +96,6 @@ class ComposedMethod(Method):
 
     def __init__(self, config: ComposedConfig, lead: LeadConfig, grpo_lead: GrpoLeadConfig, leash: LeashConfig):
         super().__init__(config)
-        if grpo_lead.ref_code_rejection_enable:
-            raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method "
-                             "composed (group rejection is a GRPO-LEAD training-loop option, not a reweighting)")
         self.lead, self.grpo_lead, self.leash = lead, grpo_lead, leash
         self.controller = ComposedController(
             psi=LeadController(beta_ema=lead.beta_ema, lambda_min=lead.lambda_min,
@@ -109,8 +106,7 @@ class ComposedMethod(Method):
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "ComposedMethod":
-        return cls(cfg.composed, cfg.lead,
-                   cfg.grpo_lead, cfg.leash)
+        return cls(cfg.composed, cfg.lead, cfg.grpo_lead, cfg.leash)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         b_max = self.lead.b_max or b.max_new_tokens
@@ -122,9 +118,3 @@ class ComposedMethod(Method):
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.dual.update(g_hat) if budget_on else lam
         return finish(b, r, a, extra)
-
-    def _controller_state(self) -> dict:
-        return self.controller.state_dict()
-
-    def _load_controller_state(self, state: dict | None) -> None:
-        self.controller.load_state_dict(state)

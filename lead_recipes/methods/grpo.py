@@ -47,7 +47,7 @@ class GrpoMethod(Method):
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "GrpoMethod":
-        return cls(GrpoConfig())
+        return cls(cfg.grpo)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         r, a = grpo(b.correct, b.lengths)

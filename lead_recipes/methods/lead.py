@@ -135,9 +135,3 @@ class LeadMethod(Method):
         r, a, extra = lead(b.correct, b.lengths, self.config.b_max or b.max_new_tokens, self.config,
                            self.controller)
         return finish(b, r, a, extra)
-
-    def _controller_state(self) -> dict:
-        return self.controller.state_dict()
-
-    def _load_controller_state(self, state: dict | None) -> None:
-        self.controller.load_state_dict(state)

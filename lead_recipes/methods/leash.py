@@ -60,9 +60,3 @@ class LeashMethod(Method):
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.update(g_hat)
         return finish(b, r, a, extra)
-
-    def _controller_state(self) -> dict:
-        return self.controller.state_dict()
-
-    def _load_controller_state(self, state: dict | None) -> None:
-        self.controller.load_state_dict(state)
