@@ -674,6 +674,7 @@ def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
     path = tmp_path / plugin.PROBLEMS_FILE
     path.write_text("".join(json.dumps({"step": s, "problem": "a"}) + "\n" for s in (1, 2, 3)))
     trainer = Stub()
-    state = {"global_step": 1, "recipe": resume.recipe_client_state(trainer.recipe_method, None)}
+    state = {"global_step": 1,
+             "recipe": resume.recipe_client_state(trainer.recipe_method, None, trainer._recipe_settings())}
     trainer.restore_best_checkpoint_state(state)
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]

@@ -57,7 +57,7 @@ def test_the_plugin_is_pinned_to_the_openrlhf_version_the_project_installs():
     plugin.check_openrlhf()
 
 
-@pytest.mark.parametrize("owner,name", SIGNATURES, ids=[f"{o.__name__}.{n}" for o, n in SIGNATURES])
+@pytest.mark.parametrize("owner,name", SIGNATURES, ids=[f"{o.__qualname__}.{n}" for o, n in SIGNATURES])
 def test_each_patched_openrlhf_method_keeps_its_parameters(owner, name):
     assert hasattr(owner, name), f"{owner.__module__}.{owner.__name__}.{name} is gone"
     # Ray's actor decorator adds a `_ray_trace_ctx` keyword to the methods of decorated classes and their bases
@@ -65,7 +65,8 @@ def test_each_patched_openrlhf_method_keeps_its_parameters(owner, name):
     assert got == SIGNATURES[owner, name], f"{owner.__module__}.{owner.__name__}.{name} parameters changed"
 
 
-@pytest.mark.parametrize("cls", [PPOTrainer, PPOTrainerAsync, TrainingActor], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [PPOTrainer, PPOTrainerAsync, TrainingActor],
+                         ids=["PPOTrainer", "PPOTrainerAsync", "TrainingActor"])
 def test_the_subclassed_trainers_are_ray_actor_classes(cls):
     assert hasattr(cls, "__ray_actor_class__"), f"{cls!r} is no longer a Ray actor class"
 

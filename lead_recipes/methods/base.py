@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods.config import RecipeConfig, method_name
 
 
 @dataclass
@@ -35,11 +35,15 @@ class MethodOutput:
 class Method:
     """One method: `step` validates the batch, runs the pure function and advances the controller (if any).
 
-    Subclasses set `name`, `STATS_KEYS` and implement `from_config` and `_step`; stateful ones set `controller` (an
+    Subclasses set `STATS_KEYS` and implement `from_config` and `_step`; stateful ones set `controller` (an
     object with state_dict / load_state_dict). Instances are plain picklable objects (no closures, no tensors held).
     """
-    name: str = ""
     STATS_KEYS: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The `--recipe.method` name (from the registry entry naming this class)."""
+        return method_name(type(self))
 
     def __init__(self, config: Any = None):
         self.config = config

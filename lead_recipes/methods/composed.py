@@ -91,7 +91,6 @@ def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tens
 
 
 class ComposedMethod(Method):
-    name = "composed"
     STATS_KEYS = BASE_STATS + EXTRA_STATS + ("lagrange_lambda", "lagrange_lambda_next")
 
     def __init__(self, config: ComposedConfig, lead: LeadConfig, grpo_lead: GrpoLeadConfig, leash: LeashConfig):

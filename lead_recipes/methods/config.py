@@ -206,6 +206,15 @@ REGISTRY = (
 METHODS = tuple(e.name for e in REGISTRY)
 
 
+def method_name(cls: type) -> str:
+    """The `--recipe.method` name of Method class `cls`, from the registry entry naming it."""
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    for e in REGISTRY:
+        if e.method == path:
+            return e.name
+    raise KeyError(f"{path} is not a Method class of lead_recipes.methods.config.REGISTRY")
+
+
 def entry(method: str) -> MethodEntry:
     """The registry entry of `--recipe.method` `method`."""
     for e in REGISTRY:

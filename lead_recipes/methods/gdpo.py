@@ -29,7 +29,6 @@ def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoCo
 
 
 class GdpoMethod(Method):
-    name = "gdpo"
     STATS_KEYS = BASE_STATS + ("length_reward_mean", "whiten_mean", "whiten_std")
 
     def __init__(self, config: GdpoConfig, lead: LeadConfig):

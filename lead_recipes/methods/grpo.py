@@ -42,7 +42,6 @@ def grpo_scalarized(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, 
 
 
 class GrpoMethod(Method):
-    name = "grpo"
     STATS_KEYS = BASE_STATS
 
     @classmethod
@@ -55,7 +54,6 @@ class GrpoMethod(Method):
 
 
 class ScalarizedMethod(Method):
-    name = "grpo-scalarized"
     STATS_KEYS = BASE_STATS + ("length_reward_mean",)
 
     def __init__(self, config: ScalarizedConfig, lead: LeadConfig):

@@ -77,7 +77,6 @@ def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Ten
 
 
 class GrpoLeadMethod(Method):
-    name = "grpo-lead"
     STATS_KEYS = BASE_STATS + ("correct_reward_mean", "difficulty_rho_mean", "repetition_penalised_frac",
                                "rejected_groups")
 

@@ -39,7 +39,6 @@ def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
 
 
 class LeashMethod(Method):
-    name = "leash"
     STATS_KEYS = BASE_STATS + ("constraint", "over_target_frac", "clipped_frac", "lagrange_lambda",
                                "lagrange_lambda_next")
 

@@ -26,7 +26,6 @@ def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
 
 
 class ShorterBetterMethod(Method):
-    name = "shorter-better"
     STATS_KEYS = BASE_STATS + ("sol_mean",)
 
     @classmethod
