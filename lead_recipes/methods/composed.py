@@ -91,6 +91,9 @@ def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tens
 
 
 class ComposedMethod(Method):
+    """Ours: LEAD's two channels (arXiv 2605.09806 Eqs. 2–9) + GRPO-LEAD's w(ρ) (arXiv 2504.09696 §3.3) + a
+    Leash budget (arXiv 2512.21540) −λ·max(0, l/L_t − 1) on the length channel, each part switchable."""
+
     STATS_KEYS = BASE_STATS + EXTRA_STATS + ("lagrange_lambda", "lagrange_lambda_next")
 
     def __init__(self, config: ComposedConfig, lead: LeadConfig, grpo_lead: GrpoLeadConfig, leash: LeashConfig):

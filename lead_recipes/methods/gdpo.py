@@ -29,6 +29,8 @@ def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoCo
 
 
 class GdpoMethod(Method):
+    """GDPO (arXiv 2601.05242): A = BatchWhiten(Σ_k w_k GroupNorm(r_k)), k ∈ {correctness, length}."""
+
     STATS_KEYS = BASE_STATS + ("length_reward_mean", "whiten_mean", "whiten_std")
 
     def __init__(self, config: GdpoConfig, lead: LeadConfig):

@@ -42,6 +42,8 @@ def grpo_scalarized(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, 
 
 
 class GrpoMethod(Method):
+    """GRPO group norm (Shao et al. 2024, arXiv 2402.03300): A = (r − mean_g r)/(std_g r + ε), r = 1[correct]."""
+
     STATS_KEYS = BASE_STATS
 
     @classmethod
@@ -54,6 +56,8 @@ class GrpoMethod(Method):
 
 
 class ScalarizedMethod(Method):
+    """LEAD's GRPO baseline (arXiv 2605.09806, Table 2): R = w_c·1[correct] + w_l·r_len, then group norm."""
+
     STATS_KEYS = BASE_STATS + ("length_reward_mean",)
 
     def __init__(self, config: ScalarizedConfig, lead: LeadConfig):

@@ -77,6 +77,9 @@ def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Ten
 
 
 class GrpoLeadMethod(Method):
+    """GRPO-LEAD (arXiv 2504.09696) §3.1–3.3: R = exp(−α z) if correct, −1 otherwise; A' = Ã·w(ρ) if Ã > 0
+    else Ã·w(1−ρ), w(ρ) = A + (B−A)/(1+e^{k(ρ−ρ0)})."""
+
     STATS_KEYS = BASE_STATS + ("correct_reward_mean", "difficulty_rho_mean", "repetition_penalised_frac",
                                "rejected_groups")
 

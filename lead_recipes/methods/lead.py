@@ -114,6 +114,9 @@ def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadCo
 
 
 class LeadMethod(Method):
+    """LEAD (arXiv 2605.09806) Eqs. 2–9: L*_q (8), r_l = max(−1, 1 − |l − L*|/L*) (9), decoupled group norm
+    (2), PSI controller (4–7), A = BatchWhiten(λ_c A^c + λ_l A^l) (3)."""
+
     STATS_KEYS = BASE_STATS + (
         "solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l", "potential_c",
         "potential_l", "psi_c", "psi_l", "target_lambda_c", "target_lambda_l", "ema_skipped", "ema_w_c", "ema_w_l",

@@ -39,6 +39,9 @@ def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
 
 
 class LeashMethod(Method):
+    """Leash (arXiv 2512.21540): r'' = clip(r − λ·max(0, l/L_t − 1), −1, 1), r = ±1; dual: Adam on −λ·ĝ,
+    ĝ = mean(l/L_t − 1), λ projected to [λ_min, λ_max]."""
+
     STATS_KEYS = BASE_STATS + ("constraint", "over_target_frac", "clipped_frac", "lagrange_lambda",
                                "lagrange_lambda_next")
 

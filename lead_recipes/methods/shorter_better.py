@@ -26,6 +26,9 @@ def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
 
 
 class ShorterBetterMethod(Method):
+    """ShorterBetter (arXiv 2504.21370): r = α·1[correct] − β·|l − SOL|, SOL = the shortest correct length, or
+    the mean of all when none is correct."""
+
     STATS_KEYS = BASE_STATS + ("sol_mean",)
 
     @classmethod
