@@ -53,7 +53,8 @@ def flag_reference() -> str:
         fields = dataclasses.fields(config)
         if not fields:
             continue
-        out += [f'<a id="flags-{section}"></a>', "", f"### `--recipe.{section}.*`", "", _cell(config.__doc__), "",
+        out += [f'<a id="flags-{section}"></a>', "", f"### `--recipe.{section}.*`", "", _cell(config.__doc__),
+                "",
                 "| flag | default | allowed | what (paper value; reference code where it differs) |", "|---|---|---|---|"]
         out += [f"| `{flag(section, f.name)}` | `{f.default}` | {_range(f)} | {_cell(f.metadata['help'])} |"
                 for f in fields]

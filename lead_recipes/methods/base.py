@@ -1,8 +1,7 @@
-"""What every method shares: `RolloutBatch` in, `MethodOutput` out, the `Method` base class with its checkpoint state, and
-the validation every batch and output passes (bad input is a ValueError naming the prompt, never a NaN later).
-
-It holds no method math (each method is a module of this package) and imports torch: callers that must stay
-torch-free (flags, recipes) import `lead_recipes.methods` or `lead_recipes.methods.config` instead.
+"""What every method shares: `RolloutBatch` in, `MethodOutput` out, the `Method` base class (its name from the registry,
+its controller's checkpoint state) and the validation every batch and output passes (a ValueError naming the
+prompt, never a NaN later). No method math; imports torch (torch-free callers import methods.config).
+See docs/methods.md#python-api.
 """
 from __future__ import annotations
 

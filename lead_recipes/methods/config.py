@@ -1,12 +1,7 @@
-"""Every method's hyperparameters, written down once: default, allowed range and help (choices explained in
-docs/methods.md), and `RecipeConfig`, the whole `--recipe.*` configuration that `build_method` takes.
-
-One frozen dataclass per flag section; `lead_recipes.flags` turns each field into a `--recipe.<section>.<field>`
-flag, so the defaults here are the defaults of the training CLI, `lead-recipes replay` and the recipes. Field
-metadata: `help` (shown by --help; says the paper value and, where it differs, the reference-code value), `choices`
-for strings, and the range (`ge`, `gt`, `le`, `lt`) for numbers. Booleans end in `_enable` and default to False.
-This module is torch-free on purpose (the launcher validates recipes on machines without the training stack); it
-holds no method math.
+"""Every method's hyperparameters, written once (one frozen dataclass per `--recipe.<section>.*` flag section: default,
+range, help), the method registry `REGISTRY` every list of methods derives from, and `RecipeConfig`, the whole
+configuration `build_method` takes. Torch-free (the launcher validates recipes without the training stack); no
+method math. See docs/methods.md#flags-recipe and CONTRIBUTING.md#adding-a-method.
 """
 from __future__ import annotations
 

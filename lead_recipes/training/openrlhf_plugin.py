@@ -1,34 +1,9 @@
-"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork); with grading_gate the only OpenRLHF importers.
-
-What it does:
-- `RecipeExperienceMaker` subclasses `RemoteExperienceMaker` and replaces only the group step of
-  `compute_advantages_and_returns` (upstream experience_maker.py: the estimator branch after the reshape to
-  [prompts, n]) with the `--recipe.method` Method (methods API), fed per-sample correctness (`info["correct"]`),
-  response length (action-mask sum), truncation and repetition (`info["repetitive"]`). Everything else is
-  OpenRLHF's: `apply_length_penalties`, the regrouping by `experience.index`, `group_reward_std` (after the
-  penalties), `compute_reward` (KL; not `--reward.clip_range`, which would cut the method's advantage) and per-token
-  returns. With γ = 1 the returns are a reversed cumulative sum, computed without
-  OpenRLHF's Python loop (same numbers; the loop is kept for γ ≠ 1).
-- DAPO overlong / ProRL stop-properly penalties, if the user turns them on, are applied by OpenRLHF first; the
-  per-sample change they make to `experience.rewards` is added to the method's advantage (an un-normalised extra
-  reward term, zero baseline). Off by default; the per-step mean is logged as `recipe/length_penalty_mean`.
-- `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
-  subclassing an actor class), install the maker, put the controller state and the method's settings into
-  `client_states["recipe"]` on every save, restore it on `--ckpt.load_enable` (refusing changed settings unless
-  allowed: lead_recipes.training.resume), keep the W&B run id and log each global step once after a resume, log
-  per-component stats into the trainer status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
-  records of steps after the restored one, which are trained again.
-- The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
-  the plug-in resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
-- Grading failures (lead_recipes.training.grading_gate): the maker's make_experience_batch skips a step whose grading
-  failed (the trainer logs it and writes no checkpoint for it); the trainers' samples generators count every graded
-  sample before dynamic filtering and stop the run after the guard's streak.
-- `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
-  OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
-- The OpenRLHF-free per-step pieces (the Method's RolloutBatch, logged statistics, per-problem records) are in
-  lead_recipes.training.step_stats.
-
-What it does not do: method math (lead_recipes.methods), grading, argument parsing of --recipe.* (lead_recipes.flags).
+"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork; with grading_gate the only OpenRLHF importers):
+`RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the `--recipe.method`
+Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`, log its statistics
+and per-problem records; `check_openrlhf()` checks the version pin and `run_openrlhf()` runs OpenRLHF's own
+`train_ppo_ray`. No method math, grading or --recipe.* parsing.
+See docs/training.md#what-the-openrlhf-plug-in-changes-in-openrlhf-and-what-it-does-not.
 """
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 
 def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any]:
-    """The settings `method` runs with, as flag -> value (see module doc)."""
+    """The settings `method` runs with, flag -> value: `--recipe.method`, every field of each section it holds and,
+    while `--recipe.lead.b_max` is unset in a LEAD section it holds, the rollout cap B_max defaults to."""
     by_class = {cls: name for name, cls in SECTIONS.items()}
     out: dict[str, Any] = {"--recipe.method": method.name}
     for value in vars(method).values():
@@ -110,7 +111,8 @@ def purge_tensorboard_from(tb_logger, step: int) -> None:
 
 class StepOnceWandbLogger:
     """OpenRLHF's WandbLogger, skipping the train/eval logs of global steps this W&B run logged before it was
-    resumed (see module doc); everything else is the wrapped logger's."""
+    resumed (W&B history cannot be rewritten, so the values logged first are kept; the highest logged step is kept
+    in <ckpt.path>/recipe_wandb_logged_step.txt); everything else is the wrapped logger's."""
 
     def __init__(self, inner, ckpt_path: str, run_id: str | None, resuming: bool):
         self.inner, self.run_id = inner, run_id
