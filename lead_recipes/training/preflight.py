@@ -232,7 +232,7 @@ def _check_openrlhf() -> Check:
     from lead_recipes.training import openrlhf_plugin as plugin
     try:
         plugin.check_openrlhf()
-        return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, patched signatures match")
+        return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, the pinned version")
     except plugin.OpenRLHFMismatch as exc:
         return Check("openrlhf", False, str(exc))
 
