@@ -132,7 +132,7 @@ def check(run: str, method: str, steps: list[int], resumed_from: int | None) -> 
     for s, st in states.items():
         if st.get("method") != method:
             problems.append(f"global_step{s}: recipe state is for {st.get('method')!r}, expected {method!r}")
-    ctrl = {s: st["controller"]["controller"] for s, st in states.items() if "controller" in st}
+    ctrl = {s: st["controller"] for s, st in states.items() if "controller" in st}
     if method in STATEFUL and all(s in ctrl for s in steps):
         if ctrl[steps[0]] == ctrl[steps[-1]]:
             problems.append(f"{method} controller did not move between steps {steps[0]} and {steps[-1]}: "

@@ -140,7 +140,7 @@ def replay(records: Iterable[dict], method, max_new_tokens: int) -> list[dict]:
             raise ValueError(f"step {rec['step']}: 'epoch' must be an integer, got {epoch!r}")
         out.append({"step": rec["step"], **({"epoch": epoch} if epoch is not None else {}),
                     "rewards": res.rewards.tolist(), "advantages": res.advantages.tolist(),
-                    "controller": method.state_dict()["controller"] or {}, "stats": res.stats})
+                    "controller": method.state_dict() or {}, "stats": res.stats})
     return out
 
 

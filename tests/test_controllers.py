@@ -106,7 +106,7 @@ def test_corrupt_leash_state_is_rejected_and_leaves_a_clear_message():
 def test_stateless_method_rejects_controller_state():
     m = build_method(RecipeConfig.of({"method": "grpo"}))
     with pytest.raises(ValueError, match="stateless"):
-        m.load_state_dict({"method": "grpo", "version": 1, "controller": {"w_c": 0.5}})
+        m.load_state_dict({"w_c": 0.5})
 
 
 def test_rejected_state_leaves_the_controller_untouched():

@@ -56,8 +56,8 @@ def test_lead_part_alone_equals_lead_over_steps(lead_cfg):
         x, y = mine.step(b), ref.step(b)
         assert_same(x, y)
         assert x.stats["lambda_c"] == y.stats["lambda_c"] and x.stats["psi_l"] == y.stats["psi_l"]
-    lead_state = ref.state_dict()["controller"]
-    assert {k: mine.state_dict()["controller"][k] for k in lead_state} == lead_state
+    lead_state = ref.state_dict()
+    assert {k: mine.state_dict()[k] for k in lead_state} == lead_state
 
 
 def test_difficulty_part_alone_equals_grpo_lead_reweighting_of_grpo():
@@ -91,8 +91,8 @@ def test_budget_part_alone_equals_leash_including_the_dual_update():
         assert x.stats["clipped_frac"] == y.stats["clipped_frac"]
         lams.append(y.stats["lagrange_lambda_next"])
     assert len(set(lams)) > 3                    # λ really moved, so the dual updates were compared
-    want = ref.state_dict()["controller"]
-    got = mine.state_dict()["controller"]
+    want = ref.state_dict()
+    got = mine.state_dict()
     assert [got[k] for k in ("lagrange_lambda", "adam_m", "adam_v", "dual_step")] == \
         [want[k] for k in ("lagrange_lambda", "adam_m", "adam_v", "step")]
 
@@ -166,7 +166,7 @@ def test_corrupt_composed_state_is_rejected_and_leaves_the_controller_untouched(
     m.step(random_batches(1)[0])
     before = m.state_dict()
     state = json.loads(json.dumps(before))
-    mutate(state["controller"])
+    mutate(state)
     with pytest.raises(ValueError, match=match):
         m.load_state_dict(state)
     assert m.state_dict() == before

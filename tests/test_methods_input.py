@@ -83,6 +83,6 @@ def test_bad_max_new_tokens_is_rejected():
         make("lead").step(RolloutBatch(GOOD_C, GOOD_L, 0))
 
 
-def test_state_from_another_method_is_rejected():
-    with pytest.raises(ValueError, match="leash"):
+def test_controller_state_of_another_method_is_rejected():
+    with pytest.raises(ValueError, match="w_c"):
         make("lead").load_state_dict(make("leash").state_dict())

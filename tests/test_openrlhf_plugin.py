@@ -1,7 +1,7 @@
 """The experience maker of the OpenRLHF plug-in on real OpenRLHF objects and real rollouts (../shared/data/rollouts, graded by the
 package grader, lengths from the tiny Qwen2 tokenizer): advantages equal the method function's output for every
 method after OpenRLHF's own micro-batch reordering, γ = 1 returns equal OpenRLHF's loop, regrouping and failure
-paths, and the version/signature guard. Trainer save/restore lives in test_train_resume.py-style tests at the end
+paths, and the version guard (the seams themselves: test_openrlhf_seams.py). Trainer save/restore lives in test_train_resume.py-style tests at the end
 (they start Ray once for this module)."""
 from __future__ import annotations
 
@@ -309,24 +309,6 @@ def test_resumed_checkpoint_without_recipe_state_is_an_error():
     with pytest.raises(RuntimeError, match="refusing"):
         resume.restore_recipe_state(method, {"global_step": 5})
     assert resume.restore_recipe_state(method, {"global_step": 0}) is None
-
-
-def test_recipe_state_of_another_method_is_refused():
-    state = resume.recipe_client_state(build_method(make_args("lead").recipe), None)
-    with pytest.raises(RuntimeError, match="leash"):
-        resume.restore_recipe_state(build_method(make_args("leash").recipe), {"global_step": 3, "recipe": state})
-
-
-def test_version_guard_passes_on_installed_openrlhf():
-    plugin.check_openrlhf()
-
-
-def test_version_guard_names_a_changed_signature(monkeypatch):
-    def changed(self, rewards, action_mask, gamma, extra):  # pragma: no cover - never called
-        return rewards
-    monkeypatch.setattr(RemoteExperienceMaker, "get_cumulative_returns", changed)
-    with pytest.raises(plugin.OpenRLHFMismatch, match="get_cumulative_returns"):
-        plugin.check_openrlhf()
 
 
 def test_version_guard_names_a_different_version(monkeypatch):
@@ -692,6 +674,7 @@ def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
     path = tmp_path / plugin.PROBLEMS_FILE
     path.write_text("".join(json.dumps({"step": s, "problem": "a"}) + "\n" for s in (1, 2, 3)))
     trainer = Stub()
-    state = {"global_step": 1, "recipe": resume.recipe_client_state(trainer.recipe_method, None)}
+    state = {"global_step": 1,
+             "recipe": resume.recipe_client_state(trainer.recipe_method, None, trainer._recipe_settings())}
     trainer.restore_best_checkpoint_state(state)
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]

@@ -39,7 +39,7 @@ def test_replay_output_equals_stepping_the_method_directly(tmp_path, capsys, met
                          torch.tensor([g["lengths"] for g in rec["groups"]], dtype=torch.float32), 4000)
         ref = m.step(b)
         assert line["step"] == rec["step"] and line["advantages"] == ref.advantages.tolist()
-        assert line["rewards"] == ref.rewards.tolist() and line["controller"] == m.state_dict()["controller"]
+        assert line["rewards"] == ref.rewards.tolist() and line["controller"] == m.state_dict()
         assert key in line["controller"]
     assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = capsys.readouterr().out

@@ -47,11 +47,19 @@ def test_the_flag_allows_the_change_restores_the_controller_and_returns_the_chan
     assert resume.restore_recipe_state(now, saved, resume.method_settings(method, 4000)) == []  # same settings
 
 
-def test_a_checkpoint_saved_without_settings_is_restored_without_comparing():
+def test_a_checkpoint_without_settings_is_refused_like_one_with_other_settings():
     method = build_method(RecipeConfig(method="lead"))
-    old = {"global_step": 2, "recipe": {**resume.recipe_client_state(method, None), "settings": None}}
-    other = build_method(RecipeConfig(method="lead", lead=LeadConfig(beta_ema=0.9)))
-    assert resume.restore_recipe_state(other, old, resume.method_settings(other, 4000)) == []
+    bare = {"global_step": 2, "recipe": {**resume.recipe_client_state(method, None), "settings": None}}
+    with pytest.raises(RuntimeError, match=r"--recipe\.lead\.beta_ema '\(absent\)' in the checkpoint"):
+        resume.restore_recipe_state(method, bare, resume.method_settings(method, 4000))
+
+
+@pytest.mark.parametrize("field,value", [("method", "leash"), ("version", 2)])
+def test_recipe_state_of_another_method_or_version_is_refused(field, value):
+    method = build_method(RecipeConfig(method="lead"))
+    state = {**resume.recipe_client_state(method, None, resume.method_settings(method, 4000)), field: value}
+    with pytest.raises(RuntimeError, match=f"version {state['version']} of method {state['method']!r}"):
+        resume.restore_recipe_state(method, {"global_step": 3, "recipe": state}, resume.method_settings(method, 4000))
 
 
 def test_the_allow_flag_is_a_recipe_flag_off_by_default():
@@ -156,12 +164,3 @@ def test_an_explicit_b_max_leaves_the_rollout_cap_out_of_the_settings_so_changin
     assert "--rollout.max_new_tokens" not in resume.method_settings(composed, 4000)
 
 
-def test_a_checkpoint_saved_without_settings_logs_that_they_could_not_be_checked(monkeypatch):
-    warnings = []
-    monkeypatch.setattr(resume.logger, "warning", warnings.append)  # the plug-in turns its propagation off
-    method = build_method(RecipeConfig(method="lead"))
-    old = {"global_step": 2, "recipe": {**resume.recipe_client_state(method, None), "settings": None}}
-    assert resume.restore_recipe_state(method, old, resume.method_settings(method, 4000)) == []
-    assert len(warnings) == 1 and "could not be checked" in warnings[0], warnings
-    resume.restore_recipe_state(method, _saved(method), resume.method_settings(method, 4000))
-    assert len(warnings) == 1  # saved settings: checked, no warning

@@ -256,13 +256,12 @@ def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_
 
 def test_each_method_reference_recipe_runs_that_method():
     from lead_recipes.recipes.recipe import load_recipe
-    from lead_recipes.methods.config import METHODS
-    from lead_recipes.training.args import METHOD_RECIPES, resolve
-    for method, name in METHOD_RECIPES.items():
-        assert load_recipe(name).recipe["method"] == method
-    for method in METHODS:  # every method resolves, with or without a paper recipe of its own
-        resolved = resolve(["--recipe.method", method], train._our_parser())
-        assert resolved.base == METHOD_RECIPES.get(method, "lead-1.5b") and not resolved.missing
+    from lead_recipes.methods.config import REGISTRY
+    from lead_recipes.training.args import resolve
+    for entry in REGISTRY:
+        assert load_recipe(entry.recipe).recipe["method"] == entry.name
+        resolved = resolve(["--recipe.method", entry.name], train._our_parser())
+        assert resolved.base == entry.recipe and not resolved.missing
 
 
 def test_a_rendered_recipe_command_takes_nothing_from_a_base_recipe():
@@ -338,8 +337,7 @@ def _fake_run(root, method, controllers, steps, problems_steps):
     for step, ctrl in zip(steps, controllers):
         d = root / "ckpt" / "_actor" / f"global_step{step}"
         d.mkdir(parents=True)
-        state = {"method": method, "version": 1, "controller": ctrl}
-        torch.save({"module": {}, "recipe": {"version": 1, "method": method, "controller": state}},
+        torch.save({"module": {}, "recipe": {"version": 1, "method": method, "controller": ctrl}},
                    d / "mp_rank_00_model_states.pt")
     writer = SummaryWriter(str(root / "tb" / method))
     for step in steps:

@@ -1,35 +1,16 @@
-"""Group-advantage methods: the registry of method names and `build_method`.
+"""Group-advantage methods: `build_method`, the Method of the registry entry (methods.config.REGISTRY) a config names.
 
-A method maps one rollout batch of M prompts × G rollouts (correctness, lengths, optional truncation/repetition
-flags) to per-rollout shaped rewards, per-rollout scalar advantages (before OpenRLHF broadcasts them over tokens) and
-a fixed set of named statistics. Each method lives in its own module as a pure tensor function; its `Method` class
-wraps that function and, for LEAD, Leash and the composed method, a controller whose state goes into checkpoints.
-
-The shared types and base class (RolloutBatch, MethodOutput, Method) are in `methods.base`, every hyperparameter in `methods.config`.
-This module does not import torch at import time (flags and recipes stay importable without the training stack)
-and holds no method math. DRPO is not offered: it is a loss, not an advantage (see docs/methods.md).
+One module per method, a pure tensor function and its `Method` class (methods.base); hyperparameters in
+methods.config. This module imports no torch at import time (flags and recipes stay light). See docs/methods.md.
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-from lead_recipes.methods.config import RecipeConfig, validate
+from lead_recipes.methods.config import RecipeConfig, entry, validate
 
 if TYPE_CHECKING:  # pragma: no cover
     from lead_recipes.methods.base import Method
-
-# method name -> (module, Method subclass); imported lazily so `import lead_recipes.methods` stays torch-free
-_REGISTRY = {
-    "grpo": ("lead_recipes.methods.grpo", "GrpoMethod"),
-    "grpo-scalarized": ("lead_recipes.methods.grpo", "ScalarizedMethod"),
-    "gdpo": ("lead_recipes.methods.gdpo", "GdpoMethod"),
-    "lead": ("lead_recipes.methods.lead", "LeadMethod"),
-    "grpo-lead": ("lead_recipes.methods.grpo_lead", "GrpoLeadMethod"),
-    "leash": ("lead_recipes.methods.leash", "LeashMethod"),
-    "shorter-better": ("lead_recipes.methods.shorter_better", "ShorterBetterMethod"),
-    "composed": ("lead_recipes.methods.composed", "ComposedMethod"),
-}
 
 
 def build_method(config: RecipeConfig | None = None) -> "Method":
@@ -40,5 +21,4 @@ def build_method(config: RecipeConfig | None = None) -> "Method":
         raise TypeError(f"build_method takes a RecipeConfig, got {type(config).__name__} (RecipeConfig.of turns a "
                         "mapping or namespace into one)")
     validate(config)
-    module_name, cls_name = _REGISTRY[config.method]
-    return getattr(importlib.import_module(module_name), cls_name).from_config(config)
+    return entry(config.method).load().from_config(config)

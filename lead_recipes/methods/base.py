@@ -1,8 +1,7 @@
-"""What every method shares: `RolloutBatch` in, `MethodOutput` out, the `Method` base class with its checkpoint state, and
-the validation every batch and output passes (bad input is a ValueError naming the prompt, never a NaN later).
-
-It holds no method math (each method is a module of this package) and imports torch: callers that must stay
-torch-free (flags, recipes) import `lead_recipes.methods` or `lead_recipes.methods.config` instead.
+"""What every method shares: `RolloutBatch` in, `MethodOutput` out, the `Method` base class (its name from the registry,
+its controller's checkpoint state) and the validation every batch and output passes (a ValueError naming the
+prompt, never a NaN later). No method math; imports torch (torch-free callers import methods.config).
+See docs/methods.md#python-api.
 """
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import Any
 
 import torch
 
-from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods.config import RecipeConfig, method_name
 
 
 @dataclass
@@ -35,11 +34,15 @@ class MethodOutput:
 class Method:
     """One method: `step` validates the batch, runs the pure function and advances the controller (if any).
 
-    Subclasses set `name`, `STATS_KEYS` and implement `_step`; stateful ones override `_controller_state` /
-    `_load_controller_state`. Instances are plain picklable objects (no closures, no tensors held between steps).
+    Subclasses set `STATS_KEYS` and implement `from_config` and `_step`; stateful ones set `controller` (an
+    object with state_dict / load_state_dict). Instances are plain picklable objects (no closures, no tensors held).
     """
-    name: str = ""
     STATS_KEYS: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The `--recipe.method` name (from the registry entry naming this class)."""
+        return method_name(type(self))
 
     def __init__(self, config: Any = None):
         self.config = config
@@ -58,23 +61,17 @@ class Method:
         """The method on a batch already validated by `check_batch` (bool flags, float64 lengths)."""
         raise NotImplementedError
 
-    # -- checkpoint state: {"method": name, "version": 1, "controller": {...} | None}, JSON-able --
-    def state_dict(self) -> dict:
-        return {"method": self.name, "version": 1, "controller": self._controller_state()}
+    # checkpoint state: the controller's (plain JSON), None for a stateless method; training.resume wraps it
+    controller: Any = None
 
-    def load_state_dict(self, state: dict) -> None:
-        if not isinstance(state, dict) or state.get("method") != self.name:
-            got = state.get("method") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"recipe state is for method {got!r}, but this run uses --recipe.method {self.name}")
-        if state.get("version") != 1:
-            raise ValueError(f"unsupported recipe state version {state.get('version')!r} (expected 1)")
-        self._load_controller_state(state.get("controller"))
+    def state_dict(self) -> dict | None:
+        return None if self.controller is None else self.controller.state_dict()
 
-    def _controller_state(self) -> dict | None:
-        return None
-
-    def _load_controller_state(self, state: dict | None) -> None:
-        if state is not None:
+    def load_state_dict(self, state: dict | None) -> None:
+        """Restore the controller (ValueError on corrupt state, nothing changed)."""
+        if self.controller is not None:
+            self.controller.load_state_dict(state)
+        elif state is not None:
             raise ValueError(f"method {self.name} is stateless but the checkpoint holds controller state")
 
     def __repr__(self) -> str:

@@ -1,8 +1,6 @@
-"""Shared building blocks of every method: GRPO group normalisation (arXiv 2402.03300),
-BatchWhiten (verl masked_whiten, token-weighted or per sequence) and the statistics every method logs.
-
-All arithmetic runs in float64 (outputs are cast to float32 by the caller) so that a resumed controller sees the
-same numbers bit for bit. Nothing here knows about a particular method; nothing here does I/O.
+"""Shared building blocks of every method: GRPO group normalisation (arXiv 2402.03300), BatchWhiten (verl
+masked_whiten, token-weighted or per sequence) and the statistics every method logs. float64 arithmetic (a resumed
+controller sees the same bits); nothing method-specific, no I/O. See docs/methods.md.
 """
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""Composed method: LEAD's adaptive two-channel weighting, GRPO-LEAD's difficulty reweighting and a Leash length
-budget in one advantage step, each part switchable (--recipe.composed.*; design and reasons in docs/methods.md).
-
-  ok      = 1[correct] (binary, signed) or 1[correct ∧ ¬truncated] (grpo_lead, as GRPO-LEAD counts it)
-  r_c     = ok (binary) | 2·ok − 1 (signed) | exp(−α z) if ok else −1 (grpo_lead; arXiv 2504.09696 Sec. 3)
-  p       = λ_t · max(0, l/L_t − 1)                        budget (arXiv 2512.21540); 0 when off or λ_t = 0
-  two channels (length_reward = lead; arXiv 2605.09806 Eqs. 2–9):
-    r_l   = max(−1, r_l^LEAD − p)                          LEAD's Eq. 9 with the budget added to it
-    PSI statistics (Eqs. 4–6) on 1[ok] and r_l → EMA (Eq. 7) → λ_c, λ_l (or --recipe.lead.static_lambda_c)
-    Ã     = λ_c GroupNorm(r_c) + λ_l GroupNorm(r_l)        then difficulty, then BatchWhiten (Eq. 3)
-  one channel (length_reward = none):
-    r     = max(r_c − p, min(r_c, r_wrong))                 the penalty stops at a wrong answer's reward
-    Ã     = GroupNorm(r)                                   then difficulty; no whitening (plain GRPO / Leash)
-  difficulty: A' = Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ), ρ = mean_g ok  (GRPO-LEAD's logistic w)
-  dual (after the batch): ĝ = mean(l/L_t − 1), Adam step on −λ·ĝ, projected (controllers.LeashController)
-Every part off but one reduces to the existing method (tests/test_methods_composed.py). Part hyperparameters come
-from the lead / grpo_lead / leash sections; L_t = --recipe.composed.budget_tokens, default B_max / 2.
+"""The composed method (ours): LEAD's two channels (arXiv 2605.09806 Eqs. 2–9), GRPO-LEAD's difficulty reweighting
+(arXiv 2504.09696 §3.3) and a Leash budget (arXiv 2512.21540) on the length channel in one advantage step, each part
+switchable (--recipe.composed.*); each part's hyperparameters come from its method's section. Every part off but one
+reduces to that method (tests/test_methods_composed.py). See docs/methods.md#composed.
 """
 from __future__ import annotations
 
@@ -91,14 +78,13 @@ def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tens
 
 
 class ComposedMethod(Method):
-    name = "composed"
+    """Ours: LEAD's two channels (arXiv 2605.09806 Eqs. 2–9) + GRPO-LEAD's w(ρ) (arXiv 2504.09696 §3.3) + a
+    Leash budget (arXiv 2512.21540) −λ·max(0, l/L_t − 1) on the length channel, each part switchable."""
+
     STATS_KEYS = BASE_STATS + EXTRA_STATS + ("lagrange_lambda", "lagrange_lambda_next")
 
     def __init__(self, config: ComposedConfig, lead: LeadConfig, grpo_lead: GrpoLeadConfig, leash: LeashConfig):
         super().__init__(config)
-        if grpo_lead.ref_code_rejection_enable:
-            raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method "
-                             "composed (group rejection is a GRPO-LEAD training-loop option, not a reweighting)")
         self.lead, self.grpo_lead, self.leash = lead, grpo_lead, leash
         self.controller = ComposedController(
             psi=LeadController(beta_ema=lead.beta_ema, lambda_min=lead.lambda_min,
@@ -109,8 +95,7 @@ class ComposedMethod(Method):
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "ComposedMethod":
-        return cls(cfg.composed, cfg.lead,
-                   cfg.grpo_lead, cfg.leash)
+        return cls(cfg.composed, cfg.lead, cfg.grpo_lead, cfg.leash)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         b_max = self.lead.b_max or b.max_new_tokens
@@ -122,9 +107,3 @@ class ComposedMethod(Method):
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.dual.update(g_hat) if budget_on else lam
         return finish(b, r, a, extra)
-
-    def _controller_state(self) -> dict:
-        return self.controller.state_dict()
-
-    def _load_controller_state(self, state: dict | None) -> None:
-        self.controller.load_state_dict(state)

@@ -1,34 +1,29 @@
-"""Every method's hyperparameters, written down once: default, allowed range and help (choices explained in
-docs/methods.md), and `RecipeConfig`, the whole `--recipe.*` configuration that `build_method` takes.
-
-One frozen dataclass per flag section; `lead_recipes.flags` turns each field into a `--recipe.<section>.<field>`
-flag, so the defaults here are the defaults of the training CLI, `lead-recipes replay` and the recipes. Field
-metadata: `help` (shown by --help; says the paper value and, where it differs, the reference-code value), `choices`
-for strings, and the range (`ge`, `gt`, `le`, `lt`) for numbers. Booleans end in `_enable` and default to False.
-This module is torch-free on purpose (the launcher validates recipes on machines without the training stack); it
-holds no method math.
+"""Every method's hyperparameters, written once (one frozen dataclass per `--recipe.<section>.*` flag section: default,
+range, help), the method registry `REGISTRY` every list of methods derives from, and `RecipeConfig`, the whole
+configuration `build_method` takes. Torch-free (the launcher validates recipes without the training stack); no
+method math. See docs/methods.md#flags-recipe and CONTRIBUTING.md#adding-a-method.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import math
+import operator
 import types
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-METHODS = ("grpo", "grpo-scalarized", "gdpo", "lead", "grpo-lead", "leash", "shorter-better", "composed")
 DEFAULT_METHOD = "lead"
+# range metadata of a number field: key -> (test the value must pass, symbol in the error message)
+_BOUNDS = {"ge": (operator.ge, "≥"), "gt": (operator.gt, ">"), "le": (operator.le, "≤"), "lt": (operator.lt, "<")}
 
 
-def _f(default, help: str, choices: tuple[str, ...] | None = None, *, ge: float | None = None,
-       gt: float | None = None, le: float | None = None, lt: float | None = None):
-    meta: dict[str, Any] = {"help": help}
-    if choices is not None:
-        meta["choices"] = choices
-    bounds = {"ge": ge, "gt": gt, "le": le, "lt": lt}
-    meta.update({k: v for k, v in bounds.items() if v is not None})
-    return field(default=default, metadata=meta)
+def _f(default, help: str, choices: tuple[str, ...] | None = None, **bounds: float):
+    """A field with its help, choices (strings) and range (numbers: `ge`, `gt`, `le`, `lt`, see _BOUNDS)."""
+    if set(bounds) - set(_BOUNDS):
+        raise TypeError(f"unknown range keys {sorted(set(bounds) - set(_BOUNDS))}")  # pragma: no cover
+    return field(default=default, metadata={"help": help, **({"choices": choices} if choices else {}), **bounds})
 
 
 @dataclass(frozen=True)
@@ -172,55 +167,87 @@ class ResumeConfig:
                                       "the checkpoint (each change is logged once); default: refuse, naming them")
 
 
-# flag section (the word after --recipe.) -> config class; the section is the method name with '-' → '_', except
-# `guard` (stop when grading fails) and `resume` (what a resume accepts), which apply to every method
-SECTIONS = {
-    "grpo_scalarized": ScalarizedConfig,
-    "gdpo": GdpoConfig,
-    "lead": LeadConfig,
-    "grpo_lead": GrpoLeadConfig,
-    "leash": LeashConfig,
-    "shorter_better": ShorterBetterConfig,
-    "composed": ComposedConfig,
-    "guard": GuardConfig,
-    "resume": ResumeConfig,
-}
-
-
 @dataclass(frozen=True)
-class RecipeConfig:
-    """The whole `--recipe.*` configuration: the method and every section (unused sections keep their defaults).
-    Build one with `RecipeConfig.of` (from YAML or flags, validated); `build_method` takes it."""
-    method: str = DEFAULT_METHOD
-    grpo_scalarized: ScalarizedConfig = field(default_factory=ScalarizedConfig)
-    gdpo: GdpoConfig = field(default_factory=GdpoConfig)
-    lead: LeadConfig = field(default_factory=LeadConfig)
-    grpo_lead: GrpoLeadConfig = field(default_factory=GrpoLeadConfig)
-    leash: LeashConfig = field(default_factory=LeashConfig)
-    shorter_better: ShorterBetterConfig = field(default_factory=ShorterBetterConfig)
-    composed: ComposedConfig = field(default_factory=ComposedConfig)
-    guard: GuardConfig = field(default_factory=GuardConfig)
-    resume: ResumeConfig = field(default_factory=ResumeConfig)
+class MethodEntry:
+    """One method: its `--recipe.method` name, its Method class as "module:Class" (imported only by `load`, so this
+    module stays torch-free), its config dataclass (flags `--recipe.<section>.*`, section = name with '-' → '_')
+    and its reference recipe (launchers/recipes/<recipe>.yaml); the stats keys are the class's STATS_KEYS."""
+    name: str
+    method: str
+    config: type
+    recipe: str
 
-    @classmethod
-    def of(cls, recipe: Any = None) -> "RecipeConfig":
-        """Defaults overlaid with `recipe` (a RecipeConfig, or a nested mapping or namespace such as a YAML recipe's
-        `recipe:` section or OpenRLHF's hierarchized `args.recipe`), validated. ValueError names the flag."""
-        if recipe is None or isinstance(recipe, cls):
-            cfg = recipe or cls()
-        else:
-            sections = {}
-            method = DEFAULT_METHOD
-            for key, value in _as_mapping(recipe).items():
-                if key == "method":
-                    method = value
-                elif key in SECTIONS:
-                    sections[key] = _section(key, value)
-                else:
-                    raise ValueError(f"--recipe.{key} is not a recipe flag or section")
-            cfg = cls(method=method, **sections)
-        validate(cfg)
-        return cfg
+    @property
+    def section(self) -> str:
+        return self.name.replace("-", "_")
+
+    def load(self) -> type:
+        module, cls = self.method.split(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+# the method registry: every list of methods (flags, validation, build_method, base recipes, docs) derives from it
+REGISTRY = (
+    MethodEntry("grpo", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-correctness-1.5b"),
+    MethodEntry("grpo-scalarized", "lead_recipes.methods.grpo:ScalarizedMethod", ScalarizedConfig, "grpo-1.5b"),
+    MethodEntry("gdpo", "lead_recipes.methods.gdpo:GdpoMethod", GdpoConfig, "gdpo-1.5b"),
+    MethodEntry("lead", "lead_recipes.methods.lead:LeadMethod", LeadConfig, "lead-1.5b"),
+    MethodEntry("grpo-lead", "lead_recipes.methods.grpo_lead:GrpoLeadMethod", GrpoLeadConfig, "grpo-lead-7b"),
+    MethodEntry("leash", "lead_recipes.methods.leash:LeashMethod", LeashConfig, "leash-1.5b"),
+    MethodEntry("shorter-better", "lead_recipes.methods.shorter_better:ShorterBetterMethod", ShorterBetterConfig,
+                "shorter-better-1.5b"),
+    MethodEntry("composed", "lead_recipes.methods.composed:ComposedMethod", ComposedConfig, "composed-1.5b"),
+)
+METHODS = tuple(e.name for e in REGISTRY)
+
+
+def method_name(cls: type) -> str:
+    """The `--recipe.method` name of Method class `cls`, from the registry entry naming it."""
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    for e in REGISTRY:
+        if e.method == path:
+            return e.name
+    raise KeyError(f"{path} is not a Method class of lead_recipes.methods.config.REGISTRY")
+
+
+def entry(method: str) -> MethodEntry:
+    """The registry entry of `--recipe.method` `method`."""
+    for e in REGISTRY:
+        if e.name == method:
+            return e
+    raise KeyError(f"--recipe.method must be one of {', '.join(METHODS)}, got {method!r}")
+# flag section (the word after --recipe.) -> config class: one per method, plus `guard` and `resume` for every method
+SECTIONS = {**{e.section: e.config for e in REGISTRY}, "guard": GuardConfig, "resume": ResumeConfig}
+
+
+def _of(cls, recipe: Any = None) -> "RecipeConfig":
+    """Defaults overlaid with `recipe` (a RecipeConfig, or a nested mapping or namespace such as a YAML recipe's
+    `recipe:` section or OpenRLHF's hierarchized `args.recipe`), validated. ValueError names the flag."""
+    if recipe is None or isinstance(recipe, cls):
+        cfg = recipe or cls()
+    else:
+        sections = {}
+        method = DEFAULT_METHOD
+        for key, value in _as_mapping(recipe).items():
+            if key == "method":
+                method = value
+            elif key in SECTIONS:
+                sections[key] = _section(key, value)
+            else:
+                raise ValueError(f"--recipe.{key} is not a recipe flag or section")
+        cfg = cls(method=method, **sections)
+    validate(cfg)
+    return cfg
+
+
+RecipeConfig = dataclasses.make_dataclass(
+    "RecipeConfig", [("method", str, field(default=DEFAULT_METHOD))]
+    + [(name, cls, field(default_factory=cls)) for name, cls in SECTIONS.items()],
+    namespace={"of": classmethod(_of), "__doc__": """The whole `--recipe.*` configuration: the method and one field
+    per section (unused sections keep their defaults), e.g. RecipeConfig(method="lead", lead=LeadConfig(l_min=500.0)).
+    Build one with `RecipeConfig.of` (from YAML or flags, validated); `build_method` takes it."""},
+    frozen=True)
+RecipeConfig.__module__ = __name__  # where pickle finds it
 
 
 def flag(section: str, name: str) -> str:
@@ -259,18 +286,11 @@ def _section(section: str, value: Any):
 
 
 def _range_problem(f: dataclasses.Field, v: float) -> str | None:
-    """What `v` must be per the field's range metadata, or None when it is inside."""
-    m = f.metadata
-    lo, hi = ("ge", m["ge"]) if "ge" in m else ("gt", m.get("gt")), ("le", m["le"]) if "le" in m else ("lt", m.get("lt"))
-    ok = ((lo[1] is None or (v >= lo[1] if lo[0] == "ge" else v > lo[1]))
-          and (hi[1] is None or (v <= hi[1] if hi[0] == "le" else v < hi[1])))
-    if ok:
+    """What `v` must be per the field's range metadata (e.g. "≥ 0 and < 1"), or None when it is inside."""
+    bounds = [(key, f.metadata[key]) for key in _BOUNDS if key in f.metadata]
+    if all(_BOUNDS[key][0](v, bound) for key, bound in bounds):
         return None
-    if lo[1] is not None and hi[1] is not None:
-        return f"in {'[' if lo[0] == 'ge' else '('}{lo[1]}, {hi[1]}{']' if hi[0] == 'le' else ')'}"
-    if lo[1] is not None:
-        return f"{'≥' if lo[0] == 'ge' else '>'} {lo[1]}"
-    return f"{'≤' if hi[0] == 'le' else '<'} {hi[1]}"
+    return " and ".join(f"{_BOUNDS[key][1]} {bound}" for key, bound in bounds)
 
 
 def validate_section(section: str, sec: Any) -> None:
@@ -311,8 +331,8 @@ def validate(cfg: RecipeConfig) -> None:
         if sec.correct_weight == 0 and sec.length_weight == 0:
             raise ValueError(f"--recipe.{section}.correct_weight and --recipe.{section}.length_weight are both 0")
     if cfg.method == "composed" and cfg.grpo_lead.ref_code_rejection_enable:
-        raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method composed "
-                         "(group rejection is a GRPO-LEAD training-loop option, not part of its reweighting)")
+        raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method "
+                         "composed (group rejection is a GRPO-LEAD training-loop option, not a reweighting)")
     le = cfg.leash
     if not le.lambda_min <= le.lambda_max:
         raise ValueError(f"--recipe.leash.lambda_max must be ≥ --recipe.leash.lambda_min ({le.lambda_min}), "

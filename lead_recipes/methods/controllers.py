@@ -1,10 +1,7 @@
-"""The stateful controllers: LEAD's EMA of the PSI target weights (LEAD, arXiv 2605.09806,
-Eq. 7), Leash's Lagrange multiplier λ with its Adam moments (Leash, arXiv 2512.21540; the optimiser settings are
-our choice, see docs/methods.md), and the composed method's pair of both under one flat state.
-
-Both work on plain Python floats (IEEE double) and keep nothing else, so `state_dict()` is JSON-able and a
-save → load round trip (JSON or torch checkpoint) restores the exact bits: a resumed run continues identically.
-They receive scalars computed by the method functions; they never see tensors, files or args objects.
+"""The stateful controllers: LEAD's EMA of the PSI target weights (arXiv 2605.09806, Eq. 7), Leash's Lagrange
+multiplier λ with its Adam moments (arXiv 2512.21540; the optimiser settings are our choice) and the composed
+method's pair of both under one flat state. Plain Python floats only, so `state_dict()` is JSON-able and a save →
+load round trip restores the exact bits; no tensors, files or args. See docs/methods.md#python-api.
 """
 from __future__ import annotations
 

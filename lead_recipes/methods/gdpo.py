@@ -1,11 +1,6 @@
-"""GDPO — group reward-decoupled normalisation (Liu et al. 2026, arXiv 2601.05242).
-
-  A_k = (r_k − mean_g r_k) / (std_g r_k + 1e-6)   per reward channel k ∈ {correctness, length}
-  A   = BatchWhiten(w_c A_c + w_l A_l)            static weights; token-weighted (verl, LEAD's re-implementation)
-                                                  or per sequence (TRL)
-Length channel as in grpo.length_channel (default: conditioned 1[correct ∧ l ≤ 2000]; the length reward of LEAD's
-GDPO baseline is not documented). LEAD-static is GDPO with LEAD's r_l and w_c + w_l = 1. Stateless; the
-shaped reward reported is w_c r_c + w_l r_len.
+"""GDPO, group reward-decoupled normalisation (Liu et al. 2026, arXiv 2601.05242): each channel (correctness, length)
+group-normalised, A = BatchWhiten(w_c A_c + w_l A_l) with static weights. Stateless.
+See docs/methods.md#equations-gdpo.
 """
 from __future__ import annotations
 
@@ -29,7 +24,8 @@ def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoCo
 
 
 class GdpoMethod(Method):
-    name = "gdpo"
+    """GDPO (arXiv 2601.05242): A = BatchWhiten(Σ_k w_k GroupNorm(r_k)), k ∈ {correctness, length}."""
+
     STATS_KEYS = BASE_STATS + ("length_reward_mean", "whiten_mean", "whiten_std")
 
     def __init__(self, config: GdpoConfig, lead: LeadConfig):

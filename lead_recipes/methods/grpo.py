@@ -1,9 +1,6 @@
-"""GRPO baselines: plain GRPO on correctness, and LEAD's scalarised GRPO (arXiv 2605.09806).
-
-grpo:             R = 1[correct];                       A = (R − mean_g R) / (std_g R + ε)      (Shao et al. 2024)
-grpo-scalarized:  R = w_c·1[correct] + w_l·r_len;        A = (R − mean_g R) / (std_g R + ε)      (LEAD's baseline)
-with r_len one of: conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script), classic = 1[l ≤ T], lead = LEAD's r_l
-(Eq. 9). ε = 1e-6, unbiased std, zero-std group ⇒ A = 0. Stateless. The length channels are shared with GDPO.
+"""GRPO baselines: `grpo`, group normalisation of 1[correct] (Shao et al. 2024, arXiv 2402.03300), and
+`grpo-scalarized`, LEAD's scalarised baseline R = w_c·1[correct] + w_l·r_len then group norm (arXiv 2605.09806,
+Table 2); the length channels r_len are shared with GDPO. Stateless. See docs/methods.md#equations-grpo.
 """
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from lead_recipes.methods.config import GrpoConfig, LeadConfig, RecipeConfig, Sc
 
 def length_channel(kind: str, correct: torch.Tensor, lengths: torch.Tensor, threshold: float,
                    b_max: float, lead: LeadConfig) -> torch.Tensor:
-    """The length reward r_len [M, G] named by `kind` (see the module docstring)."""
+    """The length reward r_len [M, G] named by `kind`: conditioned, classic or lead (docs/methods.md#equations-grpo)."""
     if kind == "conditioned":
         return (correct & (lengths <= threshold)).double()
     if kind == "classic":
@@ -42,12 +39,13 @@ def grpo_scalarized(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, 
 
 
 class GrpoMethod(Method):
-    name = "grpo"
+    """GRPO group norm (Shao et al. 2024, arXiv 2402.03300): A = (r − mean_g r)/(std_g r + ε), r = 1[correct]."""
+
     STATS_KEYS = BASE_STATS
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "GrpoMethod":
-        return cls(GrpoConfig())
+        return cls(cfg.grpo)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         r, a = grpo(b.correct, b.lengths)
@@ -55,7 +53,8 @@ class GrpoMethod(Method):
 
 
 class ScalarizedMethod(Method):
-    name = "grpo-scalarized"
+    """LEAD's GRPO baseline (arXiv 2605.09806, Table 2): R = w_c·1[correct] + w_l·r_len, then group norm."""
+
     STATS_KEYS = BASE_STATS + ("length_reward_mean",)
 
     def __init__(self, config: ScalarizedConfig, lead: LeadConfig):

@@ -1,14 +1,6 @@
-"""GRPO-LEAD (Zhang & Zuo, arXiv 2504.09696, EMNLP 2025), paper form by default.
-
-  correct:    z = (l − μ) / (σ + 1e-6), μ, σ over the correct rollouts' lengths (unbiased σ; σ := 0 with < 2
-              correct ⇒ z = 0);   R = exp(−α z)
-  incorrect:  R = −1  (truncated responses count as incorrect: −1 whatever the grader said)
-  repetition: R = repetition_reward (paper −1.5) for incorrect repetitive responses, when enabled (stage 2)
-  ρ_q = #correct / G;   w(ρ) = A + (B − A) / (1 + exp(k (ρ − ρ_0)))
-  Ã = (R − mean_g R) / (std_g R + 1e-6);   A' = Ã·w(ρ) if Ã > 0 else Ã·w(1 − ρ)
-Reference-code behaviours (`aeroplanepaper/GRPO-LEAD`) are options, off by default: the 4000-token gate,
-0 for truncated, σ := 1 below 2 correct, rejection of degenerate groups (their advantages are set to 0 — the
-plug-in cannot drop rows; they still count in a token-mean loss denominator). Stateless.
+"""GRPO-LEAD (Zhang & Zuo, arXiv 2504.09696, EMNLP 2025) §3.1–3.4, paper form by default: R = exp(−α z) for a
+correct rollout, −1 otherwise (repetition penalty optional), difficulty reweighting A' = Ã·w(ρ) or Ã·w(1 − ρ);
+the reference code's behaviours are `ref_code_*` options. Stateless. See docs/methods.md#equations-grpo-lead.
 """
 from __future__ import annotations
 
@@ -28,7 +20,7 @@ def difficulty_weight(rho: torch.Tensor | float, cfg: GrpoLeadConfig):
 def accuracy_reward(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
                     repetitive: torch.Tensor | None, cfg: GrpoLeadConfig) -> torch.Tensor:
     """R [M, G]: exp(−α z) for a correct rollout, −1 otherwise, with the reference-code options and the
-    repetition penalty (module docstring)."""
+    repetition penalty (docs/methods.md#equations-grpo-lead)."""
     ok = correct & ~truncated
     n_ok = ok.sum(1, keepdim=True)
     mu = torch.where(ok, lengths, 0.0).sum(1, keepdim=True) / n_ok.clamp(min=1)
@@ -77,7 +69,9 @@ def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Ten
 
 
 class GrpoLeadMethod(Method):
-    name = "grpo-lead"
+    """GRPO-LEAD (arXiv 2504.09696) §3.1–3.3: R = exp(−α z) if correct, −1 otherwise; A' = Ã·w(ρ) if Ã > 0
+    else Ã·w(1−ρ), w(ρ) = A + (B−A)/(1+e^{k(ρ−ρ0)})."""
+
     STATS_KEYS = BASE_STATS + ("correct_reward_mean", "difficulty_rho_mean", "repetition_penalised_frac",
                                "rejected_groups")
 

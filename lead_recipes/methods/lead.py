@@ -1,17 +1,6 @@
-"""LEAD — Length-Efficient Adaptive and Dynamic reasoning (Wei et al., arXiv 2605.09806).
-
-  (8) L*_q = clamp(agg_{j∈C_q} l_{q,j}, L_min, B_max), or B_max when no rollout of q is correct
-      (agg = mean_correct | min_correct | median_correct; mean_all = mean over all G, no sentinel;
-      ours, --recipe.lead.unsolved_length flat: r_l = 1 in a group with no correct rollout)
-  (9) r_l = max(−1, 1 − |l − L*_q| / L*_q)                       for every rollout
-  (2) A^(k) = (r_k − μ_q^(k)) / (σ_q^(k) + 1e-6),  k ∈ {c, l}     over all G, unbiased σ
-  (4) μ_c, σ_c over all rollouts; μ_l, σ_l over the correct rollouts of solved prompts only, each prompt weighted
-      equally (Law of Total Variance, population variances, +1e-8 under the root); M' = 0 ⇒ μ_l = σ_l = 0
-      CV_k = σ_k / (|μ_k| + ε);  CṼ_k = CV_k / (CV_c + CV_l + ε)
-  (5) P_c = (1 − clamp(μ_c, 0, 1))^α;  P_l = ((1 − clamp(μ_l, −1, 1)) / 2)^α
-  (6) Ψ_k = CṼ_k · P_k;   (7) λ̂ = Ψ / (Ψ_c + Ψ_l + ε) → EMA → floor (controllers.LeadController)
-  (3) A = BatchWhiten(λ_c A^(c) + λ_l A^(l)),  token-weighted (reference code) or per sequence.
-The controller runs on this batch before the combination (same step). Shaped reward reported: λ_c r_c + λ_l r_l.
+"""LEAD, Length-Efficient Adaptive and Dynamic reasoning (Wei et al., arXiv 2605.09806), Eqs. 2–9: target length
+L*_q (8), efficiency reward r_l (9), decoupled group normalisation (2), PSI statistics and weights (4–7, the EMA in
+controllers.LeadController), BatchWhiten of the combination (3). See docs/methods.md#equations-lead.
 """
 from __future__ import annotations
 
@@ -114,7 +103,9 @@ def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadCo
 
 
 class LeadMethod(Method):
-    name = "lead"
+    """LEAD (arXiv 2605.09806) Eqs. 2–9: L*_q (8), r_l = max(−1, 1 − |l − L*|/L*) (9), decoupled group norm
+    (2), PSI controller (4–7), A = BatchWhiten(λ_c A^c + λ_l A^l) (3)."""
+
     STATS_KEYS = BASE_STATS + (
         "solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l", "potential_c",
         "potential_l", "psi_c", "psi_l", "target_lambda_c", "target_lambda_l", "ema_skipped", "ema_w_c", "ema_w_l",
@@ -135,9 +126,3 @@ class LeadMethod(Method):
         r, a, extra = lead(b.correct, b.lengths, self.config.b_max or b.max_new_tokens, self.config,
                            self.controller)
         return finish(b, r, a, extra)
-
-    def _controller_state(self) -> dict:
-        return self.controller.state_dict()
-
-    def _load_controller_state(self, state: dict | None) -> None:
-        self.controller.load_state_dict(state)

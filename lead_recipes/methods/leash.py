@@ -1,12 +1,6 @@
-"""Leash — adaptive length penalty with a Lagrange multiplier (Li et al., arXiv 2512.21540, ACL 2026;
-the paper's exact values are unknown, so λ's optimiser settings are reconstructed).
-
-  r   = +1 if correct else −1                                  (DAPO rule reward)
-  r'' = clip(r − λ_t · max(0, l/L_t − 1), −1, 1)               (one-sided, clipped)
-  A   = (r'' − mean_g r'') / (std_g r'' + 1e-6)
-  then, after the batch (primal then dual): ĝ_t = mean over all rollouts of (l/L_t − 1);
-  Adam(lr, β) step on −λ·ĝ_t, λ projected to [λ_min, λ_max]   (controllers.LeashController)
-λ_t shapes batch t; the updated λ shapes batch t+1. `constant_lambda_enable` is Leash-C (no dual update).
+"""Leash, adaptive length penalty with a Lagrange multiplier (Li et al., arXiv 2512.21540, ACL 2026):
+r'' = clip(r − λ_t·max(0, l/L_t − 1), −1, 1), r = ±1, group-normalised; λ by a projected Adam step on the dual
+after the batch (controllers.LeashController; its settings are reconstructed). See docs/methods.md#equations-leash.
 """
 from __future__ import annotations
 
@@ -39,7 +33,9 @@ def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
 
 
 class LeashMethod(Method):
-    name = "leash"
+    """Leash (arXiv 2512.21540): r'' = clip(r − λ·max(0, l/L_t − 1), −1, 1), r = ±1; dual: Adam on −λ·ĝ,
+    ĝ = mean(l/L_t − 1), λ projected to [λ_min, λ_max]."""
+
     STATS_KEYS = BASE_STATS + ("constraint", "over_target_frac", "clipped_frac", "lagrange_lambda",
                                "lagrange_lambda_next")
 
@@ -60,9 +56,3 @@ class LeashMethod(Method):
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.update(g_hat)
         return finish(b, r, a, extra)
-
-    def _controller_state(self) -> dict:
-        return self.controller.state_dict()
-
-    def _load_controller_state(self, state: dict | None) -> None:
-        self.controller.load_state_dict(state)

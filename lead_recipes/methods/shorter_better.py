@@ -1,8 +1,6 @@
-"""ShorterBetter (Yi, Wang, Li 2025, arXiv 2504.21370).
-
-  SOL_q = min_{j∈C_q} l_{q,j} if some rollout of q is correct, else mean_j l_{q,j}
-  r     = α·1[correct] − β·|l − SOL_q|,   then A = (r − mean_g r) / (std_g r + 1e-6)
-Defaults α = 2, β = 0.001 (reference code). Stateless.
+"""ShorterBetter (Yi, Wang, Li 2025, arXiv 2504.21370): r = α·1[correct] − β·|l − SOL_q|, SOL_q the shortest
+correct length of prompt q (the mean of all when none is correct), then group normalisation. Stateless.
+See docs/methods.md#equations-shorter-better.
 """
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from lead_recipes.methods.config import RecipeConfig, ShorterBetterConfig
 
 def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
                    cfg: ShorterBetterConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """SOL_q, r and A as in the module docstring. Returns (rewards, advantages, statistics)."""
+    """SOL_q, r and A (docs/methods.md#equations-shorter-better). Returns (rewards, advantages, statistics)."""
     solved = correct.any(1, keepdim=True)
     shortest_correct = torch.where(correct, lengths, math.inf).amin(1, keepdim=True)
     sol = torch.where(solved, shortest_correct, lengths.mean(1, keepdim=True))
@@ -26,7 +24,9 @@ def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
 
 
 class ShorterBetterMethod(Method):
-    name = "shorter-better"
+    """ShorterBetter (arXiv 2504.21370): r = α·1[correct] − β·|l − SOL|, SOL = the shortest correct length, or
+    the mean of all when none is correct."""
+
     STATS_KEYS = BASE_STATS + ("sol_mean",)
 
     @classmethod

@@ -1,19 +1,8 @@
-"""The driver's LEAD_RECIPES_* and WANDB_* environment, forwarded into every Ray actor of the training job.
-
-Why: Ray workers inherit the environment of the raylet that started them, not the driver's, and OpenRLHF's
-`train()` calls `ray.init` with only three variables in its runtime environment. So the grader settings read in the
-rollout actors (LEAD_RECIPES_GRADE_TIMEOUT_S, LEAD_RECIPES_GRADE_WORKERS), the reward-server URLs of
-lead_recipes/grading/remote_reward.py (LEAD_RECIPES_REWARD_URLS) and a W&B run id exported after `ray start`
-(WANDB_RUN_ID, as a Slurm script does) never reached the processes that use them.
-
-What it does: `forward_env_to_actors()` is a context manager around the training run. Inside it, `ray.init` adds
-`forwarded_vars()` to the call's `runtime_env["env_vars"]` (values the caller set explicitly win), which Ray applies
-to every worker of the job, on every node. If Ray is already initialised when it is entered, that job's runtime
-environment must already carry the same values, else it raises ActorEnvError naming the missing variables.
-
-What it does not do: forward WANDB_API_KEY. Ray records a job's runtime environment where anyone with dashboard or
-state-API access can read it, and the trainer does not need it there: OpenRLHF logs in with `--logger.wandb.key`,
-which reaches the actors in the arguments. It does not start Ray, and never changes the environment of the driver.
+"""The driver's LEAD_RECIPES_* and WANDB_* environment forwarded into every Ray actor of the training job (Ray
+workers inherit the raylet's environment, and OpenRLHF's `ray.init` forwards three variables): `forward_env_to_actors()`
+adds them to `ray.init`'s runtime_env, or checks an initialised Ray already carries them (ActorEnvError).
+It never forwards WANDB_API_KEY (Ray shows a job's runtime_env), starts Ray or changes the driver's environment.
+See docs/training.md#environment-in-the-ray-actors.
 """
 from __future__ import annotations
 
@@ -61,16 +50,17 @@ def _missing_in_running_job(ray, env: dict[str, str]) -> list[str]:
 
 @contextlib.contextmanager
 def forward_env_to_actors(environ=None):
-    """While inside, `ray.init` forwards `forwarded_vars(environ)` into the job's actors (module docstring)."""
+    """While inside, `ray.init` adds `forwarded_vars(environ)` to its runtime_env["env_vars"] (values the caller set
+    win); if Ray is already initialised, its job must carry the same values, else ActorEnvError names the missing."""
     import ray
     env = forwarded_vars(environ)
     if ray.is_initialized():
         missing = _missing_in_running_job(ray, env)
         if missing:
             raise ActorEnvError(
-                "Ray was initialised before the training run without these variables in its runtime_env env_vars, "
-                f"so the actors would not see them: {', '.join(missing)}. Let `lead-recipes train` call ray.init "
-                "(set RAY_ADDRESS to join a running cluster), or pass them in ray.init(runtime_env=...)")
+                f"Ray was initialised without these variables in its runtime_env, so the actors lack them: "
+                f"{', '.join(missing)}.\nLet `lead-recipes train` call ray.init (RAY_ADDRESS joins a cluster), or "
+                "pass them in ray.init(runtime_env=...)")
         yield env
         return
     original = ray.init

@@ -1,33 +1,17 @@
-"""The command line of `lead-recipes train` as a user types it: a base recipe, the user's flags on top, the defaults
-the method implies, and every still-missing flag named at once, before OpenRLHF parses anything.
-
-- Base recipe: `--recipe.name NAME|FILE|none`; by default the method's reference recipe (`METHOD_RECIPES`, the
-  method from `--recipe.method`, default lead; lead-1.5b for a method without one). `none` starts from OpenRLHF's own defaults.
-- Overlay: every flag the user gives replaces the base recipe's value of that flag (all of its values: nargs
-  flags such as `--reward.clip_range -5 5` are replaced whole), so one OpenRLHF flag no longer drops the recipe.
-- Implied defaults, filled in only when neither the user nor the base gives them, and reported (`Resolved.filled`):
-  `group_norm` (the method replaces its group step), the package reward function, 8 samples per prompt, the rollout
-  cap (`--recipe.lead.b_max`, else 4000) with a 1024-token prompt budget in `--data.max_len` (also when the
-  user gives `--rollout.max_new_tokens` without `--data.max_len`: the base's max_len is then dropped), and the dataset
-  columns `lead-recipes data build` writes (`prompt`, `label`).
-- HTTP reward URLs are routed through lead_recipes/grading/remote_reward.py (bounded backoff and fail-over instead of
-  OpenRLHF's 5 tries 1 s apart): the URLs move to $LEAD_RECIPES_REWARD_URLS (`Resolved.env`, which the caller
-  exports and lead_recipes.training.actor_env forwards into the Ray actors).
-- `Resolved.missing` names every flag still required (model, prompt dataset), for one message (exit 2).
-
-What it does not do: parse or validate values (OpenRLHF's parser and lead_recipes.flags do), print, or start anything.
+"""The command line of `lead-recipes train` as a user types it: the method's reference recipe (or
+`--recipe.name NAME|FILE|none`) as the base, the user's flags replacing its values, the defaults the method implies
+filled in and reported, HTTP reward URLs routed through grading/remote_reward.py, and every still-missing flag
+named at once. It does not parse values (OpenRLHF's parser and lead_recipes.flags do), print or start anything.
+See docs/training.md#the-command-line-a-base-recipe-your-flags-on-top.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
+from lead_recipes.methods.config import entry
+
 NONE = "none"
-# method -> the recipe that reproduces its paper's main setting (launchers/recipes/<name>.yaml)
-METHOD_RECIPES = {"grpo": "grpo-correctness-1.5b", "grpo-scalarized": "grpo-1.5b", "gdpo": "gdpo-1.5b",
-                  "lead": "lead-1.5b", "grpo-lead": "grpo-lead-7b", "leash": "leash-1.5b",
-                  "shorter-better": "shorter-better-1.5b", "composed": "composed-1.5b"}
-FALLBACK_RECIPE = "lead-1.5b"  # for a method without a recipe of its own
 DEFAULT_CAP = 4000          # LEAD's B_max, the cap of the reference recipe lead-1.5b
 PROMPT_BUDGET = 1024        # tokens of prompt room added to the cap when --data.max_len is filled in
 DEFAULT_SAMPLES = 8         # G: every recipe's group size
@@ -86,7 +70,7 @@ def resolve(argv: list[str], parser) -> Resolved:
     ours, _ = parser.parse_known_args(argv)
     user = flag_names(argv)
     method = getattr(ours, "recipe.method")
-    name = ours.base_recipe or METHOD_RECIPES.get(method, FALLBACK_RECIPE)
+    name = ours.base_recipe or entry(method).recipe
     base: list[str] = []
     if name != NONE:
         from lead_recipes.recipes.recipe import load_recipe

@@ -1,21 +1,8 @@
-"""The grading guard at the depth where a failed grade is first seen, so a failed step trains nothing.
-
-What it does:
-- `RecipeSamplesGenerator` is OpenRLHF's SamplesGenerator (samples_generator.py) counting the grading status of
-  every training sample as `_process_response_into_experience` builds it, i.e. before `--algo.dynamic_filtering_enable`
-  drops all-failed groups (reward 0, average 0) and pulls more prompts: the guard (lead_recipes.training.guard) sees
-  one step's worth of graded samples at a time (rollout.batch_size x n_samples_per_prompt), survivors or not, and
-  raises GradingFailure there, in generation, after `--recipe.guard.grade_failure_steps` failing windows; without
-  this a full outage under filtering consumed the whole dataset and ended with exit 0. Eval samples are not counted.
-- `skip_failed_step(rollout_samples, recipe)`: the experience maker's first call in make_experience_batch, before
-  the model forwards, the method's step (controller) and ppo_train (weights): a step whose samples' failure share
-  is above `--recipe.guard.grade_failure_max` raises GradingStepSkipped carrying its logged statistics; the trainer
-  (lead_recipes.training.openrlhf_plugin) logs it and writes no checkpoint for it.
-- `use_recipe_generator(owner)` swaps an owner's (PPOTrainer's) generator for ours; `RecipeGenerateSamplesActorRemote`
-  is the async mode's generator actor with ours (installed by the plug-in's async trainer).
-
-What it does not do: change rewards, retry grading, or judge samples without a grading status (not our reward
-function): they are neither counted nor a reason to skip.
+"""The grading guard where a failed grade is first seen, so a failed step trains nothing: `RecipeSamplesGenerator`
+counts every graded training sample before dynamic filtering can drop it (the guard stops the run after its streak),
+and `skip_failed_step` skips a step whose failure share is too high before the forwards, the method and ppo_train.
+It does not change rewards or retry grading; eval samples and samples without a status are not counted.
+See docs/training.md#when-grading-fails-the-run-stops.
 """
 from __future__ import annotations
 
@@ -39,7 +26,8 @@ class GradingStepSkipped(Exception):
 
 
 def skip_failed_step(rollout_samples, recipe) -> None:
-    """Raise GradingStepSkipped when the step's failure share is above the guard's threshold (see module doc)."""
+    """Raise GradingStepSkipped when the step's failure share is above the guard's threshold:
+    called before the model forwards, the method's step and ppo_train, so a failed step moves nothing."""
     counts = status_counts([s.info for s in rollout_samples])
     share = None if counts is None else failure_share(counts)
     guard = GradingGuard.from_recipe(recipe)
@@ -49,7 +37,8 @@ def skip_failed_step(rollout_samples, recipe) -> None:
 
 
 class RecipeSamplesGenerator(SamplesGenerator):
-    """SamplesGenerator whose every graded training sample goes through the grading guard (see module doc)."""
+    """SamplesGenerator whose every graded training sample goes through the grading guard as it is built, before
+    dynamic filtering; eval samples are not counted."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

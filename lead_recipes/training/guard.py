@@ -1,24 +1,8 @@
-"""Stop training when grading itself fails, instead of training on rewards of 0 that say nothing about the answers.
-
-Why: a grader that fails (worker pool broken, timeouts too tight for the machine, a reward server down) grades every
-sample `error` or `timeout`, i.e. reward 0 with correctness 0. Nothing crashes: GRPO sees all-equal groups and
-learns nothing, and LEAD keeps optimising its length channel on pure noise. Both look like a quiet run.
-
-What it does:
-- The `--recipe.guard.*` flags are a section of the recipe like any other (GuardConfig in
-  lead_recipes.methods.config): `grade_failure_max` (default 0.5) and `grade_failure_steps` (default 3).
-- `GradingGuard.observe_counts(counts)` takes one step's per-status sample counts and returns the failure share
-  (error + timeout) / all; when that share has been above `grade_failure_max` for `grade_failure_steps` consecutive
-  steps it raises GradingFailure, whose message says what failed and what to check. `observe(stats)` does the same
-  from a step's `recipe/grading/<status>_count` statistics (lead_recipes.training.step_stats).
-- `status_counts(infos)` sums the reward function's per-sample `status_*` values; `SampleWindows` feeds the guard
-  one step's worth of graded samples at a time, as they are graded (the plug-in's samples generator, before dynamic
-  filtering can drop them: lead_recipes.training.grading_gate).
-- `grading_failure(exc)` finds a GradingFailure behind a Ray error, for the driver's one-line message.
-
-What it does not do: change rewards, retry grading, skip a step (lead_recipes.training.grading_gate does), or judge
-samples whose reward function reports no grading status (not lead-recipes' reward function): those are skipped. Its
-streak is not checkpointed (a resume starts at 0).
+"""Stop training when grading itself fails (every sample `error`/`timeout`, reward 0: a quiet run that learns
+nothing): `GradingGuard` raises GradingFailure after `--recipe.guard.grade_failure_steps` windows whose failure share
+is above `--recipe.guard.grade_failure_max`; `status_counts`, `SampleWindows` and `grading_failure` feed and find it.
+It does not change rewards or skip steps (grading_gate does); its streak is not checkpointed.
+See docs/training.md#when-grading-fails-the-run-stops.
 """
 from __future__ import annotations
 
@@ -65,11 +49,9 @@ class GradingGuard:
             total = sum(counts.values())
             raise GradingFailure(
                 f"grading failed for {share:.0%} of the samples ({counts['error']:.0f} error, {counts['timeout']:.0f} "
-                f"timeout of {total:.0f}), above --recipe.guard.grade_failure_max {self.max_share} for "
-                f"{self.streak} consecutive steps (--recipe.guard.grade_failure_steps {self.steps}); their reward 0 "
-                "says nothing about the answers, so training stopped. Check the grader: the reward server's log and "
-                "GET /stats, grader worker crashes, LEAD_RECIPES_GRADE_TIMEOUT_S / --grade.timeout_s for this "
-                "machine's speed, the label column (--data.label_key). Resume from the last checkpoint once fixed.")
+                f"timeout of {total:.0f}), above --recipe.guard.grade_failure_max {self.max_share} for {self.streak} "
+                f"consecutive steps: training stopped.\nCheck the reward server's log and GET /stats, "
+                "LEAD_RECIPES_GRADE_TIMEOUT_S and --data.label_key, then resume from the last checkpoint.")
         return share
 
 

@@ -1,34 +1,9 @@
-"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork); with grading_gate the only OpenRLHF importers.
-
-What it does:
-- `RecipeExperienceMaker` subclasses `RemoteExperienceMaker` and replaces only the group step of
-  `compute_advantages_and_returns` (upstream experience_maker.py: the estimator branch after the reshape to
-  [prompts, n]) with the `--recipe.method` Method (methods API), fed per-sample correctness (`info["correct"]`),
-  response length (action-mask sum), truncation and repetition (`info["repetitive"]`). Everything else is
-  OpenRLHF's: `apply_length_penalties`, the regrouping by `experience.index`, `group_reward_std` (after the
-  penalties), `compute_reward` (KL; not `--reward.clip_range`, which would cut the method's advantage) and per-token
-  returns. With γ = 1 the returns are a reversed cumulative sum, computed without
-  OpenRLHF's Python loop (same numbers; the loop is kept for γ ≠ 1).
-- DAPO overlong / ProRL stop-properly penalties, if the user turns them on, are applied by OpenRLHF first; the
-  per-sample change they make to `experience.rewards` is added to the method's advantage (an un-normalised extra
-  reward term, zero baseline). Off by default; the per-step mean is logged as `recipe/length_penalty_mean`.
-- `RecipeTrainer` / `RecipeTrainingActor` subclass the Ray actor classes' wrapped classes (Ray forbids
-  subclassing an actor class), install the maker, put the controller state and the method's settings into
-  `client_states["recipe"]` on every save, restore it on `--ckpt.load_enable` (refusing changed settings unless
-  allowed: lead_recipes.training.resume), keep the W&B run id and log each global step once after a resume, log
-  per-component stats into the trainer status and append per-problem records to `<ckpt.path>/recipe_problems.jsonl`; a resume drops the
-  records of steps after the restored one, which are trained again.
-- The trainers checkpoint on request (preemption) through lead_recipes.training.preemption.SaveOnRequestMixin, a base of theirs;
-  the plug-in resolves the request path into `args.recipe_save_request` and guards the save test it relies on.
-- Grading failures (lead_recipes.training.grading_gate): the maker's make_experience_batch skips a step whose grading
-  failed (the trainer logs it and writes no checkpoint for it); the trainers' samples generators count every graded
-  sample before dynamic filtering and stop the run after the guard's streak.
-- `check_openrlhf()` verifies the installed version and every signature patched; `run_openrlhf()` runs
-  OpenRLHF's own `train_ppo_ray` (its parser and validation) with `args.recipe` attached.
-- The OpenRLHF-free per-step pieces (the Method's RolloutBatch, logged statistics, per-problem records) are in
-  lead_recipes.training.step_stats.
-
-What it does not do: method math (lead_recipes.methods), grading, argument parsing of --recipe.* (lead_recipes.flags).
+"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork; with grading_gate the only OpenRLHF importers):
+`RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the `--recipe.method`
+Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`, log its statistics
+and per-problem records; `check_openrlhf()` checks the version pin and `run_openrlhf()` runs OpenRLHF's own
+`train_ppo_ray`. No method math, grading or --recipe.* parsing.
+See docs/training.md#what-the-openrlhf-plug-in-changes-in-openrlhf-and-what-it-does-not.
 """
 from __future__ import annotations
 
@@ -36,7 +11,6 @@ import contextlib
 import functools
 import importlib
 import importlib.metadata
-import inspect
 import itertools
 import json
 import os
@@ -51,7 +25,6 @@ from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
 from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
-from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 from openrlhf.utils.logging_utils import init_logger
 
 from lead_recipes.training import preemption as preempt
@@ -77,58 +50,19 @@ GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening up
 PROBLEMS_FILE = "recipe_problems.jsonl"
 CHUNK_ROWS = 512  # rows per batched compute_reward/returns call: 512 x 4k tokens x 4 B = 8 MiB per tensor
 
-# (object, method) -> parameter names we rely on; checked at start-up against the installed OpenRLHF
-_SIGNATURES = {
-    (RemoteExperienceMaker, "__init__"): ["self", "actor_model_group", "critic_model_group", "reward_model_group",
-                                          "initial_model_group", "kl_controller", "strategy", "tokenizer", "kwargs"],
-    (RemoteExperienceMaker, "compute_advantages_and_returns"): ["self", "experiences"],
-    (RemoteExperienceMaker, "get_cumulative_returns"): ["self", "rewards", "action_mask", "gamma"],
-    (RemoteExperienceMaker, "make_experience_batch"): ["self", "rollout_samples"],
-    (SamplesGenerator, "_process_response_into_experience"): ["self", "response", "generate_kwargs"],
-    (BasePPOTrainer, "save_best_checkpoint"): ["self", "eval_metrics", "global_step", "client_states"],
-    (BasePPOTrainer, "save_logs_and_checkpoints"): ["self", "global_step", "logs_dict", "client_states"],
-    (BasePPOTrainer, "restore_best_checkpoint_state"): ["self", "checkpoint_states"],
-    (BasePPOTrainer, "train_step"): ["self", "rollout_samples", "global_step"],
-    (BasePPOTrainer, "init_checkpoint_states"): ["self"],
-    (PPOTrainer.__ray_actor_class__, "fit"): ["self", "global_step"],
-    (TrainingActor.__ray_actor_class__, "fit"): ["self", "global_step"],
-}
-# the forced save on request relies on OpenRLHF deciding "save now" with exactly this test
-SAVE_TEST = "if global_step % self.args.ckpt.save_steps == 0:"
 
 
 class OpenRLHFMismatch(RuntimeError):
-    """The installed OpenRLHF is not the one this plug-in was verified against."""
+    """The installed OpenRLHF is not the version this plug-in is pinned to."""
 
 
 def check_openrlhf() -> None:
-    """Raise OpenRLHFMismatch listing every difference between the installed OpenRLHF and what the plug-in patches."""
-    problems = []
+    """OpenRLHFMismatch unless openrlhf==SUPPORTED_OPENRLHF is installed (the seams this plug-in patches are checked
+    against that version by tests/test_openrlhf_seams.py)."""
     version = importlib.metadata.version("openrlhf")
     if version != SUPPORTED_OPENRLHF:
-        problems.append(f"openrlhf=={version} is installed; lead-recipes' OpenRLHF plug-in is verified against "
-                        f"openrlhf=={SUPPORTED_OPENRLHF} (pip install 'openrlhf=={SUPPORTED_OPENRLHF}')")
-    for (owner, name), expected in _SIGNATURES.items():
-        # Ray's actor decorator adds a `_ray_trace_ctx` keyword to the methods of decorated classes and their bases
-        got = ([p for p in inspect.signature(getattr(owner, name)).parameters if p != "_ray_trace_ctx"]
-               if hasattr(owner, name) else None)
-        if got != expected:
-            problems.append(f"{owner.__module__}.{owner.__name__}.{name} parameters are {got}, expected {expected}")
-    for cls in (PPOTrainer, PPOTrainerAsync, TrainingActor):
-        if not hasattr(cls, "__ray_actor_class__"):
-            problems.append(f"{cls!r} is not a Ray actor class (no __ray_actor_class__)")
-    # the two call-time lookups run_openrlhf patches (its trainer classes and hierarchize)
-    src = inspect.getsource(sys.modules.get("openrlhf.cli.train_ppo_ray") or importlib.import_module("openrlhf.cli.train_ppo_ray"))
-    for needle in ("from openrlhf.utils.config import hierarchize", "from openrlhf.trainer.ppo_trainer import PPOTrainer",
-                   "import PPOTrainerAsync as PPOTrainer", "if not ray.is_initialized():"):
-        if needle not in src:
-            problems.append(f"openrlhf/cli/train_ppo_ray.py no longer contains {needle!r}")
-    if "balance_experiences(experiences, self.args)" not in inspect.getsource(BasePPOTrainer.train_step):
-        problems.append("BasePPOTrainer.train_step no longer calls balance_experiences(experiences, self.args)")
-    if SAVE_TEST not in inspect.getsource(BasePPOTrainer.save_logs_and_checkpoints):
-        problems.append(f"BasePPOTrainer.save_logs_and_checkpoints no longer decides a save with {SAVE_TEST!r}")
-    if problems:
-        raise OpenRLHFMismatch("OpenRLHF does not match what lead-recipes patches:\n  - " + "\n  - ".join(problems))
+        raise OpenRLHFMismatch(f"openrlhf=={version} is installed; lead-recipes' plug-in is pinned to "
+                               f"openrlhf=={SUPPORTED_OPENRLHF}\n(pip install 'openrlhf=={SUPPORTED_OPENRLHF}')")
 
 
 class RecipeExperienceMaker(RemoteExperienceMaker):
@@ -337,8 +271,8 @@ class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__
 
     def broadcast_to_vllm(self):
         # Must be defined on this class: inherited as is, TrainingActor.broadcast_to_vllm's zero-argument super()
-        # raised "super(type, obj): obj must be an instance or subtype of type" inside the Ray actor at the first
-        # weight sync of every --train.async_enable run (tests/test_e2e_cpu.py's async run).
+        # raises "super(type, obj): obj must be an instance or subtype of type" inside the Ray actor at the first
+        # weight sync of a --train.async_enable run (tests/test_e2e_cpu.py's async run).
         return super().broadcast_to_vllm()
 
 

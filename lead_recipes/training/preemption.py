@@ -1,23 +1,8 @@
-"""Checkpoint on request (preemption, time limits): the save-request handshake between whoever wants a checkpoint
-now and the trainer.
-
-What it does:
-- Paths and files: the request (`save_request_path`: $LEAD_RECIPES_SAVE_REQUEST, else
-  <ckpt.path>/recipe_save_request.json, absolute) and the trainer's "saved" marker `recipe_saved.json` beside it
-  (`saved_marker_path`), both written write-then-rename (`write_json_atomic`, `request_save`).
-- Driver side: `SaveOnSignal`, the handler `lead-recipes train` installs: SIGUSR1 and a first SIGTERM write a request,
-  a second SIGTERM ends the process; installing it removes a previous run's request and marker. slurm/train.sbatch
-  writes the same request itself on USR1. `saved_on_request` finds the stop behind a Ray error, PREEMPTED_EXIT (75)
-  is the driver's exit status then.
-- Trainer side: `SaveOnRequestMixin`, a base of the plug-in's trainer classes (it runs inside their Ray actors): at each
-  step boundary (`save_logs_and_checkpoints`, which OpenRLHF's fit() calls after every train step) a pending request
-  makes OpenRLHF's own save path save now, the marker is written, the request consumed and the sync trainer's fit()
-  ends with `SavedOnRequest` (OpenRLHF's final model save skipped). fit() ending with any error (SavedOnRequest,
-  GradingFailure, ...) closes the trackers first, which upstream does only on a normal end.
-  The trainer may run on another node: request and marker must be on a filesystem both see.
-
-What it does not do: import OpenRLHF (the mixin only calls `super()`; lead_recipes.training.openrlhf_plugin subclasses OpenRLHF and
-fills `client_states`), requeue or resume a job (slurm/train.sbatch, `--ckpt.load_enable`).
+"""Checkpoint on request (preemption, time limits): the request and "saved" marker files, the driver's signal
+handler `SaveOnSignal` (SIGUSR1, first SIGTERM) and `SaveOnRequestMixin`, the trainers' base that saves at the next
+step boundary through OpenRLHF's own save path, writes the marker and stops the sync trainer (`SavedOnRequest`).
+It does not import OpenRLHF, requeue or resume (slurm/train.sbatch, `--ckpt.load_enable`).
+See docs/training.md#preemption-and-time-limits-checkpoint-on-signal-requeue-resume.
 """
 from __future__ import annotations
 

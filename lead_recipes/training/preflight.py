@@ -1,15 +1,7 @@
-"""Preflight of `lead-recipes train`: checks everything checkable before training starts, and builds missing prompt data.
-
-What it does:
-- `run_preflight(args, skip)` runs every check not named in `--preflight.skip` (`add_preflight_flags`) on
-  OpenRLHF's validated nested args, cheap ones first, none stopping the others: OpenRLHF version and patched
-  signatures (via lead_recipes.training.openrlhf_plugin), GPUs for the layout (`required_gpus`), flash-attn, prompt/eval data, model,
-  the reward function grading a probe, the checkpoint directory, and Ray (started and shut down again). `report(checks)` formats the result, one line per `Check`.
-- `build_missing_data` builds a missing prompt dataset in-process with the recipe's `data.prepare` when its source
-  exists; `prepare_hint` names the command (and the missing source) when it cannot.
-
-What it does not do: parse the command line, mask secrets, print, or start training (lead_recipes.training.cli does).
-It never imports OpenRLHF or Ray at module import time: the plugin, torch and Ray are imported inside the checks.
+"""Preflight of `lead-recipes train`: every check before training (OpenRLHF version, GPUs for the layout, flash-attn,
+data, model, the reward function on a probe, checkpoint directory, Ray), none stopping the others, and building
+missing prompt data from the recipe's `data.prepare`. It does not parse flags, print or train, and imports
+OpenRLHF, torch and Ray only inside the checks. See docs/training.md.
 """
 from __future__ import annotations
 
@@ -240,7 +232,7 @@ def _check_openrlhf() -> Check:
     from lead_recipes.training import openrlhf_plugin as plugin
     try:
         plugin.check_openrlhf()
-        return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, patched signatures match")
+        return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, the pinned version")
     except plugin.OpenRLHFMismatch as exc:
         return Check("openrlhf", False, str(exc))
 

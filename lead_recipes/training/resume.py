@@ -1,28 +1,8 @@
-"""What a checkpoint carries for lead-recipes, and what a resume from it accepts: the run continues as one run.
-
-What it does:
-- `recipe_client_state(method, wandb_run_id, settings)` is `client_states["recipe"]`: version, method name, the
-  controller state, the method's resolved settings (`method_settings`), the W&B run id and the OpenRLHF version;
-  plain JSON (checked, so a save never fails late).
-- `restore_recipe_state(method, checkpoint_states, settings, allow_change)` loads the controller. A resumed
-  checkpoint without recipe state, of another method or version, is refused; so is one whose saved settings differ
-  from this run's (`--recipe.lead.beta_ema`, `--recipe.leash.lr`, ...: the run would mix two configurations),
-  with a message naming every changed flag, unless `--recipe.resume.settings_change_enable`; then the changes are
-  returned for the trainer to log once. A checkpoint saved before settings were saved is not compared (one
-  warning says so).
-- `method_settings(method, max_new_tokens)`: flag -> value for `--recipe.method`, every field of each recipe
-  section the method holds (LEAD: `--recipe.lead.*`; composed: its own, LEAD's, GRPO-LEAD's and Leash's) and, for
-  methods holding LEAD's section with `--recipe.lead.b_max` unset, the rollout cap B_max defaults to.
-- `prepare_wandb_resume(args)` fixes the W&B run id before OpenRLHF's `wandb.init`.
-- A resumed run's curves show each global step once. OpenRLHF logs against `train/global_step` without a step, so
-  the steps after the checkpoint, logged before the crash, were logged again: `purge_tensorboard_from(logger,
-  step)` reopens OpenRLHF's TensorBoard writer with `purge_step` (TensorBoard then hides the earlier events from
-  that step on: the resumed values are shown); `StepOnceWandbLogger` wraps OpenRLHF's W&B logger and skips the
-  global steps this W&B run already logged (the highest is kept in `<ckpt.path>/recipe_wandb_logged_step.txt`):
-  W&B history cannot be rewritten offline, so there the values logged first are kept. A step skipped for failed
-  grading (`recipe/grading/step_skipped`) is logged but not recorded: it is trained again after a resume.
-
-What it does not do: import OpenRLHF, or restore anything but the method (OpenRLHF restores models and data).
+"""What a checkpoint carries for lead-recipes (`client_states["recipe"]`, the one envelope around the method's
+controller state) and what a resume from it accepts: the same method, version and settings (unless
+--recipe.resume.settings_change_enable); plus the W&B run id and each logged step once after a resume.
+It does not import OpenRLHF or restore anything but the method (OpenRLHF restores models and data).
+See docs/training.md#checkpoints-and-resume.
 """
 from __future__ import annotations
 
@@ -49,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 
 def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any]:
-    """The settings `method` runs with, as flag -> value (see module doc)."""
+    """The settings `method` runs with, flag -> value: `--recipe.method`, every field of each section it holds and,
+    while `--recipe.lead.b_max` is unset in a LEAD section it holds, the rollout cap B_max defaults to."""
     by_class = {cls: name for name, cls in SECTIONS.items()}
     out: dict[str, Any] = {"--recipe.method": method.name}
     for value in vars(method).values():
@@ -61,11 +42,8 @@ def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any
     return out
 
 
-def settings_changes(saved: dict | None, current: dict) -> list[str]:
-    """One line per flag whose value differs between the checkpoint's settings and this run's ([] when the
-    checkpoint has none)."""
-    if saved is None:
-        return []
+def settings_changes(saved: dict, current: dict) -> list[str]:
+    """One line per flag whose value differs between the checkpoint's settings and this run's."""
     keys = list(current) + [k for k in saved if k not in current]
     return [f"{k} {saved.get(k, _ABSENT)!r} in the checkpoint, {current.get(k, _ABSENT)!r} now"
             for k in keys if saved.get(k, _ABSENT) != current.get(k, _ABSENT)]
@@ -82,8 +60,8 @@ def recipe_client_state(method: Method, wandb_run_id: str | None, settings: dict
 def restore_recipe_state(method: Method, checkpoint_states: dict | None, settings: dict | None = None,
                          allow_change: bool = False) -> list[str] | None:
     """Load the controller from checkpoint states: None when there was nothing to restore, else the settings
-    changes that were allowed ([] for none). Refusals are RuntimeErrors (see module doc): a controller must never
-    silently restart from its initial values, nor continue under other settings."""
+    changes that were allowed ([] for none). RuntimeError for a checkpoint without recipe state, of another method
+    or version, or with other settings (not allowed): a controller never silently restarts nor mixes settings."""
     if not checkpoint_states:
         return None
     state = checkpoint_states.get("recipe")
@@ -93,17 +71,12 @@ def restore_recipe_state(method: Method, checkpoint_states: dict | None, setting
                                "lead-recipes?); refusing to restart the method's controller from scratch")
         return None
     if state.get("version") != STATE_VERSION or state.get("method") != method.name:
-        raise RuntimeError(f"checkpoint recipe state is version {state.get('version')} for method "
-                           f"{state.get('method')!r}; this run is version {STATE_VERSION}, "
-                           f"--recipe.method {method.name}")
-    if settings is not None and state.get("settings") is None:
-        logger.warning("lead-recipes: the checkpoint being resumed was saved without method settings (an older "
-                       "lead-recipes); this run's settings could not be checked against it")
-    changes = settings_changes(state.get("settings"), settings) if settings is not None else []
+        raise RuntimeError(f"the checkpoint's recipe state is version {state.get('version')} of method "
+                           f"{state.get('method')!r}; this run reads version {STATE_VERSION} of {method.name}")
+    changes = settings_changes(state.get("settings") or {}, settings) if settings is not None else []
     if changes and not allow_change:
-        raise RuntimeError(f"resuming with other method settings than the checkpoint was trained with (the run "
-                           f"would mix two configurations): {'; '.join(changes)}. Resume with the checkpoint's "
-                           f"values, or pass {ALLOW_FLAG} to continue under the new ones")
+        raise RuntimeError(f"resuming under other method settings than the checkpoint's: {'; '.join(changes)}\n"
+                           f"use the checkpoint's values, or pass {ALLOW_FLAG} to continue under the new ones")
     method.load_state_dict(state["controller"])
     return changes
 
@@ -138,7 +111,8 @@ def purge_tensorboard_from(tb_logger, step: int) -> None:
 
 class StepOnceWandbLogger:
     """OpenRLHF's WandbLogger, skipping the train/eval logs of global steps this W&B run logged before it was
-    resumed (see module doc); everything else is the wrapped logger's."""
+    resumed (W&B history cannot be rewritten, so the values logged first are kept; the highest logged step is kept
+    in <ckpt.path>/recipe_wandb_logged_step.txt); everything else is the wrapped logger's."""
 
     def __init__(self, inner, ckpt_path: str, run_id: str | None, resuming: bool):
         self.inner, self.run_id = inner, run_id

@@ -1,13 +1,6 @@
-"""Per-step helpers of the OpenRLHF plug-in that need no OpenRLHF: torch and plain Python only.
-
-What it does: builds the Method's RolloutBatch from a step's experiences (`rollout_batch`), the logged `recipe/*`
-statistics (`step_stats`), the per-problem records (`problem_records`), plus the plug-in's small tensor utilities
-(`row_chunks`, `finite`, `one_intra_op_thread`), and `truncate_problem_records` for a resume. Experiences are duck-typed (`info`, `action_mask`, `truncated`,
-`index`, `prompts`, `labels`), so these run in Ray actors and in tests without OpenRLHF.
-
-What it does not do: import OpenRLHF (lead_recipes.training.openrlhf_plugin and grading_gate do), method math
-(lead_recipes.methods), or append records (the plug-in's trainer does; `truncate_problem_records` only rewrites the
-file on a resume).
+"""Per-step pieces of the OpenRLHF plug-in that need no OpenRLHF: the Method's RolloutBatch from duck-typed experiences
+(`rollout_batch`), the logged `recipe/*` statistics (`step_stats`), the per-problem records and their truncation on
+a resume, and small tensor utilities. No method math, no OpenRLHF import. See docs/training.md.
 """
 from __future__ import annotations
 
