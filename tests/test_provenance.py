@@ -41,9 +41,16 @@ def test_a_block_comment_is_the_source_of_the_uncommented_values_just_below_it_o
                     "  f: 6\nrecipe:\n  g: 7  # ours: '#' in a comment\n  h: \"x # y\"\n")
     prov = read(path)
     assert prov.header == ["header"]
+    assert prov.unused == ["ours: a note"]
     assert prov.sources == {"a": "arXiv 1234.56789, block", "b": "ours: own continued",
                             "e": "authors' code",
                             "recipe.g": "ours: '#' in a comment"}
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_comment_among_the_values_is_the_source_of_a_value(name):
+    unused = read(RECIPES_DIR / f"{name}.yaml").unused
+    assert not unused, f"{name}: comments that are no value's source (move them to the header): {unused}"
 
 
 def test_leash_values_the_paper_does_not_state_are_marked_as_ours():

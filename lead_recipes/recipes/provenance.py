@@ -27,6 +27,7 @@ class Provenance:
     header: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)      # flat key ("recipe.lead.l_min") -> source
     inherited: dict[str, str] = field(default_factory=dict)    # flat key of a base recipe's value -> source
+    unused: list[str] = field(default_factory=list)            # comments among the values that are no value's source
 
 
 def _split_comment(text: str) -> tuple[str, str | None]:
@@ -45,10 +46,17 @@ def _split_comment(text: str) -> tuple[str, str | None]:
 def read(path: Path) -> Provenance:
     """A value's source is its trailing comment (continued by deeper-indented comment lines below it), or else the
     comment lines at the keys' indent above it, over consecutive values that have no comment of their own."""
-    out, section, block, in_run, last_key = Provenance(), None, [], False, None
+    out, section, block, used, in_run, last_key = Provenance(), None, [], False, False, None
     lines = path.read_text().splitlines()
     for line in lines[:next((i for i, l in enumerate(lines) if not l.startswith("#")), len(lines))]:
         out.header.append(line[1:].strip())
+
+    def end_block() -> None:
+        nonlocal block, used, in_run
+        if block and not used:
+            out.unused.append(" ".join(block))
+        block, used, in_run = [], False, False
+
     for line in lines[len(out.header):]:
         stripped = line.strip()
         inherited = _INHERITED.match(stripped.lstrip("#").strip()) if stripped.startswith("#") else None
@@ -56,12 +64,14 @@ def read(path: Path) -> Provenance:
             out.inherited[inherited.group(1)] = inherited.group(2)
             continue
         if not line.startswith((" ", "#")) and stripped:
-            section, block, in_run, last_key = line.split(":")[0], [], False, None
+            end_block()
+            section, last_key = line.split(":")[0], None
         if section not in SECTIONS or not line.startswith(" ") and stripped:
             continue
         prefix = SECTIONS[section]
         if not stripped:
-            block, in_run, last_key = [], False, None
+            end_block()
+            last_key = None
         elif stripped.startswith("#"):
             text = stripped[1:].strip()
             if last_key and len(line) - len(line.lstrip()) > 2:
@@ -69,16 +79,18 @@ def read(path: Path) -> Provenance:
                 continue
             last_key = None
             if in_run:
-                block, in_run = [], False
+                end_block()
             block.append(text)
         elif _KEY_LINE.match(line):
             key, rest = _KEY_LINE.match(line).groups()
             comment = _split_comment(rest)[1]
-            in_run, last_key = True, (prefix + key if comment else None)
             if comment:
-                block = []
-            if comment or block:
-                out.sources[prefix + key] = comment or " ".join(block)
+                end_block()
+                out.sources[prefix + key] = comment
+            elif block:
+                out.sources[prefix + key], used = " ".join(block), True
+            in_run, last_key = True, (prefix + key if comment else None)
+    end_block()
     return out
 
 
