@@ -1,12 +1,6 @@
-"""Generation backends: vLLM offline engine and an OpenAI-compatible HTTP endpoint (replay of saved generations
-is in replay.py, several vLLM engines in vllm_dp.py).
-
-Each backend takes `GenRequest`s, keeps its engine or server busy with them continuously (a bounded window in
-flight, the next request sent as one finishes) and reports every finished generation to a `sink(list[dict])`
-callback as soon as it finishes (the runner grades and fsyncs them, which is what makes runs resumable). A result row is
-{"benchmark", "id", "sample", "response", "num_tokens", "truncated", "finish_reason"}; `num_tokens` counts the
-generated tokens (thinking included; vLLM's count includes the EOS token), `truncated` means the max-new-tokens
-cap was hit. vLLM, transformers and aiohttp are imported lazily. It does not grade or compute metrics.
+"""Generation backends: the vLLM offline engine and an OpenAI-compatible HTTP endpoint. Each keeps its engine busy
+(a bounded window in flight) and hands every finished generation to a `sink` callback as it finishes; vLLM,
+transformers and aiohttp are imported lazily. It does not grade. See docs/evaluation.md#generation-and-durability.
 """
 from __future__ import annotations
 

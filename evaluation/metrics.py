@@ -1,9 +1,6 @@
-"""Evaluation metrics on graded samples: avg@n with its standard error, unbiased pass@k, Cons@k (majority vote by
-answer-equivalence classes), length / truncation / no-answer rates, the unweighted benchmark average and AES.
-
-Pure Python on plain lists; no grading happens here except the answer-vs-answer equivalence calls that Cons@k
-needs, which go through an `equivalent_many(pairs) -> list[bool]` callable (`lead_recipes.grading.grader`'s Grader).
-It does not read files, generate, or plot.
+"""Evaluation metrics on graded samples: avg@n with its standard error, unbiased pass@k, Cons@k, length,
+truncation and no-answer rates, the benchmark average and AES. Pure Python on plain lists; Cons@k's equivalence
+goes through an `equivalent_many` callable. See docs/evaluation.md#metric-definitions.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Reports and plots from summary dicts: per-run report.md/report.csv, one run's accuracy, length and length
-histogram (run.png), the accuracy-vs-length frontier across runs, budget curves, and the side-by-side comparison
-table with AES (`lead-recipes eval compare`).
-
-Matplotlib (Agg) is imported lazily, only to draw. It does not generate, grade or compute metrics beyond
-calling `metrics.aes_report` for comparisons.
+"""Reports and plots from summary dicts: report.md/report.csv, run.png, the accuracy-vs-length frontier, budget
+curves and the comparison table with AES (`lead-recipes eval compare`). Matplotlib is imported lazily; nothing
+here generates or grades. See docs/evaluation.md#the-run-directory.
 """
 from __future__ import annotations
 

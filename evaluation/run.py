@@ -1,17 +1,6 @@
-"""One evaluation run: generate the missing samples, grade them as they arrive, and write the run directory.
-
-Run directory layout:
-  config.json    the generation identity (protocol, every sampling parameter, model/backend, benchmarks and
-                 their sizes, library versions); a rerun with a different one is refused
-  samples.jsonl  one line per generation: benchmark, id, sample, seed, response, num_tokens, truncated,
-                 finish_reason, extracted, status, correct, grade_latency_s (append-only, fsync'd as each
-                 sample finishes, in finish order: the order is not deterministic, the summary is)
-  summary.json   metrics + "config" + "protocol" (the preset's provenance) (+ "aes", "budget_sweep" when asked)
-  report.md, report.csv, run.png (accuracy and length per benchmark, length histogram), budget_curves.png
-Resume: rerunning the same command reads samples.jsonl (dropping a torn last line), generates only the keys
-that are missing, and never writes a key twice; a kill loses only the samples not yet written (those in the
-engine, and those finished but not yet graded). The summary is computed from the samples by key, in
-benchmark-file order, so it does not depend on the order of the file. It does not parse flags (cli.py) or draw (report.py).
+"""One evaluation run: generate the missing samples, grade them as they arrive, write the run directory, and resume
+from `samples.jsonl` without writing a key twice. No flag parsing (cli.py), no drawing (report.py).
+See docs/evaluation.md#the-run-directory.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Grading of generations for evaluation, and the token-budget sweep, through the grader API (lead_recipes.grading.grader) only
-(`lead_recipes.grading.grader`: `extract_final_answer`, `Grader.grade_many`, `equivalent_many`).
-
-Speed: the final answer is extracted once per response in this process (cheap string scan), and only distinct
-(gold, extracted answer) pairs are sent to the grader's process pool, with a cache across batches; responses
-without an extractable answer are `no_answer` (wrong) without a grader call, exactly as the grader itself
-rules (no extractable final answer ⇒ incorrect). It does not generate or write files.
+"""Grading of generations for evaluation and the token-budget sweep, through the grader API only: each final answer
+is extracted once here, and only distinct (gold, answer) pairs go to the grader's pool, cached across batches.
+It does not generate or write files. See docs/evaluation.md#grading.
 """
 from __future__ import annotations
 

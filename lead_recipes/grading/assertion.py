@@ -1,25 +1,6 @@
 """What a final-answer sentence asserts: the value after the named quantity's verb, or the value that "is the
-solution", and whether the assertion is hedged.
-
-What it does:
-- `outside_math(s)`: `s` with its math spans blanked (same length), so a word inside `$…$` is never read as prose.
-- `split_assertion(sentence)`: (subject, verb, rest) at the last asserting verb outside math ("is", "are",
-  "equals", "is equal to", "=" in prose, "be", "was"), or None — "The largest $n$ is 34" → ("The largest $n$",
-  "is", "34").
-- `hedged_subject(subject)`: True when the subject makes the claim conditional or uncertain ("if", "unless",
-  "perhaps", "probably", "maybe", "possibly", "suppose", "neither") or the verb is negated or a modal
-  ("cannot be", "might be", "could be", "may be", "isn't"); a harmless "could" or "not" inside the subject
-  ("the largest value $f(x)$ could take is", "integers not divisible by 3 is") is not a hedge.
-- `value_first(sentence)`: the math span a sentence opens with when it goes on "is/are the" + a noun naming an
-  answer ("$x \\ge 5$ is the solution", "$34$ is the largest such $n$") and nothing after denies or conditions it
-  (`denied_after`: "wrong", "extraneous", "reject", "only if", "not", "assuming"), or None.
-- `negated_lead(lead)`: True when the words before an answer marker deny or doubt it anywhere ("I don't think",
-  "It is false that", "We cannot conclude that"), or `hedged_subject` holds.
-- `starts_subject(rest)`: whether the text after an answer marker opens with a noun phrase ("The largest …",
-  "there are …", "that the limit …") rather than with the value.
-
-What it does not do: no extraction of the closing part or answer markers (`lead_recipes.grading.statement`), no
-value reading beyond picking the span, no math parsing.
+solution", and whether the assertion is hedged, conditional or negated. No extraction of the closing part
+(`statement`), no math parsing. See docs/grading.md#extraction-policies.
 """
 from __future__ import annotations
 

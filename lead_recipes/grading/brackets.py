@@ -1,10 +1,5 @@
-"""Bracket-aware splitting of short LaTeX answers, shared by the answer-form modules of the grader.
-
-What it does: `top_split(s, seps)` splits at separators outside `{}`, `()`, `[]` (and `\\{ \\}`); `COMMA_RE` is the
-list separator the grader reads (`,`, `;`, `\\text{and}`, `\\quad`); `top_items(s)` is `top_split(s, COMMA_RE)`;
-`is_tuple(s)` says whether `s` is one parenthesised tuple of at least two items.
-
-What it does not do: no parsing of values, no sympy, no verdicts — string positions only.
+"""Bracket-aware splitting of short LaTeX answers, shared by the answer-form modules of the grader: string positions
+only, no parsing of values, no verdicts. See docs/grading.md#answer-forms.
 """
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""The in-process half of comparing an extracted answer with its gold: the rewrites of answer forms, in order, and
-the verdicts that need no math-verify.
-
-What it does: `prepare(gold, pred, rel_tol)` → (pair for math-verify, verdict or None):
-1. units and words (`lead_recipes.grading.units.align_units`): `10 weeks` vs `10` → `10`, `10`; two different known
-   units (`12 cm` vs `12 mm`) → verdict False;
-2. number forms (`lead_recipes.grading.numbers.align_numbers`): mixed numbers, thousands separators, decimal commas;
-3. the other forms (`lead_recipes.grading.forms.align_forms`, with `lead_recipes.grading.matrices`): labelled
-   lists, renamed variables, intervals, vectors and matrices, degrees–minutes, spelling;
-4. a decimal against a fraction whose expansion does not end, at `rel_tol` (`numbers.approx_verdict`), then the
-   exact paths (`lead_recipes.grading.answers.fast_verdict`).
-Both the Grader (`lead_recipes.grading.grader`) and the tests call this one function, so they cannot drift apart.
-
-What it does not do: no math-verify, no sympy, no processes, no cache; `explosive` answers are the Grader's.
+"""The in-process half of comparing an extracted answer with its gold: `prepare` applies the answer-form rewrites in
+order (units, number forms, the other forms) and returns the verdicts that need no math-verify. The Grader and the
+tests call this one function, so they cannot drift apart. No math-verify, sympy or cache.
+See docs/grading.md#answer-forms.
 """
 from __future__ import annotations
 

@@ -1,32 +1,7 @@
-"""Answer forms a careful human grader accepts and math-verify 0.9 does not: exact, value-preserving rewrites of a
-(gold, answer) pair into forms math-verify compares correctly.
-
-What it does: `align_forms(gold, pred)` returns the pair rewritten, each rewrite only when the two sides are in
-different forms of the same kind:
-- a list in one `\\text{}` (`\\text{B,C}`) → the bare list `B, C`;
-- distinct labels on a list (`p=3, q=7`, `T(4)=9, T(5)=2`) against a bare list of the same length → both sides become
-  ordered tuples `(3, 7)`, so labelled values keep their order (a repeated label, `x=1, x=2`, is a solution list and
-  is left alone: math-verify compares bare lists as sets); single-letter labels are read in canonical order
-  (`y=1, x=2` is `(2, 1)`), segment labels (`AB=5, BC=7`) as written; a labelled tuple `(x, y) = (2, 1)` is a
-  labelled list, and two labelled lists are matched label by label;
-- a function answer `g(t)=t^2+1` against `g(x)=x^2+1` or `x^2+1` → both bodies, the answer's variable renamed to the
-  gold's (only when the new name is not already used in the body);
-- an inequality, an inequality chain, a union of them (`x<-1 \\text{ or } x>2`), `x \\in [a,b)` or set-builder
-  notation (`\\{x \\mid 0<x<4\\}`) against an interval → interval notation `(0, 4)`; two such descriptions of a set
-  in one variable each (set-builder vs inequality, or different variable names) → both in interval notation;
-- a column vector `\\begin{pmatrix}1\\\\-2\\end{pmatrix}` (or `bmatrix`, `\\langle 1,-2\\rangle`) against a tuple →
-  the tuple `(1, -2)`;
-- degrees–minutes–seconds `30^\\circ 15'` → the exact number of degrees `\\frac{121}{4}^\\circ`;
-- the same formula spelled with other spacing, `\\left`/`\\right`, `\\dfrac`, or a bare name in `\\text{}`
-  (`\\text{ML} \\perp \\text{NK}` vs `ML\\perp NK`) → the gold twice;
-- bold emphasis `\\mathbf{2 5}` → `25` and a closing period → dropped;
-- a trailing domain qualifier (`(a, 1) for any positive integer a`) the other side does not state → dropped.
-Endpoints, entries and values are moved verbatim (never parsed or evaluated here), so a wrong value stays wrong.
-Units, words, percent and currency signs need nothing from us: math-verify's LaTeX extractor already reads them.
-
-What it does not do: no sympy, no math-verify, no `eval`/`sympify`/`parse_expr` — regular expressions and brace
-matching only; it never decides a verdict (math-verify does, on the rewritten pair). A form it cannot read is left
-as it is.
+"""Answer forms a careful human grader accepts and math-verify 0.9 does not: `align_forms` rewrites a (gold, answer)
+pair into forms math-verify compares correctly, each rewrite only when the two sides are different forms of the same
+kind. Values are moved verbatim, never parsed or evaluated, so a wrong value stays wrong; regular expressions and
+brace matching only, and math-verify decides. See docs/grading.md#answer-forms for each form.
 """
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
-"""Math answer grading: the public API and the parent side of the worker pool.
-
-What it does:
-- `STATUSES`, `Grade`, `REWARD_LOG_KEYS`, `reward_extra_logs` (the reward function's / server's `extra_logs`).
-- `Grader`: extracts the final answer under its extraction policy (`lead_recipes.grading.answers`; several boxes:
-  `pairing`), rewrites answer forms math-verify misreads and answers the cheap exact paths
-  (`lead_recipes.grading.compare.prepare`; `explosive`), and its verdict cache in the caller, and sends the rest to
-  math-verify 0.9.0
-  (`verify(gold, pred)` order) in a lazily-created pebble process pool (spawn context, safe inside vLLM / Ray actors
-  and threads) running `lead_recipes.grading.worker`. Every chunk gets a hard pebble timeout that starts when the
-  chunk starts in the worker (the soft per-item alarm is the worker's); a worker that hangs or dies is killed and
-  replaced, and its unfinished items are re-run one by one, so no item is ever lost. Items travel in chunks (one
-  pickle round trip for many answers), identical (gold, answer) pairs are graded once, long answers and re-runs go
-  through a heavy lane of at most workers - 1 workers.
-- `get_grader`: one shared Grader per process.
-Extraction and normalisation live in `lead_recipes.grading.answers`, the worker side in `lead_recipes.grading.worker`;
-import those names from there.
-
-What it does not do: no math-verify or sympy in this process (that is `lead_recipes.grading.worker`), no answer
-parsing of its own (`lead_recipes.grading.answers`); it never passes model text to `eval`, `sympify` or `parse_expr`.
+"""Math answer grading: the public API (`Grader`, `Grade`, `get_grader`, `REWARD_LOG_KEYS`) and the parent side of
+the worker pool: extraction, form rewrites and exact paths in this process, math-verify 0.9.0 in a lazily created
+spawn pool with hard timeouts, re-runs of a dead worker's items and a heavy lane. No math-verify or sympy in this
+process; model text never reaches `eval`, `sympify` or `parse_expr`. See docs/grading.md#how-an-answer-is-graded.
 """
 from __future__ import annotations
 

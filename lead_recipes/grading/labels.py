@@ -1,11 +1,6 @@
-"""The gold answer inside a training label: the one place that knows what an object label looks like.
-
-A label is the gold answer itself (a string or number, graded as is) or a JSON object carrying it under `"answer"`
-(docs/training.md: `{"id": "a", "answer": "42"}`; its `id` names the problem in recipe_problems.jsonl). Every grading
-entry point reads the gold through `gold_answer`: the reward function, `lead-recipes serve`, `lead-recipes grade`,
-and the preflight's data check (`label_problem`), so an object is never graded as its string form.
-
-What it does not do: grade, or accept an object without `"answer"`: that is a LabelError naming the keys it has.
+"""The gold answer inside a training label: the label itself, or an object's `"answer"` (an object without one is a
+LabelError). Every grading entry point reads the gold through `gold_answer`, so an object is never graded as its
+string form. See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
 from __future__ import annotations
 

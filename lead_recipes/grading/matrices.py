@@ -1,14 +1,6 @@
-"""Vectors and matrices written in different notations: `\\begin{pmatrix}…\\end{pmatrix}` (or `bmatrix`, `vmatrix`
-aside, `matrix`), a bracket list `[[1, 2], [3, 4]]` / `[1, 2, 3]`, a tuple `(1, 2, 3)`, `\\langle 1, 2, 3\\rangle`.
-
-What it does: `align_vectors(gold, pred)` rewrites a pair of different notations of the same shape into one:
-- a matrix (≥ 2 rows and ≥ 2 columns) against a matrix in another notation → both `\\begin{pmatrix}…\\end{pmatrix}`;
-- a column or row vector (`\\begin{pmatrix}1\\\\-2\\end{pmatrix}`, `\\begin{pmatrix}1 & -2\\end{pmatrix}`) or an
-  angle-bracket vector against a tuple or a bracket list → both the tuple `(1, -2)`.
-A bracket list alone is never rewritten (`[1, 2]` is also an interval): only against a matrix or vector. Entries
-are moved verbatim and keep their order and shape, so a wrong or transposed entry stays wrong.
-
-What it does not do: no parsing of entries, no sympy, no verdicts (math-verify compares the rewritten pair).
+"""Vectors and matrices written in different notations (pmatrix, bracket lists, tuples, angle brackets):
+`align_vectors` rewrites a pair of the same shape into one notation, entries moved verbatim; a bracket list alone is
+never rewritten (it may be an interval). No parsing of entries, no verdicts. See docs/grading.md#answer-forms.
 """
 from __future__ import annotations
 

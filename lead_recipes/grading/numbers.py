@@ -1,21 +1,6 @@
-"""Number forms: mixed numbers, thousands separators and decimal commas, and decimals against exact fractions at a
-relative precision.
-
-What it does:
-- `align_numbers(gold, pred)`: the pair with, item by item of a list (items split at `;` or at a comma followed by a
-  space), mixed numbers `1\\frac{1}{2}` / `1 1/2` / `-2\\tfrac{3}{4}` rewritten as exact fractions `\\frac{3}{2}`
-  (the fraction must be proper, so `2\\frac{4}{3}` is left alone), and a number written with separators rewritten
-  without them when the other side's item is the plain number: thousands `1,000` / `1{,}000` / `1\\,000` /
-  `1 000` against `1000`, a decimal comma `3,5` against `3.5` (in the prediction only: a gold `1,5` is not 1.5).
-  A comma with no space is a separator only then: `3,5` against `3, 5` stays the list it is.
-- `approx_verdict(gold, pred, rel_tol)`: for a decimal literal against an exact fraction whose decimal expansion
-  does not end (`0.3333` vs `\\frac13`): True when they differ by at most `rel_tol` relative to the larger, else
-  False; None for everything else (two exact values are compared exactly by `answers.fast_verdict`/math-verify:
-  `0.125` vs `\\frac18` is exact, `2.9999` vs `3` is wrong). `DEFAULT_REL_TOL` = 1e-4, the tolerance of the
-  Qwen2.5-Math and DeepSeek-Math graders (`math_equal`'s `isclose(rel_tol=1e-4)`).
-
-What it does not do: no sympy; constants (`\\pi` vs `3.1416`, `\\sqrt2` vs `1.4142`) go to math-verify, which
-rounds to 6 decimals.
+"""Number forms: mixed numbers, thousands separators and decimal commas (`align_numbers`), and a decimal against an
+exact fraction that does not terminate at a relative precision (`approx_verdict`, `DEFAULT_REL_TOL`). No sympy;
+constants go to math-verify. See docs/grading.md#answer-forms.
 """
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
-"""Several boxed answers: which `\\boxed{}` / `\\fbox{}` of a response make up its final answer, and a gold written
-with several boxes.
-
-What it does:
-- `box_spans(text)`: the complete boxes of `text` as (start, end, content), in order (of nested boxes the inner one,
-  as the last box was always read; an unclosed box is skipped); `box_content` reads one box.
-- `last_box(text)`: the last of them, read from the end only (the common, single-answer case).
-- `final_run(text, spans)`: the last box and the boxes before it that belong to the same closing statement — each
-  gap between two consecutive boxes is at most `_GAP_CHARS` characters and holds no word that moves on from a
-  result ("so", "then", "therefore", "wait", "substituting", …), so `\\boxed{(1, 3)} and \\boxed{(4, 2)}` is one
-  run and an intermediate `a = \\boxed{3}. Then …` before it is not.
-- `is_list(gold)`: whether a gold is a list or set of several values (`1, 2`, `\\{1, 2\\}`, `x=1, y=2`, `\\pm 3`);
-  a tuple `(1, 2)` or an interval is one value.
-- `join(values)`: one list answer from several (repeats dropped, first order kept): math-verify compares a bare list
-  as a set, and `lead_recipes.grading.forms` matches labelled lists label by label, so the joined answer is
-  order-free where the gold is a set and ordered where the gold is labelled.
-- `gold_text(gold)`: a gold stored with boxes → its one box, or several boxes joined.
-
-What it does not do: no extraction policy (`lead_recipes.grading.answers` decides when the run is used: only for a
-list gold), no values parsed, no sympy.
+"""Several boxed answers: which boxes of a response make up its final answer (the last box and the boxes of the
+same closing statement before it), whether a gold is a list of several values, and one list answer joined from
+several boxes. No extraction policy (`answers` decides when this is used), no values parsed.
+See docs/grading.md#extraction-policies.
 """
 from __future__ import annotations
 

@@ -1,27 +1,7 @@
-"""OpenRLHF reward function that forwards to one or more `lead-recipes serve` servers and rides out their restarts.
-
-Pass its path as `--reward.remote_url <path>/lead_recipes/grading/remote_reward.py` and the server URLs (comma-separated,
-`http://host:port/get_reward[?token=T]`) in $LEAD_RECIPES_REWARD_URLS; `lead-recipes train` does both when it is
-given http URLs, and forwards the variable into the rollout actors (lead_recipes.training.actor_env).
-
-Why: OpenRLHF's own HTTP client tries 5 times 1 s apart, then leaves the reward None and the step crashes
-(`zero_pad_sequences`), so a reward server restarting for ~5 s ended a week-long run.
-
-What it does: `reward_func(queries, prompts, labels)` POSTs the samples (OpenRLHF's remote-RM payload) to one server,
-starting at a rotating one; on a connection error, a timeout, a 5xx or a 429 it tries the next server at once, and
-after every server failed once it waits with exponential backoff 0.5 s, 1 s, 2 s ... capped at 30 s (jittered
-down by up to half), until $LEAD_RECIPES_REWARD_WAIT_S (default 600) have passed since the outage began. The outage
-deadline is one per process: the first failing call starts it, every call shares it, and once it has passed calls
-fail at once (one call per 5 s still tries the servers) until a server answers again, which ends the outage. One
-request is in flight at a time per sample, and a sample's reward is returned once, from the one response that
-arrived. A server that answers 4xx (bad token, bad request) or a malformed response is not retried: the sample goes
-to the other servers, and the refusal is logged once per server at ERROR. When no valid answer
-comes, the samples get reward 0 with `status_error` = 1, never an exception and never None: lead_recipes.training.guard then
-stops the run if that persists. Per-request timeout: $LEAD_RECIPES_REWARD_TIMEOUT_S (default 180, OpenRLHF's).
-$LEAD_RECIPES_SERVE_TOKEN, if set, is also sent as a Bearer token.
-
-What it does not do: grade (the servers do), batch samples across calls, or use CUDA. It imports no torch unless
-available (rewards are float32 tensors then, plain lists otherwise) and is safe to call from many threads.
+"""OpenRLHF reward function that forwards to one or more `lead-recipes serve` servers ($LEAD_RECIPES_REWARD_URLS)
+and rides out their restarts: fail-over, backoff within one outage deadline per process, and reward 0 with
+`status_error` instead of an exception or None. It does not grade.
+See docs/training.md#reward-servers-restarts-do-not-end-the-run.
 """
 from __future__ import annotations
 

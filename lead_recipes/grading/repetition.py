@@ -1,11 +1,6 @@
-"""GRPO-LEAD's repetition detector (aeroplanepaper/GRPO-LEAD code), on response text only — never on the prompt.
-
-A response is repetitive when, for some n ≤ 30, its whitespace-split words cut into non-overlapping n-word chunks
-(aligned at offset 0) contain ≥ 10 identical adjacent chunks, or when one whitespace token has ≥ 120 characters.
-Reference: `aeroplanepaper/GRPO-LEAD deepscaler/rewards/math_reward.py` (`max_continuous_ngram`,
-`find_largest_word`). Pure string work: no regex backtracking, no eval; O(30 · words). `is_repetitive` compares
-chunks in numpy over exact word ids (the reward path calls it once per sample); `longest_chunk_run` is the plain
-Python statement of the rule, kept as the reference the fast path is tested against.
+"""GRPO-LEAD's repetition detector (the authors' code, `deepscaler/rewards/math_reward.py`), on response text only:
+`is_repetitive` (numpy over exact word ids) and `longest_chunk_run`, the plain-Python rule it is tested against.
+See docs/methods.md#repetition-detector.
 """
 from __future__ import annotations
 

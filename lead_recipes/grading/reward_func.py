@@ -1,20 +1,7 @@
-"""OpenRLHF reward function: pass this file's path as `--reward.remote_url <path>/lead_recipes/grading/reward_func.py`
-(print it with `python -c "import lead_recipes.grading.reward_func as m; print(m.__file__)"`).
-
-OpenRLHF loads it with `spec_from_file_location` inside each vLLM engine actor and calls
-`reward_func(queries, prompts, labels)` through `asyncio.to_thread` (never the main thread) with lists of length 1:
-`queries[0]` = prompt + response text with special tokens, `prompts[0]` = the prompt, `labels[0]` = the gold (any
-JSON type; an object label's gold is its `"answer"`, lead_recipes.grading.labels — one without it grades `error`). We strip the prompt, grade the response with this process's shared `Grader` (its worker pool is created
-lazily, spawn context, on the first call — safe inside a Ray/vLLM actor and from threads) and return
-`{"rewards", "scores", "extra_logs"}`: rewards = scores = 1-element float32 tensors (1.0 if correct else 0.0),
-extra_logs = `REWARD_LOG_KEYS` in that order as plain floats (lists when called with several samples).
-
-Answers are extracted under the policy named by env LEAD_RECIPES_EXTRACTION: `boxed` (default; the last
-`\\boxed{}` only, so the reward teaches the format) or `final_answer` (the box, else the final-answer statement of
-the closing part). An unknown name is logged once and every sample gets `status_error`.
-
-It never raises and never returns None: any failure becomes reward 0 with `status_error` = 1.
-It does not use CUDA.
+"""OpenRLHF reward function: pass this file's path as `--reward.remote_url`. It strips the prompt, grades the response
+with the process's shared Grader under $LEAD_RECIPES_EXTRACTION (default `boxed`) and returns rewards, scores and
+`REWARD_LOG_KEYS`; it never raises, never returns None and does not use CUDA.
+See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
-"""The final-answer statement of a solution that has no `\\boxed{}`: the fallback of the `final_answer` policy.
-
-What it does: `extract_statement(text)` reads only the closing part of the response (after the last `</think>`; the
-last paragraphs, at most `_TAIL_CHARS` characters) and returns the answer stated there, trying in order
-1. an answer marker: "the (final) answer is …", "Answer: …", "**Final Answer** …" (the last one in the closing part);
-2. the last concluding sentence, "Therefore/Thus/Hence/So … = value" or "… is value", when it is complete (ended by
-   `.`, `!` or a line break) and nothing but a short closing remark follows it;
-3. the last displayed expression (`\\[…\\]`, `$$…$$`, `\\begin{equation*}…`), when nothing but a short complete
-   remark follows it.
-A closing sentence that starts "The …" is a concluding sentence too. The value is what the sentence asserts
-(`lead_recipes.grading.assertion`): right of the last asserting verb after a named quantity ("The largest $n$ is
-34" → `34`), or the span that "is the solution"; else the first math span after the marker (`$…$`, `\\(…\\)`,
-`\\[…\\]`), else the rest of the sentence (a lone `$7.00` is read as currency). Hedged, conditional, negated,
-alternative and retracted statements give no answer. For an equation only the right-hand side of its last `=` is kept when that side is
-a plain value (no variables), so `a+b = 3+4 = 7` gives `7` and `AE + AP = PD` stays whole.
-
-What it does not do: no `\\boxed{}` handling (`lead_recipes.grading.answers.extract_final_answer` tries the box first), no
-search of the middle of the reasoning (a number computed mid-way is never picked), nothing inside `<think>`
-(an unclosed `<think>` means there is no answer yet), no math parsing, no sympy.
+"""The final-answer statement of a solution that has no box, the fallback of the `final_answer` policy: an answer
+marker, else the last complete concluding sentence, else the last displayed expression, read only in the closing
+part after `</think>`. No box handling, no search of the reasoning, no math parsing.
+See docs/grading.md#extraction-policies.
 """
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Units and words after a number: `10 weeks`, `10weeks`, `10 cm^2`, `10\\text{ cm}^2`, `5 such numbers`.
-
-What it does: `align_units(gold, pred)` splits a trailing unit or word from each side whose value is a plain number
-or numeric expression (no variables):
-- a side with a unit or word against a side without one → the unit is dropped, the values are compared (a gold of
-  `10` equals `10 weeks`, and the reverse), as the common graders (math-verify, lighteval) treat them;
-- both sides with units that this module knows (`_UNITS`: length, area, volume, time, mass, money, angle, speed)
-  and that differ after spelling (`12 cm` vs `12 mm`, `3 hours` vs `3 minutes`) → None: the answer is wrong, even
-  when the numbers agree (no conversion is attempted: `120 mm` vs `12 cm` is wrong too);
-- the same unit spelled differently (`12 inches` vs `12\\text{ in.}`, `cm^2` vs `square centimeters`), or count
-  nouns (`_COUNT_NOUNS`: `5 students` vs `5 people`, `5 such numbers`) → both dropped;
-- words that change, bound or join the value (`_REFUSE_WORDS`: `5 million`, `5\\text{ million}`, `3 squared`,
-  `2 times pi`, `3\\text{ or more}`, `4 less than x`, or a lone letter after a space) → None: wrong;
-- any other words → kept, for math-verify to read.
-A single letter is a unit only inside `\\text{}`/`\\mathrm{}`, or after a space when the other side has a unit
-(`5 kg` vs `5 g`; `5m` is five times m); `\\%`, `\\$` and `^\\circ`
-are left to math-verify, which reads them.
-
-What it does not do: no conversion between units, no parsing of the value, no sympy; it never decides that two
-values are equal (math-verify does, on the rewritten pair).
+"""Units and words after a number (`align_units`): a unit on one side only is dropped, two different known units
+make the pair wrong (no conversion), the same unit spelled differently or count nouns are dropped, and words that
+change the value make it wrong. It never decides that two values are equal. See docs/grading.md#answer-forms.
 """
 from __future__ import annotations
 

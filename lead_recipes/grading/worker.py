@@ -1,19 +1,7 @@
-"""The worker-process side of the grader: what runs inside the pebble pool's spawned workers.
-
-What it does:
-- `_worker_init` (pool initializer): the address-space limit (`RLIMIT_AS`; the Grader's default is 4 GiB), quiet
-  math-verify logging, and a warm-up parse so the first timed item does not pay for importing math-verify.
-- `_worker_chunk` (the scheduled task): grades (gold, pred) pairs in order, each under a soft SIGALRM timeout in the
-  worker's main thread, stopping after a chunk time budget (the parent re-queues the rest); a timed-out item clears
-  sympy's caches. `_judge` = math-verify `verify(gold, pred)` on `_parse`d answers, gold parses cached per worker
-  (LRU), with `_certainly_unequal` skipping verify's `simplify` when `gold - pred` is clearly non-zero.
-These underscore names are the grading package's internal interface: `lead_recipes.grading.grader` schedules them.
-They are top-level functions so the spawn pool pickles them by reference.
-
-What it does not do: no pool management, hard timeouts, retries, queueing or verdict cache (the parent,
-`lead_recipes.grading.grader.Grader`); no answer extraction or cheap exact paths (`lead_recipes.grading.answers`). It never passes
-model text to `eval`, `sympify` or `parse_expr` — only math-verify's LaTeX extraction (`LatexExtractionConfig`; its
-`ExprExtractionConfig` uses `parse_expr` and is not used).
+"""The worker-process side of the grader, run inside the pebble pool's spawned workers: the initializer (memory
+limit, warm-up parse) and `_worker_chunk` (math-verify `verify(gold, pred)` per pair under a soft timeout, gold
+parses cached). Top-level functions so the spawn pool pickles them by reference; pool management, hard timeouts and
+retries are the parent's (`grader`). LaTeX extraction only. See docs/grading.md#how-an-answer-is-graded.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Checks of a loaded recipe that need no cluster: impossible resource layouts (caught before any allocation;
 OpenRLHF would assert only after Ray is up), a `data.max_samples` cut of a file that was not shuffled with a seed,
 and the number of training steps the recipe will run (`rollout_steps`). This module starts nothing.
+See docs/launch.md#recipes-launchersrecipesyaml.
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """OpenRLHF's own command-line parser, as installed: the one way lead-recipes reads OpenRLHF's flags and defaults.
-
-OpenRLHF builds its parser under ``if __name__ == "__main__"`` in its cli scripts, so there is no function to call:
-`openrlhf_parser` compiles just the statements of that block before ``parse_args()`` (add_argument calls), read from
-the installed file, never copied. Recipes are validated against it, `lead-recipes train --help` lists it, and the
-layout checks read OpenRLHF's defaults from it (`openrlhf_default`). It imports neither OpenRLHF nor torch.
+OpenRLHF builds it under `if __name__ == "__main__"` in its cli scripts, so `openrlhf_parser` compiles just the
+add_argument statements of that block, read from the installed file, never copied. It imports neither OpenRLHF
+nor torch. See docs/training.md.
 """
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""YAML recipes: load, merge (``extends``), override (``--set``), validate and render to a `lead-recipes train`
-command line (recipe format: docs/launch.md).
-
-A recipe lists only *deltas* from OpenRLHF's defaults::
-
-    description: ...
-    entrypoint: train            # train -> `lead-recipes train` (train_ppo_ray + --recipe.*); sft -> openrlhf.cli.train_sft
-    extends: lead-1.5b           # optional: start from another recipe, then apply this file's deltas
-    after: grpo-lead-14b-sft     # optional, not inherited: the stage this one continues (`launch --launch.chain_enable`)
-    data: {prepare: [...]}       # the `lead-recipes data` argv that builds the prompt dataset (shown by preflight)
-    resources: {nodes: 1, gpus_per_node: 4, ...}   # Slurm/Ray layout, see RESOURCE_KEYS
-    openrlhf: {actor.model_name_or_path: ..., ...} # OpenRLHF flags without the leading "--"
-    recipe:   {method: lead, lead.aggregator: ...} # our --recipe.* flags without the "recipe." prefix
-
-Validation runs before anything starts: unknown keys (naming the key and the file), values the real parser rejects,
-and impossible resource layouts (colocation with vLLM engines x TP != actor GPUs, more GPUs than allocated, batch
-sizes not divisible by the data-parallel world). OpenRLHF flags are checked against the parser of the *installed*
-OpenRLHF: its parser lives under ``if __name__ == "__main__"`` (OpenRLHF's cli scripts), so we compile just the
-``add_argument`` statements of that block (read, never copied). Values may use ``${data}``, ``${run}``,
-``${run:NAME}`` (recipe NAME's run directory) and ``${reward_func}`` (see ``placeholders``). Every value's source is
-in docs/recipes.md. This module does not start anything.
+"""YAML recipes: load, merge (`extends`), override (`--set`), validate against the installed OpenRLHF's and our own
+parsers, and render to a `lead-recipes train` command line. This module does not start anything.
+Recipe format: docs/launch.md; the source of every value: docs/recipes.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Checks on what a CPU end-to-end run left behind (tests only): the advantage the actor trained on against the
-method's own advantage for the same samples, problem records, W&B run ids, the steps TensorBoard and the offline W&B
-files show a scalar at.
-
-What it does: rebuilds each step's RolloutBatch from the actor's training-side record (the shim's E2E_RECORD), runs
-the method from the controller state the previous checkpoint saved, and compares per sample and per token.
-What it does not do: start anything; read the experience maker's return values (only what reached the loss).
+"""Checks on what a CPU end-to-end run left (tests only): each step's advantage as the actor trained on it, rebuilt
+from the shim's record and compared per sample and per token with the method's own, problem records, W&B run ids
+and the steps a scalar is logged at. It starts nothing. See docs/e2e.md.
 """
 from __future__ import annotations
 

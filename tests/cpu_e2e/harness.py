@@ -1,19 +1,6 @@
-"""CPU end-to-end harness: runs the real `lead-recipes train` (its CLI, preflight and OpenRLHF's whole Ray loop) on
-a CPU-only machine, for tests.
-
-What it does:
-- `fixture_model()`: a tiny Qwen2 with *untied* embeddings (tied ones leave vLLM's lm_head stale after a weight
-  sync), nudged by a short SFT to answer `\\boxed{2}` or `\\boxed{3}` at random so groups get mixed rewards. Built
-  once into a cache directory (LEAD_RECIPES_E2E_CACHE, default the system temp dir) keyed by this builder's version.
-- `RayCluster`: a Ray head with fake GPUs started with the shim's environment (Ray workers inherit the raylet's
-  environment, not the driver's), stopped by its own process IDs (never `ray stop`, which stops every cluster).
-- `Run`: `python -m lead_recipes.cli train` with the smoke command of launchers/gpu_smoke.py's "cpu" profile
-  (the GPU smoke is the same command with profile "gpu" and no shim), `--preflight.skip gpu`, every checkpoint kept
-  (the read-back needs the controller state before each step), logs to a file.
-- Readers for what a run left: TensorBoard scalars, the actor's training-side record (shim's E2E_RECORD), the
-  checkpoints' client_states["recipe"].
-
-What it does not do: anything on a machine with a CUDA GPU (the shim refuses) or run at import time.
+"""CPU end-to-end harness: runs the real `lead-recipes train` (CLI, preflight and OpenRLHF's whole Ray loop) on a
+CPU-only machine, for tests: the cached fixture model, a Ray cluster with fake GPUs stopped by its own process IDs,
+`Run`, and readers for what a run left. It refuses a machine with a CUDA GPU. See docs/e2e.md#the-harness-testscpu_e2e.
 """
 from __future__ import annotations
 
