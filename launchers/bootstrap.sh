@@ -4,7 +4,7 @@
 # install steps (BOOTSTRAP_VERSION) change: a hash stamp in .venv/.bootstrap-stamp.
 #
 #   bash launchers/bootstrap.sh train [lead-recipes train flags]   # the main job (embedded default recipe)
-#   bash launchers/bootstrap.sh test  [pytest args]                # the test suite (installs Slurm for its tests)
+#   bash launchers/bootstrap.sh test  [pytest args]                # ruff, then the test suite (installs Slurm for its tests)
 #   bash launchers/bootstrap.sh setup                              # only build the venv
 #   bash launchers/bootstrap.sh run CMD...                         # any command with the venv on PATH
 #
@@ -86,6 +86,10 @@ case "$cmd" in
   test)
     ensure_venv; ensure_slurm
     cd "$ROOT"
+    # Lint and format check before the tests: seconds, and each finding names its file and line.
+    if ! "$VENV/bin/ruff" check --quiet . || ! "$VENV/bin/ruff" format --check --quiet .; then
+      echo "[bootstrap] ruff: fix with .venv/bin/ruff check --fix . && .venv/bin/ruff format ." >&2; exit 1
+    fi
     # -X faulthandler: a crash after pytest has reported (at interpreter exit) still prints every thread's stack
     exec "$VENV/bin/python" -X faulthandler -m pytest "$@" ;;
   run) ensure_venv; PATH="$VENV/bin:$PATH" exec "$@" ;;
