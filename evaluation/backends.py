@@ -2,6 +2,7 @@
 (a bounded window in flight) and hands every finished generation to a `sink` callback as it finishes; vLLM,
 transformers and aiohttp are imported lazily. It does not grade. See docs/evaluation.md#generation-and-durability.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -11,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 Sink = Callable[[list[dict]], None]
-_REQUEST_IDS = itertools.count()     # engine request ids, unique in the process
+_REQUEST_IDS = itertools.count()  # engine request ids, unique in the process
 
 
 @dataclass(frozen=True)
 class GenRequest:
     """One sample to generate: `prompt` is the full prompt string (chat template already applied when on),
     `messages` the chat turns (used by the OpenAI chat endpoint instead of `prompt`), `seed` = run seed + sample."""
+
     benchmark: str
     id: str
     sample: int
@@ -27,13 +29,21 @@ class GenRequest:
 
 
 def _row(req: GenRequest, response: str, num_tokens: int, finish_reason: str | None, truncated: bool) -> dict:
-    return {"benchmark": req.benchmark, "id": req.id, "sample": req.sample, "response": response,
-            "num_tokens": int(num_tokens), "truncated": bool(truncated), "finish_reason": finish_reason}
+    return {
+        "benchmark": req.benchmark,
+        "id": req.id,
+        "sample": req.sample,
+        "response": response,
+        "num_tokens": int(num_tokens),
+        "truncated": bool(truncated),
+        "finish_reason": finish_reason,
+    }
 
 
 def load_tokenizer(name_or_path: str):
     """A Hugging Face tokenizer (lazy transformers import), used for chat templates and token counts."""
     from transformers import AutoTokenizer  # noqa: PLC0415 - heavy, optional
+
     return AutoTokenizer.from_pretrained(name_or_path)
 
 
@@ -56,18 +66,34 @@ class VLLMBackend:
     name = "vllm"
     prompt_mode = "text"
 
-    def __init__(self, model: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
-                 gpu_memory_utilization: float | None = None, max_model_len: int | None = None,
-                 enforce_eager: bool = False, seed: int = 0, max_num_seqs: int | None = None,
-                 window: int | None = None, llm=None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        dtype: str = "auto",
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float | None = None,
+        max_model_len: int | None = None,
+        enforce_eager: bool = False,
+        seed: int = 0,
+        max_num_seqs: int | None = None,
+        window: int | None = None,
+        llm=None,
+    ):
         if max_num_seqs is not None and max_num_seqs < 1:
             raise ValueError(f"--vllm.max_num_seqs must be >= 1, got {max_num_seqs}")
         if window is not None and window < 1:
             raise ValueError(f"the in-flight window must be >= 1, got {window}")
         self.model, self.max_num_seqs, self._window = model, max_num_seqs, window
-        self.engine_args = {"model": model, "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
-                            "max_model_len": max_model_len, "enforce_eager": enforce_eager, "seed": seed,
-                            "gpu_memory_utilization": gpu_memory_utilization}
+        self.engine_args = {
+            "model": model,
+            "dtype": dtype,
+            "tensor_parallel_size": tensor_parallel_size,
+            "max_model_len": max_model_len,
+            "enforce_eager": enforce_eager,
+            "seed": seed,
+            "gpu_memory_utilization": gpu_memory_utilization,
+        }
         self._llm, self._tokenizer = llm, None
 
     @property
@@ -75,6 +101,7 @@ class VLLMBackend:
         if self._llm is None:
             import torch  # noqa: PLC0415
             from vllm import LLM  # noqa: PLC0415
+
             args = {k: v for k, v in self.engine_args.items() if v is not None}
             if self.max_num_seqs is not None:
                 args["max_num_seqs"] = self.max_num_seqs
@@ -112,8 +139,17 @@ class VLLMBackend:
         batched with nor on what was generated before a resume."""
         from vllm import SamplingParams  # noqa: PLC0415
         from vllm.sampling_params import RequestOutputKind  # noqa: PLC0415
-        return SamplingParams(n=1, temperature=gen.temperature, top_p=gen.top_p, top_k=gen.top_k, min_p=gen.min_p,
-                              max_tokens=gen.max_new_tokens, seed=req.seed, output_kind=RequestOutputKind.FINAL_ONLY)
+
+        return SamplingParams(
+            n=1,
+            temperature=gen.temperature,
+            top_p=gen.top_p,
+            top_k=gen.top_k,
+            min_p=gen.min_p,
+            max_tokens=gen.max_new_tokens,
+            seed=req.seed,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
 
     def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
         """Generate `requests` continuously; each step's finished samples go to `sink` as they finish."""
@@ -156,7 +192,7 @@ class VLLMBackend:
                     if not out.finished or out.request_id not in in_flight:
                         continue
                     req, o = in_flight.pop(out.request_id), out.outputs[0]
-                    if o.finish_reason in ("abort", "error"):     # not a sample: never written, so regenerated
+                    if o.finish_reason in ("abort", "error"):  # not a sample: never written, so regenerated
                         failed.append(f"{req.benchmark}/{req.id} sample {req.sample}: {o.finish_reason}")
                         continue
                     rows.append(_row(req, o.text, len(o.token_ids), o.finish_reason, o.finish_reason == "length"))
@@ -185,18 +221,29 @@ class VLLMBackend:
 class OpenAIBackend:
     """Any OpenAI-compatible server (`vllm serve`, SGLang, ...): `/v1/chat/completions` (the server applies the
     chat template) or `/v1/completions` (prompt rendered locally). One request per sample (n=1, seed = run seed +
-    sample), always `concurrency` in flight (each finished sample goes to the sink at once); connection errors, timeouts, 429 and 5xx are retried with exponential
+    sample), always `concurrency` in flight (each finished sample goes to the sink at once); connection errors,
+    timeouts, 429 and 5xx are retried with exponential
     backoff and jitter, other 4xx fail at once with the server's message. `num_tokens` = usage.completion_tokens
     (else counted with the tokenizer); truncated = finish_reason "length". A chat `reasoning_content` field is
     put back in front of the answer as "<think>...</think>" so lengths and extraction see the whole generation."""
 
     name = "openai"
 
-    def __init__(self, base_url: str, model: str, *, endpoint: str = "chat", api_key: str | None = None,
-                 concurrency: int = 16, retries: int = 5, timeout_s: float = 3600.0, tokenizer=None):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        endpoint: str = "chat",
+        api_key: str | None = None,
+        concurrency: int = 16,
+        retries: int = 5,
+        timeout_s: float = 3600.0,
+        tokenizer=None,
+    ):
         if endpoint not in ("chat", "completions"):
             raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
-        if concurrency < 1:      # zero workers would never finish a request
+        if concurrency < 1:  # zero workers would never finish a request
             raise ValueError(f"--openai.concurrency must be >= 1, got {concurrency}")
         if retries < 0:
             raise ValueError(f"--openai.retries must be >= 0, got {retries}")
@@ -209,8 +256,14 @@ class OpenAIBackend:
         return {"backend": self.name, "model": self.model, "base_url": self.base_url, "endpoint": self.endpoint}
 
     def _payload(self, req: GenRequest, gen) -> tuple[str, dict]:
-        body = {"model": self.model, "max_tokens": gen.max_new_tokens, "temperature": gen.temperature,
-                "top_p": gen.top_p, "seed": req.seed, "n": 1}
+        body = {
+            "model": self.model,
+            "max_tokens": gen.max_new_tokens,
+            "temperature": gen.temperature,
+            "top_p": gen.top_p,
+            "seed": req.seed,
+            "n": 1,
+        }
         if gen.top_k > 0:
             body["top_k"] = gen.top_k
         if gen.min_p > 0:
@@ -220,7 +273,7 @@ class OpenAIBackend:
             return f"{self.base_url}/v1/chat/completions", body
         body["prompt"] = req.prompt
         if gen.chat_template_enable:
-            body["add_special_tokens"] = False     # vLLM extension: the rendered template already has its BOS
+            body["add_special_tokens"] = False  # vLLM extension: the rendered template already has its BOS
         return f"{self.base_url}/v1/completions", body
 
     def _parse(self, req: GenRequest, data: dict) -> dict:
@@ -244,6 +297,7 @@ class OpenAIBackend:
 
     async def _one(self, session, req: GenRequest, gen) -> dict:
         import aiohttp  # noqa: PLC0415
+
         url, body = self._payload(req, gen)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         for attempt in range(self.retries + 1):
@@ -258,7 +312,7 @@ class OpenAIBackend:
             except (aiohttp.ClientError, asyncio.TimeoutError) as e:
                 err = f"{type(e).__name__}: {e}"
             if attempt < self.retries:
-                await asyncio.sleep(min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random()))
+                await asyncio.sleep(min(30.0, 0.5 * 2**attempt) * (0.5 + random.random()))
         raise RuntimeError(f"{url} failed {self.retries + 1} times for {req.benchmark}/{req.id}: {err}")
 
     async def _run(self, requests: list[GenRequest], gen, sink: Sink) -> None:
@@ -267,9 +321,11 @@ class OpenAIBackend:
         stops the intake: the other workers finish the request they hold (it reaches the sink), then the first
         error is raised."""
         import aiohttp  # noqa: PLC0415
+
         todo, errors = iter(requests), []
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as session:
+
             async def worker() -> None:
                 while not errors and (req := next(todo, None)) is not None:
                     try:
@@ -278,6 +334,7 @@ class OpenAIBackend:
                         errors.append(e)
                         return
                     sink([row])
+
             await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(requests)))))
         if errors:
             raise errors[0]

@@ -5,6 +5,7 @@ table with AES.
 This module parses flags and wires them up; the work is in run.py and report.py. It never imports the training stack.
 See docs/evaluation.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,17 +13,25 @@ import os
 import sys
 from pathlib import Path
 
-from lead_recipes.benchmarks import BENCHMARKS
 from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
+from lead_recipes.benchmarks import BENCHMARKS
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.prompts import PROMPT_TEMPLATES
 
 BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
-_GEN_FLAGS = {"temperature": "temperature", "top_p": "top_p", "min_p": "min_p", "top_k": "top_k", "seed": "seed",
-              "max_new_tokens": "max_new_tokens", "chat_template_enable": "chat_template_enable",
-              "system_prompt": "system_prompt", "prompt_template": "prompt_template"}
+_GEN_FLAGS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "min_p": "min_p",
+    "top_k": "top_k",
+    "seed": "seed",
+    "max_new_tokens": "max_new_tokens",
+    "chat_template_enable": "chat_template_enable",
+    "system_prompt": "system_prompt",
+    "prompt_template": "prompt_template",
+}
 
 
 def _int_list(text: str) -> list[int]:
@@ -46,57 +55,101 @@ def _field_map(text: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="lead-recipes eval", description=" ".join(__doc__.split("\n\n")[0].split()),
-                       epilog="`lead-recipes eval compare --help` for the comparison subcommand.")
+    p = ArgumentParser(
+        prog="lead-recipes eval",
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        epilog="`lead-recipes eval compare --help` for the comparison subcommand.",
+    )
     p.add_argument("--output", required=True, help="run directory (rerun the same command to resume)")
     p.add_argument("--seed", type=int, help="sampling seed (default: the preset's)")
     p.add_argument("--limit", type=int, help="first N problems of each benchmark (smoke runs)")
     e = p.add_argument_group("eval")
     e.add_argument("--eval.backend", dest="backend", required=True, choices=("vllm", "openai", "replay"))
-    e.add_argument("--eval.model", dest="model",
-                   help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)")
-    e.add_argument("--eval.preset", dest="preset", default="sober", choices=sorted(PRESETS),
-                   help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size")
+    e.add_argument(
+        "--eval.model", dest="model", help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)"
+    )
+    e.add_argument(
+        "--eval.preset",
+        dest="preset",
+        default="sober",
+        choices=sorted(PRESETS),
+        help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size",
+    )
     e.add_argument("--eval.base", dest="base", help="base-model run directory or summary.json: adds AES to the summary")
-    e.add_argument("--eval.tokenizer", dest="tokenizer",
-                   help="tokenizer for chat templates / token counts (replay, openai completions)")
-    e.add_argument("--eval.budgets", dest="budgets", type=_int_list,
-                   help="token budgets for the sweep, e.g. 1024,2048,4096")
-    e.add_argument("--eval.progress_enable", dest="progress", action=argparse.BooleanOptionalAction, default=True,
-                   help="progress bars")
-    e.add_argument("--eval.plots_enable", dest="plots", action=argparse.BooleanOptionalAction, default=True,
-                   help="write the plots")
+    e.add_argument(
+        "--eval.tokenizer",
+        dest="tokenizer",
+        help="tokenizer for chat templates / token counts (replay, openai completions)",
+    )
+    e.add_argument(
+        "--eval.budgets", dest="budgets", type=_int_list, help="token budgets for the sweep, e.g. 1024,2048,4096"
+    )
+    e.add_argument(
+        "--eval.progress_enable",
+        dest="progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="progress bars",
+    )
+    e.add_argument(
+        "--eval.plots_enable", dest="plots", action=argparse.BooleanOptionalAction, default=True, help="write the plots"
+    )
     d = p.add_argument_group("data")
-    d.add_argument("--data.benchmarks", dest="benchmarks",
-                   help=f"comma-separated: names ({','.join(BENCHMARKS)}), or name=path.jsonl / "
-                        "name=hf:owner/dataset:split (default: the preset's paper set; replay: the file's benchmarks)")
-    d.add_argument("--data.benchmarks_dir", dest="data.benchmarks_dir",
-                   default=os.environ.get(BENCHMARKS_DIR_ENV) or None,
-                   help=f"directory with <benchmark>.jsonl files (default ${BENCHMARKS_DIR_ENV}, else the HF hub)")
-    d.add_argument("--data.field_map", dest="field_map", type=_field_map,
-                   help="column names for custom/hub sources, e.g. problem=question,answer=final_answer,id=unique_id")
-    g = p.add_argument_group("sampling", "protocol overrides (default: the preset's value; all recorded in "
-                                         "summary.json)")
+    d.add_argument(
+        "--data.benchmarks",
+        dest="benchmarks",
+        help=f"comma-separated: names ({','.join(BENCHMARKS)}), or name=path.jsonl / "
+        "name=hf:owner/dataset:split (default: the preset's paper set; replay: the file's benchmarks)",
+    )
+    d.add_argument(
+        "--data.benchmarks_dir",
+        dest="data.benchmarks_dir",
+        default=os.environ.get(BENCHMARKS_DIR_ENV) or None,
+        help=f"directory with <benchmark>.jsonl files (default ${BENCHMARKS_DIR_ENV}, else the HF hub)",
+    )
+    d.add_argument(
+        "--data.field_map",
+        dest="field_map",
+        type=_field_map,
+        help="column names for custom/hub sources, e.g. problem=question,answer=final_answer,id=unique_id",
+    )
+    g = p.add_argument_group(
+        "sampling", "protocol overrides (default: the preset's value; all recorded in summary.json)"
+    )
     g.add_argument("--sampling.max_new_tokens", dest="max_new_tokens", type=int)
-    g.add_argument("--sampling.n", dest="n", type=int,
-                   help="samples per problem for every benchmark (replay: default from the file)")
+    g.add_argument(
+        "--sampling.n",
+        dest="n",
+        type=int,
+        help="samples per problem for every benchmark (replay: default from the file)",
+    )
     g.add_argument("--sampling.temperature", dest="temperature", type=float)
     g.add_argument("--sampling.top_p", dest="top_p", type=float)
     g.add_argument("--sampling.min_p", dest="min_p", type=float)
     g.add_argument("--sampling.top_k", dest="top_k", type=int)
     t = p.add_argument_group("prompt", "protocol overrides (default: the preset's value)")
-    t.add_argument("--prompt.template", dest="prompt_template",
-                   help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}")
+    t.add_argument(
+        "--prompt.template",
+        dest="prompt_template",
+        help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}",
+    )
     t.add_argument("--prompt.system", dest="system_prompt", help="system message")
-    t.add_argument("--prompt.chat_template_enable", dest="chat_template_enable",
-                   action=argparse.BooleanOptionalAction,
-                   help="apply the model's chat template (default: the preset's, on; a replay: what its file records)")
+    t.add_argument(
+        "--prompt.chat_template_enable",
+        dest="chat_template_enable",
+        action=argparse.BooleanOptionalAction,
+        help="apply the model's chat template (default: the preset's, on; a replay: what its file records)",
+    )
     gr = p.add_argument_group("grade")
-    gr.add_argument("--grade.extraction", dest="grade.extraction", default="final_answer",
-                    choices=EXTRACTION_POLICIES,
-                    help="final-answer extraction: final_answer (the box, else the closing final-answer statement; "
-                         "comparable with math-verify/lighteval numbers) or boxed (the last \\boxed{} only, as the "
-                         "training reward); default %(default)s; part of the run identity")
+    gr.add_argument(
+        "--grade.extraction",
+        dest="grade.extraction",
+        default="final_answer",
+        choices=EXTRACTION_POLICIES,
+        help="final-answer extraction: final_answer (the box, else the closing final-answer statement; "
+        "comparable with math-verify/lighteval numbers) or boxed (the last \\boxed{} only, as the "
+        "training reward); default %(default)s; part of the run identity",
+    )
     r = p.add_argument_group("replay", "replay backend")
     r.add_argument("--replay.path", dest="replay.path", help="JSONL of saved generations")
     o = p.add_argument_group("openai", "openai backend")
@@ -109,23 +162,37 @@ def build_parser() -> argparse.ArgumentParser:
     v = p.add_argument_group("vllm", "vllm backend")
     v.add_argument("--vllm.dtype", dest="vllm.dtype", default="auto")
     v.add_argument("--vllm.tensor_parallel_size", dest="vllm.tensor_parallel_size", type=int, default=1)
-    v.add_argument("--vllm.data_parallel_size", dest="vllm.data_parallel_size", type=int,
-                   help="engines, each on its own tensor_parallel_size GPUs, requests sharded between them "
-                        "(default: visible GPUs // tensor_parallel_size, 1 without GPUs)")
-    v.add_argument("--vllm.gpu_memory_utilization", dest="vllm.gpu_memory_utilization", type=float,
-                   help="default 0.9 on GPU, 0.3 on CPU (there it is a fraction of NUMA-node memory)")
+    v.add_argument(
+        "--vllm.data_parallel_size",
+        dest="vllm.data_parallel_size",
+        type=int,
+        help="engines, each on its own tensor_parallel_size GPUs, requests sharded between them "
+        "(default: visible GPUs // tensor_parallel_size, 1 without GPUs)",
+    )
+    v.add_argument(
+        "--vllm.gpu_memory_utilization",
+        dest="vllm.gpu_memory_utilization",
+        type=float,
+        help="default 0.9 on GPU, 0.3 on CPU (there it is a fraction of NUMA-node memory)",
+    )
     v.add_argument("--vllm.max_model_len", dest="vllm.max_model_len", type=int)
-    v.add_argument("--vllm.max_num_seqs", dest="vllm.max_num_seqs", type=int,
-                   help="sequences each engine runs at once (default: vLLM's); twice as many are kept in the engine "
-                        "so that the batch stays full. Not part of the run identity: a run resumes with another value")
-    v.add_argument("--vllm.enforce_eager_enable", dest="vllm.enforce_eager_enable", action="store_true",
-                   help="no CUDA graphs")
+    v.add_argument(
+        "--vllm.max_num_seqs",
+        dest="vllm.max_num_seqs",
+        type=int,
+        help="sequences each engine runs at once (default: vLLM's); twice as many are kept in the engine "
+        "so that the batch stays full. Not part of the run identity: a run resumes with another value",
+    )
+    v.add_argument(
+        "--vllm.enforce_eager_enable", dest="vllm.enforce_eager_enable", action="store_true", help="no CUDA graphs"
+    )
     return p
 
 
 def build_compare_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="lead-recipes eval compare",
-                       description="side-by-side table of finished runs with AES against a base run")
+    p = ArgumentParser(
+        prog="lead-recipes eval compare", description="side-by-side table of finished runs with AES against a base run"
+    )
     p.add_argument("runs", nargs="+", help="run directories (or summary.json files)")
     p.add_argument("--output", help="directory for compare.md/.csv/.json and the frontier plot")
     e = p.add_argument_group("eval")
@@ -135,14 +202,20 @@ def build_compare_parser() -> argparse.ArgumentParser:
 
 def make_backend(args, gen, tok, replay=None):
     from evaluation import backends, vllm_dp  # noqa: PLC0415
+
     a = vars(args)
     if args.backend == "vllm":
         if not args.model:
             raise ValueError("--eval.backend vllm needs --eval.model")
-        engine = dict(dtype=a["vllm.dtype"], tensor_parallel_size=a["vllm.tensor_parallel_size"],
-                      gpu_memory_utilization=a["vllm.gpu_memory_utilization"], max_model_len=a["vllm.max_model_len"],
-                      enforce_eager=a["vllm.enforce_eager_enable"], seed=gen.seed,
-                      max_num_seqs=a["vllm.max_num_seqs"])
+        engine = dict(
+            dtype=a["vllm.dtype"],
+            tensor_parallel_size=a["vllm.tensor_parallel_size"],
+            gpu_memory_utilization=a["vllm.gpu_memory_utilization"],
+            max_model_len=a["vllm.max_model_len"],
+            enforce_eager=a["vllm.enforce_eager_enable"],
+            seed=gen.seed,
+            max_num_seqs=a["vllm.max_num_seqs"],
+        )
         dp = vllm_dp.data_parallel_size(a["vllm.data_parallel_size"], a["vllm.tensor_parallel_size"])
         if dp > 1:
             return vllm_dp.DataParallelVLLM(args.model, dp, **engine)
@@ -151,16 +224,26 @@ def make_backend(args, gen, tok, replay=None):
         if not args.model:
             raise ValueError("--eval.backend openai needs --eval.model (the served model name)")
         if a["openai.endpoint"] == "completions" and gen.chat_template_enable and tok is None:
-            raise ValueError("--openai.endpoint completions with the chat template on needs --eval.tokenizer "
-                             "(or use the chat endpoint, or --no-prompt.chat_template_enable)")
-        return backends.OpenAIBackend(a["openai.base_url"], args.model, endpoint=a["openai.endpoint"],
-                                      api_key=a["openai.api_key"], concurrency=a["openai.concurrency"],
-                                      retries=a["openai.retries"], timeout_s=a["openai.timeout_s"], tokenizer=tok)
+            raise ValueError(
+                "--openai.endpoint completions with the chat template on needs --eval.tokenizer "
+                "(or use the chat endpoint, or --no-prompt.chat_template_enable)"
+            )
+        return backends.OpenAIBackend(
+            a["openai.base_url"],
+            args.model,
+            endpoint=a["openai.endpoint"],
+            api_key=a["openai.api_key"],
+            concurrency=a["openai.concurrency"],
+            retries=a["openai.retries"],
+            timeout_s=a["openai.timeout_s"],
+            tokenizer=tok,
+        )
     return replay
 
 
 def _sources(specs: list[str], data_dir: str | None) -> dict:
     from lead_recipes.benchmarks import parse_spec  # noqa: PLC0415
+
     out = {}
     for spec in specs:
         name, source = parse_spec(spec)
@@ -178,27 +261,39 @@ def benchmark_specs(args, replay=None) -> list[str]:
 def run_main(argv: list[str]) -> int:
     from evaluation import protocols, run  # noqa: PLC0415
     from lead_recipes.benchmarks import load_benchmarks  # noqa: PLC0415
+
     args = build_parser().parse_args(argv)
     a = vars(args)
     try:
         tok = None
         if args.tokenizer:
             from evaluation.backends import load_tokenizer  # noqa: PLC0415
+
             tok = load_tokenizer(args.tokenizer)
         given = {field: a[dest] for field, dest in _GEN_FLAGS.items() if a[dest] is not None}
         replay = None
         if args.backend == "replay":
             from evaluation.replay import ReplayBackend  # noqa: PLC0415
+
             if not a["replay.path"]:
                 raise ValueError("--eval.backend replay needs --replay.path")
             explicit = set(given) | ({"prompt_template_name"} if "prompt_template" in given else set())
             replay = ReplayBackend(a["replay.path"], tokenizer=tok, explicit=explicit)
-        gen = protocols.resolve(args.preset, temperature=args.temperature, top_p=args.top_p, min_p=args.min_p,
-                                top_k=args.top_k, max_new_tokens=args.max_new_tokens, n=args.n, seed=args.seed,
-                                prompt_template=args.prompt_template,
-                                chat_template_enable=args.chat_template_enable, system_prompt=args.system_prompt,
-                                n_per_benchmark=replay.n_per_benchmark() if replay and args.n is None else None)
-        if replay:   # compared as resolved: a template name as its text, which is what the file records
+        gen = protocols.resolve(
+            args.preset,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            min_p=args.min_p,
+            top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens,
+            n=args.n,
+            seed=args.seed,
+            prompt_template=args.prompt_template,
+            chat_template_enable=args.chat_template_enable,
+            system_prompt=args.system_prompt,
+            n_per_benchmark=replay.n_per_benchmark() if replay and args.n is None else None,
+        )
+        if replay:  # compared as resolved: a template name as its text, which is what the file records
             explicit_values = {k: getattr(gen, k) for k in given}
             if "prompt_template" in given:
                 explicit_values["prompt_template_name"] = gen.prompt_template_name
@@ -209,18 +304,31 @@ def run_main(argv: list[str]) -> int:
         base = run.load_summary(args.base) if args.base else None
         backend = make_backend(args, gen, tok, replay)
         try:
-            summary = run.run_eval(gen, benchmarks, backend, args.output, model=args.model, base=base,
-                                   budgets=args.budgets, tokenizer=tok, limit=args.limit,
-                                   sources=_sources(specs, data_dir), progress=args.progress,
-                                   plots=args.plots, extraction=a["grade.extraction"])
+            summary = run.run_eval(
+                gen,
+                benchmarks,
+                backend,
+                args.output,
+                model=args.model,
+                base=base,
+                budgets=args.budgets,
+                tokenizer=tok,
+                limit=args.limit,
+                sources=_sources(specs, data_dir),
+                progress=args.progress,
+                plots=args.plots,
+                extraction=a["grade.extraction"],
+            )
         finally:
             backend.close()
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"lead-recipes eval: error: {e}", file=sys.stderr)
         return 2
     avg = summary["average"]
-    print(f"average accuracy {100 * avg['accuracy']:.2f}%, mean length {avg['mean_length']:.1f} tokens "
-          f"over {avg['set']['label']} ({avg['set']['note']}); report: {Path(args.output) / 'report.md'}")
+    print(
+        f"average accuracy {100 * avg['accuracy']:.2f}%, mean length {avg['mean_length']:.1f} tokens "
+        f"over {avg['set']['label']} ({avg['set']['note']}); report: {Path(args.output) / 'report.md'}"
+    )
     return 0
 
 
@@ -232,13 +340,16 @@ def _run_label(path: str, summary: dict) -> str:
 
 def compare_main(argv: list[str]) -> int:
     from evaluation import report, run  # noqa: PLC0415
+
     args = build_compare_parser().parse_args(argv)
     try:
         loaded = [(r, run.load_summary(r)) for r in args.runs + ([args.base] if args.base else [])]
         labels = [_run_label(r, s) for r, s in loaded]
         # two runs of one model (e.g. two presets) keep apart by their directory names
-        labels = [f"{lb} ({Path(r).name if Path(r).is_dir() else Path(r).parent.name})" if labels.count(lb) > 1
-                  else lb for lb, (r, _) in zip(labels, loaded)]
+        labels = [
+            f"{lb} ({Path(r).name if Path(r).is_dir() else Path(r).parent.name})" if labels.count(lb) > 1 else lb
+            for lb, (r, _) in zip(labels, loaded)
+        ]
         pairs = [(lb, s) for lb, (_, s) in zip(labels, loaded)]
         runs, base = (pairs[:-1], pairs[-1]) if args.base else (pairs, None)
         result = report.compare(runs, base, Path(args.output) if args.output else None)

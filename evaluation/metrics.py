@@ -2,6 +2,7 @@
 truncation and no-answer rates, the benchmark average and AES. Pure Python on plain lists; Cons@k's equivalence
 goes through an `equivalent_many` callable. See docs/evaluation.md#metric-definitions.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,6 +17,7 @@ AES_ALPHA, AES_BETA, AES_GAMMA = 1.0, 3.0, 5.0
 class Vote:
     """One sample's contribution to a majority vote: its extracted answer (None = unparsable), whether it was
     truncated (hit the max-new-tokens cap) and whether it was graded correct against the gold answer."""
+
     answer: str | None
     truncated: bool
     correct: bool
@@ -60,8 +62,7 @@ def default_ks(n: int) -> list[int]:
     return ks + [n]
 
 
-def majority_vote(votes: Sequence[Vote], equivalent_many: Callable[[list[tuple[str, str]]], list[bool]]
-                  ) -> bool:
+def majority_vote(votes: Sequence[Vote], equivalent_many: Callable[[list[tuple[str, str]]], list[bool]]) -> bool:
     """Cons@k verdict of one problem; see `majority_votes`."""
     return majority_votes([votes], equivalent_many)[0]
 
@@ -83,8 +84,9 @@ def _vote_plan(votes: Sequence[Vote]):
     return None, correct_idx, sorted(first, key=first.get), first, count
 
 
-def majority_votes(problems: Sequence[Sequence[Vote]],
-                   equivalent_many: Callable[[list[tuple[str, str]]], list[bool]]) -> list[bool]:
+def majority_votes(
+    problems: Sequence[Sequence[Vote]], equivalent_many: Callable[[list[tuple[str, str]]], list[bool]]
+) -> list[bool]:
     """Cons@k verdicts (our convention, see docs/evaluation.md): True iff the largest answer class is correct.
 
     - Unparsable (answer None) and truncated samples do not vote; if none vote, the problem is wrong.
@@ -98,15 +100,16 @@ def majority_votes(problems: Sequence[Sequence[Vote]],
     Grader calls are skipped when they cannot change the verdict (no correct vote, or more correct votes than
     wrong ones), and all needed pairs of all problems go to the grader in one batch."""
     plans = [_vote_plan(v) for v in problems]
-    needed = sorted({(d[a], d[b]) for verdict, _, d, _, _ in plans if verdict is None
-                     for b in range(len(d)) for a in range(b)})
+    needed = sorted(
+        {(d[a], d[b]) for verdict, _, d, _, _ in plans if verdict is None for b in range(len(d)) for a in range(b)}
+    )
     eq = dict(zip(needed, equivalent_many(needed))) if needed else {}
     out = []
     for verdict, correct_idx, distinct, first, count in plans:
         if verdict is not None:
             out.append(verdict)
             continue
-        classes: list[list[str]] = []            # each class: [representative, members...]
+        classes: list[list[str]] = []  # each class: [representative, members...]
         for ans in distinct:
             for cls in classes:
                 if eq[(cls[0], ans)]:
@@ -119,15 +122,29 @@ def majority_votes(problems: Sequence[Sequence[Vote]],
     return out
 
 
-def aes(acc_model: float, len_model: float, acc_base: float, len_base: float,
-        alpha: float = AES_ALPHA, beta: float = AES_BETA, gamma: float = AES_GAMMA) -> dict:
+def aes(
+    acc_model: float,
+    len_model: float,
+    acc_base: float,
+    len_base: float,
+    alpha: float = AES_ALPHA,
+    beta: float = AES_BETA,
+    gamma: float = AES_GAMMA,
+) -> dict:
     """Accuracy-Efficiency Score (O1-Pruner, Luo et al. 2025, arXiv 2501.12570):
     ΔL = (L_base - L_model)/L_base, ΔA = (A_model - A_base)/A_base,
     AES = α·ΔL + β·|ΔA| if ΔA ≥ 0 else α·ΔL − γ·|ΔA|; defaults α=1, β=3, γ=5.
     Returns {"aes", "delta_length", "delta_accuracy", "reason"}; A_base = 0 (ΔA undefined) or L_base = 0 gives
     null values with the reason instead of inf/NaN."""
-    out = {"aes": None, "delta_length": None, "delta_accuracy": None, "reason": None,
-           "alpha": alpha, "beta": beta, "gamma": gamma}
+    out = {
+        "aes": None,
+        "delta_length": None,
+        "delta_accuracy": None,
+        "reason": None,
+        "alpha": alpha,
+        "beta": beta,
+        "gamma": gamma,
+    }
     if not len_base > 0:
         out["reason"] = f"base mean length is {len_base}; delta_length undefined"
         return out
@@ -142,8 +159,7 @@ def aes(acc_model: float, len_model: float, acc_base: float, len_base: float,
     return out
 
 
-def benchmark_metrics(problems: Sequence[Sequence[dict]], equivalent_many, ks: Sequence[int] | None = None
-                      ) -> dict:
+def benchmark_metrics(problems: Sequence[Sequence[dict]], equivalent_many, ks: Sequence[int] | None = None) -> dict:
     """All per-benchmark metrics from graded samples. `problems` holds, per problem, its samples in sample order,
     each a dict with "correct" (bool), "status" (grader status), "extracted" (str|None), "num_tokens" (int),
     "truncated" (bool). Every problem must have the same n ≥ 1 samples.
@@ -169,13 +185,12 @@ def benchmark_metrics(problems: Sequence[Sequence[dict]], equivalent_many, ks: S
     votes = [[Vote(s["extracted"], bool(s["truncated"]), bool(s["correct"])) for s in p] for p in problems]
     verdicts = majority_votes([v[:k] for k in ks for v in votes], equivalent_many)
     m = len(problems)
-    cons = {str(k): sum(verdicts[j * m:(j + 1) * m]) / m for j, k in enumerate(ks)}
+    cons = {str(k): sum(verdicts[j * m : (j + 1) * m]) / m for j, k in enumerate(ks)}
     return {
         "accuracy": acc,
         "accuracy_stderr": se,
         "accuracy_seed_std": seed_std,
-        "pass_at_k": {str(k): math.fsum(pass_at_k(n, c, k) for c in counts) / len(problems)
-                      for k in ks},
+        "pass_at_k": {str(k): math.fsum(pass_at_k(n, c, k) for c in counts) / len(problems) for k in ks},
         "cons_at_k": cons,
         "mean_length": math.fsum(float(s["num_tokens"]) for s in samples) / total,
         "truncation_rate": sum(bool(s["truncated"]) for s in samples) / total,
@@ -191,24 +206,34 @@ def average(per_benchmark: dict[str, dict]) -> dict:
     if not per_benchmark:
         raise ValueError("average: no benchmarks")
     b = list(per_benchmark.values())
-    return {"accuracy": math.fsum(m["accuracy"] for m in b) / len(b),
-            "mean_length": math.fsum(m["mean_length"] for m in b) / len(b),
-            "n_benchmarks": len(b)}
+    return {
+        "accuracy": math.fsum(m["accuracy"] for m in b) / len(b),
+        "mean_length": math.fsum(m["mean_length"] for m in b) / len(b),
+        "n_benchmarks": len(b),
+    }
 
 
 def aes_report(model: dict, base: dict) -> dict:
     """AES of a run against a base run, both summary dicts with "benchmarks" and "average": the headline on
     the benchmark-averaged accuracy and length, plus one per benchmark the two runs share. Note the mean of
     per-benchmark AES differs from the AES of the means."""
-    out = {"overall": aes(model["average"]["accuracy"], model["average"]["mean_length"],
-                          base["average"]["accuracy"], base["average"]["mean_length"]),
-           "per_benchmark": {}}
+    out = {
+        "overall": aes(
+            model["average"]["accuracy"],
+            model["average"]["mean_length"],
+            base["average"]["accuracy"],
+            base["average"]["mean_length"],
+        ),
+        "per_benchmark": {},
+    }
     for name, m in model["benchmarks"].items():
         if name in base["benchmarks"]:
             b = base["benchmarks"][name]
             out["per_benchmark"][name] = aes(m["accuracy"], m["mean_length"], b["accuracy"], b["mean_length"])
     shared = set(model["benchmarks"]) & set(base["benchmarks"])
     if shared != set(model["benchmarks"]) or shared != set(base["benchmarks"]):
-        out["warning"] = ("runs cover different benchmarks; the overall AES compares averages over different sets: "
-                          f"model {sorted(model['benchmarks'])} vs base {sorted(base['benchmarks'])}")
+        out["warning"] = (
+            "runs cover different benchmarks; the overall AES compares averages over different sets: "
+            f"model {sorted(model['benchmarks'])} vs base {sorted(base['benchmarks'])}"
+        )
     return out

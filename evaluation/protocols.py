@@ -3,6 +3,7 @@ resolved into one explicit `GenConfig`. Every field can be overridden; the resol
 `PROVENANCE` says, per preset, which public harness it mirrors and where we differ (recorded in summary.json). It
 does not generate or score. See docs/evaluation.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
@@ -14,15 +15,16 @@ from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_templa
 @dataclass(frozen=True)
 class GenConfig:
     """Everything that determines the generations (recorded verbatim in config.json / summary.json)."""
+
     preset: str
     temperature: float
     top_p: float
     min_p: float
-    top_k: int                      # -1 = off
+    top_k: int  # -1 = off
     max_new_tokens: int
     n_per_benchmark: dict = field(default_factory=dict)
     n_default: int = 1
-    seed: int = 0                   # sample s of every problem uses seed + s (Sober: one seed per run)
+    seed: int = 0  # sample s of every problem uses seed + s (Sober: one seed per run)
     prompt_template_name: str = "sober"
     prompt_template: str = PROMPT_TEMPLATES["sober"]
     chat_template_enable: bool = True
@@ -36,20 +38,49 @@ class GenConfig:
 
 
 PRESETS = {
-    "sober": GenConfig(preset="sober", temperature=0.8, top_p=0.9, min_p=0.0, top_k=-1, max_new_tokens=32768,
-                       n_per_benchmark={"aime2024": 10, "aime2025": 10, "amc2023": 10, "math500": 3,
-                                        "olympiadbench": 3},
-                       n_default=3, prompt_template_name="sober", prompt_template=PROMPT_TEMPLATES["sober"]),
-    "grpo-lead-7b": GenConfig(preset="grpo-lead-7b", temperature=0.6, top_p=1.0, min_p=0.0, top_k=-1,
-                              max_new_tokens=8192, n_per_benchmark={}, n_default=32,
-                              prompt_template_name="deepscaler", prompt_template=PROMPT_TEMPLATES["deepscaler"]),
-    "grpo-lead-14b": GenConfig(preset="grpo-lead-14b", temperature=0.6, top_p=1.0, min_p=0.0, top_k=-1,
-                               max_new_tokens=14336, n_per_benchmark={}, n_default=32,
-                               prompt_template_name="deepscaler", prompt_template=PROMPT_TEMPLATES["deepscaler"]),
+    "sober": GenConfig(
+        preset="sober",
+        temperature=0.8,
+        top_p=0.9,
+        min_p=0.0,
+        top_k=-1,
+        max_new_tokens=32768,
+        n_per_benchmark={"aime2024": 10, "aime2025": 10, "amc2023": 10, "math500": 3, "olympiadbench": 3},
+        n_default=3,
+        prompt_template_name="sober",
+        prompt_template=PROMPT_TEMPLATES["sober"],
+    ),
+    "grpo-lead-7b": GenConfig(
+        preset="grpo-lead-7b",
+        temperature=0.6,
+        top_p=1.0,
+        min_p=0.0,
+        top_k=-1,
+        max_new_tokens=8192,
+        n_per_benchmark={},
+        n_default=32,
+        prompt_template_name="deepscaler",
+        prompt_template=PROMPT_TEMPLATES["deepscaler"],
+    ),
+    "grpo-lead-14b": GenConfig(
+        preset="grpo-lead-14b",
+        temperature=0.6,
+        top_p=1.0,
+        min_p=0.0,
+        top_k=-1,
+        max_new_tokens=14336,
+        n_per_benchmark={},
+        n_default=32,
+        prompt_template_name="deepscaler",
+        prompt_template=PROMPT_TEMPLATES["deepscaler"],
+    ),
 }
 # The benchmarks each paper reports; a run's default set, and the set its summary average is labelled against.
-DEFAULT_BENCHMARKS = {"sober": ALL_BENCHMARKS, "grpo-lead-7b": ("aime2024", "aime2025"),
-                      "grpo-lead-14b": ("aime2024", "aime2025")}
+DEFAULT_BENCHMARKS = {
+    "sober": ALL_BENCHMARKS,
+    "grpo-lead-7b": ("aime2024", "aime2025"),
+    "grpo-lead-14b": ("aime2024", "aime2025"),
+}
 
 _LIGHTEVAL = "https://github.com/huggingface/lighteval"
 _SOBER = "https://github.com/zhikaili1150/sober-reasoning"  # a LEAD co-author's fork of the Sober harness
@@ -67,9 +98,9 @@ _GRPO_LEAD_DIFFS = [
 PROVENANCE = {
     "sober": {
         "paper": "LEAD (arXiv 2605.09806, evaluation setup) following Sober Reasoning (Hochlehnert et al. 2025, "
-                 "arXiv 2504.07086)",
+        "arXiv 2504.07086)",
         "mirrors": f"the Sober Reasoning lighteval + vLLM setup ({_SOBER}, main.py / lighteval_tasks.py; "
-                   f"{_LIGHTEVAL} MATH_QUERY_TEMPLATE)",
+        f"{_LIGHTEVAL} MATH_QUERY_TEMPLATE)",
         "paper_benchmarks": list(ALL_BENCHMARKS),
         "differences": [
             "one run with n samples per problem, sample s seeded seed + s, instead of n separate lighteval runs "
@@ -89,11 +120,14 @@ PROVENANCE = {
     },
     "grpo-lead-14b": {
         "paper": "GRPO-LEAD (Zhang & Zuo 2025, arXiv 2504.09696), 14B models: "
-                 "Sec. 4.3 (14k test length), Sec. 4.4, Sec. 5.3",
+        "Sec. 4.3 (14k test length), Sec. 4.4, Sec. 5.3",
         "mirrors": f"the paper's evaluation protocol; the authors' scripts ({_GRPO_LEAD}) for the prompt",
         "paper_benchmarks": ["aime2024", "aime2025"],
-        "differences": ["14k read as 14336 = 14 x 1024 tokens, the 14B recipes' training generation length "
-                        "(the authors' README says 14k)"] + _GRPO_LEAD_DIFFS,
+        "differences": [
+            "14k read as 14336 = 14 x 1024 tokens, the 14B recipes' training generation length "
+            "(the authors' README says 14k)"
+        ]
+        + _GRPO_LEAD_DIFFS,
     },
 }
 
@@ -109,22 +143,47 @@ def benchmark_set(preset: str, names) -> dict:
     """What a summary's average covers: the benchmarks, and whether they are the preset's paper set."""
     names, paper = list(names), list(DEFAULT_BENCHMARKS[canonical(preset)])
     same = sorted(names) == sorted(paper)
-    return {"benchmarks": names, "label": "+".join(names),
-            "paper_set": same, "note": ("the paper's benchmark set" if same else
-                                        f"differs from the paper's set ({'+'.join(paper)})")}
+    return {
+        "benchmarks": names,
+        "label": "+".join(names),
+        "paper_set": same,
+        "note": ("the paper's benchmark set" if same else f"differs from the paper's set ({'+'.join(paper)})"),
+    }
 
 
-def resolve(preset: str, *, temperature=None, top_p=None, min_p=None, top_k=None, max_new_tokens=None, n=None,
-            seed=None, prompt_template=None, chat_template_enable=None, system_prompt=None,
-            n_per_benchmark: dict | None = None) -> GenConfig:
+def resolve(
+    preset: str,
+    *,
+    temperature=None,
+    top_p=None,
+    min_p=None,
+    top_k=None,
+    max_new_tokens=None,
+    n=None,
+    seed=None,
+    prompt_template=None,
+    chat_template_enable=None,
+    system_prompt=None,
+    n_per_benchmark: dict | None = None,
+) -> GenConfig:
     """Preset + overrides → GenConfig. `n` overrides every benchmark's sample count (`n_per_benchmark`, e.g. read
     from a replay file, sets them one by one; `n` wins); `prompt_template` is a template name from
     PROMPT_TEMPLATES or a literal containing "{problem}". Invalid values raise ValueError."""
     cfg = PRESETS[canonical(preset)]
-    changes = {k: v for k, v in dict(temperature=temperature, top_p=top_p, min_p=min_p, top_k=top_k,
-                                     max_new_tokens=max_new_tokens, seed=seed,
-                                     chat_template_enable=chat_template_enable,
-                                     system_prompt=system_prompt).items() if v is not None}
+    changes = {
+        k: v
+        for k, v in dict(
+            temperature=temperature,
+            top_p=top_p,
+            min_p=min_p,
+            top_k=top_k,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            chat_template_enable=chat_template_enable,
+            system_prompt=system_prompt,
+        ).items()
+        if v is not None
+    }
     if n is not None:
         changes.update(n_per_benchmark={}, n_default=int(n))
     elif n_per_benchmark:
@@ -163,6 +222,8 @@ def render_prompt(cfg: GenConfig, problem: str, tokenizer=None) -> str:
     if not cfg.chat_template_enable:
         return build_user_text(cfg, problem)
     if tokenizer is None:
-        raise ValueError("the chat template is on but no tokenizer was given (pass --eval.tokenizer or turn it off "
-                         "with --no-prompt.chat_template_enable)")
+        raise ValueError(
+            "the chat template is on but no tokenizer was given (pass --eval.tokenizer or turn it off "
+            "with --no-prompt.chat_template_enable)"
+        )
     return tokenizer.apply_chat_template(build_messages(cfg, problem), tokenize=False, add_generation_prompt=True)

@@ -3,6 +3,7 @@ setting is recorded only when every row carries it with one value or the user pa
 (a replay never sampled); the file also gives the benchmarks and samples per problem. It does not generate, grade or
 write files. See docs/evaluation.md#replay-saved-generations.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -11,8 +12,17 @@ from pathlib import Path
 from evaluation.backends import GenRequest, Sink, _row, count_tokens
 
 UNKNOWN = "unknown"
-SETTINGS = ("temperature", "top_p", "min_p", "top_k", "max_new_tokens", "chat_template_enable", "system_prompt",
-            "prompt_template_name", "prompt_template")
+SETTINGS = (
+    "temperature",
+    "top_p",
+    "min_p",
+    "top_k",
+    "max_new_tokens",
+    "chat_template_enable",
+    "system_prompt",
+    "prompt_template_name",
+    "prompt_template",
+)
 # GenConfig fields a replay can only know from the file or a flag; "seed" is derived from the rows' seeds.
 _RECORDED = tuple(s for s in SETTINGS if s != "max_new_tokens") + ("seed",)
 
@@ -27,6 +37,7 @@ class ReplayBackend:
 
     def __init__(self, path: str | Path, tokenizer=None, explicit=frozenset(), chunk_size: int = 16384):
         from lead_recipes.jsonl import read_jsonl  # noqa: PLC0415
+
         self.path, self.tokenizer, self.chunk_size = str(path), tokenizer, chunk_size
         self.explicit = frozenset(explicit)
         self.rows: dict[tuple, dict] = {}
@@ -56,8 +67,10 @@ class ReplayBackend:
             if not carried:
                 continue
             if len(values) > 1:
-                raise ValueError(f"{self.path}: rows disagree on {name} ({', '.join(sorted(values)[:3])}); "
-                                 "a replay file must hold one configuration")
+                raise ValueError(
+                    f"{self.path}: rows disagree on {name} ({', '.join(sorted(values)[:3])}); "
+                    "a replay file must hold one configuration"
+                )
             out[name] = carried[0]
         return out
 
@@ -74,11 +87,15 @@ class ReplayBackend:
         for (bench, pid), got in samples.items():
             n = len(got)
             if got != set(range(n)):
-                raise ValueError(f"{self.path}: {bench}/{pid} has samples {sorted(got)[:6]}, not 0..{n - 1}; "
-                                 "pass --sampling.n to use the first n")
+                raise ValueError(
+                    f"{self.path}: {bench}/{pid} has samples {sorted(got)[:6]}, not 0..{n - 1}; "
+                    "pass --sampling.n to use the first n"
+                )
             if out.setdefault(bench, n) != n:
-                raise ValueError(f"{self.path}: {bench} has {out[bench]} samples for some problems and {n} for "
-                                 f"{pid}; pass --sampling.n to use the first n of each")
+                raise ValueError(
+                    f"{self.path}: {bench} has {out[bench]} samples for some problems and {n} for "
+                    f"{pid}; pass --sampling.n to use the first n of each"
+                )
         return out
 
     def _seed_record(self):
@@ -107,10 +124,13 @@ class ReplayBackend:
         """`gen` with the file's settings filled in where no flag gave one; a flag that contradicts the file is an
         error (the generations were made with the file's value)."""
         from dataclasses import replace  # noqa: PLC0415
-        for name, value in self.settings.items():   # the template's text decides, not what it was called
+
+        for name, value in self.settings.items():  # the template's text decides, not what it was called
             if name in explicit_values and name != "prompt_template_name" and explicit_values[name] != value:
-                raise ValueError(f"the flag for {name} ({explicit_values[name]!r}) contradicts {self.path}, "
-                                 f"whose generations carry {name} = {value!r}")
+                raise ValueError(
+                    f"the flag for {name} ({explicit_values[name]!r}) contradicts {self.path}, "
+                    f"whose generations carry {name} = {value!r}"
+                )
         return replace(gen, **{k: v for k, v in self.settings.items() if k not in explicit_values})
 
     def info(self) -> dict:
@@ -124,21 +144,26 @@ class ReplayBackend:
         if self.tokenizer is None:
             for r in requests:
                 if self.rows[(r.benchmark, r.id, r.sample)].get("num_tokens") is None:
-                    raise ValueError(f"{self.path}: {r.benchmark}/{r.id}/{r.sample} has no num_tokens and no "
-                                     "--eval.tokenizer was given to count them")
+                    raise ValueError(
+                        f"{self.path}: {r.benchmark}/{r.id}/{r.sample} has no num_tokens and no "
+                        "--eval.tokenizer was given to count them"
+                    )
 
     def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
         self.check(requests, gen)
         for start in range(0, len(requests), self.chunk_size):
             rows = []
-            for req in requests[start:start + self.chunk_size]:
+            for req in requests[start : start + self.chunk_size]:
                 row = self.rows[(req.benchmark, req.id, req.sample)]
                 num = row.get("num_tokens")
                 if num is None:
                     num = count_tokens(self.tokenizer, row["response"])
                 reason = row.get("finish_reason")
-                truncated = row["truncated"] if "truncated" in row else (
-                    reason == "length" if reason else int(num) >= gen.max_new_tokens)
+                truncated = (
+                    row["truncated"]
+                    if "truncated" in row
+                    else (reason == "length" if reason else int(num) >= gen.max_new_tokens)
+                )
                 out = _row(req, row["response"], min(int(num), gen.max_new_tokens), reason, truncated)
                 # a seed flag given for a file without seeds states them (seed + s, as the other backends use)
                 out["seed"] = row.get("seed", gen.seed + req.sample if "seed" in self.explicit else None)

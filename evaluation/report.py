@@ -2,6 +2,7 @@
 curves and the comparison table with AES (`lead-recipes eval compare`). Matplotlib is imported lazily; nothing
 here generates or grades. See docs/evaluation.md#the-run-directory.
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,17 +25,26 @@ def run_table_rows(summary: dict) -> list[dict]:
     """One flat row per benchmark plus the average row (the CSV content)."""
     rows = []
     for name, m in summary["benchmarks"].items():
-        row = {"benchmark": name, "n_problems": m["n_problems"], "n_samples": m["n_samples"],
-               "accuracy": m["accuracy"], "accuracy_stderr": m["accuracy_stderr"],
-               "mean_length": m["mean_length"], "truncation_rate": m["truncation_rate"],
-               "no_answer_rate": m["no_answer_rate"]}
+        row = {
+            "benchmark": name,
+            "n_problems": m["n_problems"],
+            "n_samples": m["n_samples"],
+            "accuracy": m["accuracy"],
+            "accuracy_stderr": m["accuracy_stderr"],
+            "mean_length": m["mean_length"],
+            "truncation_rate": m["truncation_rate"],
+            "no_answer_rate": m["no_answer_rate"],
+        }
         row.update({f"pass@{k}": v for k, v in m["pass_at_k"].items()})
         row.update({f"cons@{k}": v for k, v in m["cons_at_k"].items()})
         if "aes" in summary:
             row["aes"] = summary["aes"]["per_benchmark"].get(name, {}).get("aes")
         rows.append(row)
-    avg = {"benchmark": "average (unweighted)", "accuracy": summary["average"]["accuracy"],
-           "mean_length": summary["average"]["mean_length"]}
+    avg = {
+        "benchmark": "average (unweighted)",
+        "accuracy": summary["average"]["accuracy"],
+        "mean_length": summary["average"]["mean_length"],
+    }
     if "aes" in summary:
         avg["aes"] = summary["aes"]["overall"]["aes"]
     rows.append(avg)
@@ -56,26 +66,37 @@ def render_markdown(summary: dict) -> str:
     gen = summary["config"]["generation"]
     chat = gen["chat_template_enable"]
     chat = chat if isinstance(chat, str) else "on" if chat else "off"
-    seed = ("unknown" if gen["seed"] == "unknown" else "per sample (in samples.jsonl)" if gen["seed"] == "per-sample"
-            else f"{gen['seed']} (sample s uses seed + s)")
+    seed = (
+        "unknown"
+        if gen["seed"] == "unknown"
+        else "per sample (in samples.jsonl)"
+        if gen["seed"] == "per-sample"
+        else f"{gen['seed']} (sample s uses seed + s)"
+    )
     avg_set = summary["average"].get("set")
-    lines = [f"# Evaluation report: {summary['config'].get('model') or summary['config']['backend']['backend']}", "",
-             f"Preset `{gen['preset']}`: temperature {gen['temperature']}, top-p {gen['top_p']}, min-p {gen['min_p']}, "
-             f"top-k {gen['top_k']}, max new tokens **{gen['max_new_tokens']}**, seed {seed}, prompt "
-             f"`{gen['prompt_template_name']}`, chat template {chat}"
-             + (" (settings marked unknown were not recorded with the replayed generations)" if gen.get("unknown")
-                else "") + ". Accuracy = avg@n (mean over samples) ± standard error over problems, in %. Length = "
-             "mean generated tokens incl. thinking (truncated at the cap)."
-             + (f" The average covers {avg_set['label']}: {avg_set['note']}." if avg_set else ""), "",
-             "| benchmark | problems | n | accuracy | pass@k | cons@k | mean length | truncated | no answer |"
-             + (" AES |" if "aes" in summary else ""),
-             "|---|---|---|---|---|---|---|---|---|" + ("---|" if "aes" in summary else "")]
+    lines = [
+        f"# Evaluation report: {summary['config'].get('model') or summary['config']['backend']['backend']}",
+        "",
+        f"Preset `{gen['preset']}`: temperature {gen['temperature']}, top-p {gen['top_p']}, min-p {gen['min_p']}, "
+        f"top-k {gen['top_k']}, max new tokens **{gen['max_new_tokens']}**, seed {seed}, prompt "
+        f"`{gen['prompt_template_name']}`, chat template {chat}"
+        + (" (settings marked unknown were not recorded with the replayed generations)" if gen.get("unknown") else "")
+        + ". Accuracy = avg@n (mean over samples) ± standard error over problems, in %. Length = "
+        "mean generated tokens incl. thinking (truncated at the cap)."
+        + (f" The average covers {avg_set['label']}: {avg_set['note']}." if avg_set else ""),
+        "",
+        "| benchmark | problems | n | accuracy | pass@k | cons@k | mean length | truncated | no answer |"
+        + (" AES |" if "aes" in summary else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if "aes" in summary else ""),
+    ]
     for name, m in summary["benchmarks"].items():
         pk = ", ".join(f"@{k} {_pct(v)}" for k, v in m["pass_at_k"].items())
         ck = ", ".join(f"@{k} {_pct(v)}" for k, v in m["cons_at_k"].items())
-        line = (f"| {name} | {m['n_problems']} | {m['n_samples']} | {_pct(m['accuracy'])} ± "
-                f"{_pct(m['accuracy_stderr'])} | {pk} | {ck} | {m['mean_length']:.1f} | "
-                f"{_pct(m['truncation_rate'])} | {_pct(m['no_answer_rate'])} |")
+        line = (
+            f"| {name} | {m['n_problems']} | {m['n_samples']} | {_pct(m['accuracy'])} ± "
+            f"{_pct(m['accuracy_stderr'])} | {pk} | {ck} | {m['mean_length']:.1f} | "
+            f"{_pct(m['truncation_rate'])} | {_pct(m['no_answer_rate'])} |"
+        )
         if "aes" in summary:
             line += f" {_num(summary['aes']['per_benchmark'].get(name, {}).get('aes'))} |"
         lines.append(line)
@@ -86,28 +107,40 @@ def render_markdown(summary: dict) -> str:
     lines.append(line)
     if "aes" in summary:
         o = summary["aes"]["overall"]
-        lines += ["", f"AES (O1-Pruner α={o['alpha']}, β={o['beta']}, γ={o['gamma']}) vs the base run on the "
-                  f"benchmark-averaged accuracy and length: {_num(o['aes'])} (ΔLength {_num(o['delta_length'])}, "
-                  f"ΔAcc {_num(o['delta_accuracy'])})" + (f"; {o['reason']}" if o["reason"] else "")]
+        lines += [
+            "",
+            f"AES (O1-Pruner α={o['alpha']}, β={o['beta']}, γ={o['gamma']}) vs the base run on the "
+            f"benchmark-averaged accuracy and length: {_num(o['aes'])} (ΔLength {_num(o['delta_length'])}, "
+            f"ΔAcc {_num(o['delta_accuracy'])})" + (f"; {o['reason']}" if o["reason"] else ""),
+        ]
         if summary["aes"].get("warning"):
             lines.append(f"Warning: {summary['aes']['warning']}")
     if "budget_sweep" in summary:
         sweep = summary["budget_sweep"]
         names = list(summary["benchmarks"])
-        lines += ["", f"## Token-budget sweep (mode `{sweep['mode']}`)", "",
-                  "| budget | " + " | ".join(names) + " | average | avg length |",
-                  "|---|" + "---|" * (len(names) + 2)]
+        lines += [
+            "",
+            f"## Token-budget sweep (mode `{sweep['mode']}`)",
+            "",
+            "| budget | " + " | ".join(names) + " | average | avg length |",
+            "|---|" + "---|" * (len(names) + 2),
+        ]
         for b, v in sweep["budgets"].items():
-            lines.append(f"| {b} | " + " | ".join(_pct(v["benchmarks"][n]["accuracy"]) for n in names)
-                         + f" | {_pct(v['average']['accuracy'])} | {v['average']['mean_length']:.1f} |")
+            lines.append(
+                f"| {b} | "
+                + " | ".join(_pct(v["benchmarks"][n]["accuracy"]) for n in names)
+                + f" | {_pct(v['average']['accuracy'])} | {v['average']['mean_length']:.1f} |"
+            )
     lines += ["", "## Configuration", "", "```json", json.dumps(summary["config"], indent=2), "```", ""]
     return "\n".join(lines)
 
 
 def _pyplot():
     import matplotlib  # noqa: PLC0415
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+
     return plt
 
 
@@ -146,10 +179,19 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
         bs = sorted(sweep["budgets"], key=int)
         if len(curves) == 1:
             for name in sweep["budgets"][bs[0]]["benchmarks"]:
-                ax.plot([int(b) for b in bs], [100 * sweep["budgets"][b]["benchmarks"][name]["accuracy"] for b in bs],
-                        marker="o", label=name)
-        ax.plot([int(b) for b in bs], [100 * sweep["budgets"][b]["average"]["accuracy"] for b in bs], marker="s",
-                linewidth=2.5, label=f"{label} average")
+                ax.plot(
+                    [int(b) for b in bs],
+                    [100 * sweep["budgets"][b]["benchmarks"][name]["accuracy"] for b in bs],
+                    marker="o",
+                    label=name,
+                )
+        ax.plot(
+            [int(b) for b in bs],
+            [100 * sweep["budgets"][b]["average"]["accuracy"] for b in bs],
+            marker="s",
+            linewidth=2.5,
+            label=f"{label} average",
+        )
     ax.set_xlabel("max new tokens (budget)")
     ax.set_ylabel("accuracy (%)")
     _finish_png(plt, fig, ax, path)
@@ -162,8 +204,12 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     plt = _pyplot()
     names = list(summary["benchmarks"])
     fig, (ax_acc, ax_len, ax_hist) = plt.subplots(1, 3, figsize=(14, 4.2))
-    acc = ax_acc.bar(names, [100 * summary["benchmarks"][n]["accuracy"] for n in names],
-                     yerr=[100 * summary["benchmarks"][n]["accuracy_stderr"] for n in names], capsize=3)
+    acc = ax_acc.bar(
+        names,
+        [100 * summary["benchmarks"][n]["accuracy"] for n in names],
+        yerr=[100 * summary["benchmarks"][n]["accuracy_stderr"] for n in names],
+        capsize=3,
+    )
     ax_acc.set_ylabel("accuracy (avg@n, %)")
     lens = ax_len.bar(names, [summary["benchmarks"][n]["mean_length"] for n in names], color="tab:orange")
     ax_len.set_ylabel("mean response length (tokens)")
@@ -171,17 +217,23 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
         ax.tick_params(axis="x", labelrotation=30)
         ax.grid(alpha=0.3, axis="y")
     cap = summary["config"]["generation"]["max_new_tokens"]
-    counts = ax_hist.hist([[r["num_tokens"] for r in rows if r["correct"]],
-                           [r["num_tokens"] for r in rows if not r["correct"]]],
-                          bins=40, range=(0, cap), stacked=True, label=["correct", "wrong"],
-                          color=["tab:green", "tab:red"])[0]
+    counts = ax_hist.hist(
+        [[r["num_tokens"] for r in rows if r["correct"]], [r["num_tokens"] for r in rows if not r["correct"]]],
+        bins=40,
+        range=(0, cap),
+        stacked=True,
+        label=["correct", "wrong"],
+        color=["tab:green", "tab:red"],
+    )[0]
     ax_hist.axvline(cap, color="k", linestyle="--", linewidth=1, label=f"cap {cap}")
     ax_hist.set_xlabel("response length (tokens)")
     ax_hist.set_ylabel("samples")
     fig.suptitle(f"{summary['config'].get('model') or ''} — preset {summary['config']['generation']['preset']}")
-    drawn = {"accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
-             "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},
-             "histogram_total": int(round(float(counts[-1].sum())))}
+    drawn = {
+        "accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
+        "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},
+        "histogram_total": int(round(float(counts[-1].sum()))),
+    }
     _finish_png(plt, fig, ax_hist, path)
     return drawn
 
@@ -191,8 +243,9 @@ def write_run_report(run_dir: Path, summary: dict, plots: bool = True, rows: lis
     store.write_atomic(run_dir / "report.md", render_markdown(summary))
     store.write_atomic(run_dir / "report.csv", _csv(run_table_rows(summary)))
     if plots:
-        plot_run(summary, rows if rows is not None else store.read_samples(run_dir / "samples.jsonl"),
-                 run_dir / "run.png")
+        plot_run(
+            summary, rows if rows is not None else store.read_samples(run_dir / "samples.jsonl"), run_dir / "run.png"
+        )
         if summary.get("budget_sweep", {}).get("budgets"):
             plot_budgets([(run_dir.name, summary["budget_sweep"])], run_dir / "budget_curves.png")
 

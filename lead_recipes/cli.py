@@ -1,6 +1,7 @@
 """The `lead-recipes` entry point. It only dispatches: each subcommand lives with its feature as `main(argv) -> int`
 and is imported lazily, so `lead-recipes grade` never imports torch and `lead-recipes eval` never imports the
 training stack. See README.md."""
+
 from __future__ import annotations
 
 import importlib
@@ -8,8 +9,14 @@ import sys
 
 # subcommand -> (module exposing main(argv), one-line description)
 COMMANDS = {
-    "train": ("lead_recipes.training.cli", "train on OpenRLHF (train_ppo_ray flags + --recipe.*); a dry run, a preflight"),
-    "launch": ("lead_recipes.recipes.launch", "render a YAML recipe to a train command: --launch.target local|ray|slurm"),
+    "train": (
+        "lead_recipes.training.cli",
+        "train on OpenRLHF (train_ppo_ray flags + --recipe.*); a dry run, a preflight",
+    ),
+    "launch": (
+        "lead_recipes.recipes.launch",
+        "render a YAML recipe to a train command: --launch.target local|ray|slurm",
+    ),
     "data": ("lead_recipes.data", "build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula"),
     "grade": ("lead_recipes.grading.cli", "grade a JSONL of responses or extracted answers"),
     "serve": ("lead_recipes.grading.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),
@@ -32,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[0] in ("-V", "--version"):
         from lead_recipes import __version__
+
         print(f"lead-recipes {__version__}")
         return 0
     name, rest = argv[0], argv[1:]

@@ -3,6 +3,7 @@ from the per-problem records the trainer appends to `recipe_problems.jsonl` (doc
 that splits the set over stages. Pure functions over rows and records; `lead-recipes data curriculum`
 (lead_recipes.data) reads and writes the files. See docs/launch.md#lead-recipes-data.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,8 +60,9 @@ def row_keys(row: dict, chat_template=None) -> list[str]:
     return keys + ([str(row["id"])] if row.get("id") is not None else [])
 
 
-def hard_problems(dataset: list[dict], acc: dict[str, dict], threshold: float, min_attempts: int,
-                  chat_template=None) -> tuple[list[dict], int, list[dict]]:
+def hard_problems(
+    dataset: list[dict], acc: dict[str, dict], threshold: float, min_attempts: int, chat_template=None
+) -> tuple[list[dict], int, list[dict]]:
     """(rows whose problem has >= min_attempts graded rollouts and accuracy <= threshold, how many rows matched a
     record at all, one report entry per picked row)."""
     picked, matched, report = [], 0, []
@@ -83,4 +85,4 @@ def seeded_rows(rows: list[dict], seed: int, skip: int = 0, n: int | None = None
         order = list(rows)
         rng.shuffle(order)
         stream += order
-    return stream[skip:skip + (n or len(rows))]
+    return stream[skip : skip + (n or len(rows))]

@@ -3,6 +3,7 @@ OpenRLHF with a JSON report of every removed problem; `curriculum` builds the GR
 per-problem records (the selection is lead_recipes/curriculum.py). It downloads nothing itself except through
 `datasets` for hub ids, and never grades. See docs/launch.md#lead-recipes-data.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,16 +16,18 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
-from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.help_format import ArgumentParser
+from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_template
 
 PRESETS = ("math-l35", "math", "deepscaler", "dapo", "jsonl")
 # DAPO-Math-17k wraps each problem in its own "Answer:"-line instruction; preset `dapo` strips it so that the recipe's
 # template alone states the answer format the reward reads.
-DAPO_PREFIX = ("Solve the following math problem step by step. The last line of your response should be of the form "
-               "Answer: $Answer (without quotes) where $Answer is the answer to the problem.")
+DAPO_PREFIX = (
+    "Solve the following math problem step by step. The last line of your response should be of the form "
+    "Answer: $Answer (without quotes) where $Answer is the answer to the problem."
+)
 DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
 
 BENCHMARK_NAMES = ("aime2024", "aime2025", "amc2023", "math500", "olympiadbench")
@@ -47,6 +50,7 @@ def read_rows(source: str, split: str = "train") -> list[dict]:
     if path.exists():
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
+
             return pq.read_table(path).to_pylist()
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".json" and text.lstrip().startswith("["):
@@ -88,9 +92,9 @@ def strip_dapo_instruction(text: str) -> str:
     """The problem inside DAPO-Math-17k's prompt, without its answer-format instruction (text without it: as is)."""
     text = text.strip()
     if text.startswith(DAPO_PREFIX):
-        text = text[len(DAPO_PREFIX):]
+        text = text[len(DAPO_PREFIX) :]
     if text.endswith(DAPO_SUFFIX):
-        text = text[:-len(DAPO_SUFFIX)]
+        text = text[: -len(DAPO_SUFFIX)]
     return text.strip()
 
 
@@ -104,8 +108,9 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
         try:
             problem, answer = field(row, args.problem_key), field(row, args.answer_key)
         except KeyError as exc:
-            raise ValueError(f"row {i}: no field {exc} (set --data.problem_key/--data.answer_key); "
-                             f"fields: {sorted(row)}") from None
+            raise ValueError(
+                f"row {i}: no field {exc} (set --data.problem_key/--data.answer_key); fields: {sorted(row)}"
+            ) from None
         if isinstance(answer, (list, tuple)):
             answer = ", ".join(str(a) for a in answer)
         problem, answer = str(problem or "").strip(), str(answer if answer is not None else "").strip()
@@ -129,9 +134,11 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
             except (TypeError, ValueError):
                 dropped["no difficulty"] += 1
                 continue
-            if (args.min_difficulty is not None and difficulty < args.min_difficulty) or \
-                    (args.max_difficulty is not None and difficulty > args.max_difficulty) or \
-                    (args.above_difficulty is not None and difficulty <= args.above_difficulty):
+            if (
+                (args.min_difficulty is not None and difficulty < args.min_difficulty)
+                or (args.max_difficulty is not None and difficulty > args.max_difficulty)
+                or (args.above_difficulty is not None and difficulty <= args.above_difficulty)
+            ):
                 dropped["difficulty filter"] += 1
                 continue
         if args.numeric_only and not _is_numeric(answer):
@@ -142,7 +149,7 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
         except KeyError:
             rid = f"{Path(str(args.source)).stem}-{i}"
         kept = {"id": rid, "problem": problem, "answer": answer}
-        if args.response_key:   # SFT data: the target solution goes to `response` (--data.output_key response)
+        if args.response_key:  # SFT data: the target solution goes to `response` (--data.output_key response)
             kept["response"] = str(field(row, args.response_key))
         for extra in ("level", "subject", "difficulty", "source"):
             if row.get(extra) is not None:
@@ -154,6 +161,7 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
 def benchmark_index(names: Iterable[str], benchmarks_dir: str | None) -> dict[str, list[str]]:
     """normalised problem text -> ["benchmark:id", ...] for the evaluation benchmarks (same loader as eval)."""
     from lead_recipes.benchmarks import load_benchmarks
+
     index: dict[str, list[str]] = defaultdict(list)
     for name, problems in load_benchmarks(list(names), data_dir=benchmarks_dir).items():
         for p in problems:
@@ -167,11 +175,13 @@ def clean(rows: list[dict], bench: dict[str, list[str]] | None, dedup: bool) -> 
     for row in rows:
         key = normalize_problem(row["problem"])
         if bench is not None and key in bench:
-            removed.append({"id": row["id"], "reason": "benchmark", "matches": bench[key],
-                            "problem": row["problem"][:200]})
+            removed.append(
+                {"id": row["id"], "reason": "benchmark", "matches": bench[key], "problem": row["problem"][:200]}
+            )
         elif dedup and key in seen:
-            removed.append({"id": row["id"], "reason": "duplicate", "duplicate_of": seen[key],
-                            "problem": row["problem"][:200]})
+            removed.append(
+                {"id": row["id"], "reason": "duplicate", "duplicate_of": seen[key], "problem": row["problem"][:200]}
+            )
         else:
             seen.setdefault(key, row["id"])
             kept.append(row)
@@ -205,13 +215,17 @@ def curriculum(args) -> int:
     template = None
     if args.tokenizer:
         from transformers import AutoTokenizer
+
         template = AutoTokenizer.from_pretrained(args.tokenizer).apply_chat_template
     dataset = read_rows(args.dataset)
     picked, matched, report = hard_problems(dataset, acc, args.threshold, args.min_attempts, template)
     if matched == 0:
-        print(f"lead-recipes data curriculum: none of the {len(dataset)} rows of {args.dataset} matches a record in "
-              f"{args.problems} ({len(acc)} problem keys); is it the stage-1 dataset? (chat-templated prompt hashes "
-              "need --curriculum.tokenizer)", file=sys.stderr)
+        print(
+            f"lead-recipes data curriculum: none of the {len(dataset)} rows of {args.dataset} matches a record in "
+            f"{args.problems} ({len(acc)} problem keys); is it the stage-1 dataset? (chat-templated prompt hashes "
+            "need --curriculum.tokenizer)",
+            file=sys.stderr,
+        )
         return 2
     merged = list(picked)
     seen = {normalize_problem(str(r.get("problem", r.get("prompt")))) for r in picked}
@@ -231,21 +245,38 @@ def curriculum(args) -> int:
         print("lead-recipes data curriculum: --curriculum.skip/--curriculum.rows need --seed", file=sys.stderr)
         return 2
     written = write_jsonl(args.out, merged)
-    summary = {"records": len(records), "problems_with_records": len(acc), "dataset_rows": len(dataset),
-               "matched": matched, "selected": len(picked), "threshold": args.threshold, "merged": merged_from,
-               "seed": args.seed, "skip": args.skip, "rows": args.rows,
-               "written": written, "out": args.out, "selected_problems": report}
+    summary = {
+        "records": len(records),
+        "problems_with_records": len(acc),
+        "dataset_rows": len(dataset),
+        "matched": matched,
+        "selected": len(picked),
+        "threshold": args.threshold,
+        "merged": merged_from,
+        "seed": args.seed,
+        "skip": args.skip,
+        "rows": args.rows,
+        "written": written,
+        "out": args.out,
+        "selected_problems": report,
+    }
     _report(args, summary)
-    print(f"curriculum: {len(picked)} of {matched} matched problems have accuracy <= {args.threshold}; "
-          f"+{sum(merged_from.values())} merged -> {written} rows in {args.out}")
+    print(
+        f"curriculum: {len(picked)} of {matched} matched problems have accuracy <= {args.threshold}; "
+        f"+{sum(merged_from.values())} merged -> {written} rows in {args.out}"
+    )
     return 0
 
 
 # ---------------------------------------------------------------- CLI
 def build(args) -> int:
-    preset_defaults = {"math-l35": {"levels": None}, "math": {"levels": "3,4,5"}, "deepscaler": {}, "jsonl": {},
-                       "dapo": {"problem_key": "prompt", "answer_key": "reward_model.ground_truth",
-                                "id_key": "extra_info.index"}}
+    preset_defaults = {
+        "math-l35": {"levels": None},
+        "math": {"levels": "3,4,5"},
+        "deepscaler": {},
+        "jsonl": {},
+        "dapo": {"problem_key": "prompt", "answer_key": "reward_model.ground_truth", "id_key": "extra_info.index"},
+    }
     for key, value in preset_defaults[args.preset].items():
         if getattr(args, key) in (None, BUILD_KEY_DEFAULTS.get(key)) and value is not None:
             setattr(args, key, value)
@@ -253,24 +284,36 @@ def build(args) -> int:
     selected, dropped = select(rows, args)
     bench = benchmark_index(args.benchmarks.split(","), args.benchmarks_dir) if args.decontaminate else None
     kept, removed = clean(selected, bench, dedup=args.dedup)
-    if args.seed is not None:   # OpenRLHF's data.max_samples keeps the first N rows: make them a random draw
+    if args.seed is not None:  # OpenRLHF's data.max_samples keeps the first N rows: make them a random draw
         random.Random(args.seed).shuffle(kept)
     if args.limit:
-        kept = kept[:args.limit]
+        kept = kept[: args.limit]
     written = write_jsonl(args.out, (render(r, args.template, args.format, args.system) for r in kept))
     by_bench: dict[str, int] = defaultdict(int)
     for r in removed:
         for m in r.get("matches", []):
             by_bench[m.split(":")[0]] += 1
-    summary = {"preset": args.preset, "source": args.source, "read": len(rows), "selected": len(selected),
-               "dropped_by_filter": dropped, "removed_duplicates": sum(r["reason"] == "duplicate" for r in removed),
-               "removed_benchmark": sum(r["reason"] == "benchmark" for r in removed),
-               "removed_benchmark_by_name": dict(by_bench), "written": written, "out": args.out,
-               "template": args.template, "seed": args.seed, "removed": removed}
+    summary = {
+        "preset": args.preset,
+        "source": args.source,
+        "read": len(rows),
+        "selected": len(selected),
+        "dropped_by_filter": dropped,
+        "removed_duplicates": sum(r["reason"] == "duplicate" for r in removed),
+        "removed_benchmark": sum(r["reason"] == "benchmark" for r in removed),
+        "removed_benchmark_by_name": dict(by_bench),
+        "written": written,
+        "out": args.out,
+        "template": args.template,
+        "seed": args.seed,
+        "removed": removed,
+    }
     _report(args, summary)
-    print(f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {summary['removed_duplicates']} "
-          f"duplicates and {summary['removed_benchmark']} benchmark problems {dict(by_bench)}, wrote {written} "
-          f"rows to {args.out}")
+    print(
+        f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {summary['removed_duplicates']} "
+        f"duplicates and {summary['removed_benchmark']} benchmark problems {dict(by_bench)}, wrote {written} "
+        f"rows to {args.out}"
+    )
     return 0
 
 
@@ -281,78 +324,161 @@ def _report(args, summary: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="lead-recipes data",
-                       description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula")
+    p = ArgumentParser(
+        prog="lead-recipes data", description="build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula"
+    )
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="select, clean and template a prompt dataset")
     b.add_argument("--input", dest="source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
     b.add_argument("--output", dest="out", required=True, help="output JSONL")
     b.add_argument("--limit", type=int, help="write at most N rows")
-    b.add_argument("--seed", type=int, help="shuffle the rows with this seed (recorded in the report), so that the "
-                   "first N rows (OpenRLHF's data.max_samples) are a random draw")
+    b.add_argument(
+        "--seed",
+        type=int,
+        help="shuffle the rows with this seed (recorded in the report), so that the "
+        "first N rows (OpenRLHF's data.max_samples) are a random draw",
+    )
     d = b.add_argument_group("data")
     d.add_argument("--data.preset", dest="preset", choices=PRESETS, required=True)
     d.add_argument("--data.split", dest="split", default="train", help="hub split (default train)")
     d.add_argument("--data.report", dest="report", help="JSON report path (default OUTPUT.report.json)")
-    d.add_argument("--data.problem_key", dest="problem_key", default=BUILD_KEY_DEFAULTS["problem_key"],
-                   help="field with the problem (dotted for nested; a chat message list gives its last user turn)")
-    d.add_argument("--data.answer_key", dest="answer_key", default=BUILD_KEY_DEFAULTS["answer_key"],
-                   help="field with the gold answer (dotted for nested)")
+    d.add_argument(
+        "--data.problem_key",
+        dest="problem_key",
+        default=BUILD_KEY_DEFAULTS["problem_key"],
+        help="field with the problem (dotted for nested; a chat message list gives its last user turn)",
+    )
+    d.add_argument(
+        "--data.answer_key",
+        dest="answer_key",
+        default=BUILD_KEY_DEFAULTS["answer_key"],
+        help="field with the gold answer (dotted for nested)",
+    )
     d.add_argument("--data.id_key", dest="id_key", default=BUILD_KEY_DEFAULTS["id_key"])
-    d.add_argument("--data.response_key", dest="response_key",
-                   help="field copied to `response` (SFT data: the solution to imitate)")
-    d.add_argument("--data.benchmarks", dest="benchmarks", default=",".join(BENCHMARK_NAMES),
-                   help="benchmarks whose problems are removed")
-    d.add_argument("--data.benchmarks_dir", dest="benchmarks_dir",
-                   default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
-                   help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
-                        "same flag and variable as lead-recipes eval")
-    d.add_argument("--data.decontaminate_enable", dest="decontaminate", action=argparse.BooleanOptionalAction,
-                   default=True, help="remove the problems of --data.benchmarks")
-    d.add_argument("--data.dedup_enable", dest="dedup", action=argparse.BooleanOptionalAction, default=True,
-                   help="remove duplicate problems (the first is kept)")
+    d.add_argument(
+        "--data.response_key",
+        dest="response_key",
+        help="field copied to `response` (SFT data: the solution to imitate)",
+    )
+    d.add_argument(
+        "--data.benchmarks",
+        dest="benchmarks",
+        default=",".join(BENCHMARK_NAMES),
+        help="benchmarks whose problems are removed",
+    )
+    d.add_argument(
+        "--data.benchmarks_dir",
+        dest="benchmarks_dir",
+        default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
+        help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
+        "same flag and variable as lead-recipes eval",
+    )
+    d.add_argument(
+        "--data.decontaminate_enable",
+        dest="decontaminate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="remove the problems of --data.benchmarks",
+    )
+    d.add_argument(
+        "--data.dedup_enable",
+        dest="dedup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="remove duplicate problems (the first is kept)",
+    )
     f = b.add_argument_group("filter")
     f.add_argument("--filter.levels", dest="levels", help="comma-separated MATH levels (preset math: 3,4,5)")
-    f.add_argument("--filter.subjects", dest="subjects",
-                   help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'")
-    f.add_argument("--filter.split", dest="split_filter",
-                   help="keep rows whose `split` field equals this (MATH: train/test)")
+    f.add_argument(
+        "--filter.subjects", dest="subjects", help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'"
+    )
+    f.add_argument(
+        "--filter.split", dest="split_filter", help="keep rows whose `split` field equals this (MATH: train/test)"
+    )
     f.add_argument("--filter.min_difficulty", dest="min_difficulty", type=float, help="GRPO-LEAD: 2.5 on DeepScaleR")
     f.add_argument("--filter.max_difficulty", dest="max_difficulty", type=float)
-    f.add_argument("--filter.above_difficulty", dest="above_difficulty", type=float,
-                   help="keep difficulty > this (GRPO-LEAD SFT data: > 1)")
-    f.add_argument("--filter.numeric_only_enable", dest="numeric_only", action="store_true",
-                   help="keep integer/decimal/simple-fraction answers only")
+    f.add_argument(
+        "--filter.above_difficulty",
+        dest="above_difficulty",
+        type=float,
+        help="keep difficulty > this (GRPO-LEAD SFT data: > 1)",
+    )
+    f.add_argument(
+        "--filter.numeric_only_enable",
+        dest="numeric_only",
+        action="store_true",
+        help="keep integer/decimal/simple-fraction answers only",
+    )
     t = b.add_argument_group("prompt")
-    t.add_argument("--prompt.template", dest="template", default="deepscaler",
-                   help=f"{', '.join(PROMPT_TEMPLATES)} (lead_recipes/prompts.py) or a custom string with {{problem}}")
-    t.add_argument("--prompt.format", dest="format", choices=("text", "messages"), default="text",
-                   help="prompt as text (train with --data.apply_chat_template) or chat messages")
+    t.add_argument(
+        "--prompt.template",
+        dest="template",
+        default="deepscaler",
+        help=f"{', '.join(PROMPT_TEMPLATES)} (lead_recipes/prompts.py) or a custom string with {{problem}}",
+    )
+    t.add_argument(
+        "--prompt.format",
+        dest="format",
+        choices=("text", "messages"),
+        default="text",
+        help="prompt as text (train with --data.apply_chat_template) or chat messages",
+    )
     t.add_argument("--prompt.system", dest="system", help="system message (messages format only)")
     c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
     c.add_argument("--output", dest="out", required=True, help="output JSONL")
-    c.add_argument("--seed", type=int,
-                   help="write a seeded order (passes reshuffled while --curriculum.rows needs more)")
-    c.add_argument_group("data").add_argument("--data.report", dest="report",
-                                              help="JSON report path (default OUTPUT.report.json)")
+    c.add_argument(
+        "--seed", type=int, help="write a seeded order (passes reshuffled while --curriculum.rows needs more)"
+    )
+    c.add_argument_group("data").add_argument(
+        "--data.report", dest="report", help="JSON report path (default OUTPUT.report.json)"
+    )
     g = c.add_argument_group("curriculum")
-    g.add_argument("--curriculum.problems", dest="problems", required=True,
-                   help="recipe_problems.jsonl written by the trainer")
-    g.add_argument("--curriculum.dataset", dest="dataset", required=True,
-                   help="the stage-1 prompt dataset (lead-recipes data build output)")
-    g.add_argument("--curriculum.threshold", dest="threshold", type=float, default=0.75,
-                   help="keep accuracy <= this (default 0.75)")
-    g.add_argument("--curriculum.min_attempts", dest="min_attempts", type=int, default=1,
-                   help="ignore problems with fewer graded rollouts")
-    g.add_argument("--curriculum.since_step", dest="since_step", type=int, default=0,
-                   help="use records from this step on")
-    g.add_argument("--curriculum.merge", dest="merge", action="append", default=[],
-                   help="JSONL set to merge (repeatable; de-duplicated)")
-    g.add_argument("--curriculum.skip", dest="skip", type=int, default=0,
-                   help="drop the first N rows of that order (a later stage's part)")
+    g.add_argument(
+        "--curriculum.problems", dest="problems", required=True, help="recipe_problems.jsonl written by the trainer"
+    )
+    g.add_argument(
+        "--curriculum.dataset",
+        dest="dataset",
+        required=True,
+        help="the stage-1 prompt dataset (lead-recipes data build output)",
+    )
+    g.add_argument(
+        "--curriculum.threshold",
+        dest="threshold",
+        type=float,
+        default=0.75,
+        help="keep accuracy <= this (default 0.75)",
+    )
+    g.add_argument(
+        "--curriculum.min_attempts",
+        dest="min_attempts",
+        type=int,
+        default=1,
+        help="ignore problems with fewer graded rollouts",
+    )
+    g.add_argument(
+        "--curriculum.since_step", dest="since_step", type=int, default=0, help="use records from this step on"
+    )
+    g.add_argument(
+        "--curriculum.merge",
+        dest="merge",
+        action="append",
+        default=[],
+        help="JSONL set to merge (repeatable; de-duplicated)",
+    )
+    g.add_argument(
+        "--curriculum.skip",
+        dest="skip",
+        type=int,
+        default=0,
+        help="drop the first N rows of that order (a later stage's part)",
+    )
     g.add_argument("--curriculum.rows", dest="rows", type=int, help="write exactly N rows of that order")
-    g.add_argument("--curriculum.tokenizer", dest="tokenizer",
-                   help="tokenizer whose chat template the trainer applied (to match its hashes)")
+    g.add_argument(
+        "--curriculum.tokenizer",
+        dest="tokenizer",
+        help="tokenizer whose chat template the trainer applied (to match its hashes)",
+    )
     return p
 
 
@@ -360,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "build":   # a bad template fails before anything is read; the report names it canonically
+        if args.command == "build":  # a bad template fails before anything is read; the report names it canonically
             name, text = resolve_template(args.template)
             args.template = text if name == "custom" else name
         return build(args) if args.command == "build" else curriculum(args)

@@ -3,6 +3,7 @@
 "recipe.lead.aggregator", which OpenRLHF's `hierarchize` nests); `recipe_config(args)` gives the validated
 `RecipeConfig`, `recipe_argv(config)` the flags back. Torch-free; it parses, it computes nothing. See docs/methods.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,14 +17,22 @@ from lead_recipes.methods.config import DEFAULT_METHOD, METHODS, SECTIONS, Recip
 def add_recipe_flags(parser: argparse.ArgumentParser) -> None:
     """Add every --recipe.* flag to `parser` (one argument group per method section)."""
     group = parser.add_argument_group("recipe", "length-efficient RL method (lead-recipes)")
-    group.add_argument("--recipe.method", dest="recipe.method", default=DEFAULT_METHOD, choices=METHODS,
-                       help=f"advantage method (default: {DEFAULT_METHOD}); DRPO is a loss and not supported")
+    group.add_argument(
+        "--recipe.method",
+        dest="recipe.method",
+        default=DEFAULT_METHOD,
+        choices=METHODS,
+        help=f"advantage method (default: {DEFAULT_METHOD}); DRPO is a loss and not supported",
+    )
     for section, config in SECTIONS.items():
         g = parser.add_argument_group(f"recipe.{section}")
         for f in dataclasses.fields(config):
             typ = base_type(f)
-            kw: dict[str, Any] = {"dest": f"recipe.{section}.{f.name}", "default": f.default,
-                                  "help": f"{f.metadata.get('help', '')} (default: {f.default})"}
+            kw: dict[str, Any] = {
+                "dest": f"recipe.{section}.{f.name}",
+                "default": f.default,
+                "help": f"{f.metadata.get('help', '')} (default: {f.default})",
+            }
             if typ is bool:
                 kw["action"] = "store_true"
             else:

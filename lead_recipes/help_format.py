@@ -1,6 +1,7 @@
 """The argparse layer every lead-recipes command shares: each flag's default shown in `--help`, text wrapped at
 spaces only (recipe names such as `grpo-lead-14b-stage2` are never split at a hyphen), no abbreviated flags, and an
 unknown flag's error naming the closest real one. The flag rules: CONTRIBUTING.md, Conventions."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,14 @@ class HelpFormatter(argparse.HelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
-                             break_on_hyphens=False, break_long_words=False)
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
 
 
 def did_you_mean(flag: str, known: Iterable[str]) -> str:

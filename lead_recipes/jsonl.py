@@ -2,6 +2,7 @@
 a ValueError naming `origin:lineno`. No shape checks, no torn-line tolerance (that is `evaluation.store`); standard
 library only, since `evaluation` imports it.
 """
+
 from __future__ import annotations
 
 import json

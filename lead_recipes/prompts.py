@@ -3,15 +3,18 @@
 user turn; `fill_template` inserts it the same way for both. It does not apply chat templates (the trainer's
 `--data.apply_chat_template` or the eval backend does). See docs/launch.md#lead-recipes-data.
 """
+
 from __future__ import annotations
 
 PROMPT_TEMPLATES = {
     # lighteval's MATH_QUERY_TEMPLATE (Sober Reasoning, arXiv 2504.07086, as LEAD evaluates), its two spaces after
     # "clearly." included.
-    "sober": ("Solve the following math problem efficiently and clearly.  The last line of your response should be "
-              "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
-              "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
-              "problem. Think step by step before answering.\n\n{problem}"),
+    "sober": (
+        "Solve the following math problem efficiently and clearly.  The last line of your response should be "
+        "of the following format: 'Therefore, the final answer is: $\\boxed{{ANSWER}}$. I hope it is "
+        "correct' (without quotes) where ANSWER is just the final number or expression that solves the "
+        "problem. Think step by step before answering.\n\n{problem}"
+    ),
     # DeepScaleR's prompt: LEAD's released training data and GRPO-LEAD's code (github.com/aeroplanepaper/GRPO-LEAD)
     # train and evaluate with it.
     "deepscaler": "{problem} Let's think step by step and output the final answer within \\boxed{{}}.",
@@ -30,8 +33,10 @@ def resolve_template(name_or_text: str) -> tuple[str, str]:
         return name_or_text, PROMPT_TEMPLATES[name_or_text]
     if "{problem}" in name_or_text:
         return "custom", name_or_text
-    raise ValueError(f"--prompt.template must be one of {', '.join(PROMPT_TEMPLATES)} or a template containing "
-                     f"{{problem}}, got {name_or_text!r}")
+    raise ValueError(
+        f"--prompt.template must be one of {', '.join(PROMPT_TEMPLATES)} or a template containing "
+        f"{{problem}}, got {name_or_text!r}"
+    )
 
 
 def fill_template(template: str, problem: str) -> str:

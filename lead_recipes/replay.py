@@ -3,6 +3,7 @@ method and its controller, offline, on a CPU: per-step rewards, advantages and c
 the controller trajectory and a table on stdout, before any GPU hour is spent. Method flags are `lead-recipes
 train`'s `--recipe.*`. It does not train, sample or touch OpenRLHF. See docs/methods.md#replay-lead-recipes-replay.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lead_recipes.flags import add_recipe_flags, recipe_config
-from lead_recipes.jsonl import read_jsonl
 from lead_recipes.help_format import ArgumentParser
+from lead_recipes.jsonl import read_jsonl
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
 
@@ -22,10 +23,12 @@ def _flags(group: dict, key: str, q: int, step: Any, kind, g: int | None) -> lis
     v = group.get(key)
     if v is None:
         return None
-    if not isinstance(v, list) or not all(isinstance(x, kind) and not (kind is not bool and isinstance(x, bool))
-                                          for x in v):
-        raise ValueError(f"step {step}, prompt {q}: {key!r} must be a list of "
-                         f"{'booleans' if kind is bool else 'numbers'}")
+    if not isinstance(v, list) or not all(
+        isinstance(x, kind) and not (kind is not bool and isinstance(x, bool)) for x in v
+    ):
+        raise ValueError(
+            f"step {step}, prompt {q}: {key!r} must be a list of {'booleans' if kind is bool else 'numbers'}"
+        )
     if g is not None and len(v) != g:
         raise ValueError(f"step {step}, prompt {q}: {key!r} has {len(v)} entries, expected G = {g}")
     return v
@@ -34,7 +37,9 @@ def _flags(group: dict, key: str, q: int, step: Any, kind, g: int | None) -> lis
 def batch_from_record(rec: dict, max_new_tokens: int):
     """One input line → RolloutBatch. ValueError names the step and the prompt index on bad input."""
     import torch
+
     from lead_recipes.methods.base import RolloutBatch
+
     step = rec.get("step") if isinstance(rec, dict) else None
     if not isinstance(rec, dict) or isinstance(step, bool) or not isinstance(step, int):
         raise ValueError(f"each line needs an integer 'step' and a 'groups' list, got {str(rec)[:80]!r}")
@@ -65,25 +70,32 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         rows = cols[key]
         return None if any(r is None for r in rows) else torch.tensor(rows, dtype=torch.bool)
 
-    return RolloutBatch(correct=torch.tensor(cols["correct"], dtype=torch.bool),
-                        lengths=torch.tensor(cols["lengths"], dtype=torch.float32),
-                        max_new_tokens=max_new_tokens, truncated=opt("truncated"), repetitive=opt("repetitive"))
+    return RolloutBatch(
+        correct=torch.tensor(cols["correct"], dtype=torch.bool),
+        lengths=torch.tensor(cols["lengths"], dtype=torch.float32),
+        max_new_tokens=max_new_tokens,
+        truncated=opt("truncated"),
+        repetitive=opt("repetitive"),
+    )
 
 
 def length_counter(tokenizer: str | None):
     """(count(text) -> int, unit label). Counts include one EOS token, as the trainer's action mask does."""
     if tokenizer:
         from transformers import AutoTokenizer
+
         tok = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
         return (lambda text: len(tok.encode(text, add_special_tokens=False)) + 1), f"tokens({tokenizer})+EOS"
     return (lambda text: math.ceil(len(text) / 4) + 1), APPROX_LABEL
 
 
-def records_from_rollouts(path: Path, prompts_per_step: int, max_new_tokens: int, tokenizer: str | None,
-                          epochs: int = 1, grader=None) -> tuple[list[dict], str]:
+def records_from_rollouts(
+    path: Path, prompts_per_step: int, max_new_tokens: int, tokenizer: str | None, epochs: int = 1, grader=None
+) -> tuple[list[dict], str]:
     """Grade a rollouts file and chunk its groups into steps. Lengths above the cap count at the cap and are
     marked truncated. Returns (records, length unit label)."""
     from lead_recipes.grading.repetition import is_repetitive
+
     rows = read_jsonl(path)
     count, unit = length_counter(tokenizer)
     items, shape = [], []
@@ -98,20 +110,27 @@ def records_from_rollouts(path: Path, prompts_per_step: int, max_new_tokens: int
         shape.append(texts)
     if grader is None:
         from lead_recipes.grading.grader import get_grader
+
         grader = get_grader()
     grades = iter(grader.grade_many(items))
     groups = []
     for texts in shape:
         lengths = [count(t) for t in texts]
-        groups.append({"correct": [bool(next(grades).correct) for _ in texts],
-                       "lengths": [min(n, max_new_tokens) for n in lengths],
-                       "truncated": [n >= max_new_tokens for n in lengths],
-                       "repetitive": [is_repetitive(t) for t in texts]})
+        groups.append(
+            {
+                "correct": [bool(next(grades).correct) for _ in texts],
+                "lengths": [min(n, max_new_tokens) for n in lengths],
+                "truncated": [n >= max_new_tokens for n in lengths],
+                "repetitive": [is_repetitive(t) for t in texts],
+            }
+        )
     n = len(groups)
     groups = groups * epochs
     # a step that mixes the end of one pass and the start of the next counts in the earlier epoch
-    records = [{"step": s, "epoch": i // n + 1, "length_unit": unit, "groups": groups[i:i + prompts_per_step]}
-               for s, i in enumerate(range(0, len(groups), prompts_per_step), 1)]
+    records = [
+        {"step": s, "epoch": i // n + 1, "length_unit": unit, "groups": groups[i : i + prompts_per_step]}
+        for s, i in enumerate(range(0, len(groups), prompts_per_step), 1)
+    ]
     return records, unit
 
 
@@ -138,9 +157,16 @@ def replay(records: Iterable[dict], method, max_new_tokens: int) -> list[dict]:
         epoch = rec.get("epoch")
         if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
             raise ValueError(f"step {rec['step']}: 'epoch' must be an integer, got {epoch!r}")
-        out.append({"step": rec["step"], **({"epoch": epoch} if epoch is not None else {}),
-                    "rewards": res.rewards.tolist(), "advantages": res.advantages.tolist(),
-                    "controller": method.state_dict() or {}, "stats": res.stats})
+        out.append(
+            {
+                "step": rec["step"],
+                **({"epoch": epoch} if epoch is not None else {}),
+                "rewards": res.rewards.tolist(),
+                "advantages": res.advantages.tolist(),
+                "controller": method.state_dict() or {},
+                "stats": res.stats,
+            }
+        )
     return out
 
 
@@ -176,16 +202,21 @@ def lambda_floors(keys: list[str], config) -> dict[str, float]:
 
 def epoch_boundaries(lines: list[dict]) -> list[float]:
     """x positions between the last step of an epoch and the first of the next (none when no step has an epoch)."""
-    return [b["step"] - 0.5 for a, b in zip(lines, lines[1:])
-            if a.get("epoch") is not None and b.get("epoch") is not None and a["epoch"] != b["epoch"]]
+    return [
+        b["step"] - 0.5
+        for a, b in zip(lines, lines[1:])
+        if a.get("epoch") is not None and b.get("epoch") is not None and a["epoch"] != b["epoch"]
+    ]
 
 
 def replay_figure(lines: list[dict], config, title: str, unit: str):
     """Three panels sharing the step axis: controller state (with λ floors), accuracy and mean shaped reward, mean
     length (with the target lengths). Epoch boundaries are dotted vertical lines on every panel."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     steps = [ln["step"] for ln in lines]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(7, 8.5), sharex=True)
     keys = _plot_keys(lines)
@@ -195,8 +226,9 @@ def replay_figure(lines: list[dict], config, title: str, unit: str):
         ax1.axhline(floor, linestyle="--", linewidth=1, color="gray", label=f"{k} floor {floor:g}")
     for i, x in enumerate(epoch_boundaries(lines)):
         for ax in (ax1, ax2, ax3):
-            ax.axvline(x, linestyle=":", color="black", linewidth=1,
-                       label="epoch starts" if i == 0 and ax is ax1 else None)
+            ax.axvline(
+                x, linestyle=":", color="black", linewidth=1, label="epoch starts" if i == 0 and ax is ax1 else None
+            )
     if keys:
         ax1.legend(fontsize=8)
     else:
@@ -209,8 +241,13 @@ def replay_figure(lines: list[dict], config, title: str, unit: str):
     ax3.plot(steps, [ln["stats"]["mean_length"] for ln in lines], marker=".", label="mean length")
     for label, vals in length_targets(lines, config).items():
         ax3.plot(steps, vals, linestyle="--", label=label)
-    ax3.set_ylabel("length (approx. tokens)" if unit == APPROX_LABEL else
-                   "length (tokens)" if unit.startswith("tokens(") else f"length ({unit[:24]})")
+    ax3.set_ylabel(
+        "length (approx. tokens)"
+        if unit == APPROX_LABEL
+        else "length (tokens)"
+        if unit.startswith("tokens(")
+        else f"length ({unit[:24]})"
+    )
     ax3.set_xlabel("step")
     ax3.legend(fontsize=8)
     fig.tight_layout()
@@ -219,6 +256,7 @@ def replay_figure(lines: list[dict], config, title: str, unit: str):
 
 def write_plot(lines: list[dict], path: Path, title: str, config, unit: str) -> None:
     import matplotlib.pyplot as plt
+
     fig = replay_figure(lines, config, title, unit)
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -231,33 +269,70 @@ def format_table(lines: list[dict]) -> str:
     for ln in lines:
         adv = [a for row in ln["advantages"] for a in row]
         s = ln["stats"]
-        rows.append([str(ln["step"]), str(len(ln["advantages"])), f"{s['accuracy']:.3f}", f"{s['mean_length']:.0f}",
-                     f"{sum(a > 0 for a in adv) / len(adv):.2f}"] + [f"{ln['controller'][k]:.4f}" for k in keys])
+        rows.append(
+            [
+                str(ln["step"]),
+                str(len(ln["advantages"])),
+                f"{s['accuracy']:.3f}",
+                f"{s['mean_length']:.0f}",
+                f"{sum(a > 0 for a in adv) / len(adv):.2f}",
+            ]
+            + [f"{ln['controller'][k]:.4f}" for k in keys]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 
 
 def main(argv: list[str]) -> int:
-    p = ArgumentParser(prog="lead-recipes replay",
-                       description="Replay logged rollout statistics through a method and its controller.")
+    p = ArgumentParser(
+        prog="lead-recipes replay", description="Replay logged rollout statistics through a method and its controller."
+    )
     p.add_argument("input", nargs="?", help="input JSONL, one line per step (docs/methods.md)")
     p.add_argument("--output", required=True, help="output JSONL, one line per step")
     r = p.add_argument_group("replay")
-    r.add_argument("--replay.from_rollouts", dest="from_rollouts", metavar="FILE",
-                   help="build the input from a rollouts JSONL with responses")
-    r.add_argument("--replay.tokenizer", dest="tokenizer", metavar="PATH",
-                   help="local HF tokenizer for lengths (default: chars/4 approx.)")
-    r.add_argument("--replay.prompts_per_step", dest="prompts_per_step", type=int, default=16,
-                   help="groups per step with --replay.from_rollouts")
-    r.add_argument("--replay.epochs", dest="epochs", type=int, default=1,
-                   help="passes over the rollouts with --replay.from_rollouts")
-    r.add_argument("--replay.write_input", dest="write_input", metavar="FILE",
-                   help="also save the built input JSONL (--replay.from_rollouts)")
-    r.add_argument("--replay.plot", dest="plot", metavar="PNG",
-                   help="PNG of the controller trajectory (default: OUTPUT with .png)")
+    r.add_argument(
+        "--replay.from_rollouts",
+        dest="from_rollouts",
+        metavar="FILE",
+        help="build the input from a rollouts JSONL with responses",
+    )
+    r.add_argument(
+        "--replay.tokenizer",
+        dest="tokenizer",
+        metavar="PATH",
+        help="local HF tokenizer for lengths (default: chars/4 approx.)",
+    )
+    r.add_argument(
+        "--replay.prompts_per_step",
+        dest="prompts_per_step",
+        type=int,
+        default=16,
+        help="groups per step with --replay.from_rollouts",
+    )
+    r.add_argument(
+        "--replay.epochs",
+        dest="epochs",
+        type=int,
+        default=1,
+        help="passes over the rollouts with --replay.from_rollouts",
+    )
+    r.add_argument(
+        "--replay.write_input",
+        dest="write_input",
+        metavar="FILE",
+        help="also save the built input JSONL (--replay.from_rollouts)",
+    )
+    r.add_argument(
+        "--replay.plot", dest="plot", metavar="PNG", help="PNG of the controller trajectory (default: OUTPUT with .png)"
+    )
     ro = p.add_argument_group("rollout")
-    ro.add_argument("--rollout.max_new_tokens", dest="max_new_tokens", type=int, default=4000,
-                    help="rollout cap (LEAD B_max); default 4000")
+    ro.add_argument(
+        "--rollout.max_new_tokens",
+        dest="max_new_tokens",
+        type=int,
+        default=4000,
+        help="rollout cap (LEAD B_max); default 4000",
+    )
     add_recipe_flags(p)
     args = p.parse_args(argv)
     if bool(args.input) == bool(args.from_rollouts):
@@ -266,11 +341,13 @@ def main(argv: list[str]) -> int:
         p.error("--replay.prompts_per_step, --replay.epochs and --rollout.max_new_tokens must be ≥ 1")
     try:
         from lead_recipes.methods import build_method
+
         config = recipe_config(args)
         method = build_method(config)
         if args.from_rollouts:
-            records, unit = records_from_rollouts(Path(args.from_rollouts), args.prompts_per_step,
-                                                  args.max_new_tokens, args.tokenizer, args.epochs)
+            records, unit = records_from_rollouts(
+                Path(args.from_rollouts), args.prompts_per_step, args.max_new_tokens, args.tokenizer, args.epochs
+            )
             if args.write_input:
                 Path(args.write_input).write_text("".join(json.dumps(r) + "\n" for r in records))
         else:

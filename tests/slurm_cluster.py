@@ -1,11 +1,13 @@
 """A real single-node Slurm for tests (Debian slurm-wlm; CONTRIBUTING.md says how to install it): munge + slurmctld +
 slurmd with a temporary SLURM_CONF and state directory, proctrack/linuxproc + task/affinity (each task is bound to the
 cores Slurm gave its job, as on a real cluster; the cgroup plugins fail silently on this kind of machine, so memory
-is not enforced), and `gpus` fake GPUs per node (gres/gpu over character devices that behave like /dev/null: Slurm sets CUDA_VISIBLE_DEVICES as for
+is not enforced), and `gpus` fake GPUs per node (gres/gpu over character devices that behave like /dev/null: Slurm
+sets CUDA_VISIBLE_DEVICES as for
 real ones; nothing can run on them). Everything started here is stopped by PID in `stop()`.
 
 It does not install Slurm (launchers/bootstrap.sh does); `missing()` says what is absent so tests can skip.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,15 +67,35 @@ class SlurmCluster:
             (s / d).mkdir(parents=True, exist_ok=True)
         per_node = "" if self.nodes == 1 else "-%n"
         lines = [
-            "ClusterName=leadtest", "SlurmctldHost=localhost", "AuthType=auth/munge", "CredType=cred/munge",
-            "SlurmUser=root", "SlurmdUser=root", f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
-            f"StateSaveLocation={s}/state", f"SlurmdSpoolDir={s}/spool{per_node}",
-            f"SlurmctldPidFile={s}/slurmctld.pid", f"SlurmdPidFile={s}/slurmd{per_node}.pid",
-            f"SlurmctldLogFile={s}/slurmctld.log", f"SlurmdLogFile={s}/slurmd{per_node}.log",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity", "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none", "SchedulerType=sched/backfill",
-            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
-            "SlurmctldTimeout=30", "SlurmdTimeout=30", "MinJobAge=600", "KillWait=10"]
+            "ClusterName=leadtest",
+            "SlurmctldHost=localhost",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            f"StateSaveLocation={s}/state",
+            f"SlurmdSpoolDir={s}/spool{per_node}",
+            f"SlurmctldPidFile={s}/slurmctld.pid",
+            f"SlurmdPidFile={s}/slurmd{per_node}.pid",
+            f"SlurmctldLogFile={s}/slurmctld.log",
+            f"SlurmdLogFile={s}/slurmd{per_node}.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/affinity",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SlurmctldTimeout=30",
+            "SlurmdTimeout=30",
+            "MinJobAge=600",
+            "KillWait=10",
+        ]
         gres = ""
         if self.gpus:
             devices = [s / f"fake-gpu{i}" for i in range(self.gpus)]
@@ -86,15 +108,22 @@ class SlurmCluster:
         if self.nodes == 1:
             lines.append(f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=4000{gres} State=UNKNOWN")
         else:
-            lines += [f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} CPUs={self.cpus} "
-                      f"RealMemory=4000{gres} State=UNKNOWN" for n in self.names]
+            lines += [
+                f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} CPUs={self.cpus} "
+                f"RealMemory=4000{gres} State=UNKNOWN"
+                for n in self.names
+            ]
         # Preemption with a grace time: an `urgent` job takes the nodes of `debug` jobs; Slurm sends SIGTERM to the
         # preempted job's steps at once and requeues it after GraceTime (sched_interval: preempt within seconds).
         nodes = ",".join(self.names)
-        lines += ["PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE", "SchedulerParameters=sched_interval=5",
-                  f"PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 "
-                  "GraceTime=45",
-                  f"PartitionName=urgent Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF", ""]
+        lines += [
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=REQUEUE",
+            "SchedulerParameters=sched_interval=5",
+            f"PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=45",
+            f"PartitionName=urgent Nodes={nodes} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF",
+            "",
+        ]
         self.conf.write_text("\n".join(lines))
 
     def _munge_ok(self) -> bool:
@@ -125,8 +154,7 @@ class SlurmCluster:
         return int(path.read_text().strip())
 
     def _node_idle(self) -> bool:
-        out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
-                             text=True)
+        out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True)
         states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
         for name, state in states.items():
             if state.startswith("drain"):  # saved state can keep a drain across restarts
@@ -135,11 +163,14 @@ class SlurmCluster:
 
     def wait_idle(self, timeout: float = 60.0) -> None:
         """Until every node is idle (a requeued job's previous run has fully left its nodes)."""
+
         def idle() -> bool:
-            out = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
-                                 text=True).stdout.splitlines()   # a node is listed once per partition
+            out = subprocess.run(
+                [which("sinfo"), "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True
+            ).stdout.splitlines()  # a node is listed once per partition
             states = dict(line.split() for line in out if line.strip())
             return len(states) == self.nodes and all(state == "idle" for state in states.values())
+
         self._wait(idle, timeout, "all nodes idle")
 
     @staticmethod
@@ -151,20 +182,23 @@ class SlurmCluster:
             time.sleep(0.2)
 
     def scontrol(self, *args: str) -> str:
-        return subprocess.run([which("scontrol"), *args], env=self.env, capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            [which("scontrol"), *args], env=self.env, capture_output=True, text=True, check=True
+        ).stdout
 
     def sbatch(self, *args: str, cwd: Path | None = None) -> str:
-        out = subprocess.run([which("sbatch"), "--parsable", *args], env=self.env, capture_output=True, text=True,
-                             cwd=cwd)
+        out = subprocess.run(
+            [which("sbatch"), "--parsable", *args], env=self.env, capture_output=True, text=True, cwd=cwd
+        )
         if out.returncode != 0:
             raise RuntimeError(f"sbatch failed: {out.stderr}")
         return out.stdout.strip().split(";")[0]
 
     def job(self, job_id: str) -> dict[str, str]:
         """`scontrol show job` as a dict (JobState, RestartCnt, ExitCode, ...)."""
-        out = subprocess.run([which("scontrol"), "-o", "show", "job", job_id], env=self.env, capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            [which("scontrol"), "-o", "show", "job", job_id], env=self.env, capture_output=True, text=True
+        ).stdout
         fields = {}
         for token in out.split():
             key, _, value = token.partition("=")
@@ -194,8 +228,18 @@ class SlurmCluster:
         # whatever of this cluster's jobs is left.
         subprocess.run([which("scancel"), "--full", "--user=root"], env=self.env, capture_output=True)
         try:
-            self._wait(lambda: not subprocess.run([which("squeue"), "-h", "-t", "running,completing"],
-                                                  env=self.env, capture_output=True, text=True).stdout.strip(), 30, "")
+            self._wait(
+                lambda: (
+                    not subprocess.run(
+                        [which("squeue"), "-h", "-t", "running,completing"],
+                        env=self.env,
+                        capture_output=True,
+                        text=True,
+                    ).stdout.strip()
+                ),
+                30,
+                "",
+            )
         except TimeoutError:
             pass
         for pid in reversed(self._pids):

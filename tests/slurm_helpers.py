@@ -7,6 +7,7 @@ their cores (task/affinity). The stand-in trainer replaces `lead-recipes train` 
 GPU): it honours the checkpoint-request handshake as RecipeTrainer does and reports its environment; `lead-recipes
 serve` passes through to the real command. It does not start Ray itself; with `--ray-probe` it joins the job's Ray.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,9 @@ import time
 from pathlib import Path
 
 import pytest
+from slurm_cluster import SlurmCluster, missing, which
 
 from lead_recipes.recipes.recipe import load_recipe
-from slurm_cluster import SlurmCluster, missing, which
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_SBATCH = ROOT / "slurm" / "train.sbatch"
@@ -71,8 +72,9 @@ def leftovers(slurm, job: str, port: int | None = None) -> list[str]:
     found = []
     for line in ps:
         pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
-        if stat.startswith("Z") or not (ray_tmp.search(args) or (port and f"--serve.port {port} " in args
-                                                                         and " serve " in args)):
+        if stat.startswith("Z") or not (
+            ray_tmp.search(args) or (port and f"--serve.port {port} " in args and " serve " in args)
+        ):
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
@@ -100,7 +102,8 @@ def release_requeued(slurm, job: str, restarts: int = 1) -> None:
 
 
 # Stands in for `lead-recipes train` inside the job. It honours a checkpoint request as RecipeTrainer does
-# (tests/test_openrlhf_plugin.py tests that one): same request path (lead_recipes.training.preemption.save_request_path), polled at each
+# (tests/test_openrlhf_plugin.py tests that one): same request path
+# (lead_recipes.training.preemption.save_request_path), polled at each
 # "step boundary"; on a request it writes the checkpoint tag, the saved marker, consumes the request and exits
 # PREEMPTED_EXIT. It first prints what it sees of its environment ("stand-in env: {json}").
 #   --ignore-requests  never answers a request (and does not stop on --ckpt.load_enable)
@@ -164,24 +167,46 @@ sys.exit(1)
 def stand_in_trainer(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / "lead-recipes"   # the script recognises `lead-recipes train` by name
+    fake = bin_dir / "lead-recipes"  # the script recognises `lead-recipes train` by name
     fake.write_text(STAND_IN_TRAINER.format(python=sys.executable, real=str(VENV_BIN / "lead-recipes")))
     fake.chmod(0o755)
     return fake
 
 
-def submit_stand_in(slurm, run_dir: Path, fake: Path, *train_args: str, sbatch: tuple[str, ...] = (),
-                    script: tuple[str, ...] = ("--no-slurm.ray_enable", "--slurm.reward_placement", "none"), save_timeout: int | None = 60,
-                    env: dict | None = None, preexec_fn=None, ckpt_equals: bool = False) -> str:
+def submit_stand_in(
+    slurm,
+    run_dir: Path,
+    fake: Path,
+    *train_args: str,
+    sbatch: tuple[str, ...] = (),
+    script: tuple[str, ...] = ("--no-slurm.ray_enable", "--slurm.reward_placement", "none"),
+    save_timeout: int | None = 60,
+    env: dict | None = None,
+    preexec_fn=None,
+    ckpt_equals: bool = False,
+) -> str:
     """sbatch train.sbatch by hand (no launcher) with the stand-in as the training command; output <run>/slurm/%j.out"""
     (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
-    argv = [which("sbatch"), "--parsable", "--nodes=1", f"--output={run_dir}/slurm/%j.out", *sbatch,
-            str(TRAIN_SBATCH), *script, "--run.dir", str(run_dir),
-            *(["--slurm.save_timeout", str(save_timeout)] if save_timeout is not None else []), "--",
-            str(fake), "train", *([f"--ckpt.path={run_dir / 'ckpt'}"] if ckpt_equals
-                                  else ["--ckpt.path", str(run_dir / "ckpt")]), *train_args]
-    out = subprocess.run(argv, env={**slurm.env, **(env or {})}, capture_output=True, text=True, cwd=run_dir,
-                         preexec_fn=preexec_fn)
+    argv = [
+        which("sbatch"),
+        "--parsable",
+        "--nodes=1",
+        f"--output={run_dir}/slurm/%j.out",
+        *sbatch,
+        str(TRAIN_SBATCH),
+        *script,
+        "--run.dir",
+        str(run_dir),
+        *(["--slurm.save_timeout", str(save_timeout)] if save_timeout is not None else []),
+        "--",
+        str(fake),
+        "train",
+        *([f"--ckpt.path={run_dir / 'ckpt'}"] if ckpt_equals else ["--ckpt.path", str(run_dir / "ckpt")]),
+        *train_args,
+    ]
+    out = subprocess.run(
+        argv, env={**slurm.env, **(env or {})}, capture_output=True, text=True, cwd=run_dir, preexec_fn=preexec_fn
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().split(";")[0]
 
@@ -199,9 +224,27 @@ def train_log(run_dir: Path, job: str, run: int = 0) -> str:
 # ---------------------------------------------------------- through `lead-recipes launch --launch.target slurm`
 def submit(slurm, run_dir: Path, *extra: str) -> str:
     env = {**slurm.env, "LEAD_RECIPES_RUN_DIR": str(run_dir), "LEAD_RECIPES_DATA": str(run_dir / "data")}
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target",
-                           "slurm", "--slurm.gpus_per_node", "0", "--launch.train_mode", "dry_run", *extra],
-                          capture_output=True, text=True, env=env, cwd=run_dir.parent, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "launch",
+            "lead-1.5b",
+            "--launch.target",
+            "slurm",
+            "--slurm.gpus_per_node",
+            "0",
+            "--launch.train_mode",
+            "dry_run",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=run_dir.parent,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return (run_dir / "slurm" / "last_job_id").read_text().strip()
 
@@ -214,7 +257,7 @@ def expected_command(run_dir: Path, *tail: str) -> list[str]:
     old = {k: os.environ.get(k) for k in ("LEAD_RECIPES_RUN_DIR", "LEAD_RECIPES_DATA")}
     os.environ.update(LEAD_RECIPES_RUN_DIR=str(run_dir), LEAD_RECIPES_DATA=str(run_dir / "data"))
     try:
-        argv = load_recipe("lead-1.5b").command()[2:]   # what the launcher renders after `lead-recipes train`
+        argv = load_recipe("lead-1.5b").command()[2:]  # what the launcher renders after `lead-recipes train`
     finally:
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.update({k: v})

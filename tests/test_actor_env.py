@@ -1,6 +1,8 @@
-"""lead_recipes.training.actor_env: the driver's LEAD_RECIPES_* / WANDB_* variables reach Ray actors of a cluster started
+"""lead_recipes.training.actor_env: the driver's LEAD_RECIPES_* / WANDB_* variables reach Ray actors of a cluster
+started
 without them (as a Slurm job starts Ray before it exports WANDB_RUN_ID), the W&B key never travels, the caller's own
 runtime_env values win, and a Ray initialised beforehand without them is refused."""
+
 from __future__ import annotations
 
 import json
@@ -25,13 +27,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_forwarded_vars_are_ours_and_wandb_but_never_the_api_key():
-    env = {"LEAD_RECIPES_GRADE_TIMEOUT_S": "7", "WANDB_RUN_ID": "abc", "WANDB_API_KEY": "secret", "PATH": "/bin",
-           "XLEAD_RECIPES_X": "1"}
+    env = {
+        "LEAD_RECIPES_GRADE_TIMEOUT_S": "7",
+        "WANDB_RUN_ID": "abc",
+        "WANDB_API_KEY": "secret",
+        "PATH": "/bin",
+        "XLEAD_RECIPES_X": "1",
+    }
     assert actor_env.forwarded_vars(env) == {"LEAD_RECIPES_GRADE_TIMEOUT_S": "7", "WANDB_RUN_ID": "abc"}
 
 
 def test_ray_init_inside_gets_the_variables_and_the_callers_values_win(monkeypatch):
     import ray
+
     calls = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda *a, **k: calls.append(k))
@@ -39,18 +47,26 @@ def test_ray_init_inside_gets_the_variables_and_the_callers_values_win(monkeypat
     with actor_env.forward_env_to_actors({"LEAD_RECIPES_A": "1", "WANDB_RUN_ID": "mine"}):
         ray.init(runtime_env={"env_vars": {"WANDB_RUN_ID": "explicit", "NCCL_DEBUG": "WARN"}, "pip": []})
     assert ray.init is original  # restored
-    assert calls == [{"runtime_env": {"env_vars": {"LEAD_RECIPES_A": "1", "WANDB_RUN_ID": "explicit",
-                                                   "NCCL_DEBUG": "WARN"}, "pip": []}}]
+    assert calls == [
+        {
+            "runtime_env": {
+                "env_vars": {"LEAD_RECIPES_A": "1", "WANDB_RUN_ID": "explicit", "NCCL_DEBUG": "WARN"},
+                "pip": [],
+            }
+        }
+    ]
 
 
 def test_the_ray_init_wrapper_pickles():
     import ray
+
     wrapper = actor_env.RayInitWithEnv(ray.init, {"LEAD_RECIPES_A": "1"})
     assert pickle.loads(pickle.dumps(wrapper)).env == {"LEAD_RECIPES_A": "1"}
 
 
 def test_a_ray_initialised_before_without_the_variables_is_refused_naming_them(monkeypatch):
     import ray
+
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     context = SimpleNamespace(runtime_env={"env_vars": {"LEAD_RECIPES_A": "1"}})
     monkeypatch.setattr(ray, "get_runtime_context", lambda: context)
@@ -70,8 +86,11 @@ def _free_port() -> int:
 
 
 def _clean_env() -> dict:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("LEAD_RECIPES_", "WANDB_", "RAY_ADDRESS")) and k != "PYTHONPATH"}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LEAD_RECIPES_", "WANDB_", "RAY_ADDRESS")) and k != "PYTHONPATH"
+    }
 
 
 class _Cluster:
@@ -84,17 +103,42 @@ class _Cluster:
         self.port = _free_port()
         lo = 30000 + (os.getpid() % 200) * 100
         env = {**_clean_env(), "ACTOR_ENV_TEST": self.tag, "RAY_USAGE_STATS_ENABLED": "0"}
-        cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--num-cpus", "2",
-               "--num-gpus", "0", "--temp-dir", self.temp, "--port", str(self.port), "--include-dashboard=false",
-               "--node-ip-address", "127.0.0.1", "--ray-client-server-port", str(_free_port()),
-               "--dashboard-agent-listen-port", str(_free_port()), "--min-worker-port", str(lo),
-               "--max-worker-port", str(lo + 99), "--disable-usage-stats"]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--head",
+            "--block",
+            "--num-cpus",
+            "2",
+            "--num-gpus",
+            "0",
+            "--temp-dir",
+            self.temp,
+            "--port",
+            str(self.port),
+            "--include-dashboard=false",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--ray-client-server-port",
+            str(_free_port()),
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--min-worker-port",
+            str(lo),
+            "--max-worker-port",
+            str(lo + 99),
+            "--disable-usage-stats",
+        ]
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         self.address = f"127.0.0.1:{self.port}"
 
     def pids(self) -> set[int]:
         import psutil
+
         found = set()
         try:
             found |= {self.proc.pid} | {c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)}
@@ -113,6 +157,7 @@ class _Cluster:
 
     def stop(self) -> None:
         import psutil
+
         for sig in (signal.SIGTERM, signal.SIGKILL):
             pids = self.pids()
             for pid in pids:
@@ -146,16 +191,28 @@ print("ENV " + json.dumps(ray.get(Probe.remote().env.remote())))
 @pytest.mark.timeout(420)
 def test_variables_exported_after_ray_start_reach_a_real_actor_and_the_key_does_not():
     cluster = _Cluster()
-    env = {**_clean_env(), "RAY_ADDRESS": cluster.address, "PYTHONPATH": str(ROOT),
-           "LEAD_RECIPES_GRADE_TIMEOUT_S": "7.5", "LEAD_RECIPES_REWARD_URLS": "http://h:1/get_reward",
-           "WANDB_RUN_ID": "run-abc", "WANDB_API_KEY": "secret-key-123"}
+    env = {
+        **_clean_env(),
+        "RAY_ADDRESS": cluster.address,
+        "PYTHONPATH": str(ROOT),
+        "LEAD_RECIPES_GRADE_TIMEOUT_S": "7.5",
+        "LEAD_RECIPES_REWARD_URLS": "http://h:1/get_reward",
+        "WANDB_RUN_ID": "run-abc",
+        "WANDB_API_KEY": "secret-key-123",
+    }
     seen = {}
     try:
         deadline = time.monotonic() + 240
         for mode in ("plain", "forward"):
             while True:  # the head may still be starting
-                out = subprocess.run([sys.executable, "-c", _DRIVER, mode], env=env, cwd=ROOT, capture_output=True,
-                                     text=True, timeout=240)
+                out = subprocess.run(
+                    [sys.executable, "-c", _DRIVER, mode],
+                    env=env,
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=240,
+                )
                 if out.returncode == 0 or time.monotonic() > deadline:
                     break
                 time.sleep(2)
@@ -164,5 +221,9 @@ def test_variables_exported_after_ray_start_reach_a_real_actor_and_the_key_does_
     finally:
         cluster.stop()
     assert set(seen["plain"].values()) == {None}  # the defect: nothing reached the actor
-    assert seen["forward"] == {"LEAD_RECIPES_GRADE_TIMEOUT_S": "7.5", "LEAD_RECIPES_REWARD_URLS": "http://h:1/get_reward",
-                               "WANDB_RUN_ID": "run-abc", "WANDB_API_KEY": None}
+    assert seen["forward"] == {
+        "LEAD_RECIPES_GRADE_TIMEOUT_S": "7.5",
+        "LEAD_RECIPES_REWARD_URLS": "http://h:1/get_reward",
+        "WANDB_RUN_ID": "run-abc",
+        "WANDB_API_KEY": None,
+    }

@@ -1,6 +1,7 @@
 """Answer forms a careful human accepts and plain math-verify does not (lead_recipes.grading.forms): one property per
 test, then the reverse property for every form — the same form holding a perturbed value stays wrong (hypothesis).
 Verdicts come from the real math-verify (in this process for the property tests, in the pool for the wiring test)."""
+
 from __future__ import annotations
 
 import logging
@@ -9,9 +10,9 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lead_recipes.grading.forms import align_forms
 from lead_recipes.grading.answers import normalize_answer
 from lead_recipes.grading.compare import prepare
+from lead_recipes.grading.forms import align_forms
 from lead_recipes.grading.grader import Grader
 from lead_recipes.grading.worker import _judge
 
@@ -117,8 +118,14 @@ def test_units_words_percent_and_currency_are_read():
 
 
 def test_the_grader_applies_the_rewrites():
-    pairs = [("9, 2", "T(4)=9, T(5)=2"), ("(0,4)", r"\{x \mid 0<x<4\}"), ("(1,-2)", r"\begin{pmatrix}1\\-2\end{pmatrix}"),
-             ("g(x)=x^2+1", "g(t)=t^2+1"), (r"30^\circ 15'", r"30.25^\circ"), (r"\text{B,C}", "B, C")]
+    pairs = [
+        ("9, 2", "T(4)=9, T(5)=2"),
+        ("(0,4)", r"\{x \mid 0<x<4\}"),
+        ("(1,-2)", r"\begin{pmatrix}1\\-2\end{pmatrix}"),
+        ("g(x)=x^2+1", "g(t)=t^2+1"),
+        (r"30^\circ 15'", r"30.25^\circ"),
+        (r"\text{B,C}", "B, C"),
+    ]
     with Grader(timeout_s=2.0, workers=1) as g:
         assert [x.status for x in g.grade_many([(a, None, b) for a, b in pairs])] == ["correct"] * len(pairs)
 
@@ -128,15 +135,30 @@ def test_unreadable_forms_are_left_unchanged():
         assert align_forms(*pair) == pair
 
 
-# ------------------------------------------------------------------------------------------------ a wrong value stays wrong
+# ---------------------------------------------------------------------------------------- a wrong value stays wrong
 ints = st.integers(-50, 50)
 nonzero = st.integers(-9, 9).filter(bool)
 
 
 def _forms(draw, wrong: bool) -> tuple[str, str]:
     """(gold in one form, answer in another form), the answer's value perturbed when `wrong`."""
-    kind = draw(st.sampled_from(["text_list", "labels", "function", "interval", "setbuilder", "vector", "dms",
-                                 "tuple_order", "spelling", "qualifier", "bold"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "text_list",
+                "labels",
+                "function",
+                "interval",
+                "setbuilder",
+                "vector",
+                "dms",
+                "tuple_order",
+                "spelling",
+                "qualifier",
+                "bold",
+            ]
+        )
+    )
     d = draw(nonzero) if wrong else 0
     if kind == "text_list":
         letters = draw(st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=3, unique=True))
@@ -207,7 +229,15 @@ def test_every_form_with_a_perturbed_value_stays_wrong(pair):
 
 
 _ATOMS = list(r"\{}()[]$=<>,.;:^_ -+0123456789xyABabcdefghilmnoprstq'|&") + [
-    "\\le", "\\text{", "\\begin{pmatrix}", "\\end{pmatrix}", "\\mid", "\\circ", "\\\\", "\\mathbf{"]
+    "\\le",
+    "\\text{",
+    "\\begin{pmatrix}",
+    "\\end{pmatrix}",
+    "\\mid",
+    "\\circ",
+    "\\\\",
+    "\\mathbf{",
+]
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,6 +1,7 @@
 """Every `lead-recipes` command's --help shows each flag's default, wraps without splitting recipe names at hyphens,
 and `lead-recipes --version` prints the installed version; every command refuses an unknown or abbreviated flag,
 naming the closest real one. The parsers are the real ones, caught as each command formats its help or parses."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,16 @@ def _parsers_formatted_by(command: str, argv: list[str], monkeypatch) -> list[ar
     return seen
 
 
-HELP_ARGVS = [("train", ["--help"]), ("launch", ["--help"]), ("data", ["build", "--help"]),
-              ("data", ["curriculum", "--help"]), ("grade", ["--help"]), ("serve", ["--help"]),
-              ("replay", ["--help"]), ("eval", ["--help"])]
+HELP_ARGVS = [
+    ("train", ["--help"]),
+    ("launch", ["--help"]),
+    ("data", ["build", "--help"]),
+    ("data", ["curriculum", "--help"]),
+    ("grade", ["--help"]),
+    ("serve", ["--help"]),
+    ("replay", ["--help"]),
+    ("eval", ["--help"]),
+]
 
 
 @pytest.mark.parametrize("command,argv", HELP_ARGVS, ids=[" ".join([c, *a]) for c, a in HELP_ARGVS])
@@ -55,7 +63,8 @@ def test_every_flag_with_a_default_shows_it_in_help(command, argv, monkeypatch, 
 
 def test_help_never_splits_a_recipe_name_at_a_hyphen(monkeypatch, capsys):
     from lead_recipes.recipes.recipe import recipe_names
-    monkeypatch.setenv("COLUMNS", "60")    # narrow: plenty of wrapping
+
+    monkeypatch.setenv("COLUMNS", "60")  # narrow: plenty of wrapping
     with pytest.raises(SystemExit):
         importlib.import_module(COMMANDS["launch"][0]).main(["--help"])
     words = set(re.findall(r"[\w.-]+", capsys.readouterr().out))
@@ -63,8 +72,9 @@ def test_help_never_splits_a_recipe_name_at_a_hyphen(monkeypatch, capsys):
 
 
 def test_version_flag_prints_the_installed_version():
-    out = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "--version"], capture_output=True, text=True,
-                         check=True, cwd=ROOT).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-m", "lead_recipes.cli", "--version"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.strip()
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
     assert out == f"lead-recipes {version}"
 
@@ -82,10 +92,26 @@ UNKNOWN_FLAGS = [
     ("train", ["--recipe.name", "none", "--recipe.leash.target_lenght", "3"], "--recipe.leash.target_length"),
     ("train", ["--recipe.name", "none", "--vllm.num_engine", "2"], "--vllm.num_engines"),
     ("launch", ["lead-1.5b", "--launch.targt", "local"], "--launch.target"),
-    ("data", ["build", "--input", "s", "--output", "o", "--data.preset", "jsonl", "--data.problm_key", "q"],
-     "--data.problem_key"),
-    ("data", ["curriculum", "--output", "o", "--curriculum.problems", "p", "--curriculum.dataset", "d",
-              "--curriculum.treshold", "0.5"], "--curriculum.threshold"),
+    (
+        "data",
+        ["build", "--input", "s", "--output", "o", "--data.preset", "jsonl", "--data.problm_key", "q"],
+        "--data.problem_key",
+    ),
+    (
+        "data",
+        [
+            "curriculum",
+            "--output",
+            "o",
+            "--curriculum.problems",
+            "p",
+            "--curriculum.dataset",
+            "d",
+            "--curriculum.treshold",
+            "0.5",
+        ],
+        "--curriculum.threshold",
+    ),
     ("grade", ["--input", "i", "--output", "o", "--grade.extractoin", "boxed"], "--grade.extraction"),
     ("serve", ["--serve.prot", "0"], "--serve.port"),
     ("replay", ["--output", "o", "--replay.epohcs", "2"], "--replay.epochs"),
@@ -101,12 +127,14 @@ def test_an_unknown_flag_fails_naming_the_closest_real_flag_once(command, argv, 
     assert f"(did you mean {closest}?)" in err and err.count("did you mean") == 1
 
 
-ABBREVIATIONS = [("train", ["--recipe.name", "none", "--recipe.lead.aggreg", "min_correct"]),
-                 ("launch", ["lead-1.5b", "--launch.tar", "local"]),
-                 ("data", ["build", "--input", "s", "--output", "o", "--data.preset", "jsonl", "--data.problem", "q"]),
-                 ("grade", ["--input", "i", "--output", "o", "--grade.extr", "boxed"]),
-                 ("replay", ["--output", "o", "--replay.epo", "2"]),
-                 ("eval", ["--eval.backend", "replay", "--output", "o", "--eval.pre", "sober"])]
+ABBREVIATIONS = [
+    ("train", ["--recipe.name", "none", "--recipe.lead.aggreg", "min_correct"]),
+    ("launch", ["lead-1.5b", "--launch.tar", "local"]),
+    ("data", ["build", "--input", "s", "--output", "o", "--data.preset", "jsonl", "--data.problem", "q"]),
+    ("grade", ["--input", "i", "--output", "o", "--grade.extr", "boxed"]),
+    ("replay", ["--output", "o", "--replay.epo", "2"]),
+    ("eval", ["--eval.backend", "replay", "--output", "o", "--eval.pre", "sober"]),
+]
 
 
 @pytest.mark.parametrize("command,argv", ABBREVIATIONS, ids=[f"{c} {a[-2]}" for c, a in ABBREVIATIONS])

@@ -1,5 +1,6 @@
 """Controllers and Method objects: state_dict round trips bit-exactly (k steps + save + load + rest == an
 uninterrupted run, through JSON and through torch.save), and every Method pickles (it crosses Ray boundaries)."""
+
 from __future__ import annotations
 
 import io
@@ -9,11 +10,10 @@ import pickle
 import pytest
 import torch
 
-from lead_recipes.methods.controllers import LeadController, LeashController
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import METHODS
+from lead_recipes.methods.config import METHODS, RecipeConfig
+from lead_recipes.methods.controllers import LeadController, LeashController
 
 RECIPES = {
     "lead": {"method": "lead"},
@@ -88,11 +88,14 @@ def test_methods_pickle_mid_run_and_continue_identically(name):
     assert m.state_dict() == clone.state_dict()
 
 
-@pytest.mark.parametrize("state,match", [
-    ({"w_c": 0.5, "w_l": 0.5, "step": 1, "lambda_c": 0.5}, "lambda_l"),
-    ({"w_c": float("nan"), "w_l": 0.5, "step": 1, "lambda_c": 0.5, "lambda_l": 0.5}, "finite"),
-    ({"w_c": 0.5, "w_l": 0.5, "step": -1, "lambda_c": 0.5, "lambda_l": 0.5}, "step"),
-])
+@pytest.mark.parametrize(
+    "state,match",
+    [
+        ({"w_c": 0.5, "w_l": 0.5, "step": 1, "lambda_c": 0.5}, "lambda_l"),
+        ({"w_c": float("nan"), "w_l": 0.5, "step": 1, "lambda_c": 0.5, "lambda_l": 0.5}, "finite"),
+        ({"w_c": 0.5, "w_l": 0.5, "step": -1, "lambda_c": 0.5, "lambda_l": 0.5}, "step"),
+    ],
+)
 def test_corrupt_lead_state_is_rejected(state, match):
     with pytest.raises(ValueError, match=match):
         LeadController().load_state_dict(state)

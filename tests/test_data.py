@@ -1,6 +1,7 @@
 """`lead-recipes data` on ../shared/data: MATH level 3-5 selection, benchmark de-contamination with a report,
 filters, templates, and the GRPO-LEAD stage-2 curriculum selector on the per-problem records training writes
 (recipe_problems.jsonl); an old flag spelling fails naming the new one."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,20 @@ def run(*argv) -> int:
 def l35(shared_data, tmp_path_factory):
     """math-l35 built once: (rows, report)."""
     out = tmp_path_factory.mktemp("l35") / "l35.jsonl"
-    assert run("build", "--data.preset", "math-l35", "--input", shared_data / "train/math_level3to5.jsonl",
-               "--data.benchmarks_dir", shared_data / "benchmarks", "--output", out) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "math-l35",
+            "--input",
+            shared_data / "train/math_level3to5.jsonl",
+            "--data.benchmarks_dir",
+            shared_data / "benchmarks",
+            "--output",
+            out,
+        )
+        == 0
+    )
     return read(out), json.loads(open(f"{out}.report.json").read())
 
 
@@ -43,8 +56,20 @@ def test_math_level_3_to_5_selects_8521_problems(l35):
 
 def test_math_level_3_to_5_without_cleaning_writes_8521_rows(shared_data, tmp_path):
     out = tmp_path / "raw.jsonl"
-    assert run("build", "--data.preset", "math-l35", "--input", shared_data / "train/math_level3to5.jsonl",
-               "--no-data.dedup_enable", "--no-data.decontaminate_enable", "--output", out) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "math-l35",
+            "--input",
+            shared_data / "train/math_level3to5.jsonl",
+            "--no-data.dedup_enable",
+            "--no-data.decontaminate_enable",
+            "--output",
+            out,
+        )
+        == 0
+    )
     rows = read(out)
     assert len(rows) == 8521 and len({r["id"] for r in rows}) == 8521
 
@@ -71,8 +96,20 @@ def test_duplicates_keep_the_first_occurrence_and_are_reported(l35):
 
 def test_full_math_levels_3_to_5_removes_every_math500_problem_of_those_levels(shared_data, tmp_path):
     out = tmp_path / "math.jsonl"
-    assert run("build", "--data.preset", "math", "--input", shared_data / "train/math_full.jsonl",
-               "--data.benchmarks_dir", shared_data / "benchmarks", "--output", out) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "math",
+            "--input",
+            shared_data / "train/math_full.jsonl",
+            "--data.benchmarks_dir",
+            shared_data / "benchmarks",
+            "--output",
+            out,
+        )
+        == 0
+    )
     report = json.loads(open(f"{out}.report.json").read())
     m500 = [r for r in read(shared_data / "benchmarks/math500.jsonl") if int(r["level"]) in (3, 4, 5)]
     assert report["removed_benchmark_by_name"]["math500"] == len(m500)
@@ -81,28 +118,64 @@ def test_full_math_levels_3_to_5_removes_every_math500_problem_of_those_levels(s
 
 def test_subject_level_and_split_filters_select_exactly_the_matching_rows(shared_data, tmp_path):
     out = tmp_path / "nt.jsonl"
-    assert run("build", "--data.preset", "math", "--input", shared_data / "train/math_full.jsonl",
-               "--filter.levels", "5", "--filter.subjects", "Number Theory", "--filter.split", "train",
-               "--no-data.decontaminate_enable", "--no-data.dedup_enable", "--output", out) == 0
-    expected = [r["id"] for r in read(shared_data / "train/math_full.jsonl")
-                if r["level"] == 5 and r["subject"] == "Number Theory" and r["split"] == "train"]
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "math",
+            "--input",
+            shared_data / "train/math_full.jsonl",
+            "--filter.levels",
+            "5",
+            "--filter.subjects",
+            "Number Theory",
+            "--filter.split",
+            "train",
+            "--no-data.decontaminate_enable",
+            "--no-data.dedup_enable",
+            "--output",
+            out,
+        )
+        == 0
+    )
+    expected = [
+        r["id"]
+        for r in read(shared_data / "train/math_full.jsonl")
+        if r["level"] == 5 and r["subject"] == "Number Theory" and r["split"] == "train"
+    ]
     assert [r["id"] for r in read(out)] == expected
 
 
 def test_deepscaler_difficulty_filter_keeps_only_problems_at_or_above_it(shared_data, tmp_path):
     out = tmp_path / "ds.jsonl"
-    assert run("build", "--data.preset", "deepscaler", "--input", shared_data / "train/grpo_lead_stage2_3.jsonl",
-               "--filter.min_difficulty", 3.5, "--no-data.decontaminate_enable", "--no-data.dedup_enable",
-               "--output", out) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "deepscaler",
+            "--input",
+            shared_data / "train/grpo_lead_stage2_3.jsonl",
+            "--filter.min_difficulty",
+            3.5,
+            "--no-data.decontaminate_enable",
+            "--no-data.dedup_enable",
+            "--output",
+            out,
+        )
+        == 0
+    )
     src = read(shared_data / "train/grpo_lead_stage2_3.jsonl")
     assert len(read(out)) == sum(float(r["difficulty"]) >= 3.5 for r in src) > 0
 
 
-@pytest.mark.parametrize("template, marker", [
-    ("deepscaler", "Let's think step by step and output the final answer within \\boxed{}."),
-    ("r1", "Please reason step by step, and put your final answer within \\boxed{}."),
-    ("sober", "Therefore, the final answer is: $\\boxed{ANSWER}$. I hope it is correct"),
-])
+@pytest.mark.parametrize(
+    "template, marker",
+    [
+        ("deepscaler", "Let's think step by step and output the final answer within \\boxed{}."),
+        ("r1", "Please reason step by step, and put your final answer within \\boxed{}."),
+        ("sober", "Therefore, the final answer is: $\\boxed{ANSWER}$. I hope it is correct"),
+    ],
+)
 def test_paper_templates_wrap_the_problem(template, marker):
     row = data.render({"id": "x", "problem": "What is 1+1?", "answer": "2"}, template, "text", None)
     assert marker in row["prompt"] and "What is 1+1?" in row["prompt"] and row["label"] == "2"
@@ -110,8 +183,20 @@ def test_paper_templates_wrap_the_problem(template, marker):
 
 def test_an_unknown_template_name_is_refused_before_the_source_is_read(tmp_path, capsys):
     out = tmp_path / "o.jsonl"
-    assert run("build", "--data.preset", "jsonl", "--input", tmp_path / "missing.jsonl", "--prompt.template", "leed",
-               "--output", out) == 2
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "jsonl",
+            "--input",
+            tmp_path / "missing.jsonl",
+            "--prompt.template",
+            "leed",
+            "--output",
+            out,
+        )
+        == 2
+    )
     assert "--prompt.template must be one of sober, deepscaler, r1, raw" in capsys.readouterr().err
     assert not out.exists()
 
@@ -128,17 +213,40 @@ def test_normalisation_ignores_typesetting_but_not_operators():
 
 
 def test_field_mapping_error_names_the_missing_field(shared_data, tmp_path, capsys):
-    assert run("build", "--data.preset", "jsonl", "--input", shared_data / "train/deepscaler_aime_1983_2023.jsonl",
-               "--data.problem_key", "question", "--no-data.decontaminate_enable",
-               "--output", tmp_path / "x.jsonl") == 2
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "jsonl",
+            "--input",
+            shared_data / "train/deepscaler_aime_1983_2023.jsonl",
+            "--data.problem_key",
+            "question",
+            "--no-data.decontaminate_enable",
+            "--output",
+            tmp_path / "x.jsonl",
+        )
+        == 2
+    )
     assert "'question'" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
 
 
 def test_malformed_source_line_is_named(tmp_path, capsys):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"problem": "a", "answer": "1"}\n{not json\n')
-    assert run("build", "--data.preset", "jsonl", "--input", src, "--no-data.decontaminate_enable",
-               "--output", tmp_path / "o.jsonl") == 2
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "jsonl",
+            "--input",
+            src,
+            "--no-data.decontaminate_enable",
+            "--output",
+            tmp_path / "o.jsonl",
+        )
+        == 2
+    )
     assert "bad.jsonl:2" in capsys.readouterr().err
 
 
@@ -160,26 +268,56 @@ def records(rows, spec):
     out = []
     for i, steps in spec.items():
         for step, correct, total in steps:
-            out.append({"step": step, "problem": sha1(rows[i]["prompt"])[:16], "prompt_sha1": sha1(rows[i]["prompt"]),
-                        "correct": correct, "total": total, "mean_length": 100.0})
+            out.append(
+                {
+                    "step": step,
+                    "problem": sha1(rows[i]["prompt"])[:16],
+                    "prompt_sha1": sha1(rows[i]["prompt"]),
+                    "correct": correct,
+                    "total": total,
+                    "mean_length": 100.0,
+                }
+            )
     return out
 
 
 def test_curriculum_picks_problems_at_or_below_the_threshold_and_merges(stage1, tmp_path):
     rows, path = stage1
-    recs = records(rows, {0: [(1, 6, 8)],                 # 0.75: kept (<=)
-                          1: [(1, 7, 8)],                 # 0.875: dropped
-                          2: [(1, 4, 8), (2, 8, 8)],      # 12/16 = 0.75 over both steps: kept
-                          3: [(1, 8, 8), (2, 0, 8)],      # 0.5: kept
-                          4: [(1, 0, 8)]})                # 0.0: kept; row 5 has no record: not selected
+    recs = records(
+        rows,
+        {
+            0: [(1, 6, 8)],  # 0.75: kept (<=)
+            1: [(1, 7, 8)],  # 0.875: dropped
+            2: [(1, 4, 8), (2, 8, 8)],  # 12/16 = 0.75 over both steps: kept
+            3: [(1, 8, 8), (2, 0, 8)],  # 0.5: kept
+            4: [(1, 0, 8)],
+        },
+    )  # 0.0: kept; row 5 has no record: not selected
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     extra = tmp_path / "extra.jsonl"
-    extra.write_text(json.dumps({"prompt": "new problem", "label": "3", "problem": "new problem"}) + "\n"
-                     + json.dumps(rows[0]) + "\n")   # a duplicate of a selected problem is not merged twice
+    extra.write_text(
+        json.dumps({"prompt": "new problem", "label": "3", "problem": "new problem"})
+        + "\n"
+        + json.dumps(rows[0])
+        + "\n"
+    )  # a duplicate of a selected problem is not merged twice
     out = tmp_path / "stage2.jsonl"
-    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path,
-               "--curriculum.threshold", 0.75,
-               "--curriculum.merge", extra, "--output", out) == 0
+    assert (
+        run(
+            "curriculum",
+            "--curriculum.problems",
+            tmp_path / "p.jsonl",
+            "--curriculum.dataset",
+            path,
+            "--curriculum.threshold",
+            0.75,
+            "--curriculum.merge",
+            extra,
+            "--output",
+            out,
+        )
+        == 0
+    )
     got = [r.get("id", r["prompt"]) for r in read(out)]
     assert got == [rows[0]["id"], rows[2]["id"], rows[3]["id"], rows[4]["id"], "new problem"]
 
@@ -189,27 +327,61 @@ def test_curriculum_since_step_uses_only_later_records(stage1, tmp_path):
     recs = records(rows, {0: [(1, 0, 8), (5, 8, 8)], 1: [(1, 8, 8), (5, 0, 8)]})
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     out = tmp_path / "s2.jsonl"
-    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path,
-               "--curriculum.since_step", 5,
-               "--output", out) == 0
+    assert (
+        run(
+            "curriculum",
+            "--curriculum.problems",
+            tmp_path / "p.jsonl",
+            "--curriculum.dataset",
+            path,
+            "--curriculum.since_step",
+            5,
+            "--output",
+            out,
+        )
+        == 0
+    )
     assert [r["id"] for r in read(out)] == [rows[1]["id"]]
 
 
 def test_curriculum_without_any_matching_record_is_an_error(stage1, tmp_path, capsys):
     _, path = stage1
-    (tmp_path / "p.jsonl").write_text(json.dumps({"step": 1, "problem": "zz", "prompt_sha1": "0" * 40,
-                                                  "correct": 1, "total": 8, "mean_length": 1.0}) + "\n")
-    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path, "--output",
-               tmp_path / "o") == 2
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"step": 1, "problem": "zz", "prompt_sha1": "0" * 40, "correct": 1, "total": 8, "mean_length": 1.0})
+        + "\n"
+    )
+    assert (
+        run(
+            "curriculum",
+            "--curriculum.problems",
+            tmp_path / "p.jsonl",
+            "--curriculum.dataset",
+            path,
+            "--output",
+            tmp_path / "o",
+        )
+        == 2
+    )
     assert "none of the 6 rows" in capsys.readouterr().err
 
 
 def test_curriculum_rejects_impossible_counts(stage1, tmp_path, capsys):
     _, path = stage1
-    (tmp_path / "p.jsonl").write_text(json.dumps({"step": 1, "problem": "a", "prompt_sha1": "b",
-                                                  "correct": 9, "total": 8, "mean_length": 1.0}) + "\n")
-    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path, "--output",
-               tmp_path / "o") == 2
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"step": 1, "problem": "a", "prompt_sha1": "b", "correct": 9, "total": 8, "mean_length": 1.0}) + "\n"
+    )
+    assert (
+        run(
+            "curriculum",
+            "--curriculum.problems",
+            tmp_path / "p.jsonl",
+            "--curriculum.dataset",
+            path,
+            "--output",
+            tmp_path / "o",
+        )
+        == 2
+    )
     assert "correct=9" in capsys.readouterr().err
 
 
@@ -218,27 +390,67 @@ def test_curriculum_matches_hashes_of_prompts_as_openrlhf_renders_them(stage1, t
     """The trainer hashes the prompt OpenRLHF built (chat template applied); --curriculum.tokenizer reproduces it."""
     from openrlhf.datasets.prompts_dataset import preprocess_data
     from transformers import AutoTokenizer
+
     rows, path = stage1
     tok = AutoTokenizer.from_pretrained(tiny_qwen2)
     rendered = [preprocess_data(r, None, "prompt", "label", tok.apply_chat_template)[0] for r in rows]
-    recs = [{"step": 1, "problem": sha1(p)[:16], "prompt_sha1": sha1(p), "correct": c, "total": 8,
-             "mean_length": 1.0} for p, c in zip(rendered, (8, 2, 8, 8, 1, 8))]
+    recs = [
+        {"step": 1, "problem": sha1(p)[:16], "prompt_sha1": sha1(p), "correct": c, "total": 8, "mean_length": 1.0}
+        for p, c in zip(rendered, (8, 2, 8, 8, 1, 8))
+    ]
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     out = tmp_path / "s2.jsonl"
-    assert run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path,
-               "--curriculum.tokenizer", tiny_qwen2,
-               "--output", out) == 0
+    assert (
+        run(
+            "curriculum",
+            "--curriculum.problems",
+            tmp_path / "p.jsonl",
+            "--curriculum.dataset",
+            path,
+            "--curriculum.tokenizer",
+            tiny_qwen2,
+            "--output",
+            out,
+        )
+        == 0
+    )
     assert [r["id"] for r in read(out)] == [rows[1]["id"], rows[4]["id"]]
 
 
 def test_nested_fields_and_chat_message_problems_are_mapped(tmp_path):
     src = tmp_path / "hub_like.jsonl"
-    src.write_text(json.dumps({"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "2+3?"}],
-                               "reward_model": {"ground_truth": "5"}, "extra_info": {"index": 7}}) + "\n")
+    src.write_text(
+        json.dumps(
+            {
+                "prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "2+3?"}],
+                "reward_model": {"ground_truth": "5"},
+                "extra_info": {"index": 7},
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "o.jsonl"
-    assert run("build", "--data.preset", "jsonl", "--input", src, "--data.problem_key", "prompt", "--data.answer_key",
-               "reward_model.ground_truth", "--data.id_key", "extra_info.index", "--prompt.template", "raw",
-               "--no-data.decontaminate_enable", "--output", out) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "jsonl",
+            "--input",
+            src,
+            "--data.problem_key",
+            "prompt",
+            "--data.answer_key",
+            "reward_model.ground_truth",
+            "--data.id_key",
+            "extra_info.index",
+            "--prompt.template",
+            "raw",
+            "--no-data.decontaminate_enable",
+            "--output",
+            out,
+        )
+        == 0
+    )
     assert [(r["prompt"], r["label"], r["id"]) for r in read(out)] == [("2+3?", "5", "7")]
 
 
@@ -247,15 +459,16 @@ def test_two_stages_cut_from_one_seeded_order_continue_it_and_each_pass_is_a_per
     whole = seeded_rows(rows, 7, 0, 12)
     assert seeded_rows(rows, 7, 0, 4) + seeded_rows(rows, 7, 4, 8) == whole
     assert sorted(r["id"] for r in whole[:5]) == sorted(r["id"] for r in whole[5:10]) == list(range(5))
-    assert whole[:5] != whole[5:10]                    # passes are reshuffled, not repeated
+    assert whole[:5] != whole[5:10]  # passes are reshuffled, not repeated
     assert seeded_rows([], 7, 0, 3) == []
 
 
 def test_a_problem_is_hard_at_the_threshold_itself_and_only_with_enough_attempts():
     def rec(text, correct, total):
         return {"step": 1, "prompt_sha1": sha1(text), "correct": correct, "total": total}
+
     acc = problem_accuracy([rec("a", 6, 8), rec("b", 7, 8), rec("c", 0, 1)])
     rows = [{"prompt": p, "id": p} for p in "abcd"]
     picked, matched, report = hard_problems(rows, acc, threshold=0.75, min_attempts=2)
-    assert [r["id"] for r in picked] == ["a"] and matched == 3     # b is too easy, c too rarely tried, d unrecorded
+    assert [r["id"] for r in picked] == ["a"] and matched == 3  # b is too easy, c too rarely tried, d unrecorded
     assert report == [{"id": "a", "accuracy": 0.75, "total": 8}]

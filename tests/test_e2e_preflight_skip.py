@@ -1,21 +1,29 @@
 """`--preflight.skip CHECK[,CHECK]`: named checks are reported as skipped and never run; bad names are a usage
 error naming the valid checks. (The CPU end-to-end runs use `--preflight.skip gpu` through the real CLI.)"""
+
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
 import pytest
 
+from lead_recipes.training import cli as train
 from lead_recipes.training import preflight
 
 
-
-from lead_recipes.training import cli as train
 def test_skipped_checks_are_reported_as_skipped_and_never_run(tmp_path, monkeypatch):
     def boom(*_a, **_k):
         raise AssertionError("a skipped check ran")
-    for name in ("_check_openrlhf", "_check_gpus", "_check_flash_attn", "_check_data", "_check_model",
-                 "_check_reward", "_check_ray"):
+
+    for name in (
+        "_check_openrlhf",
+        "_check_gpus",
+        "_check_flash_attn",
+        "_check_data",
+        "_check_model",
+        "_check_reward",
+        "_check_ray",
+    ):
         monkeypatch.setattr(preflight, name, boom)
     skip = tuple(n for n in preflight.CHECK_NAMES if n != "ckpt")
     checks = preflight.run_preflight(NS(ckpt=NS(path=str(tmp_path / "ckpt"))), skip=skip)
@@ -26,11 +34,17 @@ def test_skipped_checks_are_reported_as_skipped_and_never_run(tmp_path, monkeypa
 
 
 def test_unskipped_gpu_check_still_runs_and_fails_on_this_cpu_machine(tmp_path, monkeypatch):
-    args = NS(actor=NS(num_nodes=1, num_gpus_per_node=1), ref=NS(num_nodes=1, num_gpus_per_node=1),
-              train=NS(colocate_all=False, colocate_actor_ref=False), algo=NS(kl=NS(init_coef=0.0)),
-              vllm=NS(num_engines=1, tensor_parallel_size=1), ckpt=NS(path=str(tmp_path)))
+    args = NS(
+        actor=NS(num_nodes=1, num_gpus_per_node=1),
+        ref=NS(num_nodes=1, num_gpus_per_node=1),
+        train=NS(colocate_all=False, colocate_actor_ref=False),
+        algo=NS(kl=NS(init_coef=0.0)),
+        vllm=NS(num_engines=1, tensor_parallel_size=1),
+        ckpt=NS(path=str(tmp_path)),
+    )
     pytest.importorskip("torch")
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
     skip = tuple(n for n in preflight.CHECK_NAMES if n not in ("gpu", "ckpt"))

@@ -5,6 +5,7 @@ every sample it grades, stopped after the first step's rewards and restarted aft
 sample graded exactly as often as the run drew it (none lost, none graded twice), and no step may log a grading
 failure.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,12 +13,15 @@ import signal
 import time
 
 import pytest
-
 from cpu_e2e import harness
 from test_remote_reward import _free_port, _start_server
 
-pytestmark = [pytest.mark.e2e_full, pytest.mark.slow, pytest.mark.timeout(1500),
-              pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
+pytestmark = [
+    pytest.mark.e2e_full,
+    pytest.mark.slow,
+    pytest.mark.timeout(1500),
+    pytest.mark.skipif(harness.available() is not None, reason=str(harness.available())),
+]
 P = harness.gpu_smoke.PROFILES["cpu"]
 PER_STEP = P["rollout_batch"] * P["n"]
 OUTAGE_S = 8.0
@@ -29,10 +33,20 @@ def test_reward_server_restarted_mid_run_loses_and_duplicates_no_sample(tmp_path
     port, graded_log = _free_port(), tmp_path / "graded.jsonl"
     server = _start_server(port, graded_log)
     try:
-        run = harness.Run(cluster, model, tmp_path / "lead", "lead", episodes=2,
-                          extra=["--reward.remote_url", f"http://127.0.0.1:{port}/get_reward",
-                                 # no preflight probe: the server counts every sample it grades, the probe too
-                                 "--preflight.skip", "gpu,reward"])
+        run = harness.Run(
+            cluster,
+            model,
+            tmp_path / "lead",
+            "lead",
+            episodes=2,
+            extra=[
+                "--reward.remote_url",
+                f"http://127.0.0.1:{port}/get_reward",
+                # no preflight probe: the server counts every sample it grades, the probe too
+                "--preflight.skip",
+                "gpu,reward",
+            ],
+        )
         deadline = time.time() + 900
         while not (graded_log.exists() and len(graded_log.read_text().splitlines()) >= PER_STEP):
             assert run.proc.poll() is None and time.time() < deadline, run.tail()

@@ -1,6 +1,7 @@
 """The CPU end-to-end shim (tests/cpu_e2e/shim/sitecustomize.py) guards itself: every patched symbol has the
 signature the patch was written for (a version bump fails loudly), it does nothing unless E2E_CPU_SHIM=1, and it
 refuses to run where a CUDA GPU is visible."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +10,6 @@ import sys
 from types import SimpleNamespace as NS
 
 import pytest
-
 from cpu_e2e import harness
 
 
@@ -35,6 +35,7 @@ def test_a_changed_signature_is_named(shim, monkeypatch):
 
     def update_weight(self, name, dtype, shape, empty_cache=False, packed=False):
         pass
+
     monkeypatch.setattr(WorkerWrap, "update_weight", update_weight)
     problems = shim.signature_problems()
     assert len(problems) == 1 and "WorkerWrap.update_weight" in problems[0] and "packed" in problems[0]
@@ -44,6 +45,7 @@ def test_a_changed_signature_is_named(shim, monkeypatch):
 
 def test_a_missing_symbol_is_named(shim, monkeypatch):
     import openrlhf.utils.distributed_util as du
+
     monkeypatch.delattr(du, "stateless_init_process_group")
     assert any("stateless_init_process_group is missing" in p for p in shim.signature_problems())
 
@@ -55,8 +57,10 @@ def test_it_refuses_where_a_cuda_gpu_is_visible(shim):
 
 
 def test_it_is_inert_unless_switched_on():
-    code = ("import sitecustomize, torch; print(sitecustomize.ENABLED, sitecustomize.APPLIED, "
-            "torch.cuda.current_device.__module__)")
+    code = (
+        "import sitecustomize, torch; print(sitecustomize.ENABLED, sitecustomize.APPLIED, "
+        "torch.cuda.current_device.__module__)"
+    )
     env = {k: v for k, v in harness.shim_env().items() if k != "E2E_CPU_SHIM"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

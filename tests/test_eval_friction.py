@@ -2,6 +2,7 @@
 what the generations file says and take its benchmarks and n, comparisons labelled by model, an offline hub
 fallback that ends in one line, the benchmarks-directory flag/env, the one-run plot, presets per model size with
 their provenance, and the data-parallel vLLM helpers that run without vLLM."""
+
 from __future__ import annotations
 
 import json
@@ -25,15 +26,37 @@ def _replay_file(path, shared_data, benches=("aime2024", "math500"), n=3, k=2, e
         for p in load_benchmark(b, shared_data / "benchmarks")[:k]:
             for s in range(n):
                 ans = p.answer if s == 0 else "123456789"
-                rows.append(dict({"benchmark": b, "id": p.id, "sample": s, "response": f"So \\boxed{{{ans}}}.",
-                                  "num_tokens": 10 + 7 * s}, **(extra(s) if extra else {})))
+                rows.append(
+                    dict(
+                        {
+                            "benchmark": b,
+                            "id": p.id,
+                            "sample": s,
+                            "response": f"So \\boxed{{{ans}}}.",
+                            "num_tokens": 10 + 7 * s,
+                        },
+                        **(extra(s) if extra else {}),
+                    )
+                )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
 def _argv(replay, out, shared_data, *more):
-    return ["--eval.backend", "replay", "--replay.path", str(replay), "--data.benchmarks_dir",
-            str(shared_data / "benchmarks"), "--limit", "2", "--output", str(out), "--no-eval.progress_enable", *more]
+    return [
+        "--eval.backend",
+        "replay",
+        "--replay.path",
+        str(replay),
+        "--data.benchmarks_dir",
+        str(shared_data / "benchmarks"),
+        "--limit",
+        "2",
+        "--output",
+        str(out),
+        "--no-eval.progress_enable",
+        *more,
+    ]
 
 
 def test_failed_input_check_leaves_no_config_and_a_fixed_rerun_proceeds(shared_data, tmp_path, capsys):
@@ -63,10 +86,12 @@ def test_replay_records_sampling_settings_it_never_saw_as_unknown(shared_data, t
 
 
 def test_replay_records_the_settings_and_seeds_the_file_carries(shared_data, tmp_path):
-    replay = _replay_file(tmp_path / "g.jsonl", shared_data,
-                          extra=lambda s: {"temperature": 0.6, "top_p": 0.95, "seed": 1000 + s})
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable", "--sampling.min_p",
-                          "0.01")) == 0
+    replay = _replay_file(
+        tmp_path / "g.jsonl", shared_data, extra=lambda s: {"temperature": 0.6, "top_p": 0.95, "seed": 1000 + s}
+    )
+    assert (
+        cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable", "--sampling.min_p", "0.01")) == 0
+    )
     gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
     assert (gen["temperature"], gen["top_p"], gen["seed"], gen["min_p"]) == (0.6, 0.95, 1000, 0.01)
     assert gen["chat_template_enable"] == "unknown"
@@ -83,18 +108,27 @@ def test_replay_accepts_a_template_name_whose_text_the_file_records(shared_data,
     """The file records the template's text under a name of its own; `--prompt.template r1` names the same text, so
     it agrees (the text decides, not the name) and the run keeps that text."""
     from lead_recipes.prompts import PROMPT_TEMPLATES
-    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {
-        "prompt_template_name": "boxed-cot", "prompt_template": PROMPT_TEMPLATES["r1"]})
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable",
-                          "--prompt.template", "r1")) == 0
+
+    replay = _replay_file(
+        tmp_path / "g.jsonl",
+        shared_data,
+        extra=lambda s: {"prompt_template_name": "boxed-cot", "prompt_template": PROMPT_TEMPLATES["r1"]},
+    )
+    assert (
+        cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable", "--prompt.template", "r1")) == 0
+    )
     gen = json.loads((tmp_path / "r" / "summary.json").read_text())["config"]["generation"]
     assert gen["prompt_template"] == PROMPT_TEMPLATES["r1"]
 
 
 def test_replay_refuses_a_template_whose_text_differs_from_the_files(shared_data, tmp_path, capsys):
     from lead_recipes.prompts import PROMPT_TEMPLATES
-    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {
-        "prompt_template_name": "r1", "prompt_template": PROMPT_TEMPLATES["r1"]})
+
+    replay = _replay_file(
+        tmp_path / "g.jsonl",
+        shared_data,
+        extra=lambda s: {"prompt_template_name": "r1", "prompt_template": PROMPT_TEMPLATES["r1"]},
+    )
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--prompt.template", "sober")) == 2
     assert "contradicts" in capsys.readouterr().err
 
@@ -111,7 +145,7 @@ def test_replay_takes_benchmarks_and_n_from_the_file(shared_data, tmp_path):
 def test_replay_file_with_uneven_samples_asks_for_n(shared_data, tmp_path, capsys):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024",), n=3)
     lines = replay.read_text().splitlines()
-    replay.write_text("\n".join(lines[:-1]) + "\n")              # the last problem lacks sample 2
+    replay.write_text("\n".join(lines[:-1]) + "\n")  # the last problem lacks sample 2
     assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 2
     assert "pass --sampling.n" in capsys.readouterr().err
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--sampling.n", "2", "--no-eval.plots_enable")) == 0
@@ -120,10 +154,23 @@ def test_replay_file_with_uneven_samples_asks_for_n(shared_data, tmp_path, capsy
 def test_compare_labels_runs_by_their_model(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     for model, folder in (("org/model-a", "run1"), ("org/model-b", "run2")):
-        assert cli.main(_argv(replay, tmp_path / folder, shared_data, "--eval.model", model,
-                              "--no-eval.plots_enable")) == 0
-    assert cli.main(["compare", str(tmp_path / "run1"), "--eval.base", str(tmp_path / "run2"), "--output",
-                     str(tmp_path / "cmp")]) == 0
+        assert (
+            cli.main(_argv(replay, tmp_path / folder, shared_data, "--eval.model", model, "--no-eval.plots_enable"))
+            == 0
+        )
+    assert (
+        cli.main(
+            [
+                "compare",
+                str(tmp_path / "run1"),
+                "--eval.base",
+                str(tmp_path / "run2"),
+                "--output",
+                str(tmp_path / "cmp"),
+            ]
+        )
+        == 0
+    )
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["table"]
     assert [r["run"] for r in rows] == ["org/model-b (base)", "org/model-a"]
 
@@ -131,8 +178,9 @@ def test_compare_labels_runs_by_their_model(shared_data, tmp_path):
 def test_compare_keeps_two_runs_of_one_model_apart(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     for folder in ("run1", "run2"):
-        assert cli.main(_argv(replay, tmp_path / folder, shared_data, "--eval.model", "m",
-                              "--no-eval.plots_enable")) == 0
+        assert (
+            cli.main(_argv(replay, tmp_path / folder, shared_data, "--eval.model", "m", "--no-eval.plots_enable")) == 0
+        )
     assert cli.main(["compare", str(tmp_path / "run1"), str(tmp_path / "run2"), "--output", str(tmp_path / "cmp")]) == 0
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["table"]
     assert [r["run"] for r in rows] == ["m (run1)", "m (run2)"]
@@ -153,12 +201,13 @@ def _assert_one_fast_line(rc: int, err: str, took: float) -> None:
 def test_unreachable_hub_fallback_is_one_fast_line_naming_the_local_directory_option(tmp_path, monkeypatch, capsys):
     for var in ("LEAD_RECIPES_BENCHMARKS_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))            # an empty hub cache
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty hub cache
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     (tmp_path / "g.jsonl").write_text('{"benchmark": "aime2024", "id": "1", "sample": 0, "response": "x"}\n')
     t0 = time.monotonic()
-    rc = cli.main(["--eval.backend", "replay", "--replay.path", str(tmp_path / "g.jsonl"), "--output",
-                   str(tmp_path / "r")])
+    rc = cli.main(
+        ["--eval.backend", "replay", "--replay.path", str(tmp_path / "g.jsonl"), "--output", str(tmp_path / "r")]
+    )
     _assert_one_fast_line(rc, capsys.readouterr().err, time.monotonic() - t0)
 
 
@@ -168,24 +217,49 @@ def test_offline_mode_hub_fallback_is_one_fast_line_naming_the_local_directory_o
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
     (tmp_path / "g.jsonl").write_text('{"benchmark": "aime2024", "id": "1", "sample": 0, "response": "x"}\n')
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "eval", "--eval.backend", "replay", "--replay.path",
-                          str(tmp_path / "g.jsonl"), "--output", str(tmp_path / "r")],
-                         capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "eval",
+            "--eval.backend",
+            "replay",
+            "--replay.path",
+            str(tmp_path / "g.jsonl"),
+            "--output",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     _assert_one_fast_line(res.returncode, res.stderr, time.monotonic() - t0)
 
 
-def test_benchmarks_dir_comes_from_the_environment_and_the_old_flag_still_works(shared_data, tmp_path,
-                                                                                 monkeypatch):
+def test_benchmarks_dir_comes_from_the_environment_and_the_old_flag_still_works(shared_data, tmp_path, monkeypatch):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
-    base = ["--eval.backend", "replay", "--replay.path", str(replay), "--limit", "2", "--no-eval.progress_enable",
-            "--no-eval.plots_enable"]
+    base = [
+        "--eval.backend",
+        "replay",
+        "--replay.path",
+        str(replay),
+        "--limit",
+        "2",
+        "--no-eval.progress_enable",
+        "--no-eval.plots_enable",
+    ]
     monkeypatch.setenv("LEAD_RECIPES_BENCHMARKS_DIR", str(shared_data / "benchmarks"))
     assert cli.build_parser().parse_args(base + ["--output", "x"]).__dict__["data.benchmarks_dir"] == str(
-        shared_data / "benchmarks")
+        shared_data / "benchmarks"
+    )
     assert cli.main(base + ["--output", str(tmp_path / "env")]) == 0
     monkeypatch.delenv("LEAD_RECIPES_BENCHMARKS_DIR")
-    assert cli.main(base + ["--data.benchmarks_dir", str(shared_data / "benchmarks"), "--output",
-                            str(tmp_path / "old")]) == 0
+    assert (
+        cli.main(base + ["--data.benchmarks_dir", str(shared_data / "benchmarks"), "--output", str(tmp_path / "old")])
+        == 0
+    )
 
 
 def test_one_run_plot_shows_accuracy_and_length_per_benchmark_and_the_length_histogram(shared_data, tmp_path):
@@ -212,15 +286,34 @@ def test_grpo_lead_presets_follow_the_model_size_and_the_papers_benchmarks():
 
 def test_summary_records_the_protocol_provenance_and_what_the_average_covers(shared_data, tmp_path):
     replay = _replay_file(tmp_path / "g.jsonl", shared_data, benches=("aime2024", "aime2025"), n=2)
-    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.preset", "grpo-lead-7b",
-                          "--no-eval.plots_enable")) == 0
+    assert (
+        cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.preset", "grpo-lead-7b", "--no-eval.plots_enable"))
+        == 0
+    )
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["protocol"]["preset"] == "grpo-lead-7b" and "2504.09696" in s["protocol"]["paper"]
-    assert s["average"]["set"] == {"benchmarks": ["aime2024", "aime2025"], "label": "aime2024+aime2025",
-                                   "paper_set": True, "limit": 2,
-                                   "note": "the paper's benchmark set; only the first 2 problems of each (--limit)"}
-    assert cli.main(_argv(replay, tmp_path / "one", shared_data, "--eval.preset", "grpo-lead-7b", "--data.benchmarks",
-                          "aime2024", "--no-eval.plots_enable")) == 0
+    assert s["average"]["set"] == {
+        "benchmarks": ["aime2024", "aime2025"],
+        "label": "aime2024+aime2025",
+        "paper_set": True,
+        "limit": 2,
+        "note": "the paper's benchmark set; only the first 2 problems of each (--limit)",
+    }
+    assert (
+        cli.main(
+            _argv(
+                replay,
+                tmp_path / "one",
+                shared_data,
+                "--eval.preset",
+                "grpo-lead-7b",
+                "--data.benchmarks",
+                "aime2024",
+                "--no-eval.plots_enable",
+            )
+        )
+        == 0
+    )
     s = json.loads((tmp_path / "one" / "summary.json").read_text())
     assert not s["average"]["set"]["paper_set"] and "aime2024+aime2025" in s["average"]["set"]["note"]
 
@@ -234,6 +327,7 @@ def test_every_preset_has_provenance_and_a_paper_benchmark_set():
 
 def test_requests_and_protocols_cross_process_boundaries():
     from evaluation.backends import GenRequest
+
     req = GenRequest("aime2024", "1", 0, "p", ({"role": "user", "content": "q"},), 7)
     gen = protocols.resolve("sober")
     assert pickle.loads(pickle.dumps((req, gen))) == (req, gen)
@@ -241,11 +335,12 @@ def test_requests_and_protocols_cross_process_boundaries():
 
 def test_data_parallel_size_defaults_to_gpus_over_tensor_parallel():
     from evaluation.vllm_dp import data_parallel_size
+
     eight = [str(i) for i in range(8)]
     assert data_parallel_size(None, 1, eight) == 8
     assert data_parallel_size(None, 2, eight) == 4
     assert data_parallel_size(None, 1, []) == 1
-    assert data_parallel_size(2, 1, []) == 2                       # CPU engines (testing)
+    assert data_parallel_size(2, 1, []) == 2  # CPU engines (testing)
     with pytest.raises(ValueError, match="needs 16 GPUs"):
         data_parallel_size(8, 2, eight)
 
@@ -264,7 +359,7 @@ def test_extraction_policy_is_recorded_and_changes_verdicts_on_unboxed_answers(s
         assert s["config"]["grading"] == {"extraction": policy}
         assert json.loads((out / "config.json").read_text())["grading"] == {"extraction": policy}
         acc[policy] = s["benchmarks"]["aime2024"]["accuracy"]
-    assert (acc["final_answer"], acc["boxed"]) == (1.0, 0.5)      # problem 1 boxes its answer
+    assert (acc["final_answer"], acc["boxed"]) == (1.0, 0.5)  # problem 1 boxes its answer
 
 
 def test_a_run_cannot_be_resumed_under_another_extraction_policy(shared_data, tmp_path, capsys):
@@ -276,6 +371,7 @@ def test_a_run_cannot_be_resumed_under_another_extraction_policy(shared_data, tm
 
 def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):
     from lead_recipes import data
+
     build = ["build", "--data.preset", "math-l35", "--input", "s.jsonl", "--output", "o.jsonl"]
     run = ["--eval.backend", "replay", "--output", "o"]
     for flag in ("--data.benchmarks_dir", None):
@@ -296,8 +392,18 @@ def test_the_chat_template_stays_the_presets_unless_a_flag_sets_it():
 
 
 def _fake_rows(requests):
-    return [{"benchmark": r.benchmark, "id": r.id, "sample": r.sample, "response": "So \\boxed{1}.", "num_tokens": 3,
-             "truncated": False, "finish_reason": "stop"} for r in requests]
+    return [
+        {
+            "benchmark": r.benchmark,
+            "id": r.id,
+            "sample": r.sample,
+            "response": "So \\boxed{1}.",
+            "num_tokens": 3,
+            "truncated": False,
+            "finish_reason": "stop",
+        }
+        for r in requests
+    ]
 
 
 def test_resuming_a_finished_vllm_run_neither_starts_the_engine_nor_generates(shared_data, tiny_qwen2, tmp_path):
@@ -327,6 +433,7 @@ def test_resuming_a_finished_vllm_run_neither_starts_the_engine_nor_generates(sh
 
 def test_data_parallel_engines_are_not_started_for_no_requests():
     from evaluation.vllm_dp import DataParallelVLLM
+
     dp = DataParallelVLLM("no-such-model", 2, gpus=[])
     rows: list = []
     dp.generate([], protocols.resolve("sober"), rows.extend)
@@ -335,7 +442,6 @@ def test_data_parallel_engines_are_not_started_for_no_requests():
 
 def test_a_grading_failure_stops_a_backend_that_keeps_generating(shared_data, tmp_path):
     """The writer thread's error reaches the generating thread through the sink, which stops the backend."""
-    from evaluation.backends import GenRequest
     from evaluation.run import run_eval
     from lead_recipes.benchmarks import load_benchmarks
 
@@ -346,7 +452,7 @@ def test_a_grading_failure_stops_a_backend_that_keeps_generating(shared_data, tm
             return {"backend": self.name}
 
         def generate(self, requests, gen, sink):
-            for i in range(10 ** 6):
+            for i in range(10**6):
                 self.calls += 1
                 sink(_fake_rows([requests[i % len(requests)]]))
                 time.sleep(0.001)
@@ -357,17 +463,37 @@ def test_a_grading_failure_stops_a_backend_that_keeps_generating(shared_data, tm
 
     backend = Endless()
     with pytest.raises(OSError, match="disk full"):
-        run_eval(protocols.resolve("sober", n=2), load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
-                 backend, tmp_path / "run", scorer=BrokenScorer(), progress=False, plots=False)
-    assert backend.calls < 10 ** 6
+        run_eval(
+            protocols.resolve("sober", n=2),
+            load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
+            backend,
+            tmp_path / "run",
+            scorer=BrokenScorer(),
+            progress=False,
+            plots=False,
+        )
+    assert backend.calls < 10**6
     assert store.read_samples(tmp_path / "run" / "samples.jsonl") == []
 
 
 def test_an_empty_benchmark_is_refused_before_anything_is_written(tmp_path, capsys):
     (tmp_path / "toy.jsonl").write_text("")
-    rc = cli.main(["--eval.backend", "openai", "--eval.model", "m", "--openai.base_url", "http://127.0.0.1:9",
-                   "--data.benchmarks", f"toy={tmp_path / 'toy.jsonl'}", "--output", str(tmp_path / "run"),
-                   "--no-eval.progress_enable", "--no-eval.plots_enable"])
+    rc = cli.main(
+        [
+            "--eval.backend",
+            "openai",
+            "--eval.model",
+            "m",
+            "--openai.base_url",
+            "http://127.0.0.1:9",
+            "--data.benchmarks",
+            f"toy={tmp_path / 'toy.jsonl'}",
+            "--output",
+            str(tmp_path / "run"),
+            "--no-eval.progress_enable",
+            "--no-eval.plots_enable",
+        ]
+    )
     assert rc == 2 and "toy has no problems" in capsys.readouterr().err
     assert not (tmp_path / "run" / "config.json").exists()
 
@@ -383,10 +509,16 @@ def test_a_key_a_backend_reports_twice_is_written_once(shared_data, tmp_path):
             return {"backend": self.name}
 
         def generate(self, requests, gen, sink):
-            sink(_fake_rows(requests) + _fake_rows(requests[:1]))     # one batch, the first key twice
-            sink(_fake_rows(requests[:1]))                            # and once more later
+            sink(_fake_rows(requests) + _fake_rows(requests[:1]))  # one batch, the first key twice
+            sink(_fake_rows(requests[:1]))  # and once more later
 
-    run_eval(protocols.resolve("sober", n=3), load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
-             Twice(), tmp_path / "run", progress=False, plots=False)
+    run_eval(
+        protocols.resolve("sober", n=3),
+        load_benchmarks(["aime2024"], shared_data / "benchmarks", limit=1),
+        Twice(),
+        tmp_path / "run",
+        progress=False,
+        plots=False,
+    )
     lines = (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == len({store.sample_key(json.loads(line)) for line in lines}) == 3

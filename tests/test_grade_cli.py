@@ -1,4 +1,5 @@
 """`lead-recipes grade`: output = input rows + correct/status/extracted, in order, nothing lost, summary line."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,12 @@ def test_output_rows_are_input_rows_plus_verdicts_in_order(tmp_path, shared_data
     src = [json.loads(line) for line in (shared_data / "grader" / "qwen25math_cot100.jsonl").open()][:64]
     inp = _write(tmp_path / "in.jsonl", [json.dumps(r) for r in src])
     out = tmp_path / "out.jsonl"
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.workers", "2",
-                           "--no-grade.progress_enable"]) == 0
+    assert (
+        grade_cli.main(
+            ["--input", str(inp), "--output", str(out), "--grade.workers", "2", "--no-grade.progress_enable"]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in out.open()]
     assert len(rows) == len(src)
     for r, s in zip(rows, src):
@@ -33,16 +38,26 @@ def test_output_rows_are_input_rows_plus_verdicts_in_order(tmp_path, shared_data
 
 
 def test_given_answer_rows_are_graded_without_response(tmp_path):
-    inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": r"\frac12", "given_answer": "0.5"}),
-                                         json.dumps({"answer": 3, "given_answer": "4"})])
+    inp = _write(
+        tmp_path / "in.jsonl",
+        [json.dumps({"answer": r"\frac12", "given_answer": "0.5"}), json.dumps({"answer": 3, "given_answer": "4"})],
+    )
     out = tmp_path / "out.jsonl"
     assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable"]) == 0
     assert [json.loads(line)["status"] for line in out.open()] == ["correct", "wrong"]
 
 
 def test_malformed_lines_are_kept_as_error_rows_and_exit_nonzero(tmp_path, capsys):
-    inp = _write(tmp_path / "in.jsonl", ['{"answer": "1", "response": "\\\\boxed{1}"}', "{not json", "[1, 2]",
-                                         '{"response": "no gold"}', '{"answer": "2", "given_answer": "2"}'])
+    inp = _write(
+        tmp_path / "in.jsonl",
+        [
+            '{"answer": "1", "response": "\\\\boxed{1}"}',
+            "{not json",
+            "[1, 2]",
+            '{"response": "no gold"}',
+            '{"answer": "2", "given_answer": "2"}',
+        ],
+    )
     out = tmp_path / "out.jsonl"
     assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable"]) == 1
     rows = [json.loads(line) for line in out.open()]
@@ -61,8 +76,9 @@ def test_console_script_runs_the_subcommand(tmp_path):
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "7", "response": "so \\boxed{7}"})])
     out = tmp_path / "out.jsonl"
     exe = Path(sys.executable).with_name("lead-recipes")
-    proc = subprocess.run([str(exe), "grade", "--input", str(inp), "--output", str(out)], capture_output=True,
-                          text=True, timeout=100)
+    proc = subprocess.run(
+        [str(exe), "grade", "--input", str(inp), "--output", str(out)], capture_output=True, text=True, timeout=100
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["status"] == "correct"
     assert "graded 1 rows" in proc.stdout
@@ -78,19 +94,25 @@ def test_output_into_a_folder_that_does_not_exist_creates_it(tmp_path):
 def test_output_under_a_file_is_one_error_line_and_exit_2(tmp_path, capsys):
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "2", "given_answer": "2"})])
     (tmp_path / "afile").write_text("x")
-    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "afile" / "out.jsonl"),
-                           "--no-grade.progress_enable"]) == 2
+    assert (
+        grade_cli.main(
+            ["--input", str(inp), "--output", str(tmp_path / "afile" / "out.jsonl"), "--no-grade.progress_enable"]
+        )
+        == 2
+    )
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
 def test_progress_bar_total_is_the_input_line_count_and_it_ends_full(tmp_path, monkeypatch):
     import tqdm
+
     seen = {}
 
     class Bar(tqdm.tqdm):
         def close(self):
             seen.update(total=self.total, n=self.n)
             super().close()
+
     monkeypatch.setattr(tqdm, "tqdm", Bar)
     lines = [json.dumps({"answer": str(i), "given_answer": str(i)}) for i in range(5)]
     inp = _write(tmp_path / "in.jsonl", lines[:2] + ["", "   "] + lines[2:] + ["{bad"])  # 8 lines, 2 blank
@@ -99,10 +121,18 @@ def test_progress_bar_total_is_the_input_line_count_and_it_ends_full(tmp_path, m
 
 
 def test_accuracy_is_over_graded_rows_and_malformed_lines_are_counted_apart(tmp_path, capsys):
-    inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "1", "given_answer": "1"}),
-                                         json.dumps({"answer": "1", "given_answer": "2"}), "{bad", "[1]"])
-    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
-                           "--no-grade.progress_enable"]) == 1
+    inp = _write(
+        tmp_path / "in.jsonl",
+        [
+            json.dumps({"answer": "1", "given_answer": "1"}),
+            json.dumps({"answer": "1", "given_answer": "2"}),
+            "{bad",
+            "[1]",
+        ],
+    )
+    assert (
+        grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"), "--no-grade.progress_enable"]) == 1
+    )
     summary = capsys.readouterr().out.strip().splitlines()[-1]
     assert "accuracy 0.5000" in summary and "malformed input lines 2" in summary
     assert "not in the accuracy" in summary and "error 0" in summary

@@ -1,6 +1,7 @@
 """Grader properties: extraction, verdicts (golden set from ../shared/data/grader + math-verify pitfalls), fast paths
 that agree with math-verify, hostile inputs (sympy bombs, huge/invalid text, code payloads), worker crashes, pickling.
 All tests use real math-verify in a real pebble process pool (spawned, as in OpenRLHF's vLLM actors)."""
+
 from __future__ import annotations
 
 import json
@@ -15,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lead_recipes.grading.answers import explosive, extract_final_answer, fast_verdict, normalize_answer
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, get_grader, reward_extra_logs
 from lead_recipes.grading.worker import _certainly_unequal, _parse, _worker_chunk
-from lead_recipes.grading.answers import explosive, extract_final_answer, fast_verdict, normalize_answer
 
 TIMEOUT_S = 2.0
-HARD_S = TIMEOUT_S + 0.5 + 0.05   # soft limit + grace + chunk budget (grading.py)
+HARD_S = TIMEOUT_S + 0.5 + 0.05  # soft limit + grace + chunk budget (grading.py)
 
 
 @pytest.fixture(scope="module")
@@ -67,21 +68,21 @@ def test_normalize_strips_only_wrappers():
 
 # ------------------------------------------------------------------------------------------------ verdicts
 PITFALLS = [  # (gold, model answer, expected status) — math-verify 0.9.0's verdicts, pinned
-    ("13", r"\text{13}", "correct"),                       # Math-Verify #37, fixed in 0.8
-    ("73", "**73**", "correct"),                           # Math-Verify #76: markdown bold
+    ("13", r"\text{13}", "correct"),  # Math-Verify #37, fixed in 0.8
+    ("73", "**73**", "correct"),  # Math-Verify #76: markdown bold
     (r"\frac{\sqrt{n}}{n}", r"\frac{1}{\sqrt{n}}", "correct"),
     # Math-Verify #64: sqrt(1/n) vs 1/sqrt(n) is a known false negative; we never override math-verify.
     (r"\frac{1}{\sqrt{n}}", r"\sqrt{1/n}", "wrong"),
-    ("5", r"5\text{ cm}", "correct"),                      # units
+    ("5", r"5\text{ cm}", "correct"),  # units
     ("12", r"12\text{ inches}", "correct"),
-    (r"50\%", "50", "correct"),                            # percentages
+    (r"50\%", "50", "correct"),  # percentages
     ("0.5", r"50\%", "correct"),
-    ("(1, 2]", "(1,2]", "correct"),                        # intervals
+    ("(1, 2]", "(1,2]", "correct"),  # intervals
     ("(1,2]", "[1,2]", "wrong"),
     (r"[0,\infty)", r"[0, \infty)", "correct"),
-    ("(2, 3)", "(2,3)", "correct"),                        # tuples
+    ("(2, 3)", "(2,3)", "correct"),  # tuples
     ("(2, 3)", "(3, 2)", "wrong"),
-    ("2, 3", "3, 2", "correct"),                           # multiple answers
+    ("2, 3", "3, 2", "correct"),  # multiple answers
     ("2, 3", r"\{2, 3\}", "correct"),
     ("2, 3", "2", "wrong"),
     (r"\frac{\pi}{4}", r"45^\circ", "wrong"),
@@ -108,8 +109,10 @@ def test_markdown_bold_inside_a_box_is_graded_and_outside_is_no_answer(grader):
 # is a regression. omnimath: the response has no \boxed{} (we grade no_answer by design; math-verify's full-text
 # heuristics find 3 of these), or GPT-4o judged a paraphrase equal; qwen: the harness label is wrong.
 KNOWN_DISAGREEMENTS = {
-    **{f"omnimath-gpt4o-internlm2-math-plus-mixtral8x22b-{i}": "no box"
-       for i in (1, 11, 26, 43, 54, 63, 66, 70, 77, 94, 99)},
+    **{
+        f"omnimath-gpt4o-internlm2-math-plus-mixtral8x22b-{i}": "no box"
+        for i in (1, 11, 26, 43, 54, 63, 66, 70, 77, 94, 99)
+    },
     **{f"omnimath-gpt4o-Meta-Llama-3.1-70B-Instruct-{i}": "no box" for i in (19, 24, 40, 63, 92, 94)},
     "omnimath-gpt4o-internlm2-math-plus-mixtral8x22b-8": "paraphrase: irrational vs not a rational number",
     "omnimath-gpt4o-Meta-Llama-3.1-70B-Instruct-27": "paraphrase",
@@ -144,26 +147,33 @@ def test_golden_given_answers_agree_with_labels_on_qwen(grader, shared_data):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(a=st.integers(-10 ** 15 + 1, 10 ** 15 - 1), b=st.integers(-10 ** 15 + 1, 10 ** 15 - 1), same=st.booleans())
+@given(a=st.integers(-(10**15) + 1, 10**15 - 1), b=st.integers(-(10**15) + 1, 10**15 - 1), same=st.booleans())
 def test_integer_fast_path_matches_math_verify(a, b, same):
     from math_verify import LatexExtractionConfig, parse, verify
+
     b = a if same else b
     cfg = [LatexExtractionConfig()]
-    mv = verify(parse(f"\\boxed{{{a}}}", cfg, parsing_timeout=None),
-                parse(f"\\boxed{{{b}}}", cfg, parsing_timeout=None),
-                timeout_seconds=None)
+    mv = verify(
+        parse(f"\\boxed{{{a}}}", cfg, parsing_timeout=None),
+        parse(f"\\boxed{{{b}}}", cfg, parsing_timeout=None),
+        timeout_seconds=None,
+    )
     assert fast_verdict(str(a), str(b)) == mv
 
 
 @st.composite
 def _literal(draw, value=None):
     from fractions import Fraction
-    v = value if value is not None else Fraction(draw(st.integers(-5000, 5000)),
-                                                 draw(st.sampled_from([1, 2, 3, 4, 8, 10, 25, 7])))
+
+    v = (
+        value
+        if value is not None
+        else Fraction(draw(st.integers(-5000, 5000)), draw(st.sampled_from([1, 2, 3, 4, 8, 10, 25, 7])))
+    )
     form = draw(st.sampled_from(["dec", "frac", "dfrac", "slash", "int0"]))
     sign = "-" if v < 0 else ""
     a = abs(v)
-    if form == "dec" and (a * 10 ** 6).denominator == 1:
+    if form == "dec" and (a * 10**6).denominator == 1:
         text = f"{float(a):.6f}".rstrip("0").rstrip(".") if a.denominator != 1 else str(a.numerator)
         return sign + (text if "." in text or a.denominator == 1 else text)
     if form == "int0" and a.denominator == 1:
@@ -185,18 +195,22 @@ def test_rational_literal_fast_path_matches_math_verify(data, same):
 
 def _rational_of(s):
     from lead_recipes.grading.answers import rational
+
     return rational(s)
 
 
-_LATEXISH = st.lists(st.sampled_from(list("0123456789xyabnk+-*/^_(),.[]{}= ") + [r"\frac", r"\sqrt", r"\pi", r"\text",
-                                                                                  r"\le", "\\"]),
-                     min_size=1, max_size=12).map("".join)
+_LATEXISH = st.lists(
+    st.sampled_from(list("0123456789xyabnk+-*/^_(),.[]{}= ") + [r"\frac", r"\sqrt", r"\pi", r"\text", r"\le", "\\"]),
+    min_size=1,
+    max_size=12,
+).map("".join)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(s=_LATEXISH)
 def test_identical_string_fast_path_never_contradicts_math_verify(s):
     from math_verify import LatexExtractionConfig, parse, verify
+
     s = normalize_answer(s)
     v = fast_verdict(s, s)
     if v is not None and s:
@@ -207,23 +221,45 @@ def test_identical_string_fast_path_never_contradicts_math_verify(s):
 
 def _mv(gold: str, pred: str) -> bool:
     from math_verify import verify
+
     return bool(verify(_parse(gold), _parse(pred), timeout_seconds=None))
 
 
-@pytest.mark.parametrize("gold,pred", [
-    ("1", r"\sin^2 x + \cos^2 x"), (r"|x|", r"\sqrt{x^2}"), (r"\frac{1}{\sqrt{n}}", r"\sqrt{1/n}"), (r"50\%", "50"),
-    (r"\frac13", "0.333333"), ("x=2", "2"), ("(1,2)", "(1, 2)"), ("k", "3"), (r"\binom{n}{2}", r"\frac{n(n-1)}{2}"),
-    ("1000000", "1000001"), (r"\{1,2\}", "1"), (r"2\pi", r"\frac{4\pi}{2}"),
-    (r"\sum_{i=1}^{n} i", r"\frac{n(n+1)}{2}"), (r"\prod_{k=1}^{n} k", "n!"), (r"\int_0^x t\,dt", r"\frac{x^2}{2}"),
-])
+@pytest.mark.parametrize(
+    "gold,pred",
+    [
+        ("1", r"\sin^2 x + \cos^2 x"),
+        (r"|x|", r"\sqrt{x^2}"),
+        (r"\frac{1}{\sqrt{n}}", r"\sqrt{1/n}"),
+        (r"50\%", "50"),
+        (r"\frac13", "0.333333"),
+        ("x=2", "2"),
+        ("(1,2)", "(1, 2)"),
+        ("k", "3"),
+        (r"\binom{n}{2}", r"\frac{n(n-1)}{2}"),
+        ("1000000", "1000001"),
+        (r"\{1,2\}", "1"),
+        (r"2\pi", r"\frac{4\pi}{2}"),
+        (r"\sum_{i=1}^{n} i", r"\frac{n(n+1)}{2}"),
+        (r"\prod_{k=1}^{n} k", "n!"),
+        (r"\int_0^x t\,dt", r"\frac{x^2}{2}"),
+    ],
+)
 def test_unequal_shortcut_abstains_where_math_verify_might_say_equal(gold, pred):
     assert _certainly_unequal(_parse(gold), _parse(pred)) is False
 
 
-@pytest.mark.parametrize("gold,pred", [
-    ("42", r"\frac{\pi}{3}"), (r"2\sqrt{3}", r"3\sqrt{2}"), (r"\frac{3}{8}", "-3x^4+5x^2-8x"), ("x^2+1", "x^2+2"),
-    ("x+y", "x-y"), (r"\sin x", r"\cos x"),
-])
+@pytest.mark.parametrize(
+    "gold,pred",
+    [
+        ("42", r"\frac{\pi}{3}"),
+        (r"2\sqrt{3}", r"3\sqrt{2}"),
+        (r"\frac{3}{8}", "-3x^4+5x^2-8x"),
+        ("x^2+1", "x^2+2"),
+        ("x+y", "x-y"),
+        (r"\sin x", r"\cos x"),
+    ],
+)
 def test_unequal_shortcut_fires_on_clearly_different_values_and_agrees(gold, pred):
     assert _certainly_unequal(_parse(gold), _parse(pred)) is True and _mv(gold, pred) is False
 
@@ -376,16 +412,20 @@ def test_deeply_nested_braces_are_bounded(grader):
     assert g2.status in STATUSES and g2.latency_s < HARD_S + 1
 
 
-@pytest.mark.parametrize("payload", [
-    "__import__('os').system('touch {marker}')",
-    "(lambda: __import__('os').system('touch {marker}'))()",
-    "eval(\"__import__('os').system('touch {marker}')\")",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "__import__('os').system('touch {marker}')",
+        "(lambda: __import__('os').system('touch {marker}'))()",
+        "eval(\"__import__('os').system('touch {marker}')\")",
+    ],
+)
 def test_code_payloads_never_execute(grader, tmp_path, payload):
     marker = tmp_path / "pwned"
     p = payload.format(marker=marker)
-    grades = grader.grade_many([("1", rf"\boxed{{{p}}}", None), (p, r"\boxed{1}", None), ("1", None, p),
-                                (p, None, p), ("1", p, None)])
+    grades = grader.grade_many(
+        [("1", rf"\boxed{{{p}}}", None), (p, r"\boxed{1}", None), ("1", None, p), (p, None, p), ("1", p, None)]
+    )
     time.sleep(0.2)
     assert not marker.exists()
     assert all(g.status in STATUSES and not (g.correct and g.extracted != p) for g in grades)

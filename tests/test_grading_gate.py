@@ -2,16 +2,17 @@
 real sync RecipeTrainer (OpenRLHF's PPOTrainer.fit loop, its SamplesGenerator and experience maker) on a local Ray,
 with a stand-in vLLM engine actor returning responses already graded (as OpenRLHF's rollout executor does), the
 model forwards replaced by kl = 0 and ppo_train / the method's step recording their calls."""
+
 from __future__ import annotations
 
 import pytest
 import ray
 import torch
 from ray import cloudpickle
+from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
 
 from lead_recipes.grading.grader import REWARD_LOG_KEYS
 from lead_recipes.training.guard import GradingFailure
-from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
 
 cloudpickle.register_pickle_by_value(__import__(__name__))  # Ray workers cannot import this test module by name
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -29,8 +30,7 @@ class GradedEngine:
     def get_num_unfinished_requests(self):
         return 0
 
-    def generate_responses(self, prompt, label, sampling_params, max_length, hf_tokenizer, num_samples=1,
-                           images=None):
+    def generate_responses(self, prompt, label, sampling_params, max_length, hf_tokenizer, num_samples=1, images=None):
         ok, self.served = self.served < self.healthy, self.served + 1
         out = []
         for j in range(num_samples):
@@ -38,9 +38,19 @@ class GradedEngine:
             logs = dict.fromkeys(REWARD_LOG_KEYS, 0.0)
             logs.update({"correct": float(status == "correct"), f"status_{status}": 1.0})
             reward = logs["correct"]
-            out.append({"observation_tokens": [11] * 4 + [12 + j] * (3 + j), "action_ranges": [(4, 7 + j)],
-                        "reward": reward, "scores": reward, "extra_logs": logs, "rollout_log_probs": None,
-                        "prompt": prompt, "label": label, "truncated": False})
+            out.append(
+                {
+                    "observation_tokens": [11] * 4 + [12 + j] * (3 + j),
+                    "action_ranges": [(4, 7 + j)],
+                    "reward": reward,
+                    "scores": reward,
+                    "extra_logs": logs,
+                    "rollout_log_probs": None,
+                    "prompt": prompt,
+                    "label": label,
+                    "truncated": False,
+                }
+            )
         return out
 
 
@@ -76,7 +86,8 @@ def checkpoints(ckpt):
 
 
 def test_failed_grading_steps_change_neither_weights_nor_controller_and_write_no_checkpoint(
-        ray_local, tiny_qwen2, prompt_file, tmp_path):  # noqa: F811
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
     ckpt = tmp_path / "ckpt"
     trainer, calls = recording_trainer(tiny_qwen2, prompt_file, ckpt, healthy=PROMPTS_PER_STEP)
     after_step_1 = {}
@@ -96,10 +107,12 @@ def test_failed_grading_steps_change_neither_weights_nor_controller_and_write_no
 
 
 def test_a_grading_outage_under_dynamic_filtering_stops_the_run_before_the_data_runs_out(
-        ray_local, tiny_qwen2, prompt_file, tmp_path):  # noqa: F811
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
     ckpt = tmp_path / "ckpt"
-    trainer, calls = recording_trainer(tiny_qwen2, prompt_file, ckpt, healthy=0,
-                                       extra=["--algo.dynamic_filtering_enable"])
+    trainer, calls = recording_trainer(
+        tiny_qwen2, prompt_file, ckpt, healthy=0, extra=["--algo.dynamic_filtering_enable"]
+    )
     # every group averages 0 and is filtered out: no step is ever trained, so only the generator sees the failures
     with pytest.raises(GradingFailure, match=r"grading failed for 100% of the samples \(32 error, 0 timeout of 32\)"):
         trainer.fit()

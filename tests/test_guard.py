@@ -1,6 +1,7 @@
 """The grading guard: a run whose grader keeps failing stops with a message naming what failed, the failure share is
 logged every step, steps it cannot judge never stop a run, and a failed step is skipped untrained (its end to end
 check, through OpenRLHF's fit loop: test_grading_gate.py)."""
+
 from __future__ import annotations
 
 import pickle
@@ -12,8 +13,10 @@ from lead_recipes.training.guard import GradingFailure, GradingGuard
 
 
 def step(correct=0, wrong=0, no_answer=0, timeout=0, error=0, missing=0.0):
-    stats = {f"recipe/grading/{k}_count": float(v) for k, v in
-             dict(correct=correct, wrong=wrong, no_answer=no_answer, timeout=timeout, error=error).items()}
+    stats = {
+        f"recipe/grading/{k}_count": float(v)
+        for k, v in dict(correct=correct, wrong=wrong, no_answer=no_answer, timeout=timeout, error=error).items()
+    }
     stats["recipe/grading/status_missing"] = missing
     return stats
 
@@ -51,8 +54,15 @@ def test_steps_without_grading_status_are_skipped_not_stopped():
     assert g.observe(step()) == {}
 
 
-@pytest.mark.parametrize("share, steps, flag", [(1.5, 3, "grade_failure_max"), (-0.1, 3, "grade_failure_max"),
-                                                (0.5, 0, "grade_failure_steps"), (0.5, 2.5, "grade_failure_steps")])
+@pytest.mark.parametrize(
+    "share, steps, flag",
+    [
+        (1.5, 3, "grade_failure_max"),
+        (-0.1, 3, "grade_failure_max"),
+        (0.5, 0, "grade_failure_steps"),
+        (0.5, 2.5, "grade_failure_steps"),
+    ],
+)
 def test_out_of_range_settings_are_refused_naming_the_flag(share, steps, flag):
     with pytest.raises(ValueError, match=f"--recipe.guard.{flag}"):
         GradingGuard(share, steps)
@@ -61,8 +71,10 @@ def test_out_of_range_settings_are_refused_naming_the_flag(share, steps, flag):
 def test_windows_feed_the_guard_one_steps_worth_of_graded_samples_at_a_time():
     g = GradingGuard(0.5, 2)
     windows = guard.SampleWindows(g, 4)
-    failed, ok = {f"status_{s}": float(s == "error") for s in guard.STATUSES}, \
-        {f"status_{s}": float(s == "wrong") for s in guard.STATUSES}
+    failed, ok = (
+        {f"status_{s}": float(s == "error") for s in guard.STATUSES},
+        {f"status_{s}": float(s == "wrong") for s in guard.STATUSES},
+    )
     for info in [failed] * 4 + [failed, ok, failed]:
         windows.add(info)  # window 1 failed (streak 1); window 2 is 3 samples in: not judged yet
     assert g.streak == 1
@@ -73,6 +85,7 @@ def test_windows_feed_the_guard_one_steps_worth_of_graded_samples_at_a_time():
 
 def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
     from ray.exceptions import RayTaskError
+
     failure = GradingFailure("grading failed for 100% of the samples")
     assert str(pickle.loads(pickle.dumps(failure))) == str(failure)
     wrapped = RayTaskError("RecipeTrainer.fit", "traceback text", failure).as_instanceof_cause()
@@ -82,13 +95,18 @@ def test_failure_is_found_behind_a_ray_task_error_and_survives_pickling():
 
 def test_a_step_above_the_threshold_is_skipped_with_its_share_and_one_at_it_is_not():
     import torch
+
     gate = pytest.importorskip("lead_recipes.training.grading_gate")
     from types import SimpleNamespace as NS
+
     recipe = NS(guard=NS(grade_failure_max=0.5, grade_failure_steps=3))
 
     def samples(error, ok):
-        return [NS(info={f"status_{s}": torch.tensor([float(s == st)]) for s in guard.STATUSES})
-                for st in ["error"] * error + ["correct"] * ok]
+        return [
+            NS(info={f"status_{s}": torch.tensor([float(s == st)]) for s in guard.STATUSES})
+            for st in ["error"] * error + ["correct"] * ok
+        ]
+
     gate.skip_failed_step(samples(4, 4), recipe)  # 0.5 is not above 0.5
     gate.skip_failed_step([NS(info={"correct": torch.tensor([0.0])})], recipe)  # no grading status: not judged
     with pytest.raises(gate.GradingStepSkipped) as info:
@@ -98,6 +116,7 @@ def test_a_step_above_the_threshold_is_skipped_with_its_share_and_one_at_it_is_n
 
 def test_plugin_train_step_returns_a_skipped_step_untrained_and_marks_it_for_no_checkpoint(tmp_path):
     from types import SimpleNamespace as NS
+
     plugin = pytest.importorskip("lead_recipes.training.openrlhf_plugin")
     from lead_recipes.training.grading_gate import GradingStepSkipped
 
@@ -116,8 +135,10 @@ def test_plugin_train_step_returns_a_skipped_step_untrained_and_marks_it_for_no_
 
 def test_guard_flags_are_recipe_flags_with_their_defaults_and_checked_at_the_command_line(tmp_path):
     import argparse
-    from lead_recipes.training import cli as train
+
     from lead_recipes.flags import add_recipe_flags, recipe_config
+    from lead_recipes.training import cli as train
+
     parser = argparse.ArgumentParser()
     add_recipe_flags(parser)
     ns = recipe_config(parser.parse_args(["--recipe.guard.grade_failure_steps", "5"]))
@@ -133,12 +154,13 @@ def test_a_grader_failing_in_every_worker_stops_training_on_the_third_step(monke
     import torch
 
     from lead_recipes.grading import reward_func
-    from lead_recipes.methods.config import RecipeConfig
     from lead_recipes.methods import build_method
+    from lead_recipes.methods.config import RecipeConfig
     from lead_recipes.training.step_stats import rollout_batch, step_stats
 
     def broken():
         raise RuntimeError("grader pool could not start")
+
     monkeypatch.setattr(reward_func, "get_grader", broken)
     recipe = RecipeConfig(method="lead")
     method, g = build_method(recipe), GradingGuard.from_recipe(recipe)
@@ -146,10 +168,18 @@ def test_a_grader_failing_in_every_worker_stops_training_on_the_third_step(monke
     with pytest.raises(GradingFailure, match=r"8 error, 0 timeout of 8"):
         for step_no in range(1, 4):
             steps.append(step_no)
-            logs = [reward_func.reward_func([f"q{i} \\boxed{{1}}"], [f"q{i} "], ["1"])["extra_logs"] for i in range(2 * n)]
+            logs = [
+                reward_func.reward_func([f"q{i} \\boxed{{1}}"], [f"q{i} "], ["1"])["extra_logs"] for i in range(2 * n)
+            ]
             info = {k: torch.tensor([d[k] for d in logs]) for k in logs[0]}
-            exp = NS(info=info, action_mask=torch.ones(2 * n, 5), truncated=torch.zeros(2 * n), index=list(range(2 * n)),
-                     prompts=[f"q{i // n}" for i in range(2 * n)], labels=["1"] * (2 * n))
+            exp = NS(
+                info=info,
+                action_mask=torch.ones(2 * n, 5),
+                truncated=torch.zeros(2 * n),
+                index=list(range(2 * n)),
+                prompts=[f"q{i // n}" for i in range(2 * n)],
+                labels=["1"] * (2 * n),
+            )
             batch, extra = rollout_batch([exp], lambda t: t.reshape(-1, n), 16)
             out = method.step(batch)
             stats = step_stats(method.name, batch, out, out.rewards, torch.zeros(2 * n), extra)
@@ -168,7 +198,8 @@ def test_a_skipped_step_survives_a_pickle_round_trip_with_its_stats():
 
 def test_fit_closes_the_trackers_when_grading_fails_so_the_last_logs_are_flushed():
     from types import SimpleNamespace as NS
-    from lead_recipes.training.preemption import SaveOnRequestMixin, SavedOnRequest
+
+    from lead_recipes.training.preemption import SavedOnRequest, SaveOnRequestMixin
 
     class Tracker:
         closed = 0

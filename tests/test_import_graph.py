@@ -1,6 +1,7 @@
 """The import graph of lead_recipes/ and evaluation/ has no cycles: not between modules, not between the package's
 folders, and evaluation depends on lead_recipes, never the reverse. Imports inside functions count (a lazy import
 is still a dependency). Read from the source with `ast`; nothing is imported."""
+
 from __future__ import annotations
 
 import ast
@@ -30,7 +31,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             base = node.module or ""
             if node.level:
                 anchor = name.split(".") if is_pkg else name.split(".")[:-1]
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
     return {m for m in found if m in modules and m != name}
@@ -91,8 +92,11 @@ def test_no_two_folders_of_the_package_import_each_other():
 
 
 def test_the_package_never_imports_evaluation():
-    offenders = {src: sorted(t for t in targets if t.split(".")[0] == "evaluation")
-                 for src, targets in _graph().items() if src.split(".")[0] == "lead_recipes"}
+    offenders = {
+        src: sorted(t for t in targets if t.split(".")[0] == "evaluation")
+        for src, targets in _graph().items()
+        if src.split(".")[0] == "lead_recipes"
+    }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 

@@ -1,4 +1,5 @@
 """The one strict JSONL reader (lead_recipes/jsonl.py) used by replay, data and evaluation."""
+
 import json
 
 import pytest

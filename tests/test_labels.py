@@ -2,6 +2,7 @@
 graded: the reward function as OpenRLHF loads it, `lead-recipes grade`; one without `answer` is a grading failure
 (`error`, counted by the guard), never a silent `wrong`, and the preflight refuses it in one line. The server's side
 is in test_server.py (a real port)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,6 +22,7 @@ PROMPT = "<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n"
 @pytest.fixture(scope="module")
 def executor():
     from openrlhf.utils.agent import SingleTurnAgentExecutor
+
     return SingleTurnAgentExecutor(str(Path(rf_module.__file__)))
 
 
@@ -49,11 +51,20 @@ def test_gold_answer_names_the_missing_key_and_leaves_plain_labels_alone():
 
 def test_grade_cli_reads_an_object_answer_and_reports_one_without_its_key(tmp_path, capsys):
     inp = tmp_path / "in.jsonl"
-    inp.write_text(json.dumps({"answer": {"id": "a", "answer": "42"}, "response": "\\boxed{42}"}) + "\n"
-                   + json.dumps({"answer": {"id": "b"}, "response": "\\boxed{42}"}) + "\n", encoding="utf-8")
+    inp.write_text(
+        json.dumps({"answer": {"id": "a", "answer": "42"}, "response": "\\boxed{42}"})
+        + "\n"
+        + json.dumps({"answer": {"id": "b"}, "response": "\\boxed{42}"})
+        + "\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "out.jsonl"
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--grade.workers", "1",
-                           "--no-grade.progress_enable"]) == 1  # the malformed row makes the exit code 1
+    assert (
+        grade_cli.main(
+            ["--input", str(inp), "--output", str(out), "--grade.workers", "1", "--no-grade.progress_enable"]
+        )
+        == 1
+    )  # the malformed row makes the exit code 1
     rows = [json.loads(line) for line in out.open()]
     assert rows[0]["status"] == "correct" and rows[0]["correct"] is True
     assert rows[1]["status"] == "error" and "'answer'" in rows[1]["error"]
@@ -61,8 +72,11 @@ def test_grade_cli_reads_an_object_answer_and_reports_one_without_its_key(tmp_pa
 
 def test_preflight_refuses_object_labels_without_answer_in_one_line_naming_the_row(tmp_path):
     data = tmp_path / "prompts.jsonl"
-    rows = [{"prompt": "q1", "label": {"id": "a", "answer": "1"}}, {"prompt": "q2", "label": {"id": "b"}},
-            {"prompt": "q3", "label": {"id": "c"}}]
+    rows = [
+        {"prompt": "q1", "label": {"id": "a", "answer": "1"}},
+        {"prompt": "q2", "label": {"id": "b"}},
+        {"prompt": "q3", "label": {"id": "c"}},
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     check = _check_data("data", str(data), "prompt", "label")
     assert not check.ok, check

@@ -1,6 +1,7 @@
 """`lead-recipes launch`: the rendered train / sbatch / ray-job commands, overrides, refusal on a broken recipe or
 a missing dataset, a real target-local run and a real `ray job submit` to a Ray head started here, both with the
 training step in dry-run mode. (Submission to real Slurm is in test_slurm.py.)"""
+
 from __future__ import annotations
 
 import os
@@ -36,38 +37,92 @@ def test_dry_run_prints_the_train_command_of_the_recipe_with_overrides(capsys, t
     cmd = section(capsys.readouterr().out, "command")
     assert cmd == load_recipe("lead-1.5b", ["recipe.lead.aggregator=min_correct"]).command()
     assert cmd[cmd.index("--recipe.lead.aggregator") + 1] == "min_correct"
-    assert not (tmp_path / "run").exists()          # nothing written, nothing started
+    assert not (tmp_path / "run").exists()  # nothing written, nothing started
 
 
 def test_slurm_render_takes_resources_from_the_recipe_and_flags_override_them(capsys, tmp_path):
-    assert launch.main(["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--slurm.nodes", "2",
-                        "--slurm.partition", "gpu", "--slurm.account", "acc", "--slurm.time", "01:00:00",
-                        "--set", "actor.num_nodes=2", "--set", "ref.num_nodes=2", "--set", "vllm.num_engines=8",
-                        "--set", "resources.nodes=2"]) == 0
+    assert (
+        launch.main(
+            [
+                "lead-1.5b",
+                "--launch.target",
+                "slurm",
+                "--run.dry_run_enable",
+                "--slurm.nodes",
+                "2",
+                "--slurm.partition",
+                "gpu",
+                "--slurm.account",
+                "acc",
+                "--slurm.time",
+                "01:00:00",
+                "--set",
+                "actor.num_nodes=2",
+                "--set",
+                "ref.num_nodes=2",
+                "--set",
+                "vllm.num_engines=8",
+                "--set",
+                "resources.nodes=2",
+            ]
+        )
+        == 0
+    )
     sub = section(capsys.readouterr().out, "submit")
-    head, cmd = sub[:sub.index("--")], sub[sub.index("--") + 1:]
-    for opt in ("--nodes=2", "--partition=gpu", "--account=acc", "--time=01:00:00", "--gpus-per-node=4",
-                "--requeue", "--signal=B:USR1@600", "--ntasks-per-node=1"):
+    head, cmd = sub[: sub.index("--")], sub[sub.index("--") + 1 :]
+    for opt in (
+        "--nodes=2",
+        "--partition=gpu",
+        "--account=acc",
+        "--time=01:00:00",
+        "--gpus-per-node=4",
+        "--requeue",
+        "--signal=B:USR1@600",
+        "--ntasks-per-node=1",
+    ):
         assert opt in head, opt
-    assert head[0] == "sbatch" and head[head.index(str(launch.SBATCH_SCRIPT)) + 1:][:2] == ["--run.dir",
-                                                                                           str(tmp_path / "run")]
-    assert cmd[1:] == load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8",
-                                                "resources.nodes=2"]).command()[1:]
+    assert head[0] == "sbatch" and head[head.index(str(launch.SBATCH_SCRIPT)) + 1 :][:2] == [
+        "--run.dir",
+        str(tmp_path / "run"),
+    ]
+    assert (
+        cmd[1:]
+        == load_recipe(
+            "lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8", "resources.nodes=2"]
+        ).command()[1:]
+    )
 
 
 def test_requeue_false_overrides_the_script_header_and_still_checkpoints_before_the_limit(capsys):
     # slurm/train.sbatch says `#SBATCH --requeue`: leaving the flag out would requeue anyway
-    assert launch.main(["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--set",
-                        "resources.requeue=false"]) == 0
+    assert (
+        launch.main(
+            ["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--set", "resources.requeue=false"]
+        )
+        == 0
+    )
     sub = section(capsys.readouterr().out, "submit")
-    head = sub[:sub.index(str(launch.SBATCH_SCRIPT))]
+    head = sub[: sub.index(str(launch.SBATCH_SCRIPT))]
     assert "--no-requeue" in head and "--requeue" not in head and "--signal=B:USR1@600" in head
     assert sub[sub.index("--slurm.max_restarts") + 1] == "0"
 
 
 def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(capsys):
-    assert launch.main(["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--slurm.gpus_per_node", "0",
-                        "--launch.train_mode", "dry_run"]) == 0
+    assert (
+        launch.main(
+            [
+                "lead-1.5b",
+                "--launch.target",
+                "slurm",
+                "--run.dry_run_enable",
+                "--slurm.gpus_per_node",
+                "0",
+                "--launch.train_mode",
+                "dry_run",
+            ]
+        )
+        == 0
+    )
     sub = section(capsys.readouterr().out, "submit")
     assert not [a for a in sub if a.startswith("--gpus-per-node=")]
     # the script takes the mode under the launch flag's name and appends the train flag itself
@@ -76,16 +131,34 @@ def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(
 
 @pytest.mark.parametrize("flags,waits", [([], True), (["--ray.wait_enable"], True), (["--no-ray.wait_enable"], False)])
 def test_ray_address_renders_a_ray_job_submission_that_waits_unless_told(flags, waits, capsys):
-    assert launch.main(["leash-1.5b", "--launch.target", "ray", "--ray.address", "http://10.0.0.1:8265",
-                        "--run.dry_run_enable", *flags]) == 0
+    assert (
+        launch.main(
+            [
+                "leash-1.5b",
+                "--launch.target",
+                "ray",
+                "--ray.address",
+                "http://10.0.0.1:8265",
+                "--run.dry_run_enable",
+                *flags,
+            ]
+        )
+        == 0
+    )
     sub = section(capsys.readouterr().out, "submit")
     assert sub[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.1:8265"]
     assert ("--no-wait" not in sub) == waits
-    assert sub[sub.index("--") + 1:] == load_recipe("leash-1.5b").command()
+    assert sub[sub.index("--") + 1 :] == load_recipe("leash-1.5b").command()
 
 
-@pytest.mark.parametrize("argv", [["--launch.target", "ray"], ["--ray.address", "http://10.0.0.1:8265"],
-                                  ["--launch.target", "slurm", "--ray.address", "http://10.0.0.1:8265"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--launch.target", "ray"],
+        ["--ray.address", "http://10.0.0.1:8265"],
+        ["--launch.target", "slurm", "--ray.address", "http://10.0.0.1:8265"],
+    ],
+)
 def test_target_ray_and_a_ray_address_come_only_together(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         launch.main(["lead-1.5b", "--run.dry_run_enable", *argv])
@@ -112,8 +185,22 @@ def test_missing_dataset_refuses_to_run_and_prints_the_data_command(capsys, tmp_
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_local_launch_runs_the_real_train_command_in_dry_run_mode(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target",
-                           "local", "--launch.train_mode", "dry_run"], capture_output=True, text=True, timeout=280)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "launch",
+            "lead-1.5b",
+            "--launch.target",
+            "local",
+            "--launch.train_mode",
+            "dry_run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert '"method": "lead"' in proc.stdout and "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" in proc.stdout
     assert (tmp_path / "run" / "launch.json").exists()
@@ -128,19 +215,34 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def ray_head():
     """A real Ray head with the job server (dashboard) on 127.0.0.1; stopped by PID afterwards."""
-    tmp = tempfile.mkdtemp(prefix="lrj", dir="/tmp")   # short: Ray's socket paths live under it
+    tmp = tempfile.mkdtemp(prefix="lrj", dir="/tmp")  # short: Ray's socket paths live under it
     gcs, dash = free_port(), free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     # Every port Ray would otherwise take at a fixed default (client server 10001, dashboard agent 52365) is a free
     # one: another Ray on the machine (a second test session, a user's cluster) must not make this head fail.
     log = Path(tmp) / "ray-start.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
-                                 f"--port={gcs}", f"--dashboard-port={dash}", "--include-dashboard=true",
-                                 "--node-ip-address=127.0.0.1", f"--ray-client-server-port={free_port()}",
-                                 f"--dashboard-agent-listen-port={free_port()}", "--num-cpus=1", "--num-gpus=0",
-                                 f"--temp-dir={tmp}", "--disable-usage-stats"],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "ray"),
+                "start",
+                "--head",
+                "--block",
+                f"--port={gcs}",
+                f"--dashboard-port={dash}",
+                "--include-dashboard=true",
+                "--node-ip-address=127.0.0.1",
+                f"--ray-client-server-port={free_port()}",
+                f"--dashboard-agent-listen-port={free_port()}",
+                "--num-cpus=1",
+                "--num-gpus=0",
+                f"--temp-dir={tmp}",
+                "--disable-usage-stats",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     address = f"http://127.0.0.1:{dash}"
     deadline = time.monotonic() + 180
     while True:
@@ -148,14 +250,18 @@ def ray_head():
             urllib.request.urlopen(f"{address}/api/version", timeout=2)
             break
         except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, \
+            assert proc.poll() is None and time.monotonic() < deadline, (
                 "Ray head with job server did not start:\n" + log.read_text()[-3000:]
+            )
             time.sleep(1)
     yield address, env, tmp
     proc.terminate()
     proc.wait(timeout=60)
-    left = [p for p in subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
-            .splitlines() if tmp in p and not p.startswith("Z")]
+    left = [
+        p
+        for p in subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
+        if tmp in p and not p.startswith("Z")
+    ]
     shutil.rmtree(tmp, ignore_errors=True)
     assert left == [], left
 
@@ -165,10 +271,26 @@ def ray_head():
 def test_ray_address_submits_a_real_ray_job_that_runs_the_train_command(ray_head, tmp_path):
     address, env, _ = ray_head
     env = {**env, "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run"), "LEAD_RECIPES_DATA": str(tmp_path / "data")}
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target", "ray",
-                           "--ray.address", address, "--launch.train_mode", "dry_run"], capture_output=True, text=True,
-                          env=env, timeout=280)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "launch",
+            "lead-1.5b",
+            "--launch.target",
+            "ray",
+            "--ray.address",
+            address,
+            "--launch.train_mode",
+            "dry_run",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=280,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "succeeded" in out and '"method": "lead"' in out    # the job ran `lead-recipes train --run.dry_run_enable`
+    assert "succeeded" in out and '"method": "lead"' in out  # the job ran `lead-recipes train --run.dry_run_enable`
     assert (tmp_path / "run" / "launch.json").exists()

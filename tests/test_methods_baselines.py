@@ -1,20 +1,22 @@
 """GRPO, scalarised GRPO, GDPO and ShorterBetter (docs/methods.md): hand-computed values."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.common import group_normalize
+from lead_recipes.methods.config import RecipeConfig
 
 
 def step(name, correct, lengths, cap=4000, **section):
     sec = name.replace("-", "_")
     m = build_method(RecipeConfig.of({"method": name, **({sec: section} if section else {})}))
-    return m.step(RolloutBatch(torch.tensor(correct, dtype=torch.bool), torch.tensor(lengths, dtype=torch.float32),
-                               cap))
+    return m.step(
+        RolloutBatch(torch.tensor(correct, dtype=torch.bool), torch.tensor(lengths, dtype=torch.float32), cap)
+    )
 
 
 def test_grpo_matches_openrlhf_group_norm_up_to_epsilon():
@@ -32,7 +34,7 @@ def test_zero_std_group_gets_exactly_zero_even_for_non_representable_rewards():
 
 def test_scalarized_conditioned_length_reward_by_hand():
     out = step("grpo-scalarized", [[1, 1, 0, 0]], [[1500, 2500, 1000, 3000]])
-    assert out.rewards[0].tolist() == [1.0, 0.5, 0.0, 0.0]    # 0.5·1[c] + 0.5·1[c ∧ l ≤ 2000]
+    assert out.rewards[0].tolist() == [1.0, 0.5, 0.0, 0.0]  # 0.5·1[c] + 0.5·1[c ∧ l ≤ 2000]
 
 
 def test_scalarized_classic_length_reward_ignores_correctness():
@@ -73,7 +75,8 @@ def test_shorter_better_single_correct_rollout_gets_exactly_alpha():
     assert step("shorter-better", [[0, 1, 0]], [[10, 777, 30]]).rewards[0, 1] == 2.0
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=100, deadline=None)

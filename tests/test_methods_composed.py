@@ -1,20 +1,21 @@
 """The composed method: with every part but one off it equals the existing method (1e-6 on random batches, over
 several steps so the controllers move), the budget's placement and dual update, its controller's bit-exact resume,
 its Hypothesis properties, bad input, and `lead-recipes replay --recipe.method composed`."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lead_recipes.cli import main as cli_main
-from lead_recipes.methods.controllers import LeashController
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import GrpoLeadConfig
+from lead_recipes.methods.config import GrpoLeadConfig, RecipeConfig
+from lead_recipes.methods.controllers import LeashController
 from lead_recipes.methods.grpo import grpo
 from lead_recipes.methods.grpo_lead import difficulty_weight
 
@@ -48,8 +49,15 @@ def assert_same(a, b):
     assert torch.allclose(a.rewards, b.rewards, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("lead_cfg", [{}, {"aggregator": "median_correct", "whiten": "sequence", "beta_ema": 0.5},
-                                      {"static_lambda_c": 0.7}, {"unsolved_length": "flat"}])
+@pytest.mark.parametrize(
+    "lead_cfg",
+    [
+        {},
+        {"aggregator": "median_correct", "whiten": "sequence", "beta_ema": 0.5},
+        {"static_lambda_c": 0.7},
+        {"unsolved_length": "flat"},
+    ],
+)
 def test_lead_part_alone_equals_lead_over_steps(lead_cfg):
     mine, ref = composed({"length_reward": "lead"}, lead=lead_cfg), method("lead", lead=lead_cfg)
     for b in random_batches(6):
@@ -70,8 +78,18 @@ def test_difficulty_part_alone_equals_grpo_lead_reweighting_of_grpo():
         assert torch.allclose(m.step(b).advantages, want.float(), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("options", [{}, {"repetition_penalty_enable": True, "ref_code_truncated_zero_enable": True,
-                                          "ref_code_sigma_one_enable": True, "alpha": 0.2}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {
+            "repetition_penalty_enable": True,
+            "ref_code_truncated_zero_enable": True,
+            "ref_code_sigma_one_enable": True,
+            "alpha": 0.2,
+        },
+    ],
+)
 def test_grpo_lead_reward_and_reweighting_equal_grpo_lead(options):
     mine = composed({"correct_reward": "grpo_lead", "difficulty": "grpo_lead"}, grpo_lead=options)
     ref = method("grpo-lead", grpo_lead=options)
@@ -90,11 +108,12 @@ def test_budget_part_alone_equals_leash_including_the_dual_update():
         assert x.stats["lagrange_lambda_next"] == y.stats["lagrange_lambda_next"]
         assert x.stats["clipped_frac"] == y.stats["clipped_frac"]
         lams.append(y.stats["lagrange_lambda_next"])
-    assert len(set(lams)) > 3                    # λ really moved, so the dual updates were compared
+    assert len(set(lams)) > 3  # λ really moved, so the dual updates were compared
     want = ref.state_dict()
     got = mine.state_dict()
-    assert [got[k] for k in ("lagrange_lambda", "adam_m", "adam_v", "dual_step")] == \
-        [want[k] for k in ("lagrange_lambda", "adam_m", "adam_v", "step")]
+    assert [got[k] for k in ("lagrange_lambda", "adam_m", "adam_v", "dual_step")] == [
+        want[k] for k in ("lagrange_lambda", "adam_m", "adam_v", "step")
+    ]
 
 
 def test_every_part_off_equals_grpo():
@@ -103,12 +122,16 @@ def test_every_part_off_equals_grpo():
 
 
 def test_budget_lowers_only_over_budget_length_rewards_and_never_below_minus_one():
-    b = RolloutBatch(torch.tensor([[1, 1, 0, 1]], dtype=torch.bool), torch.tensor([[1000.0, 1900.0, 3000.0, 4000.0]]),
-                     CAP)
+    b = RolloutBatch(
+        torch.tensor([[1, 1, 0, 1]], dtype=torch.bool), torch.tensor([[1000.0, 1900.0, 3000.0, 4000.0]]), CAP
+    )
     parts = {"length_reward": "lead", "budget_tokens": 2000.0}
     off = composed(parts, lead={"static_lambda_c": 0.5}).step(b)
-    on = composed({**parts, "budget": "leash"}, lead={"static_lambda_c": 0.5},
-                  leash={"lambda_init": 2.0, "lambda_max": 2.0, "constant_lambda_enable": True}).step(b)
+    on = composed(
+        {**parts, "budget": "leash"},
+        lead={"static_lambda_c": 0.5},
+        leash={"lambda_init": 2.0, "lambda_max": 2.0, "constant_lambda_enable": True},
+    ).step(b)
     # shaped reward = 0.5 r_c + 0.5 r_l, L* = 2300: the 3000-token rollout's r_l loses 2·0.5, the 4000-token one
     # would lose 2·1 but stops at −1
     diff = (off.rewards - on.rewards)[0].tolist()
@@ -118,8 +141,9 @@ def test_budget_lowers_only_over_budget_length_rewards_and_never_below_minus_one
 
 
 def test_one_channel_budget_stops_at_the_wrong_answer_reward():
-    b = RolloutBatch(torch.tensor([[1, 1, 0, 0]], dtype=torch.bool), torch.tensor([[1000.0, 4000.0, 1000.0, 4000.0]]),
-                     CAP)
+    b = RolloutBatch(
+        torch.tensor([[1, 1, 0, 0]], dtype=torch.bool), torch.tensor([[1000.0, 4000.0, 1000.0, 4000.0]]), CAP
+    )
     leash = {"lambda_init": 1.0, "constant_lambda_enable": True}
     binary = composed({"budget": "leash", "budget_tokens": 1000.0}, leash=leash).step(b)
     assert binary.rewards[0].tolist() == [1.0, 0.0, 0.0, 0.0]
@@ -128,8 +152,9 @@ def test_one_channel_budget_stops_at_the_wrong_answer_reward():
 def test_dual_variable_follows_leash_controller_on_batch_mean_length_over_budget_default_b_max_half():
     m = method("composed", leash={"lr": 0.05})
     ctl = LeashController(lr=0.05)
-    long = RolloutBatch(torch.tensor([[1, 0, 1, 0]] * 3, dtype=torch.bool),
-                        torch.tensor([[2600.0, 3000.0, 3500.0, 2200.0]] * 3), CAP)
+    long = RolloutBatch(
+        torch.tensor([[1, 0, 1, 0]] * 3, dtype=torch.bool), torch.tensor([[2600.0, 3000.0, 3500.0, 2200.0]] * 3), CAP
+    )
     for _ in range(5):
         out = m.step(long)
         assert out.stats["budget_tokens"] == 2000.0
@@ -155,12 +180,15 @@ def test_resume_after_k_steps_through_json_equals_uninterrupted_run():
     assert not torch.equal(fresh.step(data[3]).advantages, ref[3].advantages)
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda s: s.pop("dual_step"), "dual_step"),
-    (lambda s: s.update(lagrange_lambda=float("nan")), "lagrange_lambda"),
-    (lambda s: s.pop("w_l"), "w_l"),
-    (lambda s: s.update(extra=1.0), "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda s: s.pop("dual_step"), "dual_step"),
+        (lambda s: s.update(lagrange_lambda=float("nan")), "lagrange_lambda"),
+        (lambda s: s.pop("w_l"), "w_l"),
+        (lambda s: s.update(extra=1.0), "unknown keys"),
+    ],
+)
 def test_corrupt_composed_state_is_rejected_and_leaves_the_controller_untouched(mutate, match):
     m = method("composed")
     m.step(random_batches(1)[0])
@@ -172,12 +200,15 @@ def test_corrupt_composed_state_is_rejected_and_leaves_the_controller_untouched(
     assert m.state_dict() == before
 
 
-@pytest.mark.parametrize("recipe,flag", [
-    ({"composed": {"budget": "lagrange"}}, "--recipe.composed.budget"),
-    ({"composed": {"correct_reward": "ternary"}}, "--recipe.composed.correct_reward"),
-    ({"composed": {"budget_tokens": 0.0}}, "--recipe.composed.budget_tokens"),
-    ({"grpo_lead": {"ref_code_rejection_enable": True}}, "--recipe.grpo_lead.ref_code_rejection_enable"),
-])
+@pytest.mark.parametrize(
+    "recipe,flag",
+    [
+        ({"composed": {"budget": "lagrange"}}, "--recipe.composed.budget"),
+        ({"composed": {"correct_reward": "ternary"}}, "--recipe.composed.correct_reward"),
+        ({"composed": {"budget_tokens": 0.0}}, "--recipe.composed.budget_tokens"),
+        ({"grpo_lead": {"ref_code_rejection_enable": True}}, "--recipe.grpo_lead.ref_code_rejection_enable"),
+    ],
+)
 def test_bad_recipe_is_a_value_error_naming_the_flag(recipe, flag):
     with pytest.raises(ValueError, match=flag):
         method("composed", **recipe)
@@ -191,8 +222,12 @@ def test_repetition_penalty_without_flags_is_a_clear_error():
 
 # ---------------------------------------------------------------- properties (all parts on, budget active)
 ACTIVE = {"leash": {"lambda_init": 0.5, "lr": 0.05}, "grpo_lead": {"repetition_penalty_enable": False}}
-CONFIGS = [{}, {"correct_reward": "grpo_lead"}, {"correct_reward": "signed", "length_reward": "none"},
-           {"correct_reward": "grpo_lead", "length_reward": "none"}]
+CONFIGS = [
+    {},
+    {"correct_reward": "grpo_lead"},
+    {"correct_reward": "signed", "length_reward": "none"},
+    {"correct_reward": "grpo_lead", "length_reward": "none"},
+]
 
 
 @st.composite
@@ -217,7 +252,7 @@ def test_outputs_are_finite(parts, b):
 
 @pytest.mark.parametrize("parts", CONFIGS)
 @settings(max_examples=25, deadline=None)
-@given(b=batches(), seed=st.integers(0, 2 ** 16))
+@given(b=batches(), seed=st.integers(0, 2**16))
 def test_permuting_rollouts_within_groups_and_the_groups_permutes_the_output(parts, b, seed):
     c, l = b
     gen = torch.Generator().manual_seed(seed)
@@ -260,9 +295,16 @@ def test_two_channels_static_weights_change_other_groups_only_by_one_common_affi
 
 # ---------------------------------------------------------------- replay
 def test_replay_composed_writes_both_controller_trajectories(tmp_path, capsys):
-    steps = [{"step": s, "groups": [{"correct": [True, False, True, False], "lengths": [2600, 3900, 3100, 2500]},
-                                    {"correct": [True, True, False, False], "lengths": [2200, 2900, 3600, 1800]}]}
-             for s in (1, 2, 3)]
+    steps = [
+        {
+            "step": s,
+            "groups": [
+                {"correct": [True, False, True, False], "lengths": [2600, 3900, 3100, 2500]},
+                {"correct": [True, True, False, False], "lengths": [2200, 2900, 3600, 1800]},
+            ],
+        }
+        for s in (1, 2, 3)
+    ]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps(s) + "\n" for s in steps))
     argv = ["replay", str(src), "--output", str(out), "--recipe.method", "composed", "--recipe.leash.lr", "0.1"]

@@ -1,6 +1,7 @@
 """The methods tables of README.md and docs/methods.md and the flag reference of docs/methods.md are generated from
 the method registry (lead_recipes/methods/config.py: REGISTRY, each Method class's docstring, the config
 dataclasses' fields) and are never stale. Regenerate them with `python tests/test_methods_docs.py --write`."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,13 @@ def _cell(text: str) -> str:
 def methods_table(full: bool, docs: str, root: str) -> str:
     """The methods table; `full` adds the code and controller-state columns. `docs`, `root`: the relative paths to
     docs/methods.md and the repository root from the file the table is in."""
-    head = ["method", "paper, equation"] + (["code (`lead_recipes/methods/`)"] if full else []) + \
-        ["flags"] + (["controller state (checkpointed)"] if full else []) + ["reference recipe"]
+    head = (
+        ["method", "paper, equation"]
+        + (["code (`lead_recipes/methods/`)"] if full else [])
+        + ["flags"]
+        + (["controller state (checkpointed)"] if full else [])
+        + ["reference recipe"]
+    )
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in REGISTRY:
         module, name = e.method.split(":")
@@ -53,19 +59,29 @@ def flag_reference() -> str:
         fields = dataclasses.fields(config)
         if not fields:
             continue
-        out += [f'<a id="flags-{section}"></a>', "", f"### `--recipe.{section}.*`", "", _cell(config.__doc__),
-                "",
-                "| flag | default | allowed | what (paper value; reference code where it differs) |", "|---|---|---|---|"]
-        out += [f"| `{flag(section, f.name)}` | `{f.default}` | {_range(f)} | {_cell(f.metadata['help'])} |"
-                for f in fields]
+        out += [
+            f'<a id="flags-{section}"></a>',
+            "",
+            f"### `--recipe.{section}.*`",
+            "",
+            _cell(config.__doc__),
+            "",
+            "| flag | default | allowed | what (paper value; reference code where it differs) |",
+            "|---|---|---|---|",
+        ]
+        out += [
+            f"| `{flag(section, f.name)}` | `{f.default}` | {_range(f)} | {_cell(f.metadata['help'])} |" for f in fields
+        ]
         out.append("")
     return "\n".join(out).rstrip()
 
 
 BLOCKS = {  # file -> {block name: its text}
     "README.md": {"methods table": lambda: methods_table(full=False, docs="docs/methods.md", root="")},
-    "docs/methods.md": {"methods table": lambda: methods_table(full=True, docs="", root="../"),
-                        "flag reference": flag_reference},
+    "docs/methods.md": {
+        "methods table": lambda: methods_table(full=True, docs="", root="../"),
+        "flag reference": flag_reference,
+    },
 }
 
 
@@ -77,7 +93,8 @@ def rendered(path: str) -> str:
     text = (ROOT / path).read_text()
     for name, render in BLOCKS[path].items():
         assert len(_pattern(name).findall(text)) == 1, f"{path} needs exactly one generated {name!r} block"
-        text = _pattern(name).sub(lambda _m: f"{BEGIN.format(name=name)}\n{render()}\n{END.format(name=name)}", text)
+        block = f"{BEGIN.format(name=name)}\n{render()}\n{END.format(name=name)}"
+        text = _pattern(name).sub(lambda _m, block=block: block, text)
     return text
 
 

@@ -1,5 +1,7 @@
-"""GRPO-LEAD (arXiv 2504.09696, §3): the paper's worked numbers, the weighting on the sign of the normalised advantage, and the
+"""GRPO-LEAD (arXiv 2504.09696, §3): the paper's worked numbers, the weighting on the sign of the normalised
+advantage, and the
 reference-code options (each off by default)."""
+
 from __future__ import annotations
 
 import math
@@ -8,11 +10,9 @@ import pytest
 import torch
 
 from lead_recipes.methods import build_method
-
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import GrpoLeadConfig
+from lead_recipes.methods.config import GrpoLeadConfig, RecipeConfig
 from lead_recipes.methods.grpo_lead import difficulty_weight, grpo_lead
-from lead_recipes.methods.config import RecipeConfig
 
 CFG = GrpoLeadConfig()
 
@@ -27,9 +27,13 @@ def _2d(x):
 
 def run(correct, lengths, cap=8000, truncated=None, repetitive=None, **kw):
     correct, lengths, truncated, repetitive = map(_2d, (correct, lengths, truncated, repetitive))
-    b = RolloutBatch(torch.tensor(correct, dtype=torch.bool), torch.tensor(lengths, dtype=torch.float32), cap,
-                     None if truncated is None else torch.tensor(truncated),
-                     None if repetitive is None else torch.tensor(repetitive))
+    b = RolloutBatch(
+        torch.tensor(correct, dtype=torch.bool),
+        torch.tensor(lengths, dtype=torch.float32),
+        cap,
+        None if truncated is None else torch.tensor(truncated),
+        None if repetitive is None else torch.tensor(repetitive),
+    )
     return method(**kw).step(b)
 
 
@@ -38,9 +42,20 @@ def test_paper_worked_weights_w_7_8_and_w_2_8():
     assert float(difficulty_weight(2 / 8, CFG)) == pytest.approx(1.493, abs=5e-4)
 
 
-@pytest.mark.parametrize("k,pos,neg", [(0, 1.499, 0.483), (1, 1.498, 0.645), (2, 1.493, 0.950), (3, 1.475, 1.255),
-                                       (4, 1.417, 1.417), (5, 1.255, 1.475), (6, 0.950, 1.493), (7, 0.645, 1.498),
-                                       (8, 0.483, 1.499)])
+@pytest.mark.parametrize(
+    "k,pos,neg",
+    [
+        (0, 1.499, 0.483),
+        (1, 1.498, 0.645),
+        (2, 1.493, 0.950),
+        (3, 1.475, 1.255),
+        (4, 1.417, 1.417),
+        (5, 1.255, 1.475),
+        (6, 0.950, 1.493),
+        (7, 0.645, 1.498),
+        (8, 0.483, 1.499),
+    ],
+)
 def test_weight_table_of_spec_2_1(k, pos, neg):
     assert float(difficulty_weight(k / 8, CFG)) == pytest.approx(pos, abs=5e-4)
     assert float(difficulty_weight(1 - k / 8, CFG)) == pytest.approx(neg, abs=5e-4)
@@ -56,7 +71,7 @@ def test_correct_rewards_lie_in_0_84_to_1_10_for_z_in_minus2_to_3_5():
 def test_shaped_correct_reward_is_exp_of_minus_alpha_z_with_unbiased_sigma():
     lengths = [1000, 2000, 3000, 500, 500, 500, 500, 500]
     out = run([1, 1, 1, 0, 0, 0, 0, 0], lengths)
-    mu, sigma = 2000.0, 1000.0     # unbiased std of (1000, 2000, 3000)
+    mu, sigma = 2000.0, 1000.0  # unbiased std of (1000, 2000, 3000)
     expected = [math.exp(-0.05 * (l - mu) / (sigma + 1e-6)) for l in lengths[:3]]
     assert out.rewards[0, :3].tolist() == pytest.approx(expected, rel=1e-6)
     assert out.rewards[0, 3:].tolist() == [-1.0] * 5
@@ -96,17 +111,22 @@ def test_truncated_response_gets_minus_one_even_if_graded_correct():
 
 
 def test_ref_code_truncated_zero_option_gives_zero_to_truncated_only():
-    out = run([1, 0, 0, 1], [100, 200, 300, 400], truncated=[False, False, True, False],
-              ref_code_truncated_zero_enable=True)
+    out = run(
+        [1, 0, 0, 1], [100, 200, 300, 400], truncated=[False, False, True, False], ref_code_truncated_zero_enable=True
+    )
     assert out.rewards[0, 1] == -1.0 and out.rewards[0, 2] == 0.0
 
 
 def test_repetition_penalty_applies_to_incorrect_repetitive_only():
-    out = run([1, 0, 0, 1], [100, 200, 300, 400], repetitive=[True, True, False, False],
-              repetition_penalty_enable=True)
+    out = run([1, 0, 0, 1], [100, 200, 300, 400], repetitive=[True, True, False, False], repetition_penalty_enable=True)
     assert out.rewards[0].tolist()[1:3] == [-1.5, -1.0] and out.rewards[0, 0] > 0
-    code = run([1, 0, 0, 1], [100, 200, 300, 400], repetitive=[True, True, False, False],
-               repetition_penalty_enable=True, repetition_reward=-2.0)
+    code = run(
+        [1, 0, 0, 1],
+        [100, 200, 300, 400],
+        repetitive=[True, True, False, False],
+        repetition_penalty_enable=True,
+        repetition_reward=-2.0,
+    )
     assert code.rewards[0, 1] == -2.0
 
 
@@ -124,14 +144,27 @@ def test_ref_code_length_gate_keeps_reward_one_below_4000_tokens():
 
 
 def test_ref_code_rejection_zeroes_no_positive_and_all_exactly_one_groups_only():
-    out = run([[0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 1, 0]], [[100, 200, 300, 400], [500] * 4, [100, 200, 300, 400]],
-              truncated=[[True, False, False, False], [False] * 4, [False] * 4],
-              ref_code_rejection_enable=True, ref_code_truncated_zero_enable=True)
+    out = run(
+        [[0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 1, 0]],
+        [[100, 200, 300, 400], [500] * 4, [100, 200, 300, 400]],
+        truncated=[[True, False, False, False], [False] * 4, [False] * 4],
+        ref_code_rejection_enable=True,
+        ref_code_truncated_zero_enable=True,
+    )
     assert out.advantages[0].abs().sum() == 0 and out.advantages[1].abs().sum() == 0
     assert out.advantages[2].abs().sum() > 0 and out.stats["rejected_groups"] == 2.0
     # without the option the mixed 0/−1 group keeps its nonzero advantages (the authors' code)
-    assert run([[0, 0, 0, 0]], [[100, 200, 300, 400]], truncated=[[True, False, False, False]],
-               ref_code_truncated_zero_enable=True).advantages.abs().sum() > 0
+    assert (
+        run(
+            [[0, 0, 0, 0]],
+            [[100, 200, 300, 400]],
+            truncated=[[True, False, False, False]],
+            ref_code_truncated_zero_enable=True,
+        )
+        .advantages.abs()
+        .sum()
+        > 0
+    )
 
 
 def test_pure_function_matches_method_output():

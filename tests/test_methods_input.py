@@ -1,14 +1,14 @@
 """Bad input to any method: a defined result (docs/methods.md, edge cases) or a ValueError naming the offending prompt;
 NaN/inf never leaves a method."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import METHODS
+from lead_recipes.methods.config import METHODS, RecipeConfig
 
 
 def make(name):
@@ -26,8 +26,16 @@ def bad_lengths(value, q=2, j=1):
 
 
 @pytest.mark.parametrize("name", METHODS)
-@pytest.mark.parametrize("value,match", [(0.0, "> 0"), (-5.0, "> 0"), (float("nan"), "finite"),
-                                         (float("inf"), "finite"), (5000.0, "exceed max_new_tokens")])
+@pytest.mark.parametrize(
+    "value,match",
+    [
+        (0.0, "> 0"),
+        (-5.0, "> 0"),
+        (float("nan"), "finite"),
+        (float("inf"), "finite"),
+        (5000.0, "exceed max_new_tokens"),
+    ],
+)
 def test_bad_length_is_a_value_error_naming_the_prompt(name, value, match):
     with pytest.raises(ValueError, match=f"prompt 2: .*{match}"):
         make(name).step(RolloutBatch(GOOD_C, bad_lengths(value), 4000))

@@ -1,5 +1,7 @@
-"""LEAD (arXiv 2605.09806, Eqs. 2–9; docs/methods.md): hand-computed L*_q, r_l, the Law-of-Total-Variance statistics with correct-only masking, CṼ, P, Ψ,
+"""LEAD (arXiv 2605.09806, Eqs. 2–9; docs/methods.md): hand-computed L*_q, r_l, the Law-of-Total-Variance statistics
+with correct-only masking, CṼ, P, Ψ,
 the EMA, the floor, the Ψ_c = Ψ_l = 0 skip, and token-weighted BatchWhiten against an explicit per-token reference."""
+
 from __future__ import annotations
 
 import math
@@ -7,9 +9,9 @@ import math
 import pytest
 import torch
 
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods.lead import efficiency_reward, psi_statistics, target_lengths
 
 
@@ -29,8 +31,10 @@ def batch(correct, lengths, cap=4000):
     return RolloutBatch(B(correct), T(lengths, torch.float32), cap)
 
 
-@pytest.mark.parametrize("agg,expected", [("mean_correct", 2500.0), ("min_correct", 1500.0),
-                                          ("median_correct", 2500.0), ("mean_all", 1900.0)])
+@pytest.mark.parametrize(
+    "agg,expected",
+    [("mean_correct", 2500.0), ("min_correct", 1500.0), ("median_correct", 2500.0), ("mean_all", 1900.0)],
+)
 def test_target_length_per_aggregator(agg, expected):
     got = target_lengths(B([[1, 1, 1, 0]]), T([[1500, 3500, 2500, 100]]), 4000, agg, 1000)
     assert got.tolist() == [expected]
@@ -72,8 +76,8 @@ def test_flat_unsolved_option_gives_an_all_wrong_group_one_advantage_and_leaves_
     correct, lengths = [[0, 0, 0, 0], [1, 0, 1, 0]], [[500, 1000, 2000, 4000], [1200, 100, 2000, 300]]
     sentinel, flat = lead().step(batch(correct, lengths)), lead(unsolved_length="flat").step(batch(correct, lengths))
     a_sent, a_flat = sentinel.advantages[0].tolist(), flat.advantages[0].tolist()
-    assert a_sent == sorted(a_sent) and a_sent[0] < a_sent[-1]        # the sentinel pays the longest answer most
-    assert max(a_flat) - min(a_flat) < 1e-9                              # ours: no length signal at all there
+    assert a_sent == sorted(a_sent) and a_sent[0] < a_sent[-1]  # the sentinel pays the longest answer most
+    assert max(a_flat) - min(a_flat) < 1e-9  # ours: no length signal at all there
     # solved groups see the same PSI statistics and the same pre-whitening advantages: only the affine whitening
     # map over the batch differs, so their order is the same
     assert flat.stats["psi_l"] == sentinel.stats["psi_l"]
@@ -92,14 +96,26 @@ HAND_LENGTHS = [[1200, 2000, 3000, 4000], [500, 1000, 2000, 4000]]
 
 def hand_psi():
     """LEAD's statistics by hand for HAND_*: prompt 0 L* = 1600, r_l = (.75, .75, .125, −.5); prompt 1 unsolved."""
-    mu_c = 0.25                                          # prompt means 0.5 and 0
+    mu_c = 0.25  # prompt means 0.5 and 0
     sigma_c = math.sqrt((0.25 + 0) / 2 + ((0.25) ** 2 + (0.25) ** 2) / 2 + 1e-8)
-    mu_l, sigma_l = 0.75, math.sqrt(0 + 0 + 1e-8)        # only prompt 0, correct rollouts only: (.75, .75)
+    mu_l, sigma_l = 0.75, math.sqrt(0 + 0 + 1e-8)  # only prompt 0, correct rollouts only: (.75, .75)
     cv_c, cv_l = sigma_c / (mu_c + 1e-8), sigma_l / (mu_l + 1e-8)
     cvt_c, cvt_l = cv_c / (cv_c + cv_l + 1e-8), cv_l / (cv_c + cv_l + 1e-8)
     p_c, p_l = 1 - mu_c, (1 - mu_l) / 2
-    return dict(mu_c=mu_c, sigma_c=sigma_c, mu_l=mu_l, sigma_l=sigma_l, cv_c=cv_c, cv_l=cv_l, cvt_c=cvt_c,
-                cvt_l=cvt_l, potential_c=p_c, potential_l=p_l, psi_c=cvt_c * p_c, psi_l=cvt_l * p_l)
+    return dict(
+        mu_c=mu_c,
+        sigma_c=sigma_c,
+        mu_l=mu_l,
+        sigma_l=sigma_l,
+        cv_c=cv_c,
+        cv_l=cv_l,
+        cvt_c=cvt_c,
+        cvt_l=cvt_l,
+        potential_c=p_c,
+        potential_l=p_l,
+        psi_c=cvt_c * p_c,
+        psi_l=cvt_l * p_l,
+    )
 
 
 def test_ltv_statistics_cv_potential_and_psi_by_hand():
@@ -116,8 +132,8 @@ def test_efficiency_statistics_ignore_incorrect_rollouts():
     correct, lengths = B(HAND_CORRECT), T(HAND_LENGTHS)
     r_l = efficiency_reward(lengths, target_lengths(correct, lengths, 4000, "mean_correct", 1000))
     changed = r_l.clone()
-    changed[0, 2:] = T([-1.0, 0.9])          # incorrect rollouts of the solved prompt
-    changed[1] = T([0.1, -0.3, 0.7, 0.2])    # the unsolved prompt
+    changed[0, 2:] = T([-1.0, 0.9])  # incorrect rollouts of the solved prompt
+    changed[1] = T([0.1, -0.3, 0.7, 0.2])  # the unsolved prompt
     a, b = psi_statistics(correct, r_l, 1.0), psi_statistics(correct, changed, 1.0)
     assert (a["mu_l"], a["sigma_l"]) == (b["mu_l"], b["sigma_l"])
 
@@ -144,9 +160,9 @@ def test_first_step_ema_weights_and_floor_by_hand():
 def test_floor_applies_to_lambda_c_but_the_stored_ema_state_stays_unfloored():
     m = lead()
     b = batch([[1, 1, 1, 1], [1, 1, 1, 1]], [[1000, 2000, 3000, 4000], [1500, 1500, 2500, 3900]])
-    for _ in range(30):     # μ_c = 1 ⇒ P_c = 0 ⇒ λ̂ = (0, 1): w_c decays as 0.5·0.95^t
+    for _ in range(30):  # μ_c = 1 ⇒ P_c = 0 ⇒ λ̂ = (0, 1): w_c decays as 0.5·0.95^t
         out = m.step(b)
-    assert m.controller.w_c == pytest.approx(0.5 * 0.95 ** 30, rel=1e-6) and m.controller.w_c < 0.3
+    assert m.controller.w_c == pytest.approx(0.5 * 0.95**30, rel=1e-6) and m.controller.w_c < 0.3
     assert out.stats["lambda_c"] == 0.3 and out.stats["lambda_l"] == pytest.approx(0.7)
 
 
@@ -190,7 +206,10 @@ def test_token_weighted_whitening_equals_verl_masked_whiten_on_broadcast_tokens(
     rc, L = T(correct), T(lengths)
     tgt = target_lengths(B(correct), L, 4000, "mean_correct", 1000)
     rl = efficiency_reward(L, tgt)
-    gn = lambda r: torch.nan_to_num((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6))
+
+    def gn(r):
+        return torch.nan_to_num((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6))
+
     pre = 0.6 * gn(rc) + 0.4 * gn(rl)
     width = 4000
     mask = (torch.arange(width).unsqueeze(0) < L.reshape(-1, 1)).double()

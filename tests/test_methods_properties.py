@@ -1,15 +1,16 @@
 """Hypothesis properties of every method: finite outputs, permutation equivariance within a group, group isolation
 (except LEAD/GDPO's documented batch-level whitening and controllers) and the reward orderings the papers state."""
+
 from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import METHODS
+from lead_recipes.methods.config import METHODS, RecipeConfig
 
 CAP = 4000
 ISOLATED = ("grpo", "grpo-scalarized", "grpo-lead", "leash", "shorter-better")
@@ -44,11 +45,12 @@ def test_outputs_are_finite_with_fixed_stats_keys(name, b):
 
 @pytest.mark.parametrize("name", METHODS)
 @settings(max_examples=40, deadline=None)
-@given(b=batches(), seed=st.integers(0, 2 ** 16))
+@given(b=batches(), seed=st.integers(0, 2**16))
 def test_permuting_rollouts_within_a_group_permutes_advantages(name, b, seed):
     c, l = b
-    perm = torch.stack([torch.randperm(c.shape[1], generator=torch.Generator().manual_seed(seed + q))
-                        for q in range(c.shape[0])])
+    perm = torch.stack(
+        [torch.randperm(c.shape[1], generator=torch.Generator().manual_seed(seed + q)) for q in range(c.shape[0])]
+    )
     a = run(name, c, l).advantages
     p = run(name, c.gather(1, perm), l.gather(1, perm)).advantages
     assert torch.allclose(p, a.gather(1, perm), rtol=1e-5, atol=1e-5)
@@ -77,7 +79,7 @@ def test_whitened_methods_change_other_groups_only_by_one_common_affine_map(name
     c2[0], l2[0] = fit(other[0][0], g), fit(other[1][0], g)
     x = run(name, c, l, **recipe).advantages[1:].double().reshape(-1)
     y = run(name, c2, l2, **recipe).advantages[1:].double().reshape(-1)
-    if float(x.std()) < 1e-3 or float(y.std()) < 1e-3:   # whitened rows all equal: nothing to compare
+    if float(x.std()) < 1e-3 or float(y.std()) < 1e-3:  # whitened rows all equal: nothing to compare
         return
     design = torch.stack([x, torch.ones_like(x)], 1)
     sol = torch.linalg.lstsq(design, y.unsqueeze(1)).solution
@@ -90,8 +92,16 @@ def _pairs(correct, lengths, score):
     for q in range(correct.shape[0]):
         for i in range(correct.shape[1]):
             for j in range(correct.shape[1]):
-                out.append((bool(correct[q, i]), bool(correct[q, j]), float(lengths[q, i]), float(lengths[q, j]),
-                            float(score[q, i]), float(score[q, j])))
+                out.append(
+                    (
+                        bool(correct[q, i]),
+                        bool(correct[q, j]),
+                        float(lengths[q, i]),
+                        float(lengths[q, j]),
+                        float(score[q, i]),
+                        float(score[q, j]),
+                    )
+                )
     return out
 
 
@@ -100,13 +110,13 @@ def _pairs(correct, lengths, score):
 def test_grpo_lead_correct_short_ge_correct_long_gt_wrong(b):
     c, l = b
     out = run("grpo-lead", c, l)
-    effective = c & (l < CAP)    # a truncated response (at the cap) counts as incorrect in GRPO-LEAD
+    effective = c & (l < CAP)  # a truncated response (at the cap) counts as incorrect in GRPO-LEAD
     for score in (out.rewards, out.advantages):
         for ci, cj, li, lj, si, sj in _pairs(effective, l, score):
             if ci and cj and li <= lj:
                 assert si >= sj - 1e-6
             if ci and not cj:
-                assert si > sj or (si == sj == 0.0)   # equal only when the whole group has zero advantage
+                assert si > sj or (si == sj == 0.0)  # equal only when the whole group has zero advantage
 
 
 @settings(max_examples=60, deadline=None)

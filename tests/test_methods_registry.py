@@ -2,6 +2,7 @@
 carries its name, its recipe runs it, and adding a method to a copy of the package (its own module, its config
 dataclass, one registry line, nothing else) makes it a `--recipe.method` choice with its flags, buildable, with its
 statistics logged, saved settings and a base recipe."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ class DummyConfig:
 '''
 DUMMY_ENTRY = '    MethodEntry("dummy-method", "lead_recipes.methods.dummy:DummyMethod", DummyConfig, "lead-1.5b"),\n'
 
-CHECK = r'''
+CHECK = r"""
 import argparse, json, torch
 import lead_recipes
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
@@ -68,17 +69,18 @@ print(json.dumps({
     "logged": logged.get("recipe/dummy-method/scale"),
     "argv": recipe_argv(cfg),
     "settings": method_settings(method, 16),
-    "recipe_file_ok": vars(recipe_parser().parse_args(["--recipe.method", "dummy-method",
-                                                        "--recipe.dummy_method.scale", "2"]))["recipe.dummy_method.scale"],
+    "recipe_file_ok": vars(recipe_parser().parse_args(
+        ["--recipe.method", "dummy-method", "--recipe.dummy_method.scale", "2"]))["recipe.dummy_method.scale"],
     "base": resolve(["--recipe.method", "dummy-method"], _our_parser()).base,
 }))
-'''
+"""
 
 
 def test_every_registered_class_carries_its_registry_name_and_every_method_a_section():
     assert [method_name(e.load()) for e in REGISTRY] == list(METHODS)
-    assert all(SECTIONS[e.section] is e.config and isinstance(getattr(RecipeConfig(), e.section), e.config)
-               for e in REGISTRY)
+    assert all(
+        SECTIONS[e.section] is e.config and isinstance(getattr(RecipeConfig(), e.section), e.config) for e in REGISTRY
+    )
 
 
 def test_adding_a_method_needs_only_its_module_its_config_dataclass_and_one_registry_line(tmp_path):
@@ -89,8 +91,9 @@ def test_adding_a_method_needs_only_its_module_its_config_dataclass_and_one_regi
     config = (pkg / "methods" / "config.py").read_text()
     anchor_class, anchor_registry = "@dataclass(frozen=True)\nclass MethodEntry", "REGISTRY = (\n"
     assert config.count(anchor_class) == 1 and config.count(anchor_registry) == 1
-    config = config.replace(anchor_class, DUMMY_CONFIG + anchor_class).replace(anchor_registry,
-                                                                               anchor_registry + DUMMY_ENTRY)
+    config = config.replace(anchor_class, DUMMY_CONFIG + anchor_class).replace(
+        anchor_registry, anchor_registry + DUMMY_ENTRY
+    )
     (pkg / "methods" / "config.py").write_text(config)
     run = subprocess.run([sys.executable, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

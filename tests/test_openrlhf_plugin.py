@@ -1,8 +1,11 @@
-"""The experience maker of the OpenRLHF plug-in on real OpenRLHF objects and real rollouts (../shared/data/rollouts, graded by the
+"""The experience maker of the OpenRLHF plug-in on real OpenRLHF objects and real rollouts (../shared/data/rollouts,
+graded by the
 package grader, lengths from the tiny Qwen2 tokenizer): advantages equal the method function's output for every
 method after OpenRLHF's own micro-batch reordering, γ = 1 returns equal OpenRLHF's loop, regrouping and failure
-paths, and the version guard (the seams themselves: test_openrlhf_seams.py). Trainer save/restore lives in test_train_resume.py-style tests at the end
+paths, and the version guard (the seams themselves: test_openrlhf_seams.py). Trainer save/restore lives in
+test_train_resume.py-style tests at the end
 (they start Ray once for this module)."""
+
 from __future__ import annotations
 
 import copy
@@ -13,38 +16,46 @@ from types import SimpleNamespace as NS
 
 import pytest
 import torch
-
 from openrlhf.models.utils import compute_reward
 from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 
-from lead_recipes.training import preemption as preempt
-
-from lead_recipes.training import openrlhf_plugin as plugin
-from lead_recipes.training import resume
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, get_grader
+from lead_recipes.grading.repetition import is_repetitive
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import METHODS
-from lead_recipes.grading.repetition import is_repetitive
+from lead_recipes.methods.config import METHODS, RecipeConfig
+from lead_recipes.training import openrlhf_plugin as plugin
+from lead_recipes.training import preemption as preempt
+from lead_recipes.training import resume
 
-N = 8            # samples per prompt in the shared rollouts
-CAP = 768        # rollout cap for these tests (tiny tokenizer: many responses exceed it and count as truncated)
-PROMPTS = 40     # of the 100 groups, to keep the module quick
+N = 8  # samples per prompt in the shared rollouts
+CAP = 768  # rollout cap for these tests (tiny tokenizer: many responses exceed it and count as truncated)
+PROMPTS = 40  # of the 100 groups, to keep the module quick
 
 
 def make_args(method="lead", cap=CAP, n=N, **reward):
     recipe = RecipeConfig(method=method)
-    return NS(algo=NS(advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False),
-                      kl=NS(use_loss=False, estimator="k1")),
-              rollout=NS(n_samples_per_prompt=n, max_new_tokens=cap, micro_batch_size=4, max_tokens_per_gpu=6000),
-              reward=NS(clip_range=(-10, 10), overlong_buffer_len=reward.get("overlong_buffer_len"),
-                        overlong_penalty_factor=1.0, stop_properly_penalty_coef=None),
-              data=NS(max_len=cap + 256), train=NS(dynamic_batch_enable=True),
-              actor=NS(num_nodes=1, num_gpus_per_node=2), ds=NS(ring_attn_size=1, tensor_parallel_size=1),
-              ckpt=NS(path="unused"), recipe=recipe)
+    return NS(
+        algo=NS(
+            advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False),
+            kl=NS(use_loss=False, estimator="k1"),
+        ),
+        rollout=NS(n_samples_per_prompt=n, max_new_tokens=cap, micro_batch_size=4, max_tokens_per_gpu=6000),
+        reward=NS(
+            clip_range=(-10, 10),
+            overlong_buffer_len=reward.get("overlong_buffer_len"),
+            overlong_penalty_factor=1.0,
+            stop_properly_penalty_coef=None,
+        ),
+        data=NS(max_len=cap + 256),
+        train=NS(dynamic_batch_enable=True),
+        actor=NS(num_nodes=1, num_gpus_per_node=2),
+        ds=NS(ring_attn_size=1, tensor_parallel_size=1),
+        ckpt=NS(path="unused"),
+        recipe=recipe,
+    )
 
 
 def maker(args, kl_coef=0.0, cls=plugin.RecipeExperienceMaker, tokenizer=None):
@@ -55,6 +66,7 @@ def maker(args, kl_coef=0.0, cls=plugin.RecipeExperienceMaker, tokenizer=None):
 def rollouts(shared_data, tiny_qwen2):
     """Per-sample records: problem q, sample j, prompt, label, token ids of the response, grade info."""
     from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(tiny_qwen2)
     groups = [json.loads(line) for line in (shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl").open()]
     groups = groups[:PROMPTS]
@@ -69,12 +81,26 @@ def rollouts(shared_data, tiny_qwen2):
             resp_ids = tok(s["response"])["input_ids"] + [tok.eos_token_id]
             truncated = len(resp_ids) > CAP
             info = {"correct": float(grade.correct), "repetitive": float(is_repetitive(s["response"]))}
-            info.update({f"status_{st}": float(grade.status == st) for st in
-                         ("correct", "wrong", "no_answer", "timeout", "error")})
+            info.update(
+                {
+                    f"status_{st}": float(grade.status == st)
+                    for st in ("correct", "wrong", "no_answer", "timeout", "error")
+                }
+            )
             info["grade_latency_s"] = float(grade.latency_s)
             assert tuple(info) == REWARD_LOG_KEYS
-            records.append(dict(q=q, j=j, prompt=prompt, label=g["answer"], prompt_ids=prompt_ids,
-                                resp_ids=resp_ids[:CAP], truncated=truncated, info=info))
+            records.append(
+                dict(
+                    q=q,
+                    j=j,
+                    prompt=prompt,
+                    label=g["answer"],
+                    prompt_ids=prompt_ids,
+                    resp_ids=resp_ids[:CAP],
+                    truncated=truncated,
+                    info=info,
+                )
+            )
     assert any(r["info"]["correct"] for r in records) and not all(r["info"]["correct"] for r in records)
     return records
 
@@ -84,15 +110,23 @@ def to_experience(rec, sample_id):
     ids = rec["prompt_ids"] + rec["resp_ids"]
     seq = torch.tensor(ids)
     action_mask = torch.zeros(len(ids) - 1, dtype=torch.long)
-    action_mask[len(rec["prompt_ids"]) - 1:] = 1
+    action_mask[len(rec["prompt_ids"]) - 1 :] = 1
     info = {k: torch.tensor([v]) for k, v in rec["info"].items()}
     info["reward"] = torch.tensor([rec["info"]["correct"]])
     info["sample_id"] = torch.tensor([float(sample_id)])
-    return Experience(sequences=seq[None], attention_mask=torch.ones_like(seq)[None], action_mask=action_mask[None],
-                      rewards=torch.tensor([rec["info"]["correct"]]), scores=torch.tensor([rec["info"]["correct"]]),
-                      response_length=torch.tensor([len(rec["resp_ids"])]), truncated=torch.tensor([rec["truncated"]]),
-                      total_length=torch.tensor([float(len(ids))]), prompts=[rec["prompt"]], labels=[rec["label"]],
-                      info=info)
+    return Experience(
+        sequences=seq[None],
+        attention_mask=torch.ones_like(seq)[None],
+        action_mask=action_mask[None],
+        rewards=torch.tensor([rec["info"]["correct"]]),
+        scores=torch.tensor([rec["info"]["correct"]]),
+        response_length=torch.tensor([len(rec["resp_ids"])]),
+        truncated=torch.tensor([rec["truncated"]]),
+        total_length=torch.tensor([float(len(ids))]),
+        prompts=[rec["prompt"]],
+        labels=[rec["label"]],
+        info=info,
+    )
 
 
 def micro_batches(records, args, seed=0, kl_scale=0.0):
@@ -121,16 +155,23 @@ def expected_output(records, method_name, cap=CAP):
     qs = sorted({r["q"] for r in records})
     pos = {q: i for i, q in enumerate(qs)}
     shape = (len(qs), N)
-    correct, lengths, trunc, rep = (torch.zeros(shape, dtype=torch.bool), torch.zeros(shape),
-                                    torch.zeros(shape, dtype=torch.bool), torch.zeros(shape, dtype=torch.bool))
+    correct, lengths, trunc, rep = (
+        torch.zeros(shape, dtype=torch.bool),
+        torch.zeros(shape),
+        torch.zeros(shape, dtype=torch.bool),
+        torch.zeros(shape, dtype=torch.bool),
+    )
     for r in records:
         i, j = pos[r["q"]], r["j"]
         correct[i, j], lengths[i, j] = bool(r["info"]["correct"]), min(len(r["resp_ids"]), cap)
         trunc[i, j], rep[i, j] = r["truncated"], bool(r["info"]["repetitive"])
     out = build_method(make_args(method_name).recipe).step(
-        RolloutBatch(correct=correct, lengths=lengths, max_new_tokens=cap, truncated=trunc, repetitive=rep))
-    return {sid: (out.advantages[pos[r["q"]], r["j"]].item(), out.rewards[pos[r["q"]], r["j"]].item())
-            for sid, r in enumerate(records)}, out
+        RolloutBatch(correct=correct, lengths=lengths, max_new_tokens=cap, truncated=trunc, repetitive=rep)
+    )
+    return {
+        sid: (out.advantages[pos[r["q"]], r["j"]].item(), out.rewards[pos[r["q"]], r["j"]].item())
+        for sid, r in enumerate(records)
+    }, out
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -155,8 +196,9 @@ def test_permuting_rollouts_permutes_advantages(rollouts):
     for seed in (1, 2):
         exps = micro_batches(rollouts, make_args("lead"), seed=seed)
         maker(make_args("lead")).compute_advantages_and_returns(exps)
-        per_seed.append({int(s): e.info["recipe_advantage"][b].item()
-                         for e in exps for b, s in enumerate(e.info["sample_id"])})
+        per_seed.append(
+            {int(s): e.info["recipe_advantage"][b].item() for e in exps for b, s in enumerate(e.info["sample_id"])}
+        )
     assert per_seed[0].keys() == per_seed[1].keys()
     assert all(per_seed[0][k] == pytest.approx(per_seed[1][k], abs=1e-5) for k in per_seed[0])
 
@@ -168,8 +210,13 @@ def test_per_token_returns_equal_openrlhf_compute_reward_and_loop_without_kl_in_
     plugin_maker = maker(args, kl_coef=0.01)
     plugin_maker.compute_advantages_and_returns(exps)
     for e in exps:
-        reward = compute_reward(e.info["recipe_advantage"], 0.01, torch.zeros(e.action_mask.shape),
-                                action_mask=e.action_mask, reward_clip_range=(-10, 10))
+        reward = compute_reward(
+            e.info["recipe_advantage"],
+            0.01,
+            torch.zeros(e.action_mask.shape),
+            action_mask=e.action_mask,
+            reward_clip_range=(-10, 10),
+        )
         want = RemoteExperienceMaker.get_cumulative_returns(None, reward, e.action_mask, 1.0)
         assert torch.equal(e.returns, want)
         assert torch.equal(e.advantages, e.returns)
@@ -186,8 +233,9 @@ def test_per_token_returns_with_kl_in_reward_match_openrlhf_loop_within_its_roun
     kls = [e.kl.clone() for e in exps]
     maker(args, kl_coef=0.1).compute_advantages_and_returns(exps)
     for e, kl in zip(exps, kls):
-        reward = compute_reward(e.info["recipe_advantage"], 0.1, kl, action_mask=e.action_mask,
-                                reward_clip_range=(-10, 10))
+        reward = compute_reward(
+            e.info["recipe_advantage"], 0.1, kl, action_mask=e.action_mask, reward_clip_range=(-10, 10)
+        )
         loop = RemoteExperienceMaker.get_cumulative_returns(None, reward, e.action_mask, 1.0)
         exact = (e.action_mask * reward.double()).flip(-1).cumsum(-1).flip(-1)
         assert (e.returns.double() - exact).abs().max() <= 1e-6
@@ -227,7 +275,7 @@ def test_vectorised_cumulative_returns_keep_bf16_dtype_within_one_rounding():
     ours = maker(make_args()).get_cumulative_returns(rewards, mask, 1.0)
     stock = RemoteExperienceMaker.get_cumulative_returns(None, rewards, mask, 1.0)
     assert ours.dtype == torch.bfloat16
-    assert torch.allclose(ours.float(), stock.float(), rtol=2 ** -7, atol=1e-6)
+    assert torch.allclose(ours.float(), stock.float(), rtol=2**-7, atol=1e-6)
 
 
 def test_gamma_below_one_falls_back_to_openrlhf_loop():
@@ -287,8 +335,9 @@ def test_stats_count_grading_statuses_and_problems_are_recorded(rollouts):
     m.compute_advantages_and_returns(exps)
     n_correct = sum(r["info"]["correct"] for r in rollouts)
     assert m.last_stats["recipe/grading/correct_count"] == n_correct
-    assert sum(m.last_stats[f"recipe/grading/{s}_count"] for s in ("correct", "wrong", "no_answer", "timeout",
-                                                                   "error")) == len(rollouts)
+    assert sum(
+        m.last_stats[f"recipe/grading/{s}_count"] for s in ("correct", "wrong", "no_answer", "timeout", "error")
+    ) == len(rollouts)
     assert m.last_stats["recipe/grading/status_missing"] == 0.0
     assert m.last_stats["recipe/correct_rate"] == pytest.approx(n_correct / len(rollouts))
     assert any(k.startswith("recipe/lead/") for k in m.last_stats)
@@ -313,7 +362,9 @@ def test_resumed_checkpoint_without_recipe_state_is_an_error():
 
 def test_version_guard_names_a_different_version(monkeypatch):
     real = plugin.importlib.metadata.version
-    monkeypatch.setattr(plugin.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name))
+    monkeypatch.setattr(
+        plugin.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name)
+    )
     with pytest.raises(plugin.OpenRLHFMismatch, match="0.12.0"):
         plugin.check_openrlhf()
 
@@ -337,6 +388,7 @@ class DeepSpeedCheckpointStandIn:
 
     def init_model_from_pretrained(self, strategy, *args, **kwargs):
         import os
+
         self.args = strategy.args
         root = os.path.join(self.args.ckpt.path, "_actor")
         if self.args.ckpt.load_enable and os.path.exists(os.path.join(root, "latest")):
@@ -345,6 +397,7 @@ class DeepSpeedCheckpointStandIn:
 
     def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
         import os
+
         root = os.path.join(self.args.ckpt.path, "_actor")
         os.makedirs(os.path.join(root, tag), exist_ok=True)
         torch.save(client_states or {}, os.path.join(root, tag, "client_states.pt"))
@@ -371,30 +424,70 @@ def prompt_file(tmp_path_factory, shared_data):
 
 
 def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extra=(), recipe_flags=None):
+    import argparse
+
     from openrlhf.trainer.ray.launcher import RayActorGroup
     from openrlhf.utils import get_strategy
+
     from lead_recipes.flags import recipe_config
-    import argparse
+
     recipe = recipe_config(argparse.Namespace(**{"recipe.method": method, **(recipe_flags or {})}))
-    argv = ["--actor.model_name_or_path", str(tiny), "--data.prompt_dataset", str(prompt_file),
-            "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", str(N),
-            "--rollout.max_new_tokens", str(CAP), "--rollout.batch_size", "4", "--train.batch_size", "32",
-            "--algo.advantage.estimator", "group_norm", "--reward.remote_url", "unused/reward_func.py",
-            "--ckpt.path", str(ckpt), "--ckpt.save_steps", str(save_steps), "--actor.num_gpus_per_node", "1",
-            "--logger.wandb.run_name", "test", *(["--ckpt.load_enable"] if load else []), *extra]
+    argv = [
+        "--actor.model_name_or_path",
+        str(tiny),
+        "--data.prompt_dataset",
+        str(prompt_file),
+        "--data.input_key",
+        "prompt",
+        "--data.label_key",
+        "label",
+        "--rollout.n_samples_per_prompt",
+        str(N),
+        "--rollout.max_new_tokens",
+        str(CAP),
+        "--rollout.batch_size",
+        "4",
+        "--train.batch_size",
+        "32",
+        "--algo.advantage.estimator",
+        "group_norm",
+        "--reward.remote_url",
+        "unused/reward_func.py",
+        "--ckpt.path",
+        str(ckpt),
+        "--ckpt.save_steps",
+        str(save_steps),
+        "--actor.num_gpus_per_node",
+        "1",
+        "--logger.wandb.run_name",
+        "test",
+        *(["--ckpt.load_enable"] if load else []),
+        *extra,
+    ]
     args = plugin.run_openrlhf(argv, recipe, resolve_only=True)
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
     ray.get(group.async_init_model_from_pretrained(strategy))
-    return plugin.RecipeTrainer(str(tiny), strategy, group, None, None, None, None, do_sample=True,
-                              max_len=CAP + 256, max_new_tokens=CAP, temperature=1.0, top_p=1.0)
+    return plugin.RecipeTrainer(
+        str(tiny),
+        strategy,
+        group,
+        None,
+        None,
+        None,
+        None,
+        do_sample=True,
+        max_len=CAP + 256,
+        max_new_tokens=CAP,
+        temperature=1.0,
+        top_p=1.0,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("method", ["lead", "leash"])
-def test_restored_trainer_continues_controller_exactly(ray_local, tiny_qwen2, prompt_file, rollouts, tmp_path,
-                                                       method):
+def test_restored_trainer_continues_controller_exactly(ray_local, tiny_qwen2, prompt_file, rollouts, tmp_path, method):
     ckpt = tmp_path / "ckpt"
     first = make_trainer(tiny_qwen2, prompt_file, ckpt, method)
     assert isinstance(first.experience_maker, plugin.RecipeExperienceMaker)
@@ -455,10 +548,18 @@ def test_wandb_run_id_is_kept_across_a_resume(tmp_path, monkeypatch):
 @pytest.mark.timeout(600)
 def test_async_training_actor_installs_the_recipe_and_saves_its_state(ray_local, tiny_qwen2, prompt_file, tmp_path):
     sync = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "leash")  # for its resolved strategy and group
-    actor = plugin.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
-                                     actor_model_group=sync.actor_model_group, critic_model_group=None,
-                                     reward_model_group=None, reference_model_group=None, vllm_engines=None,
-                                     vllm_lock=None, rollout_queue=None, rollout_slots=None)
+    actor = plugin.RecipeTrainingActor(
+        pretrain=str(tiny_qwen2),
+        strategy=sync.strategy,
+        actor_model_group=sync.actor_model_group,
+        critic_model_group=None,
+        reward_model_group=None,
+        reference_model_group=None,
+        vllm_engines=None,
+        vllm_lock=None,
+        rollout_queue=None,
+        rollout_slots=None,
+    )
     assert isinstance(actor.experience_maker, plugin.RecipeExperienceMaker)
     states = {"episode": 0, "global_step": 1, "total_consumed_prompts": 4, "data_loader_state_dict": {}}
     actor.save_logs_and_checkpoints(1, {}, states)
@@ -467,14 +568,19 @@ def test_async_training_actor_installs_the_recipe_and_saves_its_state(ray_local,
 
 def test_async_trainer_swaps_training_actor_inside_its_own_process(monkeypatch):
     import openrlhf.trainer.ppo_trainer_async as pta
+
     seen = {}
     monkeypatch.setattr(pta, "TrainingActor", pta.TrainingActor)  # restored after the test
     monkeypatch.setattr(pta, "GenerateSamplesActor", pta.GenerateSamplesActor)
-    monkeypatch.setattr(plugin.PPOTrainerAsync.__ray_actor_class__, "__init__",
-                        lambda self, *a, **k: seen.update(cls=pta.TrainingActor, gen=pta.GenerateSamplesActor))
+    monkeypatch.setattr(
+        plugin.PPOTrainerAsync.__ray_actor_class__,
+        "__init__",
+        lambda self, *a, **k: seen.update(cls=pta.TrainingActor, gen=pta.GenerateSamplesActor),
+    )
     plugin.RecipeAsyncTrainer("model", None, None, None, None, None, None)
     assert seen["cls"] is plugin.RecipeTrainingActorRemote
     from lead_recipes.training.grading_gate import RecipeGenerateSamplesActorRemote
+
     assert seen["gen"] is RecipeGenerateSamplesActorRemote  # its generator counts grading before filtering
 
 
@@ -498,7 +604,8 @@ def _saved_states(ckpt):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_save_request_makes_trainer_checkpoint_with_recipe_state_at_next_step_boundary_and_stop(
-        ray_local, tiny_qwen2, prompt_file, rollouts, tmp_path, monkeypatch):
+    ray_local, tiny_qwen2, prompt_file, rollouts, tmp_path, monkeypatch
+):
     """The real RecipeTrainer (DeepSpeed's save is the CPU stand-in above: DeepSpeed needs CUDA here) at a step that
     is no periodic save step: nothing is saved without a request; with one, OpenRLHF's own save path writes a full
     checkpoint with the controller state, the marker names it, the request is consumed and training stops."""
@@ -526,8 +633,9 @@ def test_save_request_makes_trainer_checkpoint_with_recipe_state_at_next_step_bo
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny_qwen2, prompt_file, tmp_path,
-                                                                  monkeypatch):
+def test_fit_stops_at_the_requested_save_and_closes_its_trackers(
+    ray_local, tiny_qwen2, prompt_file, tmp_path, monkeypatch
+):
     """Upstream fit() (here its loop body's save call: the loop needs vLLM) calls save_logs_and_checkpoints after
     each step; with a request pending, fit ends with SavedOnRequest and the trackers closed (upstream closes them
     only after a normal end), so OpenRLHF's final model save is skipped."""
@@ -540,8 +648,11 @@ def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny
             steps.append(step)
             if step == 2:
                 preempt.request_save(self.args.recipe_save_request, "SIGUSR1")
-            self.save_logs_and_checkpoints(step, {}, {"episode": 0, "global_step": step,
-                                                      "total_consumed_prompts": 4 * step, "data_loader_state_dict": {}})
+            self.save_logs_and_checkpoints(
+                step,
+                {},
+                {"episode": 0, "global_step": step, "total_consumed_prompts": 4 * step, "data_loader_state_dict": {}},
+            )
 
     class Tracker:
         closed = False
@@ -563,9 +674,11 @@ def test_fit_stops_at_the_requested_save_and_closes_its_trackers(ray_local, tiny
 @pytest.mark.slow
 def test_saved_on_request_raised_in_a_ray_actor_reaches_the_driver_as_itself(ray_local):
     """`lead-recipes train` recognises the stop through ray.get (RayTaskError subclasses the cause)."""
+
     @ray.remote
     def stop():
         raise preempt.SavedOnRequest(7, "global_step7")
+
     with pytest.raises(preempt.SavedOnRequest) as err:
         ray.get(stop.remote())
     assert (err.value.step, err.value.tag) == (7, "global_step7")
@@ -578,13 +691,22 @@ def test_async_training_actor_saves_on_request_without_stopping(ray_local, tiny_
     """Async mode: PPOTrainerAsync.fit also waits on the generator actor, which would block forever if the
     trainer stopped, so the training actor saves and marks but keeps going (the job script ends it)."""
     sync = make_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", "leash", save_steps=20)
-    actor = plugin.RecipeTrainingActor(pretrain=str(tiny_qwen2), strategy=sync.strategy,
-                                     actor_model_group=sync.actor_model_group, critic_model_group=None,
-                                     reward_model_group=None, reference_model_group=None, vllm_engines=None,
-                                     vllm_lock=None, rollout_queue=None, rollout_slots=None)
+    actor = plugin.RecipeTrainingActor(
+        pretrain=str(tiny_qwen2),
+        strategy=sync.strategy,
+        actor_model_group=sync.actor_model_group,
+        critic_model_group=None,
+        reward_model_group=None,
+        reference_model_group=None,
+        vllm_engines=None,
+        vllm_lock=None,
+        rollout_queue=None,
+        rollout_slots=None,
+    )
     preempt.request_save(actor.args.recipe_save_request, "SIGTERM")
-    actor.save_logs_and_checkpoints(2, {}, {"episode": 0, "global_step": 2, "total_consumed_prompts": 8,
-                                            "data_loader_state_dict": {}})
+    actor.save_logs_and_checkpoints(
+        2, {}, {"episode": 0, "global_step": 2, "total_consumed_prompts": 8, "data_loader_state_dict": {}}
+    )
     tag, saved = _saved_states(tmp_path / "ckpt")
     assert tag == "global_step2" and saved["recipe"]["method"] == "leash"
     assert json.loads((tmp_path / "ckpt" / preempt.SAVED_FILE).read_text())["stopped"] is False
@@ -600,11 +722,25 @@ def synthetic_records(groups=16, n=N, correct_groups=(0,), cap=CAP):
             correct = q in correct_groups and j == 0
             length = 40 + 5 * j if correct or q in correct_groups else cap
             info = {"correct": float(correct), "repetitive": 0.0}
-            info.update({f"status_{st}": float(st == ("correct" if correct else "wrong"))
-                         for st in ("correct", "wrong", "no_answer", "timeout", "error")})
+            info.update(
+                {
+                    f"status_{st}": float(st == ("correct" if correct else "wrong"))
+                    for st in ("correct", "wrong", "no_answer", "timeout", "error")
+                }
+            )
             info["grade_latency_s"] = 0.001
-            records.append(dict(q=q, j=j, prompt=f"problem {q}", label=str(q), prompt_ids=[1, 2, 3],
-                                resp_ids=[5] * length, truncated=length >= cap, info=info))
+            records.append(
+                dict(
+                    q=q,
+                    j=j,
+                    prompt=f"problem {q}",
+                    label=str(q),
+                    prompt_ids=[1, 2, 3],
+                    resp_ids=[5] * length,
+                    truncated=length >= cap,
+                    info=info,
+                )
+            )
     return records
 
 
@@ -648,14 +784,24 @@ def test_group_reward_std_is_of_rewards_after_the_length_penalties(rollouts):
         for b, sid in enumerate(e.info["sample_id"].long().tolist()):
             q = rollouts[sid]["q"]
             want = torch.tensor(by_q[q]).std().item()
-            moved += abs(want - torch.tensor([rollouts[s]["info"]["correct"] for s in range(len(rollouts))
-                                              if rollouts[s]["q"] == q]).std().item()) > 1e-6
+            moved += (
+                abs(
+                    want
+                    - torch.tensor(
+                        [rollouts[s]["info"]["correct"] for s in range(len(rollouts)) if rollouts[s]["q"] == q]
+                    )
+                    .std()
+                    .item()
+                )
+                > 1e-6
+            )
             assert e.info["group_reward_std"][b].item() == pytest.approx(want, abs=1e-5)
     assert moved  # the penalties changed some group's std, so the order of the two steps is observable
 
 
 def test_resume_drops_problem_records_after_the_restored_step(tmp_path):
     from lead_recipes.training.step_stats import truncate_problem_records
+
     path = tmp_path / plugin.PROBLEMS_FILE
     lines = [json.dumps({"step": s, "problem": p}) for s in (1, 2, 3, 4) for p in ("a", "b")]
     path.write_text("\n".join(lines) + "\n" + '{"step": 5, "probl')  # a torn last append
@@ -671,10 +817,13 @@ def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
         def __init__(self):  # no Ray, no models: only what restore uses
             self.args = NS(ckpt=NS(path=str(tmp_path)), rollout=NS(max_new_tokens=CAP), data=NS(max_len=CAP))
             self.experience_maker = NS(method=build_method(make_args("grpo").recipe))
+
     path = tmp_path / plugin.PROBLEMS_FILE
     path.write_text("".join(json.dumps({"step": s, "problem": "a"}) + "\n" for s in (1, 2, 3)))
     trainer = Stub()
-    state = {"global_step": 1,
-             "recipe": resume.recipe_client_state(trainer.recipe_method, None, trainer._recipe_settings())}
+    state = {
+        "global_step": 1,
+        "recipe": resume.recipe_client_state(trainer.recipe_method, None, trainer._recipe_settings()),
+    }
     trainer.restore_best_checkpoint_state(state)
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]

@@ -2,6 +2,7 @@
 it overrides or calls, the Ray actor classes it subclasses, and the lines of OpenRLHF's source it patches around.
 At start-up only the version pin is checked (openrlhf_plugin.check_openrlhf); an OpenRLHF upgrade fails here,
 naming what changed."""
+
 from __future__ import annotations
 
 import importlib
@@ -10,7 +11,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
 from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
@@ -20,8 +20,17 @@ from lead_recipes.training import openrlhf_plugin as plugin
 
 # (owner, method) -> the parameter names the plug-in relies on
 SIGNATURES = {
-    (RemoteExperienceMaker, "__init__"): ["self", "actor_model_group", "critic_model_group", "reward_model_group",
-                                          "initial_model_group", "kl_controller", "strategy", "tokenizer", "kwargs"],
+    (RemoteExperienceMaker, "__init__"): [
+        "self",
+        "actor_model_group",
+        "critic_model_group",
+        "reward_model_group",
+        "initial_model_group",
+        "kl_controller",
+        "strategy",
+        "tokenizer",
+        "kwargs",
+    ],
     (RemoteExperienceMaker, "compute_advantages_and_returns"): ["self", "experiences"],
     (RemoteExperienceMaker, "get_cumulative_returns"): ["self", "rewards", "action_mask", "gamma"],
     (RemoteExperienceMaker, "make_experience_batch"): ["self", "rollout_samples"],
@@ -36,18 +45,36 @@ SIGNATURES = {
 }
 # (where, line the plug-in depends on, why)
 SOURCE_LINES = [
-    ("openrlhf.cli.train_ppo_ray", "from openrlhf.utils.config import hierarchize",
-     "run_openrlhf wraps hierarchize, imported at call time"),
-    ("openrlhf.cli.train_ppo_ray", "from openrlhf.trainer.ppo_trainer import PPOTrainer",
-     "run_openrlhf swaps PPOTrainer, imported inside train()"),
-    ("openrlhf.cli.train_ppo_ray", "import PPOTrainerAsync as PPOTrainer",
-     "run_openrlhf swaps PPOTrainerAsync, imported inside train()"),
-    ("openrlhf.cli.train_ppo_ray", "if not ray.is_initialized():",
-     "--run.dry_run_enable stops at train()'s first line"),
-    (BasePPOTrainer.train_step, "balance_experiences(experiences, self.args)",
-     "the trainer replaces balance_experiences by lead_recipes.training.step_order"),
-    (BasePPOTrainer.save_logs_and_checkpoints, "if global_step % self.args.ckpt.save_steps == 0:",
-     "a save on request sets save_steps = 1 to save now (training/preemption.py)"),
+    (
+        "openrlhf.cli.train_ppo_ray",
+        "from openrlhf.utils.config import hierarchize",
+        "run_openrlhf wraps hierarchize, imported at call time",
+    ),
+    (
+        "openrlhf.cli.train_ppo_ray",
+        "from openrlhf.trainer.ppo_trainer import PPOTrainer",
+        "run_openrlhf swaps PPOTrainer, imported inside train()",
+    ),
+    (
+        "openrlhf.cli.train_ppo_ray",
+        "import PPOTrainerAsync as PPOTrainer",
+        "run_openrlhf swaps PPOTrainerAsync, imported inside train()",
+    ),
+    (
+        "openrlhf.cli.train_ppo_ray",
+        "if not ray.is_initialized():",
+        "--run.dry_run_enable stops at train()'s first line",
+    ),
+    (
+        BasePPOTrainer.train_step,
+        "balance_experiences(experiences, self.args)",
+        "the trainer replaces balance_experiences by lead_recipes.training.step_order",
+    ),
+    (
+        BasePPOTrainer.save_logs_and_checkpoints,
+        "if global_step % self.args.ckpt.save_steps == 0:",
+        "a save on request sets save_steps = 1 to save now (training/preemption.py)",
+    ),
 ]
 
 
@@ -65,8 +92,9 @@ def test_each_patched_openrlhf_method_keeps_its_parameters(owner, name):
     assert got == SIGNATURES[owner, name], f"{owner.__module__}.{owner.__name__}.{name} parameters changed"
 
 
-@pytest.mark.parametrize("cls", [PPOTrainer, PPOTrainerAsync, TrainingActor],
-                         ids=["PPOTrainer", "PPOTrainerAsync", "TrainingActor"])
+@pytest.mark.parametrize(
+    "cls", [PPOTrainer, PPOTrainerAsync, TrainingActor], ids=["PPOTrainer", "PPOTrainerAsync", "TrainingActor"]
+)
 def test_the_subclassed_trainers_are_ray_actor_classes(cls):
     assert hasattr(cls, "__ray_actor_class__"), f"{cls!r} is no longer a Ray actor class"
 

@@ -1,6 +1,7 @@
 """The paper recipes train what the papers trained: prompt formats the reward credits, step counts, seeded data
 draws, the GRPO-LEAD 14B chain (SFT -> stage 1 -> stage 2a -> stage 2b), lengths and GPU counts. Data-side pieces
 (`data build --seed`, the `dapo` preset, `curriculum --seed/--skip/--rows`) run on ../shared/data."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,20 @@ def run(*argv) -> int:
 
 # ---------------------------------------------------------------- data build --seed
 def build_deepscaler(shared_data, out, *extra):
-    assert run("build", "--data.preset", "deepscaler", "--input",
-               shared_data / "train/deepscaler_aime_1983_2023.jsonl", "--no-data.decontaminate_enable",
-               "--output", out, *extra) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "deepscaler",
+            "--input",
+            shared_data / "train/deepscaler_aime_1983_2023.jsonl",
+            "--no-data.decontaminate_enable",
+            "--output",
+            out,
+            *extra,
+        )
+        == 0
+    )
     return [r["id"] for r in read(out)], json.loads(open(f"{out}.report.json").read())
 
 
@@ -31,7 +43,7 @@ def test_seeded_build_draws_a_random_first_n_not_the_file_prefix(shared_data, tm
     plain, _ = build_deepscaler(shared_data, tmp_path / "plain.jsonl")
     seeded, report = build_deepscaler(shared_data, tmp_path / "seeded.jsonl", "--seed", 7)
     assert sorted(seeded) == sorted(plain) and report["seed"] == 7
-    first = seeded[:100]            # what data.max_samples 100 would keep
+    first = seeded[:100]  # what data.max_samples 100 would keep
     assert first != plain[:100] and len(set(first) - set(plain[:100])) > 50
 
 
@@ -47,17 +59,32 @@ def test_unseeded_build_records_no_seed(shared_data, tmp_path):
 
 
 # ---------------------------------------------------------------- dapo preset, sober template
-DAPO_ROW = {"prompt": [{"role": "user", "content": data.DAPO_PREFIX + "\n\nWhat is $6 \\times 7$?\n\n"
-                        + data.DAPO_SUFFIX}],
-            "reward_model": {"ground_truth": "42"}, "extra_info": {"index": "d-1"}}
+DAPO_ROW = {
+    "prompt": [{"role": "user", "content": data.DAPO_PREFIX + "\n\nWhat is $6 \\times 7$?\n\n" + data.DAPO_SUFFIX}],
+    "reward_model": {"ground_truth": "42"},
+    "extra_info": {"index": "d-1"},
+}
 
 
 def test_dapo_preset_strips_dapos_answer_line_instruction_and_maps_its_fields(tmp_path):
     src = tmp_path / "dapo.jsonl"
     src.write_text(json.dumps(DAPO_ROW) + "\n")
     out = tmp_path / "out.jsonl"
-    assert run("build", "--data.preset", "dapo", "--input", src, "--no-data.decontaminate_enable",
-               "--prompt.template", "r1", "--output", out) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "dapo",
+            "--input",
+            src,
+            "--no-data.decontaminate_enable",
+            "--prompt.template",
+            "r1",
+            "--output",
+            out,
+        )
+        == 0
+    )
     (row,) = read(out)
     assert (row["problem"], row["label"], row["id"]) == ("What is $6 \\times 7$?", "42", "d-1")
     assert "Answer:" not in row["prompt"] and row["prompt"].endswith("within \\boxed{}.")
@@ -74,56 +101,88 @@ def curriculum_inputs(tmp_path):
     rows = [{"id": f"p{i}", "prompt": f"problem {i}", "label": str(i), "problem": f"problem {i}"} for i in range(10)]
     ds = tmp_path / "stage1.jsonl"
     ds.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    recs = [{"step": 1, "problem": f"p{i}", "correct": 1, "total": 8} for i in range(10)]   # keyed by row id
+    recs = [{"step": 1, "problem": f"p{i}", "correct": 1, "total": 8} for i in range(10)]  # keyed by row id
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     return ds, tmp_path / "p.jsonl"
 
 
 def curriculum_ids(inputs, out, *extra):
     ds, problems = inputs
-    assert run("curriculum", "--curriculum.problems", problems, "--curriculum.dataset", ds, "--output",
-               out, *extra) == 0
+    assert (
+        run("curriculum", "--curriculum.problems", problems, "--curriculum.dataset", ds, "--output", out, *extra) == 0
+    )
     return [r["id"] for r in read(out)]
 
 
 def test_curriculum_rows_writes_exactly_n_rows_in_reshuffled_passes(curriculum_inputs, tmp_path):
     ids = curriculum_ids(curriculum_inputs, tmp_path / "o.jsonl", "--seed", 3, "--curriculum.rows", 25)
     assert len(ids) == 25
-    assert sorted(ids[:10]) == sorted(ids[10:20]) == sorted(f"p{i}" for i in range(10))   # whole passes
-    assert ids[:10] != ids[10:20]                                                        # each reshuffled
+    assert sorted(ids[:10]) == sorted(ids[10:20]) == sorted(f"p{i}" for i in range(10))  # whole passes
+    assert ids[:10] != ids[10:20]  # each reshuffled
 
 
 def test_curriculum_skip_continues_the_same_seeded_order(curriculum_inputs, tmp_path):
     whole = curriculum_ids(curriculum_inputs, tmp_path / "w.jsonl", "--seed", 3, "--curriculum.rows", 24)
     first = curriculum_ids(curriculum_inputs, tmp_path / "a.jsonl", "--seed", 3, "--curriculum.rows", 10)
-    second = curriculum_ids(curriculum_inputs, tmp_path / "b.jsonl", "--seed", 3, "--curriculum.skip", 10,
-                            "--curriculum.rows", 14)
+    second = curriculum_ids(
+        curriculum_inputs, tmp_path / "b.jsonl", "--seed", 3, "--curriculum.skip", 10, "--curriculum.rows", 14
+    )
     assert first + second == whole
     assert json.loads(open(tmp_path / "b.jsonl.report.json").read())["seed"] == 3
 
 
 def test_curriculum_rows_without_a_seed_is_an_error(curriculum_inputs, tmp_path, capsys):
     ds, problems = curriculum_inputs
-    assert run("curriculum", "--curriculum.problems", problems, "--curriculum.dataset", ds, "--output",
-               tmp_path / "o", "--curriculum.rows", 5) == 2
+    assert (
+        run(
+            "curriculum",
+            "--curriculum.problems",
+            problems,
+            "--curriculum.dataset",
+            ds,
+            "--output",
+            tmp_path / "o",
+            "--curriculum.rows",
+            5,
+        )
+        == 2
+    )
     assert "--seed" in capsys.readouterr().err
 
 
 def test_sft_build_keeps_difficulty_strictly_above_one_and_the_solution_as_response(tmp_path):
     src = tmp_path / "sft.jsonl"
-    rows = [{"id": f"s{d}", "problem": f"problem {d}", "answer": "1", "difficulty": d, "solution": f"sol {d}"}
-            for d in (0.5, 1.0, 1.0625, 3.0)]
+    rows = [
+        {"id": f"s{d}", "problem": f"problem {d}", "answer": "1", "difficulty": d, "solution": f"sol {d}"}
+        for d in (0.5, 1.0, 1.0625, 3.0)
+    ]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
-    assert run("build", "--data.preset", "deepscaler", "--input", src, "--no-data.decontaminate_enable",
-               "--filter.above_difficulty", 1, "--data.response_key", "solution", "--prompt.template", "r1",
-               "--output", out) == 0
+    assert (
+        run(
+            "build",
+            "--data.preset",
+            "deepscaler",
+            "--input",
+            src,
+            "--no-data.decontaminate_enable",
+            "--filter.above_difficulty",
+            1,
+            "--data.response_key",
+            "solution",
+            "--prompt.template",
+            "r1",
+            "--output",
+            out,
+        )
+        == 0
+    )
     assert [(r["id"], r["response"]) for r in read(out)] == [("s1.0625", "sol 1.0625"), ("s3.0", "sol 3.0")]
 
 
 # ---------------------------------------------------------------- recipes against the papers
-from lead_recipes.recipes import RecipeError
-from lead_recipes.recipes.layout import rollout_steps
+from lead_recipes.recipes import RecipeError  # noqa: E402
+from lead_recipes.recipes.layout import rollout_steps  # noqa: E402
 from lead_recipes.recipes.recipe import load_recipe, recipe_names  # noqa: E402
 
 TRAIN_RECIPES = [n for n in recipe_names() if load_recipe(n).entrypoint == "train"]
@@ -140,14 +199,21 @@ def prompt_template(recipe) -> str:
     prepare = [str(a) for a in recipe.data["prepare"]]
     if prepare[0] == "curriculum":
         dataset = _flag(prepare, "--curriculum.dataset")
-        (builder,) = [r for r in map(load_recipe, recipe_names())
-                      if r.data.get("prepare") and _flag([str(a) for a in r.data["prepare"]], "--output") == dataset
-                      and r.data["prepare"][0] == "build"][:1]
+        (builder,) = [
+            r
+            for r in map(load_recipe, recipe_names())
+            if r.data.get("prepare")
+            and _flag([str(a) for a in r.data["prepare"]], "--output") == dataset
+            and r.data["prepare"][0] == "build"
+        ][:1]
         return prompt_template(builder)
     name, template = resolve_template(_flag(prepare, "--prompt.template") or "deepscaler")
     if name == "raw":
-        return (data.DAPO_PREFIX + "\n\n{problem}\n\n" + data.DAPO_SUFFIX) \
-            if "dapo" in _flag(prepare, "--input") and _flag(prepare, "--data.preset") != "dapo" else "{problem}"
+        return (
+            (data.DAPO_PREFIX + "\n\n{problem}\n\n" + data.DAPO_SUFFIX)
+            if "dapo" in _flag(prepare, "--input") and _flag(prepare, "--data.preset") != "dapo"
+            else "{problem}"
+        )
     return template
 
 
@@ -165,16 +231,21 @@ def compliant_response(template: str, answer: str) -> str:
 @pytest.mark.parametrize("name", TRAIN_RECIPES)
 def test_a_response_following_the_recipes_prompt_earns_the_correct_reward(name):
     from lead_recipes.grading.reward_func import grade_samples
+
     recipe = load_recipe(name)
-    assert recipe.openrlhf["reward.remote_url"].endswith("reward_func.py")   # the reward graded here
+    assert recipe.openrlhf["reward.remote_url"].endswith("reward_func.py")  # the reward graded here
     template = prompt_template(recipe)
     prompt = template.format(problem="Compute $3/4$.")
     rewards, logs = grade_samples([prompt + compliant_response(template, "\\frac{3}{4}")], [prompt], ["\\frac{3}{4}"])
     assert rewards == [1.0], logs
 
 
-PAPER_STEPS = {"grpo-lead-7b": 200, "grpo-lead-14b-stage1": 100, "grpo-lead-14b-stage2a": 100,
-               "grpo-lead-14b-stage2b": 140}   # arXiv 2504.09696 §4.3
+PAPER_STEPS = {
+    "grpo-lead-7b": 200,
+    "grpo-lead-14b-stage1": 100,
+    "grpo-lead-14b-stage2a": 100,
+    "grpo-lead-14b-stage2b": 140,
+}  # arXiv 2504.09696 §4.3
 
 
 @pytest.mark.parametrize("name", sorted(PAPER_STEPS))
@@ -184,9 +255,9 @@ def test_rendered_flags_run_the_papers_step_count(name):
     flag = lambda key: int(_flag(argv, f"--{key}"))  # noqa: E731 - the rendered command line, as OpenRLHF reads it
     rows = min(flag("data.max_samples"), int(_flag(prepare, "--curriculum.rows") or 10**9))
     per_step = flag("rollout.batch_size")
-    assert rows % per_step == 0                                   # no partial last batch
+    assert rows % per_step == 0  # no partial last batch
     assert flag("train.num_episodes") * rows // per_step == PAPER_STEPS[name] == rollout_steps(recipe)
-    assert flag("train.batch_size") == per_step * flag("rollout.n_samples_per_prompt")   # one update per step
+    assert flag("train.batch_size") == per_step * flag("rollout.n_samples_per_prompt")  # one update per step
 
 
 # DAPO-Math-17k has 17,917 distinct prompts (each repeated 100 times); `data build --data.preset dapo` keeps the
@@ -204,11 +275,17 @@ def test_leash_runs_about_300_steps_over_the_whole_dapo_set(name):
 
 def test_stage_2b_continues_stage_2as_seeded_curriculum_order():
     a, b = ([str(x) for x in load_recipe(f"grpo-lead-14b-stage2{s}").data["prepare"]] for s in "ab")
-    for flag in ("--curriculum.problems", "--curriculum.dataset", "--curriculum.threshold", "--curriculum.merge",
-                 "--seed"):
+    for flag in (
+        "--curriculum.problems",
+        "--curriculum.dataset",
+        "--curriculum.threshold",
+        "--curriculum.merge",
+        "--seed",
+    ):
         assert _flag(a, flag) == _flag(b, flag), flag
-    assert int(_flag(b, "--curriculum.skip")) == \
-        int(_flag(a, "--curriculum.skip") or 0) + int(_flag(a, "--curriculum.rows"))
+    assert int(_flag(b, "--curriculum.skip")) == int(_flag(a, "--curriculum.skip") or 0) + int(
+        _flag(a, "--curriculum.rows")
+    )
 
 
 def test_max_samples_without_a_seeded_prompt_file_is_refused():
@@ -220,8 +297,8 @@ def test_max_samples_without_a_seeded_prompt_file_is_refused():
 @pytest.mark.parametrize("name", ["grpo-lead-14b-stage1", "grpo-lead-14b-stage2a", "grpo-lead-14b-stage2b"])
 def test_14b_stages_generate_14k_tokens_on_one_node_of_eight_gpus(name):
     r = load_recipe(name)
-    assert r.openrlhf["rollout.max_new_tokens"] == 14336                      # "14k" (§4.3)
-    assert (r.resources["nodes"], r.resources["gpus_per_node"], r.actor_gpus()) == (1, 8, 8)   # eight H20 (§5.3)
+    assert r.openrlhf["rollout.max_new_tokens"] == 14336  # "14k" (§4.3)
+    assert (r.resources["nodes"], r.resources["gpus_per_node"], r.actor_gpus()) == (1, 8, 8)  # eight H20 (§5.3)
 
 
 def test_14b_chain_hands_each_stages_final_model_to_the_next(tmp_path, monkeypatch):
@@ -267,18 +344,32 @@ def chain_dirs(tmp_path, monkeypatch):
 
 def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dirs, monkeypatch):
     from lead_recipes.recipes import launch
+
     bin_dir, log = chain_dirs / "bin", chain_dirs / "sbatch.log"
     bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text(   # stand-in: records its arguments, answers job ids 101, 102, ...
+    (bin_dir / "sbatch").write_text(  # stand-in: records its arguments, answers job ids 101, 102, ...
         f'#!/bin/sh\nn=$(( $(wc -l < "{log}" 2>/dev/null || echo 0) + 101 ))\n'
-        f'printf "%s\\n" "$*" >> "{log}"\necho "$n;cluster"\n')
+        f'printf "%s\\n" "$*" >> "{log}"\necho "$n;cluster"\n'
+    )
     (bin_dir / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    assert launch.main(["grpo-lead-14b-stage2b", "--launch.chain_enable", "--launch.target", "slurm",
-                        "--no-launch.data_check_enable", "--slurm.partition", "p"]) == 0
+    assert (
+        launch.main(
+            [
+                "grpo-lead-14b-stage2b",
+                "--launch.chain_enable",
+                "--launch.target",
+                "slurm",
+                "--no-launch.data_check_enable",
+                "--slurm.partition",
+                "p",
+            ]
+        )
+        == 0
+    )
     jobs = log.read_text().splitlines()
     names = [j.split("--job-name=")[1].split()[0] for j in jobs]
-    assert names == [n + s for n in CHAIN for s in ("-data", "")]          # every stage's data is missing here
+    assert names == [n + s for n in CHAIN for s in ("-data", "")]  # every stage's data is missing here
     for i, job in enumerate(jobs):
         dependency = [a for a in job.split() if a.startswith(("--dependency=", "--kill-on-invalid-dep"))]
         assert dependency == ([f"--dependency=afterok:{100 + i}", "--kill-on-invalid-dep=yes"] if i else []), job
@@ -287,24 +378,37 @@ def test_chain_submits_each_step_as_a_slurm_job_after_the_previous_one(chain_dir
 
 
 def test_local_chain_runs_steps_in_order_and_stops_at_the_first_failure(chain_dirs, monkeypatch):
-    from lead_recipes.recipes import chain
-    from lead_recipes.recipes import launch
+    from lead_recipes.recipes import chain, launch
+
     calls = []
 
     def fake_call(cmd):
         calls.append(cmd)
-        return 3 if len(calls) == 4 else 0      # the stage-1 training step fails
+        return 3 if len(calls) == 4 else 0  # the stage-1 training step fails
+
     monkeypatch.setattr(chain.subprocess, "call", fake_call)
-    assert launch.main(["grpo-lead-14b-stage2b", "--launch.chain_enable", "--launch.target", "local",
-                        "--no-launch.data_check_enable"]) == 3
+    assert (
+        launch.main(
+            [
+                "grpo-lead-14b-stage2b",
+                "--launch.chain_enable",
+                "--launch.target",
+                "local",
+                "--no-launch.data_check_enable",
+            ]
+        )
+        == 3
+    )
     kinds = [("data" if c[1] == "data" else "train") for c in calls]
     assert kinds == ["data", "train", "data", "train"]
-    assert "openrlhf.cli.train_sft" in calls[1] and calls[3][calls[3].index("--actor.model_name_or_path") + 1] \
-        == str(chain_dirs / "runs" / "grpo-lead-14b-sft" / "hf")
+    assert "openrlhf.cli.train_sft" in calls[1] and calls[3][calls[3].index("--actor.model_name_or_path") + 1] == str(
+        chain_dirs / "runs" / "grpo-lead-14b-sft" / "hf"
+    )
 
 
 def test_chain_refuses_a_missing_source_unless_told(chain_dirs, capsys):
     from lead_recipes.recipes import launch
+
     assert launch.main(["grpo-lead-14b-stage1", "--launch.chain_enable", "--launch.target", "local"]) == 2
     assert "deepscaler_qwq32b.jsonl" in capsys.readouterr().err
 
@@ -312,6 +416,7 @@ def test_chain_refuses_a_missing_source_unless_told(chain_dirs, capsys):
 @pytest.mark.parametrize("report, refused", [({"seed": None}, True), ({"seed": 0}, False), (None, True)])
 def test_launch_refuses_max_samples_on_a_file_built_without_a_seed(chain_dirs, monkeypatch, report, refused, capsys):
     from lead_recipes.recipes import launch
+
     monkeypatch.setenv("LEAD_RECIPES_RUN_DIR", str(chain_dirs / "run"))
     path = chain_dirs / "data" / "deepscaler_d25.jsonl"
     path.parent.mkdir()
@@ -325,16 +430,16 @@ def test_launch_refuses_max_samples_on_a_file_built_without_a_seed(chain_dirs, m
 
 def test_lead_7b_uses_smaller_rollout_and_update_batches_and_a_lower_lr_than_1_5b():
     small, big = load_recipe("lead-7b").openrlhf, load_recipe("lead-1.5b").openrlhf
-    for key in ("rollout.batch_size", "train.batch_size", "actor.adam.lr"):   # arXiv 2605.09806, setup
+    for key in ("rollout.batch_size", "train.batch_size", "actor.adam.lr"):  # arXiv 2605.09806, setup
         assert small[key] < big[key], key
 
 
-@pytest.mark.parametrize("template", [*PROMPT_TEMPLATES, "Q: {problem} \\boxed{} {answer}",
-                                      "{{literal}} {problem}"])
+@pytest.mark.parametrize("template", [*PROMPT_TEMPLATES, "Q: {problem} \\boxed{} {answer}", "{{literal}} {problem}"])
 def test_data_and_eval_write_the_same_prompt_for_every_template_name_and_literal(template):
     """`data build --prompt.template X` writes the user turn `eval --prompt.template X` evaluates with, for every name
     and custom literal (single braces kept as they are); eval records a name as given, a literal as "custom"."""
     from evaluation.protocols import build_user_text, resolve
+
     problem = "Find {x} if $x^{2}=4$."
     cfg = resolve("sober", prompt_template=template)
     row = data.render({"id": "x", "problem": problem, "answer": "2"}, template, "text", None)

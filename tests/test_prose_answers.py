@@ -2,6 +2,7 @@
 asserts is the right-hand side of "is"/"=" after the named quantity, or the set that "is the solution"; a harmless
 "could"/"not" or a formula in the subject does not refuse it, while a hedge, a negated or modal verb, a condition,
 an alternative or a retraction still does."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,30 +12,44 @@ from lead_recipes.grading.statement import extract_statement
 W = "Work.\n\n"
 
 
-@pytest.mark.parametrize("text,value", [
-    ("Final Answer: The largest $n$ is 34.", "34"),
-    ("The volume of $ABCD$ is 120.", "120"),
-    ("Final Answer: The maximum value that $f(x)$ could take is $5$.", "5"),
-    ("**Final Answer:** The minimum value of $f(x)$ is $-3$.", "-3"),
-    ("Thus the number of integers that are not divisible by $3$ is $67$.", "67"),
-    ("Answer: the remainder when $N$ is divided by $13$ is $11$.", "11"),
-    ("The final answer is that the limit equals $1$.", "1"),
-    ("Therefore $x \\ge 5$ is the solution.", "x \\ge 5"),
-    ("So $34$ is the largest such $n$.", "34"),
-    ("Therefore, $n = 7$ is the only solution.", "7"),
-    ("Final answer: $x = 3$ and $y = -2$.", "x = 3, y = -2"),
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("Final Answer: The largest $n$ is 34.", "34"),
+        ("The volume of $ABCD$ is 120.", "120"),
+        ("Final Answer: The maximum value that $f(x)$ could take is $5$.", "5"),
+        ("**Final Answer:** The minimum value of $f(x)$ is $-3$.", "-3"),
+        ("Thus the number of integers that are not divisible by $3$ is $67$.", "67"),
+        ("Answer: the remainder when $N$ is divided by $13$ is $11$.", "11"),
+        ("The final answer is that the limit equals $1$.", "1"),
+        ("Therefore $x \\ge 5$ is the solution.", "x \\ge 5"),
+        ("So $34$ is the largest such $n$.", "34"),
+        ("Therefore, $n = 7$ is the only solution.", "7"),
+        ("Final answer: $x = 3$ and $y = -2$.", "x = 3, y = -2"),
+    ],
+)
 def test_the_asserted_value_is_extracted(text, value):
     assert extract_statement(W + text) == value
 
 
-@pytest.mark.parametrize("text", [
-    "Final Answer: The largest $n$ could be 34.", "The largest $n$ is not 34.", "The answer might be $34$.",
-    "If $n$ is even, the largest $n$ is $34$.", "Perhaps the answer is $34$.", "If $a = 1$, then the answer is $34$.",
-    "Therefore $x \\ge 34$ is not the solution.", "The largest $n$ is $34$, unless $a < 0$, in which case it is $35$.",
-    "So $n = 34$... no, that fails the second equation.", "The value of $k$ isn't $34$.", "Thus $n$ is not equal to $34$.",
-    "The answer is $34$ or $35$.", "Therefore $n = 34$ is a candidate, but we still have to check it.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Final Answer: The largest $n$ could be 34.",
+        "The largest $n$ is not 34.",
+        "The answer might be $34$.",
+        "If $n$ is even, the largest $n$ is $34$.",
+        "Perhaps the answer is $34$.",
+        "If $a = 1$, then the answer is $34$.",
+        "Therefore $x \\ge 34$ is not the solution.",
+        "The largest $n$ is $34$, unless $a < 0$, in which case it is $35$.",
+        "So $n = 34$... no, that fails the second equation.",
+        "The value of $k$ isn't $34$.",
+        "Thus $n$ is not equal to $34$.",
+        "The answer is $34$ or $35$.",
+        "Therefore $n = 34$ is a candidate, but we still have to check it.",
+    ],
+)
 def test_a_hedged_negated_conditional_or_retracted_statement_gives_no_answer(text):
     assert extract_statement(W + text) is None
 
@@ -46,40 +61,51 @@ def test_the_named_quantity_is_never_taken_for_the_value(value):
 
 
 # Issue 21 (false positives): each refused statement next to the right statement it nearly is.
-@pytest.mark.parametrize("wrong,right", [
-    ("I don't think the answer is $5$.", "I think the answer is $5$."),
-    ("I do not believe the answer is $5$.", "I believe the answer is $5$."),
-    ("We cannot conclude that the answer is $5$.", "We conclude that the answer is $5$."),
-    ("It is false that the answer is $5$.", "It is clear that the answer is $5$."),
-    ("It is not true that the answer is $5$.", "It is true that the answer is $5$."),
-    ("Nobody would say the answer is $5$.", "So the answer is $5$."),
-])
+@pytest.mark.parametrize(
+    "wrong,right",
+    [
+        ("I don't think the answer is $5$.", "I think the answer is $5$."),
+        ("I do not believe the answer is $5$.", "I believe the answer is $5$."),
+        ("We cannot conclude that the answer is $5$.", "We conclude that the answer is $5$."),
+        ("It is false that the answer is $5$.", "It is clear that the answer is $5$."),
+        ("It is not true that the answer is $5$.", "It is true that the answer is $5$."),
+        ("Nobody would say the answer is $5$.", "So the answer is $5$."),
+    ],
+)
 def test_a_negation_or_doubt_anywhere_before_the_answer_marker_refuses_it(wrong, right):
     assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"
 
 
-@pytest.mark.parametrize("wrong,right", [
-    ("The answer is less than $5$.", "The answer is $5$."),
-    ("The answer is greater than $5$.", "The answer is exactly $5$."),
-    ("The answer is at most $5$.", "The answer is $5$."),
-    ("The answer is $5$ or less.", "The answer is $5$."),
-    ("The answer is 5 or more.", "The answer is 5."),
-    ("Thus $n$ is at most $5$.", "Thus $n$ is $5$."),
-])
+@pytest.mark.parametrize(
+    "wrong,right",
+    [
+        ("The answer is less than $5$.", "The answer is $5$."),
+        ("The answer is greater than $5$.", "The answer is exactly $5$."),
+        ("The answer is at most $5$.", "The answer is $5$."),
+        ("The answer is $5$ or less.", "The answer is $5$."),
+        ("The answer is 5 or more.", "The answer is 5."),
+        ("Thus $n$ is at most $5$.", "Thus $n$ is $5$."),
+    ],
+)
 def test_a_bound_is_not_the_value_but_approximately_still_is(wrong, right):
     assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"
     assert extract_statement(W + "The answer is approximately $5$.") == "5"
 
 
-@pytest.mark.parametrize("wrong,right", [
-    ("Therefore $x=5$ is the wrong answer.", "Therefore $x=5$ is the correct answer."),
-    ("Therefore, $x = 5$ is the extraneous root, and there is no solution.",
-     "Therefore, $x = 5$ is the only solution."),
-    ("Therefore $x = 5$ is the solution only if $a = 1$.", "Therefore $x = 5$ is the solution."),
-    ("Therefore $x = 5$ is the solution we must reject.", "Therefore $x = 5$ is the solution we want."),
-    ("Therefore $5$ is the only value that does not work.", "Therefore $5$ is the only value that works."),
-    ("The answer is $5$ (assuming $a>0$).", "The answer is $5$ (as computed above)."),
-    ("Therefore $5$ is the range we must exclude.", "Therefore $5$ is the required value."),
-])
+@pytest.mark.parametrize(
+    "wrong,right",
+    [
+        ("Therefore $x=5$ is the wrong answer.", "Therefore $x=5$ is the correct answer."),
+        (
+            "Therefore, $x = 5$ is the extraneous root, and there is no solution.",
+            "Therefore, $x = 5$ is the only solution.",
+        ),
+        ("Therefore $x = 5$ is the solution only if $a = 1$.", "Therefore $x = 5$ is the solution."),
+        ("Therefore $x = 5$ is the solution we must reject.", "Therefore $x = 5$ is the solution we want."),
+        ("Therefore $5$ is the only value that does not work.", "Therefore $5$ is the only value that works."),
+        ("The answer is $5$ (assuming $a>0$).", "The answer is $5$ (as computed above)."),
+        ("Therefore $5$ is the range we must exclude.", "Therefore $5$ is the required value."),
+    ],
+)
 def test_a_value_first_sentence_names_an_answer_and_is_not_denied_after_it(wrong, right):
     assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"

@@ -1,5 +1,6 @@
 """Every value a recipe file sets has a source in a comment of that file (a paper's arXiv id, the authors' code, or
 "ours:" with the reason), and docs/recipes.md is the page generated from those comments. Rules: docs/recipes.md."""
+
 from __future__ import annotations
 
 import re
@@ -36,15 +37,20 @@ def test_inherited_sources_name_values_the_recipe_inherits_and_does_not_set(name
 
 def test_a_block_comment_is_the_source_of_the_uncommented_values_just_below_it_only(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text("# header\nopenrlhf:\n  # arXiv 1234.56789, block\n  a: 1\n  b: 2   # ours: own\n"
-                    "                # continued\n  c: 3\n\n  d: 4\n  # ours: a note\n  e: 5  # authors' code\n"
-                    "  f: 6\nrecipe:\n  g: 7  # ours: '#' in a comment\n  h: \"x # y\"\n")
+    path.write_text(
+        "# header\nopenrlhf:\n  # arXiv 1234.56789, block\n  a: 1\n  b: 2   # ours: own\n"
+        "                # continued\n  c: 3\n\n  d: 4\n  # ours: a note\n  e: 5  # authors' code\n"
+        "  f: 6\nrecipe:\n  g: 7  # ours: '#' in a comment\n  h: \"x # y\"\n"
+    )
     prov = read(path)
     assert prov.header == ["header"]
     assert prov.unused == ["ours: a note"]
-    assert prov.sources == {"a": "arXiv 1234.56789, block", "b": "ours: own continued",
-                            "e": "authors' code",
-                            "recipe.g": "ours: '#' in a comment"}
+    assert prov.sources == {
+        "a": "arXiv 1234.56789, block",
+        "b": "ours: own continued",
+        "e": "authors' code",
+        "recipe.g": "ours: '#' in a comment",
+    }
 
 
 @pytest.mark.parametrize("name", recipe_names())
@@ -56,8 +62,16 @@ def test_every_comment_among_the_values_is_the_source_of_a_value(name):
 def test_leash_values_the_paper_does_not_state_are_marked_as_ours():
     prov = read(RECIPES_DIR / "leash-1.5b.yaml")
     sources = {**prov.sources, **prov.inherited}
-    for key in ("train.num_episodes", "rollout.n_samples_per_prompt", "rollout.temperature", "rollout.top_p",
-                "actor.lr_scheduler", "recipe.leash.target_length", "rollout.batch_size", "actor.adam.lr"):
+    for key in (
+        "train.num_episodes",
+        "rollout.n_samples_per_prompt",
+        "rollout.temperature",
+        "rollout.top_p",
+        "actor.lr_scheduler",
+        "recipe.leash.target_length",
+        "rollout.batch_size",
+        "actor.adam.lr",
+    ):
         assert sources[key].startswith("ours:"), key
 
 

@@ -1,5 +1,6 @@
 """Recipes (lead_recipes/recipes/recipe.py + launchers/recipes/*.yaml): every recipe renders and is accepted by the real
 parsers (the installed OpenRLHF CLI's and our --recipe.* flags); broken recipes fail naming the key."""
+
 from __future__ import annotations
 
 import re
@@ -9,13 +10,28 @@ import pytest
 import yaml
 
 from lead_recipes.recipes import RecipeError
-from lead_recipes.recipes.recipe import load_recipe, recipe_names, recipe_parser
 from lead_recipes.recipes.openrlhf_parser import openrlhf_parser
+from lead_recipes.recipes.recipe import load_recipe, recipe_names, recipe_parser
 
 NAMES = recipe_names()
-PAPER_SETUPS = {"lead-1.5b", "lead-7b", "lead-1.5b-static", "lead-1.5b-agg-min", "lead-1.5b-agg-median",
-                "lead-1.5b-agg-mean-all", "grpo-lead-7b", "grpo-lead-14b-sft", "grpo-lead-14b-stage1",
-                "grpo-lead-14b-stage2a", "grpo-lead-14b-stage2b", "leash-1.5b", "leash-4b", "grpo-1.5b", "gdpo-1.5b", "shorter-better-1.5b"}
+PAPER_SETUPS = {
+    "lead-1.5b",
+    "lead-7b",
+    "lead-1.5b-static",
+    "lead-1.5b-agg-min",
+    "lead-1.5b-agg-median",
+    "lead-1.5b-agg-mean-all",
+    "grpo-lead-7b",
+    "grpo-lead-14b-sft",
+    "grpo-lead-14b-stage1",
+    "grpo-lead-14b-stage2a",
+    "grpo-lead-14b-stage2b",
+    "leash-1.5b",
+    "leash-4b",
+    "grpo-1.5b",
+    "gdpo-1.5b",
+    "shorter-better-1.5b",
+}
 
 
 def split_argv(argv):
@@ -60,6 +76,7 @@ def test_recipe_argv_is_accepted_by_the_real_parsers_with_the_recipe_values(name
 def test_every_train_recipe_builds_its_method_through_contract_b(name):
     from lead_recipes import flags
     from lead_recipes.methods import build_method
+
     recipe = load_recipe(name)
     ns = flags.recipe_config(recipe_parser().parse_args(split_argv(recipe.train_argv())[1]))
     assert build_method(ns).name == recipe.recipe["method"]
@@ -93,8 +110,9 @@ def test_extends_keeps_the_base_and_changes_only_the_deltas(monkeypatch, tmp_pat
     monkeypatch.setenv("LEAD_RECIPES_RUN_DIR", str(tmp_path))  # else each recipe gets its own ./runs/<name>
     base, agg = load_recipe("lead-1.5b"), load_recipe("lead-1.5b-agg-min")
     assert agg.recipe == {**base.recipe, "lead.aggregator": "min_correct"}
-    assert {k: v for k, v in agg.openrlhf.items() if k != "logger.wandb.run_name"} == \
-        {k: v for k, v in base.openrlhf.items() if k != "logger.wandb.run_name"}
+    assert {k: v for k, v in agg.openrlhf.items() if k != "logger.wandb.run_name"} == {
+        k: v for k, v in base.openrlhf.items() if k != "logger.wandb.run_name"
+    }
 
 
 def test_override_changes_the_rendered_flag():
@@ -113,56 +131,69 @@ def test_to_dict_written_back_as_yaml_renders_the_same_command(tmp_path, monkeyp
     assert load_recipe(str(path)).train_argv() == r.train_argv()
 
 
-@pytest.mark.parametrize("body, key", [
-    ("openrlhf:\n  actor.adam.lrate: 1.0e-6\n", "actor.adam.lrate"),
-    ("recipe:\n  lead.agregator: min_correct\n", "lead.agregator"),
-    ("resources:\n  gpu_per_node: 4\n", "gpu_per_node"),
-    ("hyperparams:\n  x: 1\n", "hyperparams"),
-    ("data:\n  prepair: []\n", "prepair"),
-])
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        ("openrlhf:\n  actor.adam.lrate: 1.0e-6\n", "actor.adam.lrate"),
+        ("recipe:\n  lead.agregator: min_correct\n", "lead.agregator"),
+        ("resources:\n  gpu_per_node: 4\n", "gpu_per_node"),
+        ("hyperparams:\n  x: 1\n", "hyperparams"),
+        ("data:\n  prepair: []\n", "prepair"),
+    ],
+)
 def test_unknown_key_fails_naming_the_key_and_the_file(tmp_path, body, key):
     path = write(tmp_path, "extends: lead-1.5b\n" + body)
     with pytest.raises(RecipeError, match=rf"{path}.*'{key}'"):
         load_recipe(path)
 
 
-@pytest.mark.parametrize("override, key", [
-    ("actor.adam.lr=fast", "actor.adam.lr"),
-    ("algo.advantage.estimator=lead", "algo.advantage.estimator"),
-    ("recipe.lead.aggregator=max_correct", "lead.aggregator"),
-    ("recipe.lead.beta_ema=1.5", "beta_ema"),
-    ("train.colocate_all=maybe", "train.colocate_all"),
-    ("resources.nodes=two", "resources.nodes"),
-    ("recipe.method=drpo", "method"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("actor.adam.lr=fast", "actor.adam.lr"),
+        ("algo.advantage.estimator=lead", "algo.advantage.estimator"),
+        ("recipe.lead.aggregator=max_correct", "lead.aggregator"),
+        ("recipe.lead.beta_ema=1.5", "beta_ema"),
+        ("train.colocate_all=maybe", "train.colocate_all"),
+        ("resources.nodes=two", "resources.nodes"),
+        ("recipe.method=drpo", "method"),
+    ],
+)
 def test_invalid_value_fails_naming_the_key(override, key):
     with pytest.raises(RecipeError, match=key.replace(".", r"\.")):
         load_recipe("lead-1.5b", [override])
 
 
-@pytest.mark.parametrize("overrides, key", [
-    (["vllm.num_engines=2"], "vllm.num_engines"),                          # 2 engines x TP1 != 4 actor GPUs
-    (["vllm.tensor_parallel_size=2"], "vllm.num_engines"),                 # 4 x 2 != 4
-    (["resources.gpus_per_node=2"], "actor.num_gpus_per_node"),            # 4 actor GPUs on a 2-GPU node
-    (["train.colocate_all=false", "resources.gpus_per_node=8"], "resources.gpus_per_node"),  # 4+4+4 > 8
-    (["ref.num_gpus_per_node=2"], "ref.num_gpus_per_node"),                # colocated ref must match actor
-    (["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8", "resources.gpus_per_node=8"], "actor.num_nodes"),
-    (["train.dynamic_batch_enable=false", "train.batch_size=100"], "train.batch_size"),
-    (["train.colocate_all=false", "vllm.num_engines=1", "vllm.tensor_parallel_size=8", "resources.nodes=4"],
-     "vllm.tensor_parallel_size"),                                       # TP 8 on 4-GPU nodes
-    (["train.batch_size=384"], "train.batch_size"),                        # does not divide 128 x 8
-    (["rollout.max_new_tokens=5024"], "rollout.max_new_tokens"),           # = data.max_len
-    (["recipe.lead.b_max=8000"], "lead.b_max"),                            # B_max above the rollout cap
-    (["ckpt.disable_ds=true"], "ckpt.disable_ds"),                         # resume needs DS checkpoints
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["vllm.num_engines=2"], "vllm.num_engines"),  # 2 engines x TP1 != 4 actor GPUs
+        (["vllm.tensor_parallel_size=2"], "vllm.num_engines"),  # 4 x 2 != 4
+        (["resources.gpus_per_node=2"], "actor.num_gpus_per_node"),  # 4 actor GPUs on a 2-GPU node
+        (["train.colocate_all=false", "resources.gpus_per_node=8"], "resources.gpus_per_node"),  # 4+4+4 > 8
+        (["ref.num_gpus_per_node=2"], "ref.num_gpus_per_node"),  # colocated ref must match actor
+        (
+            ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8", "resources.gpus_per_node=8"],
+            "actor.num_nodes",
+        ),
+        (["train.dynamic_batch_enable=false", "train.batch_size=100"], "train.batch_size"),
+        (
+            ["train.colocate_all=false", "vllm.num_engines=1", "vllm.tensor_parallel_size=8", "resources.nodes=4"],
+            "vllm.tensor_parallel_size",
+        ),  # TP 8 on 4-GPU nodes
+        (["train.batch_size=384"], "train.batch_size"),  # does not divide 128 x 8
+        (["rollout.max_new_tokens=5024"], "rollout.max_new_tokens"),  # = data.max_len
+        (["recipe.lead.b_max=8000"], "lead.b_max"),  # B_max above the rollout cap
+        (["ckpt.disable_ds=true"], "ckpt.disable_ds"),  # resume needs DS checkpoints
+    ],
+)
 def test_impossible_layout_fails_before_anything_starts_naming_the_key(overrides, key):
     with pytest.raises(RecipeError, match=rf"key '{re.escape(key)}'"):
         load_recipe("lead-1.5b", overrides)
 
 
 def test_a_consistent_multi_node_layout_is_accepted():
-    r = load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8",
-                                  "resources.nodes=2"])
+    r = load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8", "resources.nodes=2"])
     assert r.actor_gpus() == 8
 
 
@@ -193,6 +224,7 @@ def test_extends_cycle_is_an_error(tmp_path):
 @pytest.mark.parametrize("name", [n for n in NAMES if load_recipe(n).data.get("prepare")])
 def test_recipe_data_prepare_is_a_valid_lead_recipes_data_command(name):
     from lead_recipes.data import build_parser
+
     recipe = load_recipe(name)
     args = build_parser().parse_args(recipe.data["prepare"])
     assert args.out == recipe.openrlhf["data.prompt_dataset" if recipe.entrypoint == "train" else "data.dataset"]

@@ -1,6 +1,8 @@
-"""lead_recipes/grading/remote_reward.py: OpenRLHF's reward_func contract, fail-over between servers without waiting, bounded
+"""lead_recipes/grading/remote_reward.py: OpenRLHF's reward_func contract, fail-over between servers without waiting,
+bounded
 exponential backoff, errors as reward 0 (never an exception or None) and, against a real `lead-recipes serve` killed
 and restarted mid-stream, every sample graded exactly once and nothing lost."""
+
 from __future__ import annotations
 
 import http.server
@@ -40,8 +42,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).hits.append(self.headers.get("Authorization", ""))
         n = len(body["query"])
-        out = {"rewards": [1.0] * n, "scores": [1.0] * n,
-               "extra_logs": {k: [1.0 if k in ("correct", "status_correct") else 0.0] * n for k in REWARD_LOG_KEYS}}
+        out = {
+            "rewards": [1.0] * n,
+            "scores": [1.0] * n,
+            "extra_logs": {k: [1.0 if k in ("correct", "status_correct") else 0.0] * n for k in REWARD_LOG_KEYS},
+        }
         data = json.dumps(out if self.status == 200 else {"error": "no"}).encode()
         self.send_response(self.status)
         self.send_header("Content-Length", str(len(data)))
@@ -68,6 +73,7 @@ def fake_server():
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}/get_reward", handler
+
     yield start
     for s in servers:
         s.shutdown()
@@ -77,11 +83,13 @@ def fake_server():
 @pytest.fixture(autouse=True)
 def _no_outage_carried_over():
     """The outage deadline is process-wide: each test starts outside an outage."""
+
     def clear():
         with rr._outage_lock:
             rr._outage.update(deadline=None, next_probe=0.0)
             rr._warned.clear()
             rr._refused.clear()
+
     clear()
     yield
     clear()
@@ -117,6 +125,7 @@ def test_backoff_waits_grow_and_stop_at_the_budget():
     def sleep(s):
         pauses.append(s)
         clock["t"] += s
+
     with pytest.raises(TimeoutError, match="within 60 s"):
         rr.fetch([f"http://127.0.0.1:{_free_port()}/x"], b"{}", 1, 60.0, 1.0, sleep=sleep, clock=lambda: clock["t"])
     assert clock["t"] <= 60.0 and len(pauses) >= 4
@@ -146,8 +155,7 @@ def test_reward_func_contract_as_openrlhf_loads_and_calls_it(fake_server, monkey
     assert handler.hits == ["Bearer tok-123"]
 
 
-def test_after_one_call_spent_the_outage_wait_later_calls_fail_at_once_until_a_server_answers(fake_server,
-                                                                                             monkeypatch):
+def test_after_one_call_spent_the_outage_wait_later_calls_fail_at_once_until_a_server_answers(fake_server, monkeypatch):
     monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{_free_port()}/get_reward")
     monkeypatch.setenv(rr.WAIT_ENV, "1")
     assert rr.reward_func(["q a"], ["q "], ["2"])["extra_logs"]["status_error"] == 1.0  # waits out the outage
@@ -171,6 +179,7 @@ def test_calls_during_an_outage_share_one_deadline():
 
     def sleep(s):
         clock["t"] += s
+
     dead = [f"http://127.0.0.1:{_free_port()}/x"]
     clock["t"], rr._outage["deadline"] = 30.0, 60.0  # an outage began 30 s before this call, with a 60 s wait
     with pytest.raises(TimeoutError):
@@ -207,6 +216,7 @@ def test_no_configured_server_is_an_error_reward():
 
 def test_preflight_probes_every_forwarded_server_directly_and_names_a_dead_one_at_once(fake_server, monkeypatch):
     from lead_recipes.training.preflight import _check_reward
+
     good, _ = fake_server()
     dead = f"http://127.0.0.1:{_free_port()}/get_reward"
     monkeypatch.setenv(rr.URLS_ENV, good)
@@ -237,9 +247,13 @@ sys.exit(s.main(sys.argv[2:]))
 
 
 def _start_server(port, log_path):
-    proc = subprocess.Popen([sys.executable, "-c", _COUNTING_SERVER, str(log_path), "--serve.port", str(port),
-                             "--grade.workers", "1"], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _COUNTING_SERVER, str(log_path), "--serve.port", str(port), "--grade.workers", "1"],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:

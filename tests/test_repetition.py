@@ -1,8 +1,11 @@
-"""GRPO-LEAD's repetition detector (arXiv 2504.09696, §3.4, and its authors' code): ≥ 10 aligned repeats of an n-gram with n ≤ 30, or a token of
+"""GRPO-LEAD's repetition detector (arXiv 2504.09696, §3.4, and its authors' code): ≥ 10 aligned repeats of an n-gram
+with n ≤ 30, or a token of
 ≥ 120 characters; run on response text."""
+
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lead_recipes.grading.repetition import is_repetitive, longest_chunk_run
 
@@ -41,8 +44,10 @@ def test_empty_and_whitespace_text_is_not_repetitive():
 
 
 def test_ordinary_solution_is_not_repetitive():
-    text = ("We compute 3 + 4 = 7. Then 7 * 2 = 14, so the total is 14. Checking: 14 / 2 = 7, which matches. "
-            "Therefore the final answer is \\boxed{14}.")
+    text = (
+        "We compute 3 + 4 = 7. Then 7 * 2 = 14, so the total is 14. Checking: 14 / 2 = 7, which matches. "
+        "Therefore the final answer is \\boxed{14}."
+    )
     assert not is_repetitive(text)
 
 
@@ -52,8 +57,11 @@ def test_longest_chunk_run_ignores_a_trailing_partial_chunk():
 
 
 @settings(max_examples=50, deadline=None)
-@given(vocab=st.lists(st.text("abcdefgh", min_size=1, max_size=6), min_size=1, max_size=30, unique=True),
-       reps=st.integers(10, 15), head=st.lists(st.text("xyz", min_size=1, max_size=4), max_size=5))
+@given(
+    vocab=st.lists(st.text("abcdefgh", min_size=1, max_size=6), min_size=1, max_size=30, unique=True),
+    reps=st.integers(10, 15),
+    head=st.lists(st.text("xyz", min_size=1, max_size=4), max_size=5),
+)
 def test_any_periodic_loop_of_period_at_most_30_with_enough_repeats_is_caught(vocab, reps, head):
     # a loop of period p repeated ≥ 10 + 1 times after any prefix still has ≥ 10 aligned repeats at n = p
     text = " ".join(head + vocab * (reps + 1))
@@ -66,8 +74,12 @@ def _reference(text: str) -> bool:
 
 
 @settings(max_examples=200, deadline=None)
-@given(words_=st.lists(st.sampled_from(["a", "b", "c", "ab", "\\boxed{1}"]), max_size=400),
-       period=st.integers(1, 35), reps=st.integers(0, 14), cut=st.integers(0, 40))
+@given(
+    words_=st.lists(st.sampled_from(["a", "b", "c", "ab", "\\boxed{1}"]), max_size=400),
+    period=st.integers(1, 35),
+    reps=st.integers(0, 14),
+    cut=st.integers(0, 40),
+)
 def test_fast_detector_agrees_with_the_plain_python_rule(words_, period, reps, cut):
     loop = (words_[:period] or ["z"]) * reps
     text = " ".join(words_[:cut] + loop + words_[cut:])

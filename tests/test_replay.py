@@ -1,5 +1,6 @@
 """`lead-recipes replay`: JSONL in → per-step rewards/advantages/controller out (matching Method.step exactly), a PNG
 and a table; --replay.from_rollouts grades the shared rollouts file with the real package grader; bad input is named."""
+
 from __future__ import annotations
 
 import json
@@ -8,15 +9,25 @@ import pytest
 import torch
 
 from lead_recipes.cli import main as cli_main
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import RecipeConfig
 
 STEPS = [
-    {"step": 1, "groups": [{"correct": [True, False, True, False], "lengths": [1200, 3000, 1800, 4000]},
-                           {"correct": [False, False, False, False], "lengths": [500, 900, 2000, 4000]}]},
-    {"step": 2, "groups": [{"correct": [True, True, True, False], "lengths": [900, 1500, 1300, 2200]},
-                           {"correct": [True, False, False, False], "lengths": [2500, 600, 700, 800]}]},
+    {
+        "step": 1,
+        "groups": [
+            {"correct": [True, False, True, False], "lengths": [1200, 3000, 1800, 4000]},
+            {"correct": [False, False, False, False], "lengths": [500, 900, 2000, 4000]},
+        ],
+    },
+    {
+        "step": 2,
+        "groups": [
+            {"correct": [True, True, True, False], "lengths": [900, 1500, 1300, 2200]},
+            {"correct": [True, False, False, False], "lengths": [2500, 600, 700, 800]},
+        ],
+    },
 ]
 
 
@@ -29,14 +40,25 @@ def write(tmp_path, steps):
 @pytest.mark.parametrize("method,key", [("lead", "lambda_c"), ("leash", "lagrange_lambda")])
 def test_replay_output_equals_stepping_the_method_directly(tmp_path, capsys, method, key):
     out = tmp_path / "out.jsonl"
-    argv = ["replay", str(write(tmp_path, STEPS)), "--output", str(out), "--recipe.method", method,
-            "--recipe.leash.target_length", "1000"]
+    argv = [
+        "replay",
+        str(write(tmp_path, STEPS)),
+        "--output",
+        str(out),
+        "--recipe.method",
+        method,
+        "--recipe.leash.target_length",
+        "1000",
+    ]
     assert cli_main(argv) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     m = build_method(RecipeConfig.of({"method": method, "leash": {"target_length": 1000.0}}))
     for rec, line in zip(STEPS, lines):
-        b = RolloutBatch(torch.tensor([g["correct"] for g in rec["groups"]]),
-                         torch.tensor([g["lengths"] for g in rec["groups"]], dtype=torch.float32), 4000)
+        b = RolloutBatch(
+            torch.tensor([g["correct"] for g in rec["groups"]]),
+            torch.tensor([g["lengths"] for g in rec["groups"]], dtype=torch.float32),
+            4000,
+        )
         ref = m.step(b)
         assert line["step"] == rec["step"] and line["advantages"] == ref.advantages.tolist()
         assert line["rewards"] == ref.rewards.tolist() and line["controller"] == m.state_dict()
@@ -52,14 +74,20 @@ def test_replay_stateless_method_has_empty_controller(tmp_path):
     assert all(json.loads(x)["controller"] == {} for x in out.read_text().splitlines())
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda s: s[1]["groups"][1].update(lengths=[1, 2, 3]), "step 2, prompt 1: 'lengths' has 3 entries"),
-    (lambda s: s[1]["groups"][1].update(correct=[True, False]), "step 2, prompt 1: G = 2"),
-    (lambda s: s[0]["groups"][0].update(lengths=[1200, 0, 10, 10]), "step 1: prompt 0: lengths must be > 0"),
-    (lambda s: s[0]["groups"][1].update(correct=[1, 0, 0, 0]), "step 1, prompt 1: 'correct' must be a list of bool"),
-    (lambda s: s[0].update(groups=[]), "step 1: 'groups' must be a non-empty list"),
-    (lambda s: s[0]["groups"][0].update(lengths=[1, 2, 3, 5000]), "exceed max_new_tokens"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda s: s[1]["groups"][1].update(lengths=[1, 2, 3]), "step 2, prompt 1: 'lengths' has 3 entries"),
+        (lambda s: s[1]["groups"][1].update(correct=[True, False]), "step 2, prompt 1: G = 2"),
+        (lambda s: s[0]["groups"][0].update(lengths=[1200, 0, 10, 10]), "step 1: prompt 0: lengths must be > 0"),
+        (
+            lambda s: s[0]["groups"][1].update(correct=[1, 0, 0, 0]),
+            "step 1, prompt 1: 'correct' must be a list of bool",
+        ),
+        (lambda s: s[0].update(groups=[]), "step 1: 'groups' must be a non-empty list"),
+        (lambda s: s[0]["groups"][0].update(lengths=[1, 2, 3, 5000]), "exceed max_new_tokens"),
+    ],
+)
 def test_bad_input_names_step_and_prompt_and_writes_nothing(tmp_path, capsys, mutate, match):
     steps = json.loads(json.dumps(STEPS))
     mutate(steps)
@@ -71,14 +99,30 @@ def test_bad_input_names_step_and_prompt_and_writes_nothing(tmp_path, capsys, mu
 def test_replay_from_rollouts_grades_and_chunks_the_shared_file(tmp_path, capsys, shared_data):
     src = shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl"
     out, built = tmp_path / "o.jsonl", tmp_path / "in.jsonl"
-    assert cli_main(["replay", "--replay.from_rollouts", str(src), "--replay.prompts_per_step", "25",
-                     "--output", str(out), "--replay.write_input", str(built), "--recipe.method", "lead"]) == 0
+    assert (
+        cli_main(
+            [
+                "replay",
+                "--replay.from_rollouts",
+                str(src),
+                "--replay.prompts_per_step",
+                "25",
+                "--output",
+                str(out),
+                "--replay.write_input",
+                str(built),
+                "--recipe.method",
+                "lead",
+            ]
+        )
+        == 0
+    )
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [ln["step"] for ln in lines] == [1, 2, 3, 4]
     assert all(len(ln["advantages"]) == 25 and len(ln["advantages"][0]) == 8 for ln in lines)
     groups = [g for rec in map(json.loads, built.read_text().splitlines()) for g in rec["groups"]]
     acc = sum(sum(g["correct"]) for g in groups) / 800
-    assert 0.85 <= acc <= 0.97          # PROVENANCE: mean accuracy 0.91 by the source's own grader
+    assert 0.85 <= acc <= 0.97  # PROVENANCE: mean accuracy 0.91 by the source's own grader
     assert "APPROXIMATION" in capsys.readouterr().out
 
 
@@ -89,14 +133,36 @@ def test_replay_needs_exactly_one_input(tmp_path):
 
 def test_from_rollouts_counts_lengths_with_a_real_tokenizer(tmp_path, tiny_qwen2):
     from transformers import AutoTokenizer
-    texts = ["The sum is \\boxed{3}.", "I think it is \\boxed{4} after a long detour of thought.",
-             "Let x = 1. Then x + 2 = 3, so \\boxed{3}.", "no idea"]
+
+    texts = [
+        "The sum is \\boxed{3}.",
+        "I think it is \\boxed{4} after a long detour of thought.",
+        "Let x = 1. Then x + 2 = 3, so \\boxed{3}.",
+        "no idea",
+    ]
     src = tmp_path / "rollouts.jsonl"
-    src.write_text(json.dumps({"id": "a", "problem": "1+2?", "answer": "3",
-                               "samples": [{"response": t} for t in texts]}) + "\n")
+    src.write_text(
+        json.dumps({"id": "a", "problem": "1+2?", "answer": "3", "samples": [{"response": t} for t in texts]}) + "\n"
+    )
     built, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
-    assert cli_main(["replay", "--replay.from_rollouts", str(src), "--replay.tokenizer", str(tiny_qwen2),
-                     "--output", str(out), "--replay.write_input", str(built), "--recipe.method", "grpo-lead"]) == 0
+    assert (
+        cli_main(
+            [
+                "replay",
+                "--replay.from_rollouts",
+                str(src),
+                "--replay.tokenizer",
+                str(tiny_qwen2),
+                "--output",
+                str(out),
+                "--replay.write_input",
+                str(built),
+                "--recipe.method",
+                "grpo-lead",
+            ]
+        )
+        == 0
+    )
     group = json.loads(built.read_text())["groups"][0]
     tok = AutoTokenizer.from_pretrained(str(tiny_qwen2))
     assert group["lengths"] == [len(tok.encode(t, add_special_tokens=False)) + 1 for t in texts]
@@ -120,6 +186,7 @@ def test_non_json_line_names_the_line(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------------ the plot
 def _replayed(method: str, steps=STEPS, **sections):
     from lead_recipes.replay import replay
+
     config = RecipeConfig.of({"method": method, **sections})
     return replay(steps, build_method(config), 4000), config
 
@@ -130,7 +197,9 @@ def _lines_by_label(ax) -> dict:
 
 def _figure(lines, config):
     import matplotlib.pyplot as plt
+
     from lead_recipes.replay import replay_figure
+
     fig = replay_figure(lines, config, "t", "tokens")
     plt.close(fig)
     return fig
@@ -156,20 +225,28 @@ def test_length_panel_shows_the_composed_budget_only_when_the_budget_is_on():
     assert on["budget L_t"] == [1500.0, 1500.0] and "budget L_t" not in off
 
 
-@pytest.mark.parametrize("method,sections,floors", [
-    ("lead", {}, {"lambda_c floor 0.3": 0.3}),
-    ("leash", {"leash": {"lambda_min": 0.05, "lambda_init": 0.05}}, {"lagrange_lambda floor 0.05": 0.05}),
-    ("lead", {"lead": {"static_lambda_c": 0.5}}, {}),
-    ("composed", {"composed": {"length_reward": "none", "budget": "none"}}, {}),
-])
+@pytest.mark.parametrize(
+    "method,sections,floors",
+    [
+        ("lead", {}, {"lambda_c floor 0.3": 0.3}),
+        ("leash", {"leash": {"lambda_min": 0.05, "lambda_init": 0.05}}, {"lagrange_lambda floor 0.05": 0.05}),
+        ("lead", {"lead": {"static_lambda_c": 0.5}}, {}),
+        ("composed", {"composed": {"length_reward": "none", "budget": "none"}}, {}),
+    ],
+)
 def test_controller_panel_draws_the_lambda_floor_where_one_applies(method, sections, floors):
     got = _lines_by_label(_figure(*_replayed(method, **sections)).axes[0])
     assert {k: v[0] for k, v in got.items() if "floor" in k} == floors
 
 
 def _vertical_xs(ax) -> list[float]:
-    return sorted({float(ln.get_xdata()[0]) for ln in ax.get_lines()
-                   if len(set(ln.get_xdata())) == 1 and len(ln.get_xdata()) == 2})
+    return sorted(
+        {
+            float(ln.get_xdata()[0])
+            for ln in ax.get_lines()
+            if len(set(ln.get_xdata())) == 1 and len(ln.get_xdata()) == 2
+        }
+    )
 
 
 def test_epoch_boundaries_are_vertical_lines_on_every_panel():
@@ -191,27 +268,57 @@ def test_a_non_integer_epoch_is_named(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------------ built inputs
 def _tiny_rollouts(tmp_path):
     src = tmp_path / "rollouts.jsonl"
-    rows = [{"answer": str(i), "samples": [{"response": f"so \\boxed{{{i}}}"}, {"response": "x" * (40 * i + 8)}]}
-            for i in range(3)]
+    rows = [
+        {"answer": str(i), "samples": [{"response": f"so \\boxed{{{i}}}"}, {"response": "x" * (40 * i + 8)}]}
+        for i in range(3)
+    ]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return src
 
 
 def test_built_input_numbers_each_steps_epoch(tmp_path):
     built = tmp_path / "in.jsonl"
-    assert cli_main(["replay", "--replay.from_rollouts", str(_tiny_rollouts(tmp_path)), "--replay.prompts_per_step",
-                     "1", "--replay.epochs", "2", "--output", str(tmp_path / "o.jsonl"),
-                     "--replay.write_input", str(built)]) == 0
+    assert (
+        cli_main(
+            [
+                "replay",
+                "--replay.from_rollouts",
+                str(_tiny_rollouts(tmp_path)),
+                "--replay.prompts_per_step",
+                "1",
+                "--replay.epochs",
+                "2",
+                "--output",
+                str(tmp_path / "o.jsonl"),
+                "--replay.write_input",
+                str(built),
+            ]
+        )
+        == 0
+    )
     assert [json.loads(x)["epoch"] for x in built.read_text().splitlines()] == [1, 1, 1, 2, 2, 2]
 
 
 def test_a_replayed_built_input_labels_its_lengths_as_the_first_replay_did(tmp_path, monkeypatch, capsys):
     from lead_recipes import replay as replay_mod
+
     titles = []
     monkeypatch.setattr(replay_mod, "write_plot", lambda lines, path, title, *_: titles.append(title))
     built = tmp_path / "in.jsonl"
-    assert cli_main(["replay", "--replay.from_rollouts", str(_tiny_rollouts(tmp_path)),
-                     "--output", str(tmp_path / "a.jsonl"), "--replay.write_input", str(built)]) == 0
+    assert (
+        cli_main(
+            [
+                "replay",
+                "--replay.from_rollouts",
+                str(_tiny_rollouts(tmp_path)),
+                "--output",
+                str(tmp_path / "a.jsonl"),
+                "--replay.write_input",
+                str(built),
+            ]
+        )
+        == 0
+    )
     assert cli_main(["replay", str(built), "--output", str(tmp_path / "b.jsonl")]) == 0
     assert len(titles) == 2 and all(t.endswith(f"lengths: {replay_mod.APPROX_LABEL})") for t in titles)
     assert capsys.readouterr().out.count("APPROXIMATION") == 2
@@ -229,12 +336,19 @@ def test_the_documented_leash_example_moves_lambda(tmp_path, shared_data, capsys
     import re
     import shlex
     from pathlib import Path
+
     doc = (Path(__file__).parents[1] / "docs" / "methods.md").read_text()
-    block = doc[doc.index("## Replay: `lead-recipes replay`"):].split("```")[1]
+    block = doc[doc.index("## Replay: `lead-recipes replay`") :].split("```")[1]
     cmd = re.search(r"^lead-recipes replay --replay.from_rollouts .*?(?<!\\)$", block, re.S | re.M).group(0)
     argv = shlex.split(re.sub(r"\[[^\]]*\]", "", cmd.replace("\\\n", " ")))[1:]
-    argv = [str(shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl") if a == "rollouts.jsonl" else
-            str(tmp_path / a) if a.endswith(".jsonl") else a for a in argv]
+    argv = [
+        str(shared_data / "rollouts" / "qwen25math_cot_math100x8.jsonl")
+        if a == "rollouts.jsonl"
+        else str(tmp_path / a)
+        if a.endswith(".jsonl")
+        else a
+        for a in argv
+    ]
     assert cli_main(argv) == 0 and "leash" in argv
     out = next(tmp_path.glob("*.jsonl"))
     lams = [json.loads(x)["controller"]["lagrange_lambda"] for x in out.read_text().splitlines()]

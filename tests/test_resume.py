@@ -1,13 +1,14 @@
 """A resumed run continues the run that saved the checkpoint: the method's resolved settings are saved with its
 state, and a resume under other settings is refused naming every changed flag, unless explicitly allowed."""
+
 from __future__ import annotations
 
 import pytest
+from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
 
 from lead_recipes.methods import build_method
-from lead_recipes.methods.config import RecipeConfig, LeadConfig, LeashConfig
+from lead_recipes.methods.config import LeadConfig, LeashConfig, RecipeConfig
 from lead_recipes.training import resume
-from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
 
 
 def _saved(method, cap=4000):
@@ -19,8 +20,12 @@ def test_settings_hold_every_field_of_the_methods_sections_and_the_cap_b_max_def
     assert lead["--recipe.method"] == "lead" and lead["--recipe.lead.beta_ema"] == 0.95
     assert lead["--rollout.max_new_tokens"] == 4000 and not any(k.startswith("--recipe.leash.") for k in lead)
     composed = resume.method_settings(build_method(RecipeConfig(method="composed")), 4000)
-    assert {k.split(".")[1] for k in composed if k.startswith("--recipe.") and k != "--recipe.method"} == \
-        {"composed", "lead", "grpo_lead", "leash"}
+    assert {k.split(".")[1] for k in composed if k.startswith("--recipe.") and k != "--recipe.method"} == {
+        "composed",
+        "lead",
+        "grpo_lead",
+        "leash",
+    }
     assert "--rollout.max_new_tokens" not in resume.method_settings(build_method(RecipeConfig(method="leash")), 4000)
 
 
@@ -30,9 +35,12 @@ def test_a_resume_with_changed_settings_is_refused_naming_every_changed_flag():
     with pytest.raises(RuntimeError) as info:
         resume.restore_recipe_state(now, saved, resume.method_settings(now, 8000))
     message = str(info.value)
-    for changed in ("--recipe.lead.beta_ema 0.95 in the checkpoint, 0.9 now",
-                    "--recipe.lead.l_min 1000.0 in the checkpoint, 500.0 now",
-                    "--rollout.max_new_tokens 4000 in the checkpoint, 8000 now", resume.ALLOW_FLAG):
+    for changed in (
+        "--recipe.lead.beta_ema 0.95 in the checkpoint, 0.9 now",
+        "--recipe.lead.l_min 1000.0 in the checkpoint, 500.0 now",
+        "--rollout.max_new_tokens 4000 in the checkpoint, 8000 now",
+        resume.ALLOW_FLAG,
+    ):
         assert changed in message, message
     assert "aggregator" not in message  # unchanged flags are not named
 
@@ -64,7 +72,9 @@ def test_recipe_state_of_another_method_or_version_is_refused(field, value):
 
 def test_the_allow_flag_is_a_recipe_flag_off_by_default():
     import argparse
+
     from lead_recipes.flags import add_recipe_flags, recipe_config
+
     parser = argparse.ArgumentParser()
     add_recipe_flags(parser)
     assert recipe_config(parser.parse_args([])).resume.settings_change_enable is False
@@ -74,7 +84,8 @@ def test_the_allow_flag_is_a_recipe_flag_off_by_default():
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_trainer_resumed_with_another_beta_ema_refuses_and_with_the_flag_continues(
-        ray_local, tiny_qwen2, prompt_file, tmp_path):  # noqa: F811
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
     ckpt = tmp_path / "ckpt"
     first = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead")
     states = {"episode": 0, "global_step": 1, "total_consumed_prompts": 4, "data_loader_state_dict": {}}
@@ -83,16 +94,24 @@ def test_a_trainer_resumed_with_another_beta_ema_refuses_and_with_the_flag_conti
     second = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", load=True, recipe_flags=changed)
     with pytest.raises(RuntimeError, match=r"--recipe\.lead\.beta_ema 0\.95 in the checkpoint, 0\.9 now"):
         second.restore_best_checkpoint_state(second.init_checkpoint_states())
-    allowed = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead", load=True,
-                           recipe_flags={**changed, "recipe.resume.settings_change_enable": True})
+    allowed = make_trainer(
+        tiny_qwen2,
+        prompt_file,
+        ckpt,
+        "lead",
+        load=True,
+        recipe_flags={**changed, "recipe.resume.settings_change_enable": True},
+    )
     allowed.restore_best_checkpoint_state(allowed.init_checkpoint_states())
     assert allowed.recipe_method.config.beta_ema == 0.9
 
 
 def test_tensorboard_shows_each_step_once_with_the_resumed_values_after_a_purge(tmp_path):
     from types import SimpleNamespace as NS
-    from openrlhf.utils.logging_utils import TensorboardLogger
+
     from cpu_e2e.checks import tensorboard_steps
+    from openrlhf.utils.logging_utils import TensorboardLogger
+
     args = NS(logger=NS(tensorboard_dir=str(tmp_path), wandb=NS(run_name="run")))
     first = TensorboardLogger(args)  # OpenRLHF's own logger: steps 1-4, then a crash
     for step in (1, 2, 3, 4):
@@ -105,6 +124,7 @@ def test_tensorboard_shows_each_step_once_with_the_resumed_values_after_a_purge(
     resumed.close()
     assert tensorboard_steps(tmp_path / "run", "train/x") == [1, 2, 3, 4]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(str(tmp_path / "run"))
     acc.Reload()
     assert [e.value for e in acc.Scalars("train/x")] == [1.0, 2.0, 30.0, 40.0]
@@ -144,6 +164,7 @@ def test_wandb_logs_each_global_step_once_across_a_resume_of_the_same_run(tmp_pa
 
 def test_wandb_does_not_record_a_skipped_step_so_its_retrained_step_is_logged_after_a_resume(tmp_path):
     from lead_recipes.training.guard import SKIPPED_KEY
+
     first = resume.StepOnceWandbLogger(_Recorder(), str(tmp_path), "abc", resuming=False)
     first.log_train(1, {"x": 1.0})
     first.log_train(2, {SKIPPED_KEY: 1.0})  # grading outage: logged, not trained, no checkpoint; then a crash
@@ -162,5 +183,3 @@ def test_an_explicit_b_max_leaves_the_rollout_cap_out_of_the_settings_so_changin
     assert resume.restore_recipe_state(method, _saved(method, 4000), resume.method_settings(method, 8000)) == []
     composed = build_method(RecipeConfig(method="composed", lead=LeadConfig(b_max=3000)))
     assert "--rollout.max_new_tokens" not in resume.method_settings(composed, 4000)
-
-

@@ -1,5 +1,6 @@
 """lead_recipes/grading/reward_func.py as OpenRLHF uses it: loaded from its file path by OpenRLHF's own
 SingleTurnAgentExecutor and called through asyncio.to_thread (off the main thread), one sample per call."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,6 +19,7 @@ PROMPT = "<|im_start|>user\nWhat is 6 * 7? Put the final answer in \\boxed{}.<|i
 @pytest.fixture(scope="module")
 def executor():
     from openrlhf.utils.agent import SingleTurnAgentExecutor
+
     return SingleTurnAgentExecutor(str(Path(rf_module.__file__)))
 
 
@@ -53,10 +55,17 @@ def test_the_prompt_is_stripped_before_extraction(executor):
     assert out["extra_logs"]["status_no_answer"] == 1.0 and out["rewards"].tolist() == [0.0]
 
 
-@pytest.mark.parametrize("query,label", [
-    (PROMPT + "\\boxed{42}", "42"), (PROMPT + "\\boxed{1}", "42"), (PROMPT + "no answer", "42"),
-    (PROMPT + "\\boxed{42}", None), (None, {"weird": "label"}), (PROMPT + "\\boxed{9^{9^{9^{9^{9^{9}}}}}}", "1"),
-])
+@pytest.mark.parametrize(
+    "query,label",
+    [
+        (PROMPT + "\\boxed{42}", "42"),
+        (PROMPT + "\\boxed{1}", "42"),
+        (PROMPT + "no answer", "42"),
+        (PROMPT + "\\boxed{42}", None),
+        (None, {"weird": "label"}),
+        (PROMPT + "\\boxed{9^{9^{9^{9^{9^{9}}}}}}", "1"),
+    ],
+)
 def test_every_outcome_has_the_same_extra_log_keys_in_order(query, label):
     out = rf_module.reward_func([query], [PROMPT], [label])
     assert tuple(out["extra_logs"]) == REWARD_LOG_KEYS
@@ -65,8 +74,16 @@ def test_every_outcome_has_the_same_extra_log_keys_in_order(query, label):
     assert out["rewards"].dtype == torch.float32 and torch.isfinite(out["rewards"]).all()
 
 
-@pytest.mark.parametrize("args", [(None, None, None), ([], [], []), ([object()], [1], [2]), ("str", "p", "l"),
-                                  ([b"\xff\xfe\\boxed{1}"], [b""], [1])])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (None, None, None),
+        ([], [], []),
+        ([object()], [1], [2]),
+        ("str", "p", "l"),
+        ([b"\xff\xfe\\boxed{1}"], [b""], [1]),
+    ],
+)
 def test_garbage_arguments_never_raise_or_return_none(args):
     out = rf_module.reward_func(*args)
     assert out is not None and set(out) == {"rewards", "scores", "extra_logs"}
@@ -88,8 +105,10 @@ def test_several_samples_in_one_call_keep_their_order():
 
 def test_many_concurrent_thread_calls_share_one_pool(executor):
     async def run():
-        calls = [executor._fetch_rewards_via_func([PROMPT + f"\\boxed{{{i % 5}}}"], [PROMPT], [str(i % 3)])
-                 for i in range(60)]
+        calls = [
+            executor._fetch_rewards_via_func([PROMPT + f"\\boxed{{{i % 5}}}"], [PROMPT], [str(i % 3)])
+            for i in range(60)
+        ]
         return await asyncio.gather(*calls)
 
     outs = [o[0] for o in asyncio.run(run())]
@@ -106,32 +125,43 @@ def test_inside_an_async_ray_actor_the_pool_starts_lazily_and_grades():
     import ray
 
     ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # AF_UNIX socket paths must stay under 107 bytes
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, _temp_dir=ray_tmp,
-             runtime_env={"env_vars": {"LEAD_RECIPES_GRADE_TIMEOUT_S": "2"}})
+    ray.init(
+        num_cpus=1,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=ray_tmp,
+        runtime_env={"env_vars": {"LEAD_RECIPES_GRADE_TIMEOUT_S": "2"}},
+    )
     try:
+
         @ray.remote
         class RolloutLike:
             async def rewards(self, path: str, queries, prompts, labels):
                 import os
+
                 from openrlhf.utils.agent import SingleTurnAgentExecutor
+
                 ex = SingleTurnAgentExecutor(path)
-                outs = await asyncio.gather(*[ex._fetch_rewards_via_func([q], [p], [lab])
-                                              for q, p, lab in zip(queries, prompts, labels)])
+                outs = await asyncio.gather(
+                    *[ex._fetch_rewards_via_func([q], [p], [lab]) for q, p, lab in zip(queries, prompts, labels)]
+                )
                 from lead_recipes.grading.grader import get_grader
+
                 return [o[0]["rewards"].tolist() for o in outs], get_grader().worker_pids(), os.getpid()
 
         actor = RolloutLike.remote()
         # symbolic answers: no parent-side shortcut applies, so the actor's worker pool must start and grade them
         qs = [PROMPT + "\\boxed{1+x}", PROMPT + "\\boxed{\\frac{2x+2}{2}}", PROMPT + "\\boxed{x+2}"]
-        rewards, pids, actor_pid = ray.get(actor.rewards.remote(str(Path(rf_module.__file__)), qs, [PROMPT] * 3,
-                                                                ["x+1"] * 3), timeout=240)
+        rewards, pids, actor_pid = ray.get(
+            actor.rewards.remote(str(Path(rf_module.__file__)), qs, [PROMPT] * 3, ["x+1"] * 3), timeout=240
+        )
         assert rewards == [[1.0], [1.0], [0.0]]
         assert pids and actor_pid not in pids
     finally:
         ray.shutdown()
         import shutil
-        shutil.rmtree(ray_tmp, ignore_errors=True)
 
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_an_unboxed_answer_statement_gets_no_reward_under_the_default_boxed_policy(executor, monkeypatch):

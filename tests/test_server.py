@@ -1,5 +1,6 @@
 """`lead-recipes serve` run for real on a 127.0.0.1 port (a subprocess started here), spoken to by OpenRLHF's own
 remote-RM client (`SingleTurnAgentExecutor._fetch_rewards_via_http`) and by raw aiohttp for the error paths."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,9 +28,25 @@ def _free_port() -> int:
 
 
 def _serve(port: int, *extra: str, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "serve", "--serve.port", str(port),
-                             "--grade.timeout_s", "2", "--grade.workers", "2", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "serve",
+            "--serve.port",
+            str(port),
+            "--grade.timeout_s",
+            "2",
+            "--grade.workers",
+            "2",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _ready_line(proc: subprocess.Popen) -> str:
@@ -88,6 +105,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # ------------------------------------------------------------------------------------------------ protocol
 def test_openrlhf_client_gets_rewards_and_fixed_extra_logs(server):
     from openrlhf.utils.agent import SingleTurnAgentExecutor
+
     ex = SingleTurnAgentExecutor(f"{server}/get_reward?token={TOKEN}")
     right = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "<think>hm</think>\\boxed{42}"], [PROMPT], ["42"]))[0]
     wrong = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "\\boxed{41}"], [PROMPT], [42]))[0]
@@ -108,20 +126,23 @@ def test_health_is_open_and_json(server):
 
 
 # ------------------------------------------------------------------------------------------------ errors
-@pytest.mark.parametrize("body,code", [
-    (b"{not json", 400),
-    ({"query": "not a list", "labels": ["1"]}, 422),
-    ({"query": ["a", "b"], "prompts": ["p"], "labels": ["1", "2"]}, 422),
-    ({"query": ["a"], "prompts": ["p"]}, 422),
-    ([1, 2, 3], 422),
-])
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        (b"{not json", 400),
+        ({"query": "not a list", "labels": ["1"]}, 422),
+        ({"query": ["a", "b"], "prompts": ["p"], "labels": ["1", "2"]}, 422),
+        ({"query": ["a"], "prompts": ["p"]}, 422),
+        ([1, 2, 3], 422),
+    ],
+)
 def test_malformed_requests_get_a_clear_4xx_json_error(server, body, code):
     got, payload = post(server + "/get_reward", body, {**AUTH, "Content-Type": "application/json"})
     assert got == code and isinstance(payload.get("error"), str) and payload["error"]
 
 
 def test_oversized_request_gets_413_json(server):
-    big = {"query": ["x" * (5 * 2 ** 20)], "prompts": [""], "labels": ["1"]}
+    big = {"query": ["x" * (5 * 2**20)], "prompts": [""], "labels": ["1"]}
     code, payload = post(server + "/get_reward", big, AUTH)
     assert code == 413 and "error" in payload
 
@@ -147,8 +168,11 @@ def test_a_body_that_is_not_declared_json_gets_415_with_a_message(server, conten
 
 
 def test_bad_samples_in_a_good_request_get_reward_zero_with_status(server):
-    body = {"query": [PROMPT + "\\boxed{42}", 12345, None, PROMPT + "\\boxed{42}"],
-            "prompts": [PROMPT, None, PROMPT, PROMPT], "labels": [None, "42", "42", "42"]}
+    body = {
+        "query": [PROMPT + "\\boxed{42}", 12345, None, PROMPT + "\\boxed{42}"],
+        "prompts": [PROMPT, None, PROMPT, PROMPT],
+        "labels": [None, "42", "42", "42"],
+    }
     code, out = post(server + "/get_reward", body, AUTH)
     assert code == 200 and out["rewards"] == [0.0, 0.0, 0.0, 1.0]
     assert out["extra_logs"]["status_error"] == [1.0, 0.0, 0.0, 0.0]
@@ -157,6 +181,7 @@ def test_bad_samples_in_a_good_request_get_reward_zero_with_status(server):
 
 def test_an_object_label_is_graded_by_its_answer_through_openrlhfs_client(server):
     from openrlhf.utils.agent import SingleTurnAgentExecutor
+
     ex = SingleTurnAgentExecutor(f"{server}/get_reward?token={TOKEN}")
     out = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "\\boxed{42}"], [PROMPT], [{"id": "a", "answer": "42"}]))[0]
     assert out["rewards"] == [1.0] and out["extra_logs"]["status_correct"] == [1.0]
@@ -184,10 +209,12 @@ def test_one_megabyte_response_is_graded(server):
 def test_concurrent_requests_all_succeed_with_their_own_rewards(server):
     async def run():
         async with aiohttp.ClientSession(headers=AUTH) as s:
+
             async def one(i):
                 body = {"query": [PROMPT + f"\\boxed{{{i % 7}}}"], "prompts": [PROMPT], "labels": [str(i % 4)]}
                 async with s.post(server + "/get_reward", json=body) as r:
                     return r.status, (await r.json())["rewards"][0]
+
             return await asyncio.gather(*[one(i) for i in range(300)])
 
     res = asyncio.run(run())
@@ -211,6 +238,7 @@ def test_stats_report_requests_statuses_latency_and_restarts(server):
 def test_sigterm_finishes_in_flight_requests_then_exits_zero():
     proc, base, _ = _start()
     try:
+
         async def run():
             bomb = {"query": ["\\boxed{9^{9^{9^{9^{9^{9}}}}}}"], "prompts": [""], "labels": ["1"]}
             task = asyncio.create_task(_post(base + "/get_reward", bomb))
@@ -234,6 +262,7 @@ def test_health_reports_the_default_boxed_extraction(server):
 
 def test_extraction_flag_accepts_only_the_named_policies():
     from lead_recipes.grading.server import build_parser
+
     assert vars(build_parser().parse_args(["--grade.extraction", "final_answer"]))["grade.extraction"] == "final_answer"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--grade.extraction", "lenient"])
@@ -264,6 +293,7 @@ def test_a_port_in_use_is_one_error_line_naming_port_and_flag_and_exit_2():
 
 def test_ready_line_flag_reaches_the_server_with_no_header(served):
     from openrlhf.utils.agent import SingleTurnAgentExecutor
+
     base, ready = served
     url = ready.split("--reward.remote_url ", 1)[1].split()[0]
     assert url == f"{base}/get_reward?token={TOKEN}"
@@ -281,6 +311,7 @@ def _main_output(monkeypatch, capsys, argv: list[str]) -> tuple[str, str]:
         for s in sock:
             s.close()
         print("banner")
+
     monkeypatch.setattr(srv.web, "run_app", fake_run_app)
     monkeypatch.setattr(srv.logging, "basicConfig", lambda **_: None)  # leave this process's logging alone
     assert srv.main(argv) == 0
@@ -302,11 +333,21 @@ def test_a_wildcard_host_gives_a_url_with_this_machines_name(monkeypatch, capsys
     assert f"--reward.remote_url http://{socket.gethostname()}:" in out
 
 
-@pytest.mark.parametrize("host,token,warned", [
-    ("0.0.0.0", None, True), ("::", None, True), ("10.1.2.3", None, True), ("0.0.0.0", "t", False),
-    ("127.0.0.1", None, False), ("::1", None, False), ("localhost", None, False)])
+@pytest.mark.parametrize(
+    "host,token,warned",
+    [
+        ("0.0.0.0", None, True),
+        ("::", None, True),
+        ("10.1.2.3", None, True),
+        ("0.0.0.0", "t", False),
+        ("127.0.0.1", None, False),
+        ("::1", None, False),
+        ("localhost", None, False),
+    ],
+)
 def test_listening_beyond_loopback_without_a_token_warns_once_on_stderr(host, token, warned):
     from lead_recipes.grading.server import exposure_warning
+
     line = exposure_warning(host, token)
     assert (line is not None) == warned
     assert line is None or (len(line.splitlines()) == 1 and "token" in line)

@@ -2,6 +2,7 @@
 the closing statement as one answer (order-free for a set, label by label for labelled values), a single-value gold
 reads the last box, a gold written with several boxes is their combination, an intermediate box before the closing
 statement is not part of it, and a box wins over a later unboxed statement under both policies."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,21 +23,24 @@ PAIRS = "so the pairs are $\\boxed{(1, 3)}$ and $\\boxed{(4, 2)}$."
 
 
 @pytest.mark.parametrize("policy", ["boxed", "final_answer"])
-@pytest.mark.parametrize("gold,response,correct", [
-    ("(1, 3), (4, 2)", PAIRS, True),
-    ("(4, 2), (1, 3)", PAIRS, True),                                    # a set of pairs: order-free
-    (r"\{(1, 3), (4, 2)\}", PAIRS, True),
-    ("(1, 3), (4, 5)", PAIRS, False),                                   # one pair wrong
-    ("(1, 3), (4, 2), (0, 0)", PAIRS, False),                           # one pair missing
-    ("(1, 3)", PAIRS, False),                                           # extra pair for a one-pair gold: last box
-    ("2, -3", "The roots are $x = \\boxed{2}$ or $x = \\boxed{-3}$.", True),
-    ("2, -3", "The roots are $x = \\boxed{2}$ or $x = \\boxed{-4}$.", False),
-    ("x=1, y=2", "Hence $\\boxed{y = 2}$ and $\\boxed{x = 1}$.", True),  # labelled: matched label by label
-    ("x=1, y=2", "Hence $\\boxed{y = 1}$ and $\\boxed{x = 2}$.", False),
-    (r"\pm 3", "So $a = \\boxed{3}$ or $a = \\boxed{-3}$.", True),
-    (r"\pm 3", "So $a = \\boxed{3}$ or $a = \\boxed{-2}$.", False),
-    ("1, 2", "Case 1 gives \\boxed{1}.\n\nCase 2 gives \\boxed{2}.", True),
-])
+@pytest.mark.parametrize(
+    "gold,response,correct",
+    [
+        ("(1, 3), (4, 2)", PAIRS, True),
+        ("(4, 2), (1, 3)", PAIRS, True),  # a set of pairs: order-free
+        (r"\{(1, 3), (4, 2)\}", PAIRS, True),
+        ("(1, 3), (4, 5)", PAIRS, False),  # one pair wrong
+        ("(1, 3), (4, 2), (0, 0)", PAIRS, False),  # one pair missing
+        ("(1, 3)", PAIRS, False),  # extra pair for a one-pair gold: last box
+        ("2, -3", "The roots are $x = \\boxed{2}$ or $x = \\boxed{-3}$.", True),
+        ("2, -3", "The roots are $x = \\boxed{2}$ or $x = \\boxed{-4}$.", False),
+        ("x=1, y=2", "Hence $\\boxed{y = 2}$ and $\\boxed{x = 1}$.", True),  # labelled: matched label by label
+        ("x=1, y=2", "Hence $\\boxed{y = 1}$ and $\\boxed{x = 2}$.", False),
+        (r"\pm 3", "So $a = \\boxed{3}$ or $a = \\boxed{-3}$.", True),
+        (r"\pm 3", "So $a = \\boxed{3}$ or $a = \\boxed{-2}$.", False),
+        ("1, 2", "Case 1 gives \\boxed{1}.\n\nCase 2 gives \\boxed{2}.", True),
+    ],
+)
 def test_a_list_gold_reads_every_box_of_the_closing_statement(grader, policy, gold, response, correct):
     assert grader.grade(gold, "Work.\n\n" + response, extraction=policy).correct is correct
 
@@ -74,10 +78,23 @@ def test_a_box_wins_over_a_later_different_statement_under_both_policies(policy)
     assert extract_final_answer("So \\boxed{5}.\n\nFinal Answer: the answer is 7.", policy) == "5"
 
 
-@pytest.mark.parametrize("gold,many", [("1, 2", True), (r"\{1, 2\}", True), ("x=1, y=2", True), (r"\pm 2", True),
-                                       (r"1 \text{ or } 2", True), ("(1, 2)", False), ("[1, 2)", False),
-                                       ("12", False), (r"\frac{1}{2}", False), (r"f(x, y)", False),
-                                       ("1,000", False), ("12,345.5", False)])
+@pytest.mark.parametrize(
+    "gold,many",
+    [
+        ("1, 2", True),
+        (r"\{1, 2\}", True),
+        ("x=1, y=2", True),
+        (r"\pm 2", True),
+        (r"1 \text{ or } 2", True),
+        ("(1, 2)", False),
+        ("[1, 2)", False),
+        ("12", False),
+        (r"\frac{1}{2}", False),
+        (r"f(x, y)", False),
+        ("1,000", False),
+        ("12,345.5", False),
+    ],
+)
 def test_a_gold_is_a_list_only_when_it_holds_several_values(gold, many):
     assert is_list(gold) is many
 
@@ -88,10 +105,13 @@ def test_a_gold_with_a_thousands_separator_reads_the_last_box(grader):
 
 # Issue 21: a box holding a value with words that change it is wrong, next to a box with a unit that is right; a
 # gold written with a decimal comma is not the decimal.
-@pytest.mark.parametrize("gold,wrong,right", [
-    ("5", "\\boxed{5\\text{ million}}", "\\boxed{5\\text{ cm}}"),
-    ("3", "\\boxed{3 \\text{ or more}}", "\\boxed{3 \\text{ ways}}"),
-    ("1,5", "\\boxed{1.5}", "\\boxed{1,5}"),
-])
+@pytest.mark.parametrize(
+    "gold,wrong,right",
+    [
+        ("5", "\\boxed{5\\text{ million}}", "\\boxed{5\\text{ cm}}"),
+        ("3", "\\boxed{3 \\text{ or more}}", "\\boxed{3 \\text{ ways}}"),
+        ("1,5", "\\boxed{1.5}", "\\boxed{1,5}"),
+    ],
+)
 def test_a_box_with_value_changing_words_is_wrong_and_one_with_a_unit_is_right(grader, gold, wrong, right):
     assert not grader.grade(gold, "So " + wrong).correct and grader.grade(gold, "So " + right).correct

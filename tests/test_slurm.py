@@ -6,6 +6,7 @@ requeue -> --ckpt.load_enable) and its bounded wait; through `lead-recipes launc
 `lead-recipes train` in dry-run mode): clean-up on cancel, a reward server that cannot start, and
 --run.dry_run_enable submitting nothing.
 The failure cases of a real cluster are in tests/test_slurm_requeue.py and tests/test_slurm_jobs.py."""
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,23 @@ import time
 from pathlib import Path
 
 import pytest
-
 from slurm_cluster import which
-from slurm_helpers import (DONE, commands, expected_command, free_port, leftovers, out_of, release_requeued,
-                           stand_in_trainer, submit, submit_stand_in, train_log, wait_for)
+from slurm_helpers import (
+    DONE,
+    commands,
+    expected_command,
+    free_port,
+    leftovers,
+    out_of,
+    release_requeued,
+    stand_in_trainer,
+    submit,
+    submit_stand_in,
+    train_log,
+    wait_for,
+)
 
-pytest_plugins = ("slurm_helpers",)   # the session-wide `slurm` fixture
+pytest_plugins = ("slurm_helpers",)  # the session-wide `slurm` fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
@@ -60,16 +72,17 @@ def test_slurm_script_needs_no_bash_newer_than_4_4(script):
 
 def test_train_script_refuses_to_run_outside_slurm():
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    out = subprocess.run(["bash", str(ROOT / "slurm/train.sbatch"), "--", "true"], capture_output=True, text=True,
-                         env=env)
+    out = subprocess.run(
+        ["bash", str(ROOT / "slurm/train.sbatch"), "--", "true"], capture_output=True, text=True, env=env
+    )
     assert out.returncode != 0 and "not inside a Slurm job" in out.stdout
 
 
 def script_options(script: Path) -> dict[str, bool]:
     """The options of a script's argument loop, each with whether it takes a value (`shift 2`)."""
     text = script.read_text()
-    loop = text[text.index("while [[ $# -gt 0 ]]; do"):]
-    loop = loop[:loop.index("\ndone\n")]
+    loop = text[text.index("while [[ $# -gt 0 ]]; do") :]
+    loop = loop[: loop.index("\ndone\n")]
     arms = re.findall(r"^    (-[^\s)]*)\)(.*?);;", loop, re.M | re.S)
     return {label: "shift 2" in body for label, body in arms if label not in ("-h|--help", "--")}
 
@@ -77,54 +90,101 @@ def script_options(script: Path) -> dict[str, bool]:
 @pytest.mark.parametrize("script", SLURM_SCRIPTS, ids=lambda p: p.name)
 def test_every_script_option_is_dotted_grouped_listed_in_help_and_switches_end_in_enable(script):
     options = script_options(script)
-    assert len(options) >= 10, options   # the loop was found
+    assert len(options) >= 10, options  # the loop was found
     usage = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True).stdout
     listed = set(re.findall(r"^  (--\S+)", usage, re.M))
     for option, takes_value in options.items():
         assert option == "--output" or re.fullmatch(r"--(no-)?[a-z]+\.[a-z0-9_]+", option), option
         assert takes_value or option.endswith("_enable"), f"{option} is a switch without _enable"
-        assert option in listed or option.replace("--no-", "--[no-]") in listed \
-            or option.replace("--", "--[no-]", 1) in listed, f"{option} missing from --help"
+        assert (
+            option in listed
+            or option.replace("--no-", "--[no-]") in listed
+            or option.replace("--", "--[no-]", 1) in listed
+        ), f"{option} missing from --help"
     assert {o.replace("--[no-]", "--") for o in listed} <= set(options), "--help lists an option the script lacks"
 
 
 def rendered_script_args(sbatch: list[str]) -> list[str]:
     """What a rendered sbatch command passes to slurm/train.sbatch (between the script and `--`)."""
     start = next(i for i, a in enumerate(sbatch) if a.endswith("train.sbatch")) + 1
-    return sbatch[start:sbatch.index("--", start)]
+    return sbatch[start : sbatch.index("--", start)]
 
 
 def test_every_option_the_launcher_renders_is_one_train_sbatch_accepts(tmp_path, monkeypatch):
     from lead_recipes.recipes import chain, launch
     from lead_recipes.recipes.commands import sbatch_command
     from lead_recipes.recipes.recipe import load_recipe
-    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path / "data"))      # missing: the chain gets data steps
+
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path / "data"))  # missing: the chain gets data steps
     monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
     args = launch.build_parser().parse_args(
-        ["grpo-lead-14b-stage2b", "--launch.target", "slurm", "--launch.train_mode", "preflight", "--slurm.reward_port",
-         "29001", "--slurm.save_timeout", "90", "--slurm.resume_enable", "--slurm.cpus_per_node", "8"])
-    rendered = [sbatch_command(load_recipe("lead-1.5b", ["resources.requeue=false", "resources.reward_workers=2"]),
-                               args, tmp_path / "run", ["true"])]
+        [
+            "grpo-lead-14b-stage2b",
+            "--launch.target",
+            "slurm",
+            "--launch.train_mode",
+            "preflight",
+            "--slurm.reward_port",
+            "29001",
+            "--slurm.save_timeout",
+            "90",
+            "--slurm.resume_enable",
+            "--slurm.cpus_per_node",
+            "8",
+        ]
+    )
+    rendered = [
+        sbatch_command(
+            load_recipe("lead-1.5b", ["resources.requeue=false", "resources.reward_workers=2"]),
+            args,
+            tmp_path / "run",
+            ["true"],
+        )
+    ]
     rendered += [sb for _, _, _, _, sb in chain.steps(chain.chain_of(args.recipe), args)]
     kinds = {a for sb in rendered for a in rendered_script_args(sb) if a.startswith("--")}
-    assert {"--slurm.resume_enable", "--slurm.max_restarts", "--slurm.reward_workers", "--no-slurm.ray_enable",
-            "--slurm.save_timeout", "--launch.train_mode"} <= kinds, kinds   # every branch was rendered
+    assert {
+        "--slurm.resume_enable",
+        "--slurm.max_restarts",
+        "--slurm.reward_workers",
+        "--no-slurm.ray_enable",
+        "--slurm.save_timeout",
+        "--launch.train_mode",
+    } <= kinds, kinds  # every branch was rendered
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     for sb in rendered:
-        out = subprocess.run(["bash", str(ROOT / "slurm/train.sbatch"), *rendered_script_args(sb), "--", "true"],
-                             capture_output=True, text=True, env=env)
+        out = subprocess.run(
+            ["bash", str(ROOT / "slurm/train.sbatch"), *rendered_script_args(sb), "--", "true"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         # past the option parsing and its checks, stopped only by the missing job
         assert "ERROR: not inside a Slurm job" in out.stdout, (rendered_script_args(sb), out.stdout)
 
 
 def test_an_option_given_as_name_equals_value_is_read_as_name_then_value(tmp_path):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, "SLURM_JOB_ID": "7"}
-    setup = f"{tmp_path}/no=such"   # the value keeps its own '='
-    out = subprocess.run(["bash", str(ROOT / "slurm/train.sbatch"), f"--slurm.setup={setup}", "--", "true"],
-                         capture_output=True, text=True, env=env)
+    setup = f"{tmp_path}/no=such"  # the value keeps its own '='
+    out = subprocess.run(
+        ["bash", str(ROOT / "slurm/train.sbatch"), f"--slurm.setup={setup}", "--", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert f"ERROR: --slurm.setup: cannot read {setup}" in out.stdout, out.stdout
-    out = subprocess.run(["bash", str(ROOT / "slurm/eval.sbatch"), "--eval.checkpoints=a,b", "--data.benchmarks=x,y,z",
-                          "--slurm.array_throttle=0", "--slurm.print_array_enable"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "slurm/eval.sbatch"),
+            "--eval.checkpoints=a,b",
+            "--data.benchmarks=x,y,z",
+            "--slurm.array_throttle=0",
+            "--slurm.print_array_enable",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.stdout == "0-5\n", out.stdout + out.stderr
 
 
@@ -134,20 +194,25 @@ def test_an_option_given_as_name_equals_value_is_read_as_name_then_value(tmp_pat
 def test_two_node_job_survives_usr1_by_marking_requeueing_and_resuming_with_ckpt_load_enable(slurm, tmp_path):
     # A dry-run is never requeued, so the training step is the stand-in trainer (it saves on request, then resumes).
     run_dir = slurm.root_tmp / "requeue"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), sbatch=("--nodes=2", "--cpus-per-task=2"),
-                          script=("--slurm.reward_placement", "head", "--slurm.reward_workers", "1"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        sbatch=("--nodes=2", "--cpus-per-task=2"),
+        script=("--slurm.reward_placement", "head", "--slurm.reward_workers", "1"),
+    )
     wait_for(lambda: "stand-in trainer: step 2" in train_log(run_dir, job), 240, "the training step")
     subprocess.run([which("scancel"), "--signal=USR1", "--batch", job], env=slurm.env, check=True)
     release_requeued(slurm, job)
     info = slurm.wait_state(job, DONE, timeout=300, restarts=1)
     out = out_of(run_dir, job)
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", (info, out[-3000:], slurm.log_tail())
-    assert len(re.findall(r"ray ready: 2/2 nodes, 0/0 GPUs", out)) == 2   # head + worker, both runs
-    mark = json.loads((run_dir / "state" / "preempted.done.json").read_text())   # set aside when training ended
+    assert len(re.findall(r"ray ready: 2/2 nodes, 0/0 GPUs", out)) == 2  # head + worker, both runs
+    mark = json.loads((run_dir / "state" / "preempted.done.json").read_text())  # set aside when training ended
     tag = re.search(r"saved (global_step\d+) on request", train_log(run_dir, job)).group(1)
     assert (mark["signal"], mark["run"], mark["latest_checkpoint"]) == ("USR1", 0, tag)
     first, second = commands(out)
-    head_ip = re.search(r"head n1 \(([\d.]+)\)", out).group(1)   # not loopback: the worker must reach it
+    head_ip = re.search(r"head n1 \(([\d.]+)\)", out).group(1)  # not loopback: the worker must reach it
     assert first[-2:] == ["--reward.remote_url", f"http://{head_ip}:{29000 + int(job) % 3000}/get_reward"]
     assert second == [*first, "--ckpt.load_enable"]
     assert f"stand-in trainer: resumed from {tag}" in train_log(run_dir, job, 1)
@@ -192,8 +257,9 @@ def test_trainer_that_never_saves_nor_stops_delays_the_requeue_by_at_most_the_sa
     # clean-up's whole 30 s wait. The requeue must not wait for that: a job still running at its time limit ends
     # TIMEOUT and is never requeued.
     run_dir = slurm.root_tmp / "nosave"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", "--ignore-term",
-                          save_timeout=3)
+    job = submit_stand_in(
+        slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", "--ignore-term", save_timeout=3
+    )
     out_file = run_dir / "slurm" / f"{job}.out"
     wait_for(lambda: out_file.exists() and "] command: " in out_file.read_text(), 120, "the training step")
     signalled = time.monotonic()
@@ -206,8 +272,8 @@ def test_trainer_that_never_saves_nor_stops_delays_the_requeue_by_at_most_the_sa
     waited_for_marker = re.search(r"WARNING: no checkpoint marker after (\d+)s", out)
     assert waited_for_marker and 3 <= int(waited_for_marker[1]) <= 5 and "requeueing job" in out, out[-2000:]
     assert out.find("requeueing job") < out.find("cleanup:"), out[-2000:]
-    assert waited < 3 + 10 + 8, out[-2000:]   # save timeout + Slurm's KillWait (10 s here) + bookkeeping, not the 30 s
-    assert "latest_checkpoint\": \"none\"" in (run_dir / "state" / "preempted.json").read_text()
+    assert waited < 3 + 10 + 8, out[-2000:]  # save timeout + Slurm's KillWait (10 s here) + bookkeeping, not the 30 s
+    assert 'latest_checkpoint": "none"' in (run_dir / "state" / "preempted.json").read_text()
 
 
 @pytest.mark.slow
@@ -229,14 +295,24 @@ def test_scancel_during_training_cleans_up_everything(slurm):
 def test_reward_server_that_cannot_start_fails_the_job_before_training_and_cleans_up(slurm):
     run_dir = slurm.root_tmp / "busy"
     (run_dir / "slurm").mkdir(parents=True)
-    with socket.socket() as busy:                      # the reward port is taken: the server must fail to bind
+    with socket.socket() as busy:  # the reward port is taken: the server must fail to bind
         busy.bind(("0.0.0.0", 0))
         busy.listen()
         port = busy.getsockname()[1]
         # Straight to the script, without Ray (--no-slurm.ray_enable) to keep it short: the reward bring-up is the same.
-        job = slurm.sbatch("--nodes=1", f"--output={run_dir}/slurm/%j.out", str(ROOT / "slurm/train.sbatch"),
-                           "--no-slurm.ray_enable", "--run.dir", str(run_dir), "--slurm.reward_port", str(port), "--",
-                           *expected_command(run_dir), cwd=run_dir)
+        job = slurm.sbatch(
+            "--nodes=1",
+            f"--output={run_dir}/slurm/%j.out",
+            str(ROOT / "slurm/train.sbatch"),
+            "--no-slurm.ray_enable",
+            "--run.dir",
+            str(run_dir),
+            "--slurm.reward_port",
+            str(port),
+            "--",
+            *expected_command(run_dir),
+            cwd=run_dir,
+        )
         info = slurm.wait_state(job, DONE, timeout=240)
     out = (run_dir / "slurm" / f"{job}.out").read_text()
     assert info["JobState"] == "FAILED" and "reward server exited during start-up" in out, out[-2000:]
@@ -250,9 +326,22 @@ def test_launch_dry_run_submits_nothing(slurm):
     run_dir = slurm.root_tmp / "dry"
     before = subprocess.run([which("squeue"), "-h", "-o", "%i"], env=slurm.env, capture_output=True, text=True).stdout
     env = {**slurm.env, "LEAD_RECIPES_RUN_DIR": str(run_dir)}
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target", "slurm",
-                           "--run.dry_run_enable"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "launch",
+            "lead-1.5b",
+            "--launch.target",
+            "slurm",
+            "--run.dry_run_enable",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0 and "# submit:\nsbatch " in proc.stdout
     after = subprocess.run([which("squeue"), "-h", "-o", "%i"], env=slurm.env, capture_output=True, text=True).stdout
     assert after == before and not run_dir.exists()

@@ -5,19 +5,23 @@ run resumes from that checkpoint and finishes. Minutes on this machine: behind t
 
 Not shown: several nodes (the trainer's placement groups on one Ray node), a reward server (the reward function runs
 in the rollout actors here), real GPUs."""
+
 from __future__ import annotations
 
 import os
 import re
 
 import pytest
-
 from cpu_e2e import harness
 from slurm_helpers import DONE, VENV_BIN, out_of, release_requeued, scancel, submit_stand_in, train_log, wait_for
 
-pytest_plugins = ("slurm_helpers",)   # the session-wide `slurm` fixture
-pytestmark = [pytest.mark.slow, pytest.mark.e2e_full, pytest.mark.timeout(1800),
-              pytest.mark.skipif(harness.available() is not None, reason=str(harness.available()))]
+pytest_plugins = ("slurm_helpers",)  # the session-wide `slurm` fixture
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.e2e_full,
+    pytest.mark.timeout(1800),
+    pytest.mark.skipif(harness.available() is not None, reason=str(harness.available())),
+]
 
 
 def test_real_trainer_checkpoints_on_usr1_requeues_and_the_requeued_run_resumes_and_finishes(slurm, tmp_path):
@@ -26,20 +30,37 @@ def test_real_trainer_checkpoints_on_usr1_requeues_and_the_requeued_run_resumes_
     run_dir.mkdir()
     data = run_dir / "prompts.jsonl"
     harness.gpu_smoke.write_data(str(data), "cpu")
-    argv = harness.gpu_smoke.train_argv("cpu", "grpo-lead", str(model), str(data), str(run_dir),
-                                        str(harness.ROOT / "lead_recipes" / "grading" / "reward_func.py"), 3,
-                                        extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100"])
+    argv = harness.gpu_smoke.train_argv(
+        "cpu",
+        "grpo-lead",
+        str(model),
+        str(data),
+        str(run_dir),
+        str(harness.ROOT / "lead_recipes" / "grading" / "reward_func.py"),
+        3,
+        extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100"],
+    )
     assert argv[argv.index("--ckpt.path") + 1] == str(run_dir / "ckpt")
     at = argv.index("--ckpt.path")
     # only what the shim adds (PYTHONPATH, DS_ACCELERATOR, ...): PATH and TMPDIR stay the cluster's
     env = {k: v for k, v in harness.shim_env(WANDB_DIR=str(tmp_path)).items() if os.environ.get(k) != v}
-    job = submit_stand_in(slurm, run_dir, VENV_BIN / "lead-recipes", *argv[:at], *argv[at + 2:],
-                          sbatch=("--cpus-per-task=2", "--time=60"), env=env,
-                          script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "4", "--slurm.cpus_per_node", "8"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        VENV_BIN / "lead-recipes",
+        *argv[:at],
+        *argv[at + 2 :],
+        sbatch=("--cpus-per-task=2", "--time=60"),
+        env=env,
+        script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "4", "--slurm.cpus_per_node", "8"),
+    )
     # submit_stand_in puts `train --ckpt.path <run>/ckpt` first; the rest of the smoke command follows
     problems = run_dir / "ckpt" / "recipe_problems.jsonl"
-    wait_for(lambda: (problems.exists() and problems.read_text().strip()) or slurm.job(job)["JobState"] in DONE,
-             900, "the first training step")
+    wait_for(
+        lambda: (problems.exists() and problems.read_text().strip()) or slurm.job(job)["JobState"] in DONE,
+        900,
+        "the first training step",
+    )
     assert slurm.job(job)["JobState"] == "RUNNING", out_of(run_dir, job)[-3000:] + train_log(run_dir, job)[-3000:]
     scancel(slurm, "--signal=USR1", "--batch", job)
     release_requeued(slurm, job)

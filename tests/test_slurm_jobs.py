@@ -11,6 +11,7 @@ submitted once per module (a fixture) and several tests check one property of it
 - `eval_array`: slurm/eval.sbatch --slurm.submit_enable with a checkpoint written after submission.
 Not shown here: GPUs really used by Ray workers (fake devices), a reward server answering a real trainer (the
 trainer needs a GPU)."""
+
 from __future__ import annotations
 
 import json
@@ -24,11 +25,23 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from slurm_helpers import (
+    DONE,
+    ROOT,
+    commands,
+    expected_command,
+    job_output,
+    leftovers,
+    out_of,
+    scancel,
+    stand_in_trainer,
+    submit,
+    submit_stand_in,
+    train_log,
+    wait_for,
+)
 
-from slurm_helpers import (DONE, ROOT, commands, expected_command, job_output, leftovers, out_of, scancel,
-                           stand_in_trainer, submit, submit_stand_in, train_log, wait_for)
-
-pytest_plugins = ("slurm_helpers",)   # the session-wide `slurm` fixture
+pytest_plugins = ("slurm_helpers",)  # the session-wide `slurm` fixture
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
@@ -56,7 +69,7 @@ def test_launched_job_brings_up_ray_then_its_reward_server_then_runs_the_resolve
     url = f"http://127.0.0.1:{port}/get_reward"
     assert commands(out) == [expected_command(run_dir, "--reward.remote_url", url, "--run.dry_run_enable")]
     log = (run_dir / "logs" / f"job-{job}-run0" / "train.log").read_text()
-    assert url in log and '"method": "lead"' in log, log[-3000:]   # what `lead-recipes train` resolved
+    assert url in log and '"method": "lead"' in log, log[-3000:]  # what `lead-recipes train` resolved
 
 
 def test_launched_job_gets_the_whole_nodes_cpus_and_ray_registers_them(launched):
@@ -75,29 +88,44 @@ def test_launched_job_leaves_no_process_or_ray_directory(launched):
 @pytest.fixture(scope="module")
 def ray_probe(slurm, tmp_path_factory):
     run_dir = slurm.root_tmp / "probe"
-    long_tmp = slurm.root_tmp / ("t" * 70)    # with <tmp>/ray-<job>/session_.../sockets/plasma_store: > 107 bytes
+    long_tmp = slurm.root_tmp / ("t" * 70)  # with <tmp>/ray-<job>/session_.../sockets/plasma_store: > 107 bytes
     long_tmp.mkdir()
     bin_dir = tmp_path_factory.mktemp("probe")
     # Slurm's srun ignores SLURM_CPUS_PER_TASK (the job's --cpus-per-task) since 22.05, but Debian's 22.05.8, here,
     # still reads it; with it unset and --exact (SLURM_EXACT, set by some sites), a step without -c gets one CPU.
     (bin_dir / "setup.sh").write_text("unset SLURM_CPUS_PER_TASK\nexport SLURM_EXACT=1\n")
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(bin_dir), "--ray-probe",
-                          sbatch=("--gpus-per-node=1", "--cpus-per-task=2", "--nodelist=n1"),
-                          script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "1", "--slurm.setup",
-                                  str(bin_dir / "setup.sh")), env={"TMPDIR": str(long_tmp)})
-    wait_for(lambda: "stand-in ray:" in train_log(run_dir, job) or slurm.job(job).get("JobState") in DONE, 240,
-             "the stand-in to reach Ray")
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(bin_dir),
+        "--ray-probe",
+        sbatch=("--gpus-per-node=1", "--cpus-per-task=2", "--nodelist=n1"),
+        script=(
+            "--slurm.reward_placement",
+            "none",
+            "--slurm.gpus_per_node",
+            "1",
+            "--slurm.setup",
+            str(bin_dir / "setup.sh"),
+        ),
+        env={"TMPDIR": str(long_tmp)},
+    )
+    wait_for(
+        lambda: "stand-in ray:" in train_log(run_dir, job) or slurm.job(job).get("JobState") in DONE,
+        240,
+        "the stand-in to reach Ray",
+    )
     affinity = {}
     if "stand-in ray:" in train_log(run_dir, job):
         affinity = ray_affinity(job)
-        scancel(slurm, "--signal=USR1", job)     # to the steps (no --batch): what a site's --signal=USR1@N does
+        scancel(slurm, "--signal=USR1", job)  # to the steps (no --batch): what a site's --signal=USR1@N does
         time.sleep(3)
         (run_dir / "probe-go").touch()
     info = slurm.wait_state(job, DONE, timeout=120)
     return slurm, run_dir, job, info, out_of(run_dir, job), train_log(run_dir, job), affinity
 
 
-def cpu_set(text: str) -> set[int]:   # "0-1,4" -> {0, 1, 4}
+def cpu_set(text: str) -> set[int]:  # "0-1,4" -> {0, 1, 4}
     out = set()
     for part in filter(None, text.strip().split(",")):
         lo, _, hi = part.partition("-")
@@ -139,7 +167,7 @@ def test_wandb_run_id_reaches_the_ray_actors(ray_probe):
 def test_ray_may_use_every_cpu_the_job_has_on_its_node_not_one_core(ray_probe):
     # a step without -c is one CPU, bound to one core by task/affinity: Ray and all it forks would share that core
     slurm, run_dir, job, info, out, log, affinity = ray_probe
-    job_cpus = int(slurm.job(job)["NumCPUs"])   # the one node's: --cpus-per-task=2
+    job_cpus = int(slurm.job(job)["NumCPUs"])  # the one node's: --cpus-per-task=2
     assert "raylet" in affinity and job_cpus == 2, (affinity, log[-2000:])
     for name, cpus in affinity.items():
         assert len(cpus) >= job_cpus, (name, cpus, job_cpus)
@@ -158,12 +186,22 @@ def two_jobs(slurm, tmp_path_factory):
     jobs = []
     for name in ("serve-a", "serve-b"):
         run_dir = slurm.root_tmp / name
-        job = submit_stand_in(slurm, run_dir, fake, sbatch=("--nodelist=n2",),
-                              script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"))
+        job = submit_stand_in(
+            slurm,
+            run_dir,
+            fake,
+            sbatch=("--nodelist=n2",),
+            script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"),
+        )
         jobs.append((run_dir, job))
     for run_dir, job in jobs:
-        wait_for(lambda: "] command: " in out_of(run_dir, job) or slurm.job(job).get("JobState") in DONE, 240,
-                 "the training step")
+        wait_for(
+            lambda run_dir=run_dir, job=job: (
+                "] command: " in out_of(run_dir, job) or slurm.job(job).get("JobState") in DONE
+            ),
+            240,
+            "the training step",
+        )
     yield slurm, jobs
     for _, job in jobs:
         scancel(slurm, job)
@@ -178,14 +216,14 @@ def test_two_jobs_on_one_node_each_grade_with_their_own_reward_server(two_jobs):
     slurm, jobs = two_jobs
     urls = [reward_url(out_of(run_dir, job)) for run_dir, job in jobs]
     assert urls[0] != urls[1]
-    for (run_dir, job), url in zip(jobs, urls):
+    for (_run_dir, job), url in zip(jobs, urls):
         assert health(url.replace("/get_reward", "/health"))["job_id"] == job
 
 
 def test_usr1_sent_to_the_job_steps_leaves_the_reward_server_running(two_jobs):
     slurm, jobs = two_jobs
     run_dir, job = jobs[0]
-    scancel(slurm, "--signal=USR1", job)         # to the steps, not the batch script
+    scancel(slurm, "--signal=USR1", job)  # to the steps, not the batch script
     time.sleep(3)
     assert health(reward_url(out_of(run_dir, job)).replace("/get_reward", "/health"))["job_id"] == job
     assert slurm.job(job)["JobState"] == "RUNNING"
@@ -198,7 +236,9 @@ def test_a_reward_server_that_dies_during_training_stops_the_job_with_its_name(t
     ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
     # the server this job started (matched by its port and job id), not the srun/bash that launched it
     mine = f"serve --serve.host 0.0.0.0 --serve.port {port} --serve.job_id {job}"
-    pids = [int(line.split()[0]) for line in ps if mine in line and " srun " not in f" {line} " and "bash -c" not in line]
+    pids = [
+        int(line.split()[0]) for line in ps if mine in line and " srun " not in f" {line} " and "bash -c" not in line
+    ]
     assert pids, [line for line in ps if " serve " in line]
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -214,15 +254,37 @@ def eval_array(slurm):
     for run, step in (("a", 10), ("a", 20), ("b", 10)):
         (root / run / "ckpt" / f"global_step{step}_hf").mkdir(parents=True)
     out_dir = root / "out"
-    sub = subprocess.run(["bash", str(ROOT / "slurm/eval.sbatch"), "--slurm.submit_enable", "--eval.checkpoints_glob",
-                          f"{root}/*/ckpt/global_step*_hf", "--data.benchmarks", "aime2024", "--output", str(out_dir),
-                          "--slurm.array_throttle", "2", "--run.dry_run_enable", "--slurm.sbatch_arg=--hold",
-                          f"--slurm.sbatch_arg=--output={out_dir}/%a.out", "--slurm.sbatch_arg", "--cpus-per-task=1",
-                          "--slurm.sbatch_arg=--mem=100M", "--", "--eval.preset", "sober"],
-                         capture_output=True, text=True, env=slurm.env, cwd=root)
+    sub = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "slurm/eval.sbatch"),
+            "--slurm.submit_enable",
+            "--eval.checkpoints_glob",
+            f"{root}/*/ckpt/global_step*_hf",
+            "--data.benchmarks",
+            "aime2024",
+            "--output",
+            str(out_dir),
+            "--slurm.array_throttle",
+            "2",
+            "--run.dry_run_enable",
+            "--slurm.sbatch_arg=--hold",
+            f"--slurm.sbatch_arg=--output={out_dir}/%a.out",
+            "--slurm.sbatch_arg",
+            "--cpus-per-task=1",
+            "--slurm.sbatch_arg=--mem=100M",
+            "--",
+            "--eval.preset",
+            "sober",
+        ],
+        capture_output=True,
+        text=True,
+        env=slurm.env,
+        cwd=root,
+    )
     assert sub.returncode == 0, sub.stdout + sub.stderr
     job = sub.stdout.strip().split()[-1]
-    (root / "a" / "ckpt" / "global_step5_hf").mkdir()     # written while the array waits: sorts first
+    (root / "a" / "ckpt" / "global_step5_hf").mkdir()  # written while the array waits: sorts first
     throttle = slurm.job(job).get("ArrayTaskThrottle")
     slurm.scontrol("release", job)
     files = [out_dir / f"{i}.out" for i in range(3)]
@@ -239,6 +301,7 @@ def test_eval_array_evaluates_each_checkpoint_frozen_at_submission_exactly_once(
 
 def test_eval_array_commands_are_valid_lead_recipes_eval_command_lines(eval_array):
     from evaluation.cli import build_parser
+
     root, throttle, cmds = eval_array
     assert [c[1] for c in cmds] == ["eval"] * 3
     assert [vars(build_parser().parse_args(c[2:]))["preset"] for c in cmds] == ["sober"] * 3

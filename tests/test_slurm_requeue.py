@@ -1,18 +1,21 @@
 """slurm/train.sbatch on the real Slurm of tests/slurm_helpers.py (tasks bound to their cores, fake GPUs): when a job
 is requeued, resumed or stopped, and the site-facing options. Each test submits the real script with the stand-in
 trainer (no Ray: these paths do not depend on it) and checks one property:
-- requeue that ends: a time limit within the USR1 lead is refused, a dry run is never requeued, --slurm.max_restarts caps
+- requeue that ends: a time limit within the USR1 lead is refused, a dry run is never requeued, --slurm.max_restarts
+  caps
   the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
   also found from `--ckpt.path=DIR`);
 - the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint; a job
   preempted with a grace time (Slurm stops its steps first) requeues itself and resumes;
 - ports of the Ray head already taken on the node are refused;
-- resume only for the same job's requeue or an explicit --slurm.resume_enable (a stale mark from another job is ignored);
+- resume only for the same job's requeue or an explicit --slurm.resume_enable (a stale mark from another job is
+  ignored);
 - site options: a setup file, the open-files limit, the default time limit, the head address on a multi-node job,
   and CPUs/GPUs that cannot hold the layout.
 Not shown on one machine: a head whose loopback address really is unreachable from a worker (both nodes here share
 127.0.0.1; the test checks the address chosen); steps losing the job's GPUs without --gres (Slurm 22.05 steps inherit
 them; the script passes --gres anyway)."""
+
 from __future__ import annotations
 
 import json
@@ -23,12 +26,20 @@ import subprocess
 import sys
 
 import pytest
-
 from slurm_cluster import which
-from slurm_helpers import (DONE, commands, out_of, release_requeued, scancel, stand_in_trainer, submit_stand_in,
-                           train_log, wait_for)
+from slurm_helpers import (
+    DONE,
+    commands,
+    out_of,
+    release_requeued,
+    scancel,
+    stand_in_trainer,
+    submit_stand_in,
+    train_log,
+    wait_for,
+)
 
-pytest_plugins = ("slurm_helpers",)   # the session-wide `slurm` fixture
+pytest_plugins = ("slurm_helpers",)  # the session-wide `slurm` fixture
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
@@ -53,24 +64,35 @@ def test_time_limit_within_the_usr1_lead_is_refused_at_start_instead_of_requeuei
 
 def test_usr1_during_a_dry_run_stops_the_job_without_requeue(slurm, tmp_path):
     run_dir = slurm.root_tmp / "dryusr1"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--launch.train_mode", "dry_run"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--launch.train_mode", "dry_run"),
+    )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     info = slurm.wait_state(job, DONE, timeout=120)
-    assert info["Restarts"] == "0" and "--launch.train_mode dry_run is not requeued" in out_of(run_dir, job), out_of(run_dir, job)
+    assert info["Restarts"] == "0" and "--launch.train_mode dry_run is not requeued" in out_of(run_dir, job), out_of(
+        run_dir, job
+    )
 
 
 def test_restart_cap_stops_requeueing_even_after_a_good_checkpoint(slurm, tmp_path):
     run_dir = slurm.root_tmp / "cap"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"),
+    )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     info = slurm.wait_state(job, DONE, timeout=120)
     out = out_of(run_dir, job)
-    assert "trainer saved:" in out and "requeue disabled (--slurm.max_restarts 0" in out and "requeueing" not in out, \
+    assert "trainer saved:" in out and "requeue disabled (--slurm.max_restarts 0" in out and "requeueing" not in out, (
         out[-2000:]
+    )
     assert (info["JobState"], info["Restarts"]) == ("FAILED", "0")
 
 
@@ -78,10 +100,10 @@ def test_a_requeued_run_whose_checkpoint_did_not_advance_is_not_requeued_again(s
     run_dir = slurm.root_tmp / "noadvance"
     job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", save_timeout=2)
     training(run_dir, job)
-    scancel(slurm, "--signal=USR1", "--batch", job)            # first time: requeued (nothing to compare with)
+    scancel(slurm, "--signal=USR1", "--batch", job)  # first time: requeued (nothing to compare with)
     release_requeued(slurm, job)
     training(run_dir, job, run=1)
-    scancel(slurm, "--signal=USR1", "--batch", job)            # second time: still no checkpoint -> stop
+    scancel(slurm, "--signal=USR1", "--batch", job)  # second time: still no checkpoint -> stop
     info = slurm.wait_state(job, DONE, timeout=120, restarts=1)
     out = out_of(run_dir, job)
     assert (info["JobState"], info["Restarts"]) == ("FAILED", "1"), out[-2000:]
@@ -90,35 +112,53 @@ def test_a_requeued_run_whose_checkpoint_did_not_advance_is_not_requeued_again(s
 
 def test_checkpoint_path_given_as_flag_equals_value_is_found_for_the_mark(slurm, tmp_path):
     run_dir = slurm.root_tmp / "ckpteq"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), ckpt_equals=True,
-                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        ckpt_equals=True,
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"),
+    )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     slurm.wait_state(job, DONE, timeout=120)
     saved = json.loads((run_dir / "state" / "preempted.json").read_text())
-    assert saved["latest_checkpoint"] == saved["saved"]["tag"], out_of(run_dir, job)[-2000:]   # not "none"
+    assert saved["latest_checkpoint"] == saved["saved"]["tag"], out_of(run_dir, job)[-2000:]  # not "none"
 
 
 # ---------------------------------------------------------------- save time, SIGTERM
 def test_save_wait_is_bounded_by_the_time_left_minus_cleanup(slurm, tmp_path):
     run_dir = slurm.root_tmp / "bounded"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--ignore-requests", save_timeout=300,
-                          sbatch=("--time=2",), script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none",
-                                                        "--slurm.signal_seconds", "30"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        "--ignore-requests",
+        save_timeout=300,
+        sbatch=("--time=2",),
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.signal_seconds", "30"),
+    )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     wait_for(lambda: "waiting up to" in out_of(run_dir, job), 120, "the checkpoint request")
     scancel(slurm, job)
     waited = int(re.search(r"waiting up to (\d+)s", out_of(run_dir, job)).group(1))
-    assert 0 <= waited <= 120 - 60      # a 2-minute job keeps its 60 s of cleanup: not the 300 s asked for
+    assert 0 <= waited <= 120 - 60  # a 2-minute job keeps its 60 s of cleanup: not the 300 s asked for
 
 
 def test_default_save_wait_is_sized_from_the_model(slurm, tmp_path):
     run_dir = slurm.root_tmp / "sized"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once", "--actor.model_name_or_path",
-                          "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", save_timeout=None)
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        "--exit-at-once",
+        "--actor.model_name_or_path",
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+        save_timeout=None,
+    )
     slurm.wait_state(job, DONE, timeout=120)
-    assert "save timeout 344s" in out_of(run_dir, job), out_of(run_dir, job)[-2000:]   # 120 + 32 x 7
+    assert "save timeout 344s" in out_of(run_dir, job), out_of(run_dir, job)[-2000:]  # 120 + 32 x 7
 
 
 def test_sigterm_without_usr1_asks_the_trainer_for_a_checkpoint_within_the_grace_time(slurm, tmp_path):
@@ -138,12 +178,34 @@ def test_a_job_preempted_with_a_grace_time_requeues_itself_when_its_steps_are_st
     # on it) and would requeue only at the end of the grace time. Before, the dead step failed the job during the
     # grace time, and a FAILED job is never requeued.
     run_dir = slurm.root_tmp / "preempted"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"),
+    )
     training(run_dir, job)
-    urgent = subprocess.run([which("sbatch"), "--parsable", "-p", "urgent", "--nodes=2", "--exclusive",
-                             f"--output={run_dir}/slurm/urgent-%j.out", "--wrap", "sleep 1"], env=slurm.env,
-                            capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    urgent = (
+        subprocess.run(
+            [
+                which("sbatch"),
+                "--parsable",
+                "-p",
+                "urgent",
+                "--nodes=2",
+                "--exclusive",
+                f"--output={run_dir}/slurm/urgent-%j.out",
+                "--wrap",
+                "sleep 1",
+            ],
+            env=slurm.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
     release_requeued(slurm, job)
     info = slurm.wait_state(job, DONE, timeout=150, restarts=1)
     out = out_of(run_dir, job)
@@ -163,8 +225,9 @@ def stale_run(slurm, name: str) -> object:
     (run_dir / "state").mkdir(parents=True)
     (run_dir / "ckpt" / "_actor").mkdir(parents=True)
     (run_dir / "ckpt" / "_actor" / "latest").write_text("global_step40")
-    (run_dir / "state" / "preempted.json").write_text(json.dumps({"job": 999999, "run": 0, "signal": "TERM",
-                                                                  "latest_checkpoint": "global_step40"}) + "\n")
+    (run_dir / "state" / "preempted.json").write_text(
+        json.dumps({"job": 999999, "run": 0, "signal": "TERM", "latest_checkpoint": "global_step40"}) + "\n"
+    )
     (run_dir / "state" / "wandb_run_id").write_text("0ldw4ndbrun1d000\n")
     return run_dir
 
@@ -191,8 +254,12 @@ def test_no_mark_is_left_to_resume_from_once_training_has_ended(fresh_after_stal
 
 def test_explicit_resume_continues_the_checkpoint_and_the_wandb_run(slurm, tmp_path):
     run_dir = stale_run(slurm, "resume")
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path),
-                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.resume_enable"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.resume_enable"),
+    )
     info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "COMPLETED" and commands(out)[0][-1] == "--ckpt.load_enable", out[-2000:]
@@ -209,10 +276,16 @@ def site_job(slurm, tmp_path_factory):
     setup = tmp / "site-setup.sh"
     setup.write_text("export SITE_SETUP_DONE=modules-loaded\n")
     run_dir = slurm.root_tmp / "site"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp), "--exit-at-once",
-                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.setup", str(setup)),
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
-                                                                (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp),
+        "--exit-at-once",
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.setup", str(setup)),
+        preexec_fn=lambda: resource.setrlimit(
+            resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        ),
+    )
     return slurm, run_dir, job
 
 
@@ -242,8 +315,14 @@ def test_multi_node_head_address_is_not_loopback(slurm, tmp_path):
 
 def test_head_ip_option_overrides_the_resolved_address(slurm, tmp_path):
     run_dir = slurm.root_tmp / "headip2"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once", sbatch=("--nodes=2",),
-                          script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.head_ip", "10.9.8.7"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        "--exit-at-once",
+        sbatch=("--nodes=2",),
+        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.head_ip", "10.9.8.7"),
+    )
     slurm.wait_state(job, DONE, timeout=90)
     assert "head n1 (10.9.8.7)" in out_of(run_dir, job), out_of(run_dir, job)[-2000:]
 
@@ -251,8 +330,14 @@ def test_head_ip_option_overrides_the_resolved_address(slurm, tmp_path):
 def test_fewer_cpus_than_the_layout_needs_is_refused_before_ray_starts(slurm, tmp_path):
     # by hand, no CPU request: Slurm gives 1 CPU (bound by task/affinity) for 2 GPUs
     run_dir = slurm.root_tmp / "fewcpus"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once", sbatch=("--gpus-per-node=2",),
-                          script=("--slurm.reward_placement", "none"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        "--exit-at-once",
+        sbatch=("--gpus-per-node=2",),
+        script=("--slurm.reward_placement", "none"),
+    )
     info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "FAILED" and "only 1 CPU(s) per node for a layout that needs 2" in out, out[-2000:]
@@ -266,8 +351,13 @@ def test_ray_ports_taken_on_the_head_are_refused_instead_of_joining_another_jobs
         held.bind(("0.0.0.0", 0))
         held.listen()
         port = held.getsockname()[1]
-        job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once",
-                              script=("--slurm.reward_placement", "none", "--slurm.ray_port", str(port)))
+        job = submit_stand_in(
+            slurm,
+            run_dir,
+            stand_in_trainer(tmp_path),
+            "--exit-at-once",
+            script=("--slurm.reward_placement", "none", "--slurm.ray_port", str(port)),
+        )
         info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "FAILED" and f"port {port} on " in out and "is in use" in out, out[-2000:]
@@ -276,17 +366,38 @@ def test_ray_ports_taken_on_the_head_are_refused_instead_of_joining_another_jobs
 
 def test_more_gpus_for_ray_than_slurm_gives_is_refused(slurm, tmp_path):
     run_dir = slurm.root_tmp / "fewgpus"
-    job = submit_stand_in(slurm, run_dir, stand_in_trainer(tmp_path), "--exit-at-once",
-                          sbatch=("--gpus-per-node=1", "--cpus-per-task=2"),
-                          script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "2"))
+    job = submit_stand_in(
+        slurm,
+        run_dir,
+        stand_in_trainer(tmp_path),
+        "--exit-at-once",
+        sbatch=("--gpus-per-node=1", "--cpus-per-task=2"),
+        script=("--slurm.reward_placement", "none", "--slurm.gpus_per_node", "2"),
+    )
     info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
     assert info["JobState"] == "FAILED" and "Slurm gives this job 1 GPU(s) per node" in out, out[-2000:]
 
 
 def test_launch_refuses_a_time_limit_not_longer_than_the_usr1_lead(slurm, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "launch", "lead-1.5b", "--launch.target",
-                           "slurm", "--slurm.time", "00:10:00", "--slurm.signal_seconds", "600",
-                           "--no-launch.data_check_enable"], capture_output=True, text=True,
-                          env={**slurm.env, "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run")}, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "launch",
+            "lead-1.5b",
+            "--launch.target",
+            "slurm",
+            "--slurm.time",
+            "00:10:00",
+            "--slurm.signal_seconds",
+            "600",
+            "--no-launch.data_check_enable",
+        ],
+        capture_output=True,
+        text=True,
+        env={**slurm.env, "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run")},
+        timeout=120,
+    )
     assert proc.returncode == 2 and "USR1 lead time" in proc.stderr and not (tmp_path / "run").exists()

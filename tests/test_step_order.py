@@ -1,6 +1,7 @@
 """With --train.dynamic_batch_enable every optimizer step of a rollout sees the whole range of lengths, not the
 extremes first and the middle last (OpenRLHF's balance_experiences order, which the replay buffer does not shuffle
 then), and each rank keeps exactly the samples, hence the tokens, OpenRLHF's balancing gave it."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
@@ -13,17 +14,29 @@ from lead_recipes.training.step_order import balanced_then_shuffled
 
 
 def _args(dp, train_batch):
-    return NS(actor=NS(num_nodes=1, num_gpus_per_node=dp), ds=NS(ring_attn_size=1, tensor_parallel_size=1),
-              train=NS(batch_size=train_batch))
+    return NS(
+        actor=NS(num_nodes=1, num_gpus_per_node=dp),
+        ds=NS(ring_attn_size=1, tensor_parallel_size=1),
+        train=NS(batch_size=train_batch),
+    )
 
 
 def _samples(lengths):
     out = []
     for i, n in enumerate(lengths):
         seq = torch.arange(1, n + 1)[None]
-        out.append(Experience(sequences=seq, attention_mask=torch.ones_like(seq), action_mask=torch.ones(1, n - 1),
-                              total_length=torch.tensor([float(n)]), response_length=torch.tensor([float(n - 1)]),
-                              prompts=[f"p{i}"], labels=["1"], info={"sample": torch.tensor([float(i)])}))
+        out.append(
+            Experience(
+                sequences=seq,
+                attention_mask=torch.ones_like(seq),
+                action_mask=torch.ones(1, n - 1),
+                total_length=torch.tensor([float(n)]),
+                response_length=torch.tensor([float(n - 1)]),
+                prompts=[f"p{i}"],
+                labels=["1"],
+                info={"sample": torch.tensor([float(i)])},
+            )
+        )
     return out
 
 
@@ -36,7 +49,7 @@ def optimizer_steps(rank_batches, step_size):
     steps = []
     for batch in rank_batches:
         lengths = [int(e.total_length.item()) for e in split_experience_batch(batch)]
-        steps.append([lengths[i:i + step_size] for i in range(0, len(lengths), step_size)])
+        steps.append([lengths[i : i + step_size] for i in range(0, len(lengths), step_size)])
     return steps
 
 
@@ -65,8 +78,7 @@ def test_each_optimizer_step_spans_the_lengths_and_each_rank_keeps_its_samples(d
 
 def test_the_order_is_deterministic_in_the_seed():
     lengths = [20 + (37 * i) % 200 for i in range(32)]
-    runs = [[_ids(e) for e in balanced_then_shuffled(_samples(lengths), _args(2, 8), seed=s)]
-            for s in (1, 1, 2)]
+    runs = [[_ids(e) for e in balanced_then_shuffled(_samples(lengths), _args(2, 8), seed=s)] for s in (1, 1, 2)]
     assert runs[0] == runs[1] != runs[2]
 
 
@@ -76,9 +88,22 @@ def test_the_trainers_optimizer_steps_each_span_the_lengths(ray_local, tiny_qwen
     """The real PPOTrainer.train_step with --train.dynamic_batch_enable: what it appends to the actor (the replay
     buffer's input) cut into the optimizer steps of --train.batch_size 8 (4 per rollout of 32 samples)."""
     from test_grading_gate import recording_trainer
-    trainer, calls = recording_trainer(tiny_qwen2, prompt_file, tmp_path / "ckpt", healthy=16,
-                                       extra=["--train.dynamic_batch_enable", "--train.batch_size", "8", "--train.max_tokens_per_gpu",
-                                              "4096", "--vllm.num_engines", "1"])
+
+    trainer, calls = recording_trainer(
+        tiny_qwen2,
+        prompt_file,
+        tmp_path / "ckpt",
+        healthy=16,
+        extra=[
+            "--train.dynamic_batch_enable",
+            "--train.batch_size",
+            "8",
+            "--train.max_tokens_per_gpu",
+            "4096",
+            "--vllm.num_engines",
+            "1",
+        ],
+    )
     appended = []
     trainer.actor_model_group.async_run_method_batch = lambda **kw: appended.append(kw["experience"]) or []
     trainer.fit()

@@ -2,6 +2,7 @@
 (plus args.recipe), bad --recipe flags fail before anything heavy starts, OpenRLHF's validation stays in force,
 --run.dry_run_enable resolves the embedded default recipe, and the preflight on this GPU-less machine names the
 missing GPU."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,22 +20,43 @@ from pathlib import Path
 
 import pytest
 
-from lead_recipes.training import preemption as preempt
-
+from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.training import cli as train
+from lead_recipes.training import preemption as preempt
 from lead_recipes.training.args import reward_func_path
 from lead_recipes.training.preflight import required_gpus
-from lead_recipes.methods.config import RecipeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def base_flags(tmp_path, model="some/model", extra=()):
-    return ["--actor.model_name_or_path", str(model), "--data.prompt_dataset", str(tmp_path / "p.jsonl"),
-            "--data.input_key", "prompt", "--data.label_key", "label", "--rollout.n_samples_per_prompt", "8",
-            "--rollout.max_new_tokens", "512", "--algo.advantage.estimator", "group_norm",
-            "--reward.remote_url", reward_func_path(), "--reward.clip_range", "-5", "5",
-            "--actor.num_gpus_per_node", "1", "--logger.wandb.run_name", "t", *extra, *NO_BASE]
+    return [
+        "--actor.model_name_or_path",
+        str(model),
+        "--data.prompt_dataset",
+        str(tmp_path / "p.jsonl"),
+        "--data.input_key",
+        "prompt",
+        "--data.label_key",
+        "label",
+        "--rollout.n_samples_per_prompt",
+        "8",
+        "--rollout.max_new_tokens",
+        "512",
+        "--algo.advantage.estimator",
+        "group_norm",
+        "--reward.remote_url",
+        reward_func_path(),
+        "--reward.clip_range",
+        "-5",
+        "5",
+        "--actor.num_gpus_per_node",
+        "1",
+        "--logger.wandb.run_name",
+        "t",
+        *extra,
+        *NO_BASE,
+    ]
 
 
 NO_BASE = ["--recipe.name", "none"]  # a complete OpenRLHF command line, not overlaid on a base recipe
@@ -50,11 +72,15 @@ def openrlhf_own_parse(argv):
     captured = {}
 
     def tracer(frame, event, arg):
-        if event == "call" and frame.f_code.co_name == "train" and \
-                frame.f_code.co_filename.endswith("cli/train_ppo_ray.py"):
+        if (
+            event == "call"
+            and frame.f_code.co_name == "train"
+            and frame.f_code.co_filename.endswith("cli/train_ppo_ray.py")
+        ):
             captured["args"] = frame.f_locals["args"]
             raise _Stop
         return None
+
     old = sys.argv
     sys.argv = ["train_ppo_ray.py", *argv]
     sys.settrace(tracer)
@@ -70,9 +96,11 @@ def openrlhf_own_parse(argv):
 
 def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
     from lead_recipes.training import openrlhf_plugin as plugin
+
     flags = base_flags(tmp_path, extra=["--train.colocate_all", "--vllm.num_engines", "1", "--ds.packing_samples"])
     ours, recipe, rest, _ = train.parse_command_line(
-        flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:])
+        flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:]
+    )
     assert rest == flags[:-2]
     args = plugin.run_openrlhf(rest, recipe, resolve_only=True)
     theirs = openrlhf_own_parse(flags[:-2])
@@ -84,18 +112,23 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
 
 
 def _run_cli(*argv):
-    code = ("import sys, json; from lead_recipes.training.cli import main; rc = main(sys.argv[1:]); "
-            "print(json.dumps({'rc': rc, 'heavy': [m for m in ('openrlhf', 'ray', 'vllm', 'deepspeed') "
-            "if m in sys.modules]}))")
+    code = (
+        "import sys, json; from lead_recipes.training.cli import main; rc = main(sys.argv[1:]); "
+        "print(json.dumps({'rc': rc, 'heavy': [m for m in ('openrlhf', 'ray', 'vllm', 'deepspeed') "
+        "if m in sys.modules]}))"
+    )
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
 
-@pytest.mark.parametrize("bad, message", [
-    (["--recipe.method", "drpo"], "--recipe.method"),
-    (["--recipe.lead.agregator", "median"], "did you mean --recipe.lead.aggregator"),
-    (["--recipe.lead.beta_ema", "1.5"], "beta_ema"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (["--recipe.method", "drpo"], "--recipe.method"),
+        (["--recipe.lead.agregator", "median"], "did you mean --recipe.lead.aggregator"),
+        (["--recipe.lead.beta_ema", "1.5"], "beta_ema"),
+    ],
+)
 def test_bad_recipe_flags_fail_before_openrlhf_or_ray_is_imported(tmp_path, bad, message):
     result, err = _run_cli(*base_flags(tmp_path), *bad)
     assert result["rc"] == 2
@@ -110,12 +143,18 @@ def test_openrlhf_validation_stays_in_force(tmp_path, capsys):
     assert "requires n_samples_per_prompt > 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("bad, message", [
-    (["--actor.model_name_or_pth", "m"], "unknown flag --actor.model_name_or_pth (did you mean --actor.model_name_or_path?)"),
-    (["--recipe.lead.agregator", "min_correct"], "(did you mean --recipe.lead.aggregator?)"),
-    (["--no.such_flag"], "unknown flag --no.such_flag"),
-    (["--rollout.max_new_tok", "9"], "unknown flag --rollout.max_new_tok (did you mean --rollout.max_new_tokens?)"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (
+            ["--actor.model_name_or_pth", "m"],
+            "unknown flag --actor.model_name_or_pth (did you mean --actor.model_name_or_path?)",
+        ),
+        (["--recipe.lead.agregator", "min_correct"], "(did you mean --recipe.lead.aggregator?)"),
+        (["--no.such_flag"], "unknown flag --no.such_flag"),
+        (["--rollout.max_new_tok", "9"], "unknown flag --rollout.max_new_tok (did you mean --rollout.max_new_tokens?)"),
+    ],
+)
 def test_a_flag_neither_ours_nor_openrlhfs_fails_naming_the_closest_before_openrlhf_is_imported(tmp_path, bad, message):
     # the abbreviation --rollout.max_new_tok is refused too, although OpenRLHF's own parser would take it
     result, err = _run_cli(*base_flags(tmp_path), *bad, "--run.dry_run_enable")
@@ -132,6 +171,7 @@ def test_estimator_with_critic_is_refused_before_start(tmp_path, capsys):
 
 def test_dry_run_prints_resolved_command_and_configuration(tmp_path, capsys):
     import ray
+
     assert train.main(base_flags(tmp_path) + ["--recipe.method", "grpo-lead", "--run.dry_run_enable"]) == 0
     out = capsys.readouterr().out
     command = out.split("# resolved command\n")[1].split("\n")[0]
@@ -156,9 +196,14 @@ def test_no_openrlhf_flags_means_the_embedded_lead_recipe(capsys):
 
 def test_required_gpus_follows_openrlhf_placement():
     from types import SimpleNamespace as NS
-    args = NS(actor=NS(num_nodes=1, num_gpus_per_node=4), ref=NS(num_nodes=1, num_gpus_per_node=4),
-              vllm=NS(num_engines=2, tensor_parallel_size=2), algo=NS(kl=NS(init_coef=0.01)),
-              train=NS(colocate_all=True, colocate_actor_ref=False))
+
+    args = NS(
+        actor=NS(num_nodes=1, num_gpus_per_node=4),
+        ref=NS(num_nodes=1, num_gpus_per_node=4),
+        vllm=NS(num_engines=2, tensor_parallel_size=2),
+        algo=NS(kl=NS(init_coef=0.01)),
+        train=NS(colocate_all=True, colocate_actor_ref=False),
+    )
     assert required_gpus(args) == 4
     args.train.colocate_all = False
     assert required_gpus(args) == 12
@@ -170,15 +215,19 @@ def test_required_gpus_follows_openrlhf_placement():
 @pytest.mark.timeout(600)
 def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_qwen2, shared_data, capsys):
     rows = [json.loads(x) for x in (shared_data / "train" / "math_level3to5.jsonl").open().readlines()[:4]]
-    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"prompt": r["problem"], "label": r["answer"]}) + "\n"
-                                              for r in rows))
-    flags = base_flags(tmp_path, model=tiny_qwen2, extra=["--ckpt.path", str(tmp_path / "ckpt"),
-                                                          "--ds.attn_implementation", "sdpa"])
+    (tmp_path / "p.jsonl").write_text(
+        "".join(json.dumps({"prompt": r["problem"], "label": r["answer"]}) + "\n" for r in rows)
+    )
+    flags = base_flags(
+        tmp_path, model=tiny_qwen2, extra=["--ckpt.path", str(tmp_path / "ckpt"), "--ds.attn_implementation", "sdpa"]
+    )
     rc = train.main(flags + ["--preflight.only_enable"])
     captured = capsys.readouterr()
     assert rc == 1
-    status = {m.group(2): (m.group(1), m.group(3)) for m in
-              re.finditer(r"^\[\s*(ok|MISSING)\] (\S+)\s+(.*)$", captured.out, re.M)}
+    status = {
+        m.group(2): (m.group(1), m.group(3))
+        for m in re.finditer(r"^\[\s*(ok|MISSING)\] (\S+)\s+(.*)$", captured.out, re.M)
+    }
     assert status["gpu"][0] == "MISSING" and "no CUDA GPU visible" in status["gpu"][1]
     assert status["ray"][0] == "MISSING" and "0 GPU(s)" in status["ray"][1]
     for name in ("openrlhf", "data", "model", "reward", "ckpt", "flash-attn"):
@@ -225,8 +274,17 @@ def test_one_openrlhf_flag_no_longer_drops_the_rest_of_the_recipe(capsys):
 
 
 def test_without_a_base_recipe_the_method_defaults_are_filled_in_and_printed(capsys):
-    argv = ["--recipe.name", "none", "--recipe.method", "leash", "--actor.model_name_or_path", "M",
-            "--data.prompt_dataset", "D", "--run.dry_run_enable"]
+    argv = [
+        "--recipe.name",
+        "none",
+        "--recipe.method",
+        "leash",
+        "--actor.model_name_or_path",
+        "M",
+        "--data.prompt_dataset",
+        "D",
+        "--run.dry_run_enable",
+    ]
     assert train.main(argv) == 0
     captured = capsys.readouterr()
     config = _config(captured.out)
@@ -235,13 +293,18 @@ def test_without_a_base_recipe_the_method_defaults_are_filled_in_and_printed(cap
     assert config["data"]["max_len"] == 5024
     assert (config["data"]["input_key"], config["data"]["label_key"]) == ("prompt", "label")
     assert config["reward"]["remote_url"] == [reward_func_path()]
-    for flag in ("--algo.advantage.estimator group_norm", "--rollout.n_samples_per_prompt 8",
-                 "--rollout.max_new_tokens 4000", "--reward.remote_url"):
+    for flag in (
+        "--algo.advantage.estimator group_norm",
+        "--rollout.n_samples_per_prompt 8",
+        "--rollout.max_new_tokens 4000",
+        "--reward.remote_url",
+    ):
         assert f"default {flag}" in captured.err
 
 
 def test_lead_cap_defaults_to_its_b_max():
     from lead_recipes.training.args import flag_values, resolve
+
     resolved = resolve(["--recipe.name", "none", "--recipe.lead.b_max", "3000"], train._our_parser())
     assert flag_values(resolved.argv, "--rollout.max_new_tokens") == ["3000"]
     assert flag_values(resolved.argv, "--data.max_len") == ["4024"]
@@ -255,9 +318,10 @@ def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_
 
 
 def test_each_method_reference_recipe_runs_that_method():
-    from lead_recipes.recipes.recipe import load_recipe
     from lead_recipes.methods.config import REGISTRY
+    from lead_recipes.recipes.recipe import load_recipe
     from lead_recipes.training.args import resolve
+
     for entry in REGISTRY:
         assert load_recipe(entry.recipe).recipe["method"] == entry.name
         resolved = resolve(["--recipe.method", entry.name], train._our_parser())
@@ -267,6 +331,7 @@ def test_each_method_reference_recipe_runs_that_method():
 def test_a_rendered_recipe_command_takes_nothing_from_a_base_recipe():
     from lead_recipes.recipes.recipe import load_recipe, recipe_names
     from lead_recipes.training.args import resolve
+
     for name in recipe_names():
         recipe = load_recipe(name)
         if recipe.entrypoint == "sft":
@@ -274,7 +339,7 @@ def test_a_rendered_recipe_command_takes_nothing_from_a_base_recipe():
         cmd = recipe.command()
         resolved = resolve(cmd[2:], train._our_parser())
         assert resolved.base is None, name
-        assert resolved.argv[:len(cmd) - 2] == cmd[2:], name
+        assert resolved.argv[: len(cmd) - 2] == cmd[2:], name
 
 
 def test_unknown_base_recipe_is_a_usage_error(capsys):
@@ -284,6 +349,7 @@ def test_unknown_base_recipe_is_a_usage_error(capsys):
 
 def test_http_reward_urls_are_routed_through_the_forwarding_reward_function(tmp_path, capsys, monkeypatch):
     from lead_recipes.training.args import REWARD_URLS_ENV
+
     monkeypatch.setenv(REWARD_URLS_ENV, "")  # main() exports the URLs; restored afterwards
     flags = base_flags(tmp_path)
     flags[flags.index("--reward.remote_url") + 1] = "http://a:1/get_reward,http://b:2/get_reward"
@@ -296,10 +362,12 @@ def test_http_reward_urls_are_routed_through_the_forwarding_reward_function(tmp_
 def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, monkeypatch):
     """Launch mode up to train()'s first line (the rest needs GPUs): OpenRLHF's train() sees our trainer classes
     and args.recipe; everything is restored afterwards."""
-    import ray
     import openrlhf.trainer.ppo_trainer as pt
     import openrlhf.trainer.ppo_trainer_async as pta
+    import ray
+
     from lead_recipes.training import openrlhf_plugin as plugin
+
     seen = {}
 
     class Seen(Exception):
@@ -324,8 +392,12 @@ def test_gpu_smoke_script_is_shellcheck_clean_and_refuses_without_gpu():
     shellcheck = Path(sys.executable).parent / "shellcheck"
     assert subprocess.run([str(shellcheck), str(script)], capture_output=True).returncode == 0
     assert "--methods" in subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True).stdout
-    out = subprocess.run(["bash", str(script), "--gpus", "0"], capture_output=True, text=True,
-                         env={**__import__("os").environ, "PYTHON": sys.executable})
+    out = subprocess.run(
+        ["bash", str(script), "--gpus", "0"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHON": sys.executable},
+    )
     assert out.returncode == 1 and "needs at least one" in out.stderr
 
 
@@ -334,21 +406,33 @@ def _fake_run(root, method, controllers, steps, problems_steps):
     TensorBoard scalars, recipe_problems.jsonl."""
     import torch
     from torch.utils.tensorboard import SummaryWriter
+
     for step, ctrl in zip(steps, controllers):
         d = root / "ckpt" / "_actor" / f"global_step{step}"
         d.mkdir(parents=True)
-        torch.save({"module": {}, "recipe": {"version": 1, "method": method, "controller": ctrl}},
-                   d / "mp_rank_00_model_states.pt")
+        torch.save(
+            {"module": {}, "recipe": {"version": 1, "method": method, "controller": ctrl}},
+            d / "mp_rank_00_model_states.pt",
+        )
     writer = SummaryWriter(str(root / "tb" / method))
     for step in steps:
-        for tag in ("recipe/correct_rate", "recipe/length_mean", "recipe/grading/timeout_count",
-                    "recipe/grading/error_count", f"recipe/{method}/lambda_c"):
+        for tag in (
+            "recipe/correct_rate",
+            "recipe/length_mean",
+            "recipe/grading/timeout_count",
+            "recipe/grading/error_count",
+            f"recipe/{method}/lambda_c",
+        ):
             writer.add_scalar(f"train/{tag}", 0.5, step)
     writer.close()
     with open(root / "ckpt" / "recipe_problems.jsonl", "a") as f:
         for step in problems_steps:
-            f.write(json.dumps({"step": step, "problem": "p", "prompt_sha1": "x", "correct": 1, "total": 4,
-                                "mean_length": 9.0}) + "\n")
+            f.write(
+                json.dumps(
+                    {"step": step, "problem": "p", "prompt_sha1": "x", "correct": 1, "total": 4, "mean_length": 9.0}
+                )
+                + "\n"
+            )
 
 
 def test_gpu_smoke_checker_accepts_a_good_run_and_names_each_defect(tmp_path):
@@ -365,8 +449,13 @@ def test_gpu_smoke_checker_accepts_a_good_run_and_names_each_defect(tmp_path):
     problems = gpu_smoke.check(str(frozen), "lead", [1, 2], None)
     assert any("did not move" in p for p in problems) and any("lacks steps [2]" in p for p in problems)
     restarted = tmp_path / "restarted"
-    _fake_run(restarted, "lead", [{"w_c": 0.5, "step": 2}, {"w_c": 0.5, "step": 1}, {"w_c": 0.6, "step": 2}],
-              [2, 3, 4], [3, 4])
+    _fake_run(
+        restarted,
+        "lead",
+        [{"w_c": 0.5, "step": 2}, {"w_c": 0.5, "step": 1}, {"w_c": 0.6, "step": 2}],
+        [2, 3, 4],
+        [3, 4],
+    )
     assert any("restarted" in p for p in gpu_smoke.check(str(restarted), "lead", [3, 4], 2))
 
 
@@ -380,8 +469,14 @@ def _driver_in_preflight(tmp_path, env):
     (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "1+1?", "label": "2"}) + "\n")
     flags = base_flags(tmp_path, extra=["--ckpt.path", str(tmp_path / "ckpt")])
     flags[flags.index("--reward.remote_url") + 1] = f"http://127.0.0.1:{silent.getsockname()[1]}/get_reward"
-    proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "train", *flags, "--preflight.only_enable"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lead_recipes.cli", "train", *flags, "--preflight.only_enable"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ready = ""
     while "request a checkpoint" not in ready:  # the handlers are installed when this line is printed
         line = proc.stderr.readline()
@@ -456,20 +551,32 @@ def test_main_job_builds_its_missing_prompt_data_from_the_source_before_the_pref
     sources, data = tmp_path / "sources", tmp_path / "data"
     sources.mkdir()
     (sources / "math_level3to5.jsonl").symlink_to(shared_data / "train" / "math_level3to5.jsonl")
-    env = {**{k: v for k, v in os.environ.items() if k != preempt.SAVE_REQUEST_ENV},
-           "LEAD_RECIPES_SOURCES": str(sources), "LEAD_RECIPES_DATA": str(data),
-           "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run"),  # ckpt.path; kept out of the repository
-           "LEAD_RECIPES_BENCHMARKS_DIR": str(shared_data / "benchmarks"), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "lead_recipes.cli", "train"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=540)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != preempt.SAVE_REQUEST_ENV},
+        "LEAD_RECIPES_SOURCES": str(sources),
+        "LEAD_RECIPES_DATA": str(data),
+        "LEAD_RECIPES_RUN_DIR": str(tmp_path / "run"),  # ckpt.path; kept out of the repository
+        "LEAD_RECIPES_BENCHMARKS_DIR": str(shared_data / "benchmarks"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "lead_recipes.cli", "train"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     built = data / "math_l35_lead.jsonl"
     assert out.returncode == 1, out.stderr
     assert f"prompt data {built} is missing; building it (recipe lead-1.5b)" in out.stdout
     rows = [json.loads(x) for x in built.read_text().splitlines()]
     assert 8500 <= len(rows) < 8600 and {"prompt", "label"} <= rows[0].keys()
     assert json.loads(Path(f"{built}.report.json").read_text())["written"] == len(rows)
-    status = {m.group(2): (m.group(1), m.group(3)) for m in
-              re.finditer(r"^\[\s*(ok|MISSING)\] (\S+)\s+(.*)$", out.stdout, re.M)}
+    status = {
+        m.group(2): (m.group(1), m.group(3))
+        for m in re.finditer(r"^\[\s*(ok|MISSING)\] (\S+)\s+(.*)$", out.stdout, re.M)
+    }
     assert status["data"] == ("ok", str(built))
     assert status["gpu"][0] == "MISSING" and "build the prompt data" not in out.stderr
 
@@ -479,12 +586,15 @@ def test_missing_source_hint_names_the_file_and_where_sources_are_expected(tmp_p
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
     hint = train.prepare_hint(str(tmp_path / "math_l35_lead.jsonl"), embedded=True)
     assert "build the prompt data (recipe lead-1.5b) with: lead-recipes data build" in hint
-    assert f"math_level3to5.jsonl is missing: expected at {tmp_path / 'no_sources_here' / 'math_level3to5.jsonl'}" in hint
+    assert (
+        f"math_level3to5.jsonl is missing: expected at {tmp_path / 'no_sources_here' / 'math_level3to5.jsonl'}" in hint
+    )
     assert "$LEAD_RECIPES_SOURCES, default ./data/sources" in hint
 
 
-def test_auto_build_never_writes_a_dataset_path_other_than_the_recipe_prepare_output(tmp_path, shared_data,
-                                                                                     monkeypatch):
+def test_auto_build_never_writes_a_dataset_path_other_than_the_recipe_prepare_output(
+    tmp_path, shared_data, monkeypatch
+):
     """The user pointed --data.prompt_dataset elsewhere: the recipe's prepare command builds another file, so
     nothing is built (the preflight then reports the path missing)."""
     (tmp_path / "math_level3to5.jsonl").symlink_to(shared_data / "train" / "math_level3to5.jsonl")
@@ -515,12 +625,14 @@ def test_a_grading_failure_in_the_trainer_ends_the_driver_with_its_message_and_e
     args = NS(data=NS(prompt_dataset="p.jsonl"), logger=NS(wandb=NS(key=None)))
     assert train._preflight_and_train(ours, RecipeConfig(), [], resolved, args, FakeSeam) == 1
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1] == ("lead-recipes train: error: grading failed for 100% of the samples "
-                                            "(64 error, 0 timeout of 64)")
+    assert err.strip().splitlines()[-1] == (
+        "lead-recipes train: error: grading failed for 100% of the samples (64 error, 0 timeout of 64)"
+    )
 
 
 def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
     from lead_recipes.training.args import PROMPT_BUDGET, flag_values, resolve
+
     resolved = resolve(["--rollout.max_new_tokens", "8000"], train._our_parser())  # over lead-1.5b (max_len 5024)
     assert flag_values(resolved.argv, "--data.max_len") == [str(8000 + PROMPT_BUDGET)]
     assert any(f.startswith(f"--data.max_len {8000 + PROMPT_BUDGET} ") for f in resolved.filled)

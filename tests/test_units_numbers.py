@@ -2,6 +2,7 @@
 compare.prepare and the real math-verify): each right form equals the gold, and the same form holding a nearby
 wrong value stays wrong; two different units are wrong; a decimal equals a fraction whose expansion does not end
 only to the stated or default relative precision (1e-4)."""
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,18 @@ def verdict(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> bool:
     return _judge(g, p) if v is None else v
 
 
-UNIT_FORMS = ["{v} weeks", "{v}weeks", "{v} cm^2", "{v}\\text{ cm}^2", "\\${v}", "{v}\\%", "{v} \\text{ students}",
-              "{v}\\,\\mathrm{kg}", "{v} square units", "{v} km/h"]
+UNIT_FORMS = [
+    "{v} weeks",
+    "{v}weeks",
+    "{v} cm^2",
+    "{v}\\text{ cm}^2",
+    "\\${v}",
+    "{v}\\%",
+    "{v} \\text{ students}",
+    "{v}\\,\\mathrm{kg}",
+    "{v} square units",
+    "{v} km/h",
+]
 
 
 @pytest.mark.parametrize("form", UNIT_FORMS)
@@ -35,18 +46,34 @@ def test_a_unit_or_word_after_the_number_equals_a_gold_without_one_and_the_rever
 
 @pytest.mark.parametrize("form", UNIT_FORMS)
 def test_a_different_number_with_the_same_unit_stays_wrong(form):
-    assert not verdict("10", form.replace("{v}", "11")) and not verdict(form.replace("{v}", "10"), form.replace("{v}", "12"))
+    assert not verdict("10", form.replace("{v}", "11")) and not verdict(
+        form.replace("{v}", "10"), form.replace("{v}", "12")
+    )
 
 
-@pytest.mark.parametrize("gold,pred", [("12\\text{ cm}", "12\\text{ mm}"), ("12 cm", "12 mm"),
-                                       ("3\\text{ hours}", "3 minutes"), ("5 kg", "5 g"),
-                                       ("12\\text{ cm}", "120\\text{ mm}")])
+@pytest.mark.parametrize(
+    "gold,pred",
+    [
+        ("12\\text{ cm}", "12\\text{ mm}"),
+        ("12 cm", "12 mm"),
+        ("3\\text{ hours}", "3 minutes"),
+        ("5 kg", "5 g"),
+        ("12\\text{ cm}", "120\\text{ mm}"),
+    ],
+)
 def test_two_different_units_are_wrong_even_for_equal_lengths(gold, pred):
     assert not verdict(gold, pred)
 
 
-@pytest.mark.parametrize("gold,pred", [("12 inches", "12\\text{ in.}"), ("20\\text{ cm}^2", "20 square centimeters"),
-                                       ("3\\text{ hours}", "3 hrs"), ("5 students", "5 people")])
+@pytest.mark.parametrize(
+    "gold,pred",
+    [
+        ("12 inches", "12\\text{ in.}"),
+        ("20\\text{ cm}^2", "20 square centimeters"),
+        ("3\\text{ hours}", "3 hrs"),
+        ("5 students", "5 people"),
+    ],
+)
 def test_the_same_unit_spelled_differently_or_plain_words_are_equal(gold, pred):
     assert verdict(gold, pred)
 
@@ -69,40 +96,64 @@ def test_a_mixed_number_is_whole_plus_fraction_and_a_nearby_one_is_not(form, w, 
     assert verdict("-" + gold, "-" + pred) == (dn == 0)
 
 
-@pytest.mark.parametrize("gold,pred,same", [
-    ("1000", "1,000", True), ("1000", "1{,}000", True), ("1234567", "1,234,567", True), ("1000", "1\\,000", True),
-    ("1000", "1,001", False), ("1234567", "1,234,568", False),
-    ("3.5", "3,5", True), ("3.5", "3,6", False), ("0.125", "0,125", True),
-    ("3, 5", "3,5", True),                      # a list gold: `3,5` is the list, not 3.5
-    ("3.5", "3, 5", False),
-    ("1.5; 2.5", "1,5; 2,5", True), ("1.5; 2.5", "1,5; 2,6", False),
-    ("1000, 2000", "1,000, 2,000", True), ("1000, 2000", "1,000, 2,001", False),
-])
+@pytest.mark.parametrize(
+    "gold,pred,same",
+    [
+        ("1000", "1,000", True),
+        ("1000", "1{,}000", True),
+        ("1234567", "1,234,567", True),
+        ("1000", "1\\,000", True),
+        ("1000", "1,001", False),
+        ("1234567", "1,234,568", False),
+        ("3.5", "3,5", True),
+        ("3.5", "3,6", False),
+        ("0.125", "0,125", True),
+        ("3, 5", "3,5", True),  # a list gold: `3,5` is the list, not 3.5
+        ("3.5", "3, 5", False),
+        ("1.5; 2.5", "1,5; 2,5", True),
+        ("1.5; 2.5", "1,5; 2,6", False),
+        ("1000, 2000", "1,000, 2,000", True),
+        ("1000, 2000", "1,000, 2,001", False),
+    ],
+)
 def test_separators_are_read_by_what_the_other_side_is(gold, pred, same):
     assert verdict(gold, pred) is same
 
 
-@pytest.mark.parametrize("gold,pred,same", [
-    ("\\begin{pmatrix}1\\\\-2\\end{pmatrix}", "[1, -2]", True),
-    ("\\begin{pmatrix}1\\\\-2\\end{pmatrix}", "[1, 2]", False),
-    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "[[1, 2], [3, 4]]", True),
-    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "[[1, 3], [2, 4]]", False),       # transposed
-    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}", True),
-    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{bmatrix}1&2\\\\3&5\\end{bmatrix}", False),
-    ("(1, 2, 3)", "\\begin{pmatrix}1 & 2 & 3\\end{pmatrix}", True),
-    ("(1, 2, 3)", "\\begin{pmatrix}1 & 3 & 2\\end{pmatrix}", False),
-])
+@pytest.mark.parametrize(
+    "gold,pred,same",
+    [
+        ("\\begin{pmatrix}1\\\\-2\\end{pmatrix}", "[1, -2]", True),
+        ("\\begin{pmatrix}1\\\\-2\\end{pmatrix}", "[1, 2]", False),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "[[1, 2], [3, 4]]", True),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "[[1, 3], [2, 4]]", False),  # transposed
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}", True),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{bmatrix}1&2\\\\3&5\\end{bmatrix}", False),
+        ("(1, 2, 3)", "\\begin{pmatrix}1 & 2 & 3\\end{pmatrix}", True),
+        ("(1, 2, 3)", "\\begin{pmatrix}1 & 3 & 2\\end{pmatrix}", False),
+    ],
+)
 def test_a_vector_or_matrix_in_another_notation_is_the_same_entries_in_the_same_places(gold, pred, same):
     assert verdict(gold, pred) is same
 
 
-@pytest.mark.parametrize("gold,pred,same", [
-    ("\\frac13", "0.3333", True), ("\\frac13", "0.33333", True), ("\\frac13", "0.3334", False),
-    ("\\frac13", "0.333", False), ("\\frac{2}{7}", "0.2857", True), ("\\frac{2}{7}", "0.2858", False),
-    ("0.6667", "\\frac23", True), ("-\\frac13", "-0.3333", True), ("-\\frac13", "0.3333", False),
-    ("\\frac18", "0.125", True), ("\\frac18", "0.1251", False),  # a terminating fraction is exact
-    ("3", "2.9999", False),
-])
+@pytest.mark.parametrize(
+    "gold,pred,same",
+    [
+        ("\\frac13", "0.3333", True),
+        ("\\frac13", "0.33333", True),
+        ("\\frac13", "0.3334", False),
+        ("\\frac13", "0.333", False),
+        ("\\frac{2}{7}", "0.2857", True),
+        ("\\frac{2}{7}", "0.2858", False),
+        ("0.6667", "\\frac23", True),
+        ("-\\frac13", "-0.3333", True),
+        ("-\\frac13", "0.3333", False),
+        ("\\frac18", "0.125", True),
+        ("\\frac18", "0.1251", False),  # a terminating fraction is exact
+        ("3", "2.9999", False),
+    ],
+)
 def test_a_decimal_equals_a_non_terminating_fraction_to_the_default_precision_only(gold, pred, same):
     assert verdict(gold, pred) is same
 
@@ -122,20 +173,31 @@ def test_the_grader_takes_the_relative_precision():
 
 # Issue 21 (false positives): words that change the value, bound it or join a second one are never dropped; each
 # refused form sits next to a right form the same words' neighbours keep (a unit or a count noun is still dropped).
-@pytest.mark.parametrize("gold,wrong,right", [
-    ("5", "5 million", "5 meters"), ("5", "5\\text{ million}", "5\\text{ m}"), ("5", "5 factorial", "5 ways"),
-    ("3", "3 squared", "3 students"), ("3", "3 halves", "3 hours"), ("3", "3\\text{ or more}", "3\\text{ days}"),
-    ("2", "2 times pi", "2 such numbers"), ("2", "2 dozen", "2 dollars"), ("1", "1 over e", "1 unit"),
-    ("4", "4 less than x", "4 distinct solutions"), ("10", "10 \\text{ thousand}", "10 \\text{ students}"),
-    ("3", "3 more", "3 cm"),
-])
+@pytest.mark.parametrize(
+    "gold,wrong,right",
+    [
+        ("5", "5 million", "5 meters"),
+        ("5", "5\\text{ million}", "5\\text{ m}"),
+        ("5", "5 factorial", "5 ways"),
+        ("3", "3 squared", "3 students"),
+        ("3", "3 halves", "3 hours"),
+        ("3", "3\\text{ or more}", "3\\text{ days}"),
+        ("2", "2 times pi", "2 such numbers"),
+        ("2", "2 dozen", "2 dollars"),
+        ("1", "1 over e", "1 unit"),
+        ("4", "4 less than x", "4 distinct solutions"),
+        ("10", "10 \\text{ thousand}", "10 \\text{ students}"),
+        ("3", "3 more", "3 cm"),
+    ],
+)
 def test_words_that_change_the_value_are_not_dropped_but_units_and_count_nouns_are(gold, wrong, right):
     assert not verdict(gold, wrong) and not verdict(wrong, gold)
     assert verdict(gold, right)
 
 
 # Issue 21: a decimal comma is read in the prediction only; a gold written with one is the list it reads as.
-@pytest.mark.parametrize("gold,wrong,right", [("1,5", "1.5", "1,5"), ("-2,3", "-2.3", "-2,3"),
-                                              ("1.5", "1,6", "1,5"), ("0.5", "0,6", "0,5")])
+@pytest.mark.parametrize(
+    "gold,wrong,right", [("1,5", "1.5", "1,5"), ("-2,3", "-2.3", "-2,3"), ("1.5", "1,6", "1,5"), ("0.5", "0,6", "0,5")]
+)
 def test_a_decimal_comma_is_rewritten_on_the_prediction_side_only(gold, wrong, right):
     assert not verdict(gold, wrong) and verdict(gold, right)

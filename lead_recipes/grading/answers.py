@@ -2,6 +2,7 @@
 complete box after `</think>`, normalisation, and the exact verdicts that need no math-verify (`fast_verdict`,
 `explosive`). No math-verify, no sympy, no processes. See docs/grading.md#extraction-policies.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,11 +13,12 @@ from lead_recipes.grading.pairing import BOX_RE, BRACE_RE, box_spans, final_run,
 from lead_recipes.grading.statement import extract_statement
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
-EXTRACTION_ENV = "LEAD_RECIPES_EXTRACTION"   # the reward function's / shared grader's policy (default `boxed`)
-MAX_ANSWER_CHARS = 4_000         # extracted answers / golds longer than this are not sent to sympy (`error`)
+EXTRACTION_ENV = "LEAD_RECIPES_EXTRACTION"  # the reward function's / shared grader's policy (default `boxed`)
+MAX_ANSWER_CHARS = 4_000  # extracted answers / golds longer than this are not sent to sympy (`error`)
 
 
 # ---------------------------------------------------------------------------------------------------- extraction
+
 
 def _to_text(x: Any) -> str | None:
     """Model text or a label of any JSON type → str (invalid UTF-8 and lone surrogates become U+FFFD)."""
@@ -58,7 +60,7 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
     if not text:
         return None
     cut = text.rfind("</think>")
-    body = text[cut + len("</think>"):] if cut >= 0 else text
+    body = text[cut + len("</think>") :] if cut >= 0 else text
     last = last_box(body)
     if last is None:
         if policy == "final_answer":
@@ -83,7 +85,7 @@ def normalize_answer(ans: str) -> str:
         changed = False
         for a, b in _WRAPPERS:
             if len(s) > len(a) + len(b) and s.startswith(a) and s.endswith(b):
-                s = s[len(a):-len(b)].strip()
+                s = s[len(a) : -len(b)].strip()
                 changed = True
     return s
 
@@ -103,14 +105,18 @@ def _balanced(s: str) -> bool:
 
 
 _DEC_RE = re.compile(r"(-?)([0-9]{1,12})(?:\.([0-9]{1,8}))?")
-_FRAC_RE = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})|"
-                      r"(-?)\\[dt]?frac([0-9])([0-9])")
+_FRAC_RE = re.compile(
+    r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})|"
+    r"(-?)\\[dt]?frac([0-9])([0-9])"
+)
 
 
 def rational(s: str):
-    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\frac38`, `\\dfrac{-1}{2}`, `7/4`) as an exact
+    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\frac38`, `\\dfrac{-1}{2}`,
+    `7/4`) as an exact
     Fraction, or None for anything else."""
     from fractions import Fraction
+
     m = _DEC_RE.fullmatch(s)
     if m:
         v = Fraction(int(m.group(2)) * 10 ** len(m.group(3) or "") + int(m.group(3) or 0), 10 ** len(m.group(3) or ""))
@@ -160,7 +166,7 @@ def explosive(ans: str) -> bool:
         return True
     for m in _POW_CHAIN_RE.finditer(ans):
         nums = [int(x) for x in re.findall(r"\d+", m.group(0)[:200])]
-        log10_v = 0.0                  # log10 of the tower's value, evaluated from the top exponent down
+        log10_v = 0.0  # log10 of the tower's value, evaluated from the top exponent down
         for i, n in enumerate(reversed(nums)):
             if i == 0:
                 log10_v = math.log10(n) if n > 0 else 0.0
@@ -168,9 +174,9 @@ def explosive(ans: str) -> bool:
             if n <= 1:
                 log10_v = 0.0
                 continue
-            if log10_v > 300:          # the exponent alone has > 300 digits: the value is astronomically large
+            if log10_v > 300:  # the exponent alone has > 300 digits: the value is astronomically large
                 return True
-            log10_v = 10 ** log10_v * math.log10(n)
+            log10_v = 10**log10_v * math.log10(n)
         if log10_v > _EXPLOSIVE_DIGITS:
             return True
     return False

@@ -2,36 +2,49 @@
 solution", and whether the assertion is hedged, conditional or negated. No extraction of the closing part
 (`statement`), no math parsing. See docs/grading.md#extraction-policies.
 """
+
 from __future__ import annotations
 
 import re
 
 SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<![\\$])\$(?!\$)(.+?)(?<!\\)\$", re.S)
-_VERB_RE = re.compile(r"(?i)\b(?:(?:is|are)\s+equal\s+to|equal\s+to|equals|isn't|aren't|is|are|was|were|be)(?![\w'])"
-                      r"|(?<=\s)=(?=\s)")
+_VERB_RE = re.compile(
+    r"(?i)\b(?:(?:is|are)\s+equal\s+to|equal\s+to|equals|isn't|aren't|is|are|was|were|be)(?![\w'])"
+    r"|(?<=\s)=(?=\s)"
+)
 # Anywhere before the value these make the claim conditional or uncertain.
-_STRONG_HEDGE_RE = re.compile(r"(?i)\b(?:if|unless|perhaps|probably|maybe|possibly|suppose|supposing|assuming|"
-                              r"neither|guess)\b")
+_STRONG_HEDGE_RE = re.compile(
+    r"(?i)\b(?:if|unless|perhaps|probably|maybe|possibly|suppose|supposing|assuming|"
+    r"neither|guess)\b"
+)
 # Right before the verb (or as the verb) these negate it or make it a possibility.
-_MODAL_RE = re.compile(r"(?i)\b(?:cannot|can\s*not|could|might|may|must\s+not|should|would\s+not|not|never)\s*\Z|"
-                       r"n't\s*\Z")
+_MODAL_RE = re.compile(
+    r"(?i)\b(?:cannot|can\s*not|could|might|may|must\s+not|should|would\s+not|not|never)\s*\Z|"
+    r"n't\s*\Z"
+)
 # Anywhere in the words that lead up to an answer marker these deny or doubt what follows ("I don't think the
 # answer is", "It is not true that the answer is", "We cannot conclude that the answer is").
-_LEAD_NEGATION_RE = re.compile(r"(?i)\b(?:not|no|cannot|never|nobody|none|neither|nor|false|untrue|wrong|incorrect|"
-                               r"doubt|doubtful|unlikely|unsure|unclear|uncertain|disagree|deny|denies|refute|"
-                               r"disprove|disproves|wish|hope|hoped|whether)\b|n't\b")
+_LEAD_NEGATION_RE = re.compile(
+    r"(?i)\b(?:not|no|cannot|never|nobody|none|neither|nor|false|untrue|wrong|incorrect|"
+    r"doubt|doubtful|unlikely|unsure|unclear|uncertain|disagree|deny|denies|refute|"
+    r"disprove|disproves|wish|hope|hoped|whether)\b|n't\b"
+)
 _SUBJECT_START_RE = re.compile(r"(?i)\s*(?:the|a|an|that|there|this|our|its|their|each|every|it|all)\b")
 # "is the (only) solution", "is the largest such $n$", "is the solution set": the span before it is the answer only
 # when the noun names one ("is the wrong answer", "is the extraneous root" are not).
-_IS_THE_RE = re.compile(r"(?i)\s*(?:is|are)\s+(?:the|our)\s+(?:(?:only|unique|sole|final|desired|required|correct|"
-                        r"exact|real|positive|such|largest|smallest|greatest|least|maximum|minimum|possible)\s+){0,3}"
-                        r"(?:solutions?|answers?|values?|results?|range|interval|(?<=such\s)(?=\$)|(?<=[a-z]st\s)(?=\$))"
-                        r"(?:\s+(?:set|range|interval))?")
+_IS_THE_RE = re.compile(
+    r"(?i)\s*(?:is|are)\s+(?:the|our)\s+(?:(?:only|unique|sole|final|desired|required|correct|"
+    r"exact|real|positive|such|largest|smallest|greatest|least|maximum|minimum|possible)\s+){0,3}"
+    r"(?:solutions?|answers?|values?|results?|range|interval|(?<=such\s)(?=\$)|(?<=[a-z]st\s)(?=\$))"
+    r"(?:\s+(?:set|range|interval))?"
+)
 # After "is the solution" / after a value, these deny it or make it conditional ("… is the solution we must
 # reject", "… only if $a=1$", "$5$ (assuming $a>0$)").
-_AFTER_DENIAL_RE = re.compile(r"(?i)\b(?:wrong|incorrect|invalid|extraneous|spurious|reject\w*|discard\w*|"
-                              r"exclude\w*|fails?|not|never|only\s+if|if|unless|assuming|provided|supposing|"
-                              r"except|but)\b|n't\b")
+_AFTER_DENIAL_RE = re.compile(
+    r"(?i)\b(?:wrong|incorrect|invalid|extraneous|spurious|reject\w*|discard\w*|"
+    r"exclude\w*|fails?|not|never|only\s+if|if|unless|assuming|provided|supposing|"
+    r"except|but)\b|n't\b"
+)
 
 
 def outside_math(s: str) -> str:
@@ -41,12 +54,10 @@ def outside_math(s: str) -> str:
 
 def split_assertion(sentence: str) -> tuple[str, str, str] | None:
     """(subject, verb, rest) at the last asserting verb outside math, or None when there is none."""
-    last = None
-    for last in _VERB_RE.finditer(outside_math(sentence)):
-        pass
+    last = next(reversed(list(_VERB_RE.finditer(outside_math(sentence)))), None)
     if last is None:
         return None
-    return sentence[:last.start()], last.group(0), sentence[last.end():]
+    return sentence[: last.start()], last.group(0), sentence[last.end() :]
 
 
 def hedged_subject(subject: str, verb: str = "is") -> bool:
@@ -71,7 +82,7 @@ def value_first(sentence: str) -> str | None:
     m = re.match(r"[\s,:]*(?:that\s+)?", sentence)
     span = SPAN_RE.match(sentence, m.end())
     is_the = _IS_THE_RE.match(sentence, span.end()) if span is not None else None
-    if is_the is None or denied_after(sentence[is_the.end():]):
+    if is_the is None or denied_after(sentence[is_the.end() :]):
         return None
     return next(g for g in span.groups() if g is not None).strip() or None
 

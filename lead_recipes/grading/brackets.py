@@ -1,6 +1,7 @@
 """Bracket-aware splitting of short LaTeX answers, shared by the answer-form modules of the grader: string positions
 only, no parsing of values, no verdicts. See docs/grading.md#answer-forms.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,5 +49,5 @@ def is_tuple(s: str) -> bool:
         depth += ch in OPEN
         depth -= ch in CLOSE
         if depth == 0 and i < len(s) - 1:
-            return False                         # `(a)+(b)`: the first parenthesis closes early
+            return False  # `(a)+(b)`: the first parenthesis closes early
     return len(top_items(s[1:-1])) > 1

@@ -3,6 +3,7 @@ extract from, or a `given_answer`) against each row's `answer`, streamed in batc
 row plus `correct`, `status`, `extracted` and `extraction`. A malformed line is written as an error row and makes the
 exit code 1. It calls no model and changes no input field. See docs/grading.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,18 +27,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="JSONL with `answer` and `response` or `given_answer`")
     p.add_argument("--output", required=True, help="JSONL to write (input + correct, status, extracted)")
     g = p.add_argument_group("grade")
-    g.add_argument("--grade.use", dest="grade.use", choices=("auto", "response", "given_answer"), default="auto",
-                   help="which field to grade: auto = `response` when present, else `given_answer`")
-    g.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="final_answer",
-                   help="how the answer is found in `response`: final_answer = the last \\boxed{} or else the "
-                        "final-answer statement of the closing part (as math-verify users expect); boxed = the last "
-                        "\\boxed{} only (the reward function's default)")
-    g.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
-                   help="per-answer hard limit in seconds, counted from when a worker starts it")
-    g.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
-                   help="worker processes (default: usable CPUs, at most 8)")
-    g.add_argument("--grade.progress_enable", dest="grade.progress_enable", action=argparse.BooleanOptionalAction,
-                   default=True, help="tqdm progress bar on stderr")
+    g.add_argument(
+        "--grade.use",
+        dest="grade.use",
+        choices=("auto", "response", "given_answer"),
+        default="auto",
+        help="which field to grade: auto = `response` when present, else `given_answer`",
+    )
+    g.add_argument(
+        "--grade.extraction",
+        dest="grade.extraction",
+        choices=EXTRACTION_POLICIES,
+        default="final_answer",
+        help="how the answer is found in `response`: final_answer = the last \\boxed{} or else the "
+        "final-answer statement of the closing part (as math-verify users expect); boxed = the last "
+        "\\boxed{} only (the reward function's default)",
+    )
+    g.add_argument(
+        "--grade.timeout_s",
+        dest="grade.timeout_s",
+        type=float,
+        default=5.0,
+        help="per-answer hard limit in seconds, counted from when a worker starts it",
+    )
+    g.add_argument(
+        "--grade.workers",
+        dest="grade.workers",
+        type=int,
+        default=None,
+        help="worker processes (default: usable CPUs, at most 8)",
+    )
+    g.add_argument(
+        "--grade.progress_enable",
+        dest="grade.progress_enable",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="tqdm progress bar on stderr",
+    )
     return p
 
 
@@ -91,8 +117,10 @@ def main(argv: list[str]) -> int:
     try:
         os.makedirs(os.path.dirname(os.path.abspath(args["output"])), exist_ok=True)
     except OSError as e:
-        print(f"lead-recipes grade: cannot create the folder of --output {args['output']}: {e.strerror or e}",
-              file=sys.stderr)
+        print(
+            f"lead-recipes grade: cannot create the folder of --output {args['output']}: {e.strerror or e}",
+            file=sys.stderr,
+        )
         return 2
     counts: collections.Counter = collections.Counter()  # graded rows by status; malformed lines are apart
     malformed = 0
@@ -102,8 +130,10 @@ def main(argv: list[str]) -> int:
     bar = tqdm(desc="grading", unit="line", file=sys.stderr, total=lines) if lines else None
     read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]
-    with Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"], extraction=policy) as grader, \
-            open(tmp, "w", encoding="utf-8") as out:
+    with (
+        Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"], extraction=policy) as grader,
+        open(tmp, "w", encoding="utf-8") as out,
+    ):
         batch: list[tuple[dict, str | None]] = []
 
         def flush() -> None:
@@ -115,15 +145,20 @@ def main(argv: list[str]) -> int:
                     row = {**row, "correct": False, "status": "error", "extracted": None, "error": err}
                 else:
                     g = grades[i]
-                    row = {**row, "correct": g.correct, "status": g.status, "extracted": g.extracted,
-                           "extraction": policy if todo_item[i][1] is not None else None}
+                    row = {
+                        **row,
+                        "correct": g.correct,
+                        "status": g.status,
+                        "extracted": g.extracted,
+                        "extraction": policy if todo_item[i][1] is not None else None,
+                    }
                     counts[row["status"]] += 1
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if bar is not None:
                 bar.update(read_to - bar.n)
             batch.clear()
 
-        for read_to, row, err in _rows(args["input"]):
+        for read_to, row, err in _rows(args["input"]):  # noqa: B007 (read after the loop)
             if err is not None:
                 malformed += 1
                 print(f"lead-recipes grade: {err}", file=sys.stderr)
@@ -139,9 +174,11 @@ def main(argv: list[str]) -> int:
     dt = time.perf_counter() - t0
     parts = ", ".join(f"{s} {counts.get(s, 0)}" for s in STATUSES)
     acc = counts.get("correct", 0) / total if total else 0.0
-    print(f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f} "
-          f"({counts.get('correct', 0)}/{total}); extraction {policy}; {parts}; malformed input lines {malformed} "
-          f"(written as error rows, not in the accuracy) -> {args['output']}")
+    print(
+        f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f} "
+        f"({counts.get('correct', 0)}/{total}); extraction {policy}; {parts}; malformed input lines {malformed} "
+        f"(written as error rows, not in the accuracy) -> {args['output']}"
+    )
     return 1 if malformed else 0
 
 

@@ -3,6 +3,7 @@ order (units, number forms, the other forms) and returns the verdicts that need 
 tests call this one function, so they cannot drift apart. No math-verify, sympy or cache.
 See docs/grading.md#answer-forms.
 """
+
 from __future__ import annotations
 
 from lead_recipes.grading.answers import fast_verdict
@@ -14,7 +15,7 @@ from lead_recipes.grading.units import align_units
 def prepare(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> tuple[tuple[str, str], bool | None]:
     """((gold, pred) rewritten for math-verify, a verdict known without it or None); see the module docstring."""
     if gold == pred or (PLAIN_RE.fullmatch(gold) and PLAIN_RE.fullmatch(pred)):
-        return (gold, pred), fast_verdict(gold, pred)     # most rewards: no rewrite can apply
+        return (gold, pred), fast_verdict(gold, pred)  # most rewards: no rewrite can apply
     units = align_units(gold, pred)
     if units is None:
         return (gold, pred), False

@@ -3,6 +3,7 @@ pair into forms math-verify compares correctly, each rewrite only when the two s
 kind. Values are moved verbatim, never parsed or evaluated, so a wrong value stays wrong; regular expressions and
 brace matching only, and math-verify decides. See docs/grading.md#answer-forms for each form.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,17 +12,17 @@ from fractions import Fraction
 from lead_recipes.grading.brackets import COMMA_RE, is_tuple, top_split
 from lead_recipes.grading.matrices import align_vectors
 
-_MAX_CHARS = 600        # longer answers are left as they are (rewrites are for short final answers)
+_MAX_CHARS = 600  # longer answers are left as they are (rewrites are for short final answers)
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 
 _OR_RE = re.compile(r"\\text\{\s*or\s*\}|\\(?:lor|vee|cup)\b|\bor\b")
 _VAR = r"(?:[A-Za-z]|\\(?:alpha|beta|gamma|theta|lambda|mu|phi|varphi|omega|tau|rho|sigma))(?:_\{?\w+\}?)?"
 _VAR_RE = re.compile(_VAR)
 _LABEL_RE = re.compile(rf"\s*({_VAR}(?:\s*\([^()=]{{1,40}}\))?)\s*=(?!=)\s*(.+)", re.S)
-_SEG_RE = re.compile(r"\s*[A-Z]{2,3}\s*|" + _VAR)          # a segment `AB` or a variable
+_SEG_RE = re.compile(r"\s*[A-Z]{2,3}\s*|" + _VAR)  # a segment `AB` or a variable
 _SEG_LABEL_RE = re.compile(r"\s*([A-Z]{2,3})\s*=(?!=)\s*(.+)", re.S)
 _TUPLE_EQ_RE = re.compile(r"\s*\(([^()=]+)\)\s*=(?!=)\s*\(([^()=]+)\)\s*")
-_FUNC_RE = re.compile(rf"\s*([A-Za-z](?:_\{{?\w+\}}?)?)\s*\(\s*([A-Za-z])\s*\)\s*=(?!=)\s*(.+)", re.S)
+_FUNC_RE = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*\(\s*([A-Za-z])\s*\)\s*=(?!=)\s*(.+)", re.S)
 
 
 def _unwrap_text_list(s: str) -> str:
@@ -72,9 +73,11 @@ def _canonical(lab: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Single-letter labels (`y=1, x=2`, `x_2, x_1`) and numeric function arguments (`T(5), T(4)`) in their
     canonical order x, y, z / a, b, c / x_1, x_2; other labels (`AB`, `BC`) as written. The bare list of the other
     side is read in that order, so a labelled side written out of order is compared by what each label means."""
+
     def key(k: str):
         m = re.fullmatch(r"([A-Za-z])(?:_\{?(\d+)\}?)?", k) or re.fullmatch(r"([A-Za-z])\((-?\d+)\)", k)
         return (m.group(1), int(m.group(2) or 0)) if m else None
+
     keys = [key(k) for k, _ in lab]
     if None in keys or len({k[0] for k in keys}) not in (1, len(keys)):
         return lab
@@ -83,7 +86,7 @@ def _canonical(lab: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def _align_labels(gold: str, pred: str) -> tuple[str, str] | None:
     gl, pl = _labelled(gold), _labelled(pred)
-    if gl and pl:                # both labelled: values matched by label (`y=2, x=1` is `x=1, y=2`)
+    if gl and pl:  # both labelled: values matched by label (`y=2, x=1` is `x=1, y=2`)
         gd, pd = dict(gl), dict(pl)
         if len(gd) == len(gl) and len(pd) == len(pl) and set(gd) == set(pd):
             return "(" + ", ".join(v for _, v in gl) + ")", "(" + ", ".join(pd[k] for k, _ in gl) + ")"
@@ -105,7 +108,7 @@ def _rename(expr: str, old: str, new: str) -> str:
     """`expr` with the single-letter variable `old` renamed to `new` (letters inside command names untouched)."""
     out, i = [], 0
     for m in _CMD_RE.finditer(expr):
-        out.append(re.sub(rf"(?<![A-Za-z]){old}(?![A-Za-z])", new, expr[i:m.start()]))
+        out.append(re.sub(rf"(?<![A-Za-z]){old}(?![A-Za-z])", new, expr[i : m.start()]))
         out.append(m.group(0))
         i = m.end()
     out.append(re.sub(rf"(?<![A-Za-z]){old}(?![A-Za-z])", new, expr[i:]))
@@ -126,7 +129,7 @@ def _align_function(gold: str, pred: str) -> tuple[str, str] | None:
         if fg.group(1) != fp.group(1):
             return None
         gvar, gbody, pvar, pbody = fg.group(2), fg.group(3), fp.group(2), fp.group(3)
-    elif fp is not None:                         # gold is a bare body: its one variable names the answer's
+    elif fp is not None:  # gold is a bare body: its one variable names the answer's
         gl = _letters(gold)
         if len(gl) != 1 or "=" in gold:
             return None
@@ -139,7 +142,7 @@ def _align_function(gold: str, pred: str) -> tuple[str, str] | None:
     if "=" in gbody or "=" in pbody:
         return None
     if pvar != gvar:
-        if gvar in _letters(pbody):              # the new name is taken: renaming would change the answer
+        if gvar in _letters(pbody):  # the new name is taken: renaming would change the answer
             return None
         pbody = _rename(pbody, pvar, gvar)
     return gbody.strip(), pbody.strip()
@@ -147,11 +150,26 @@ def _align_function(gold: str, pred: str) -> tuple[str, str] | None:
 
 # ------------------------------------------------------------------------------------------------ sets of reals
 _REL_RE = re.compile(r"\\(?:leqslant|geqslant|leq|geq|le|ge|lt|gt)(?![A-Za-z])|<=|>=|≤|≥|<|>")
-_REL_NAME = {"<": "<", "\\lt": "<", ">": ">", "\\gt": ">", "\\le": "<=", "\\leq": "<=", "\\leqslant": "<=",
-             "<=": "<=", "≤": "<=", "\\ge": ">=", "\\geq": ">=", "\\geqslant": ">=", ">=": ">=", "≥": ">="}
+_REL_NAME = {
+    "<": "<",
+    "\\lt": "<",
+    ">": ">",
+    "\\gt": ">",
+    "\\le": "<=",
+    "\\leq": "<=",
+    "\\leqslant": "<=",
+    "<=": "<=",
+    "≤": "<=",
+    "\\ge": ">=",
+    "\\geq": ">=",
+    "\\geqslant": ">=",
+    ">=": ">=",
+    "≥": ">=",
+}
 _SETBUILDER_RE = re.compile(
     rf"(?:\\left)?\\\{{\s*({_VAR})\s*(?:\\in\s*\\mathbb\{{R\}}\s*)?(?:\\mid|\\vert|\||:|\\colon)\s*(.+?)\s*(?:\\right)?\\\}}",
-    re.S)
+    re.S,
+)
 _IN_RE = re.compile(rf"\s*({_VAR})\s*\\in\s*(.+)", re.S)
 
 
@@ -159,7 +177,7 @@ def _chain(s: str) -> tuple[str, str] | None:
     """(variable, interval) for one inequality (chain) in one variable: `x > 2`, `-3 \\le x < 1`, `2 < m`."""
     pieces, ops, pos = [], [], 0
     for m in _REL_RE.finditer(s):
-        pieces.append(s[pos:m.start()].strip())
+        pieces.append(s[pos : m.start()].strip())
         ops.append(_REL_NAME[m.group(0)])
         pos = m.end()
     pieces.append(s[pos:].strip())
@@ -170,7 +188,7 @@ def _chain(s: str) -> tuple[str, str] | None:
         if vars_ != [1] and 1 not in vars_:
             return None
         if ops[0][0] != ops[1][0]:
-            return None                          # `a < x > b` is not an interval
+            return None  # `a < x > b` is not an interval
         lo, hi = (pieces[0], pieces[2]) if ops[0][0] == "<" else (pieces[2], pieces[0])
         lo_open = (ops[0] if ops[0][0] == "<" else ops[1]) in ("<", ">")
         hi_open = (ops[1] if ops[0][0] == "<" else ops[0]) in ("<", ">")
@@ -179,14 +197,14 @@ def _chain(s: str) -> tuple[str, str] | None:
         if len(vars_) != 1 or vars_[0] not in (0, 1):
             return None
         var, val = pieces[vars_[0]], pieces[1 - vars_[0]]
-        below = (ops[0][0] == "<") == (vars_[0] == 0)      # x < a  or  a > x
+        below = (ops[0][0] == "<") == (vars_[0] == 0)  # x < a  or  a > x
         closed = "=" in ops[0]
         lo, hi, lo_open, hi_open = ("-\\infty", val, True, not closed) if below else (val, "\\infty", not closed, True)
     if var in (lo, hi) or (_VAR_RE.fullmatch(lo) and lo == var):
         return None
     for end in (lo, hi):
         if re.search(rf"(?<![A-Za-z\\]){re.escape(var)}(?![A-Za-z])", end):
-            return None                          # the variable on both sides: not a plain bound
+            return None  # the variable on both sides: not a plain bound
     return var, f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
 
 
@@ -217,8 +235,11 @@ def _as_interval(s: str) -> tuple[str, str] | None:
 def _looks_interval(s: str) -> bool:
     """Interval notation (or a union of intervals): `(2,\\infty)`, `[-3, 1)`, `(0,4)`."""
     items = top_split(re.sub(r"\\(?:left|right)(?=[()\[\]])", "", s), re.compile(r"\\cup\b|∪"))
-    return all(re.fullmatch(r"(?:\\left)?[(\[][^()\[\]]*,[^()\[\]]*(?:\\right)?[)\]]", x.replace(" ", ""))
-               and len(top_split(x.strip()[1:-1], COMMA_RE)) == 2 for x in items)
+    return all(
+        re.fullmatch(r"(?:\\left)?[(\[][^()\[\]]*,[^()\[\]]*(?:\\right)?[)\]]", x.replace(" ", ""))
+        and len(top_split(x.strip()[1:-1], COMMA_RE)) == 2
+        for x in items
+    )
 
 
 def _align_sets(gold: str, pred: str) -> tuple[str, str] | None:
@@ -242,7 +263,8 @@ def _align_sets(gold: str, pred: str) -> tuple[str, str] | None:
 _NUM = r"(\d{1,6}(?:\.\d{1,8})?)"
 _DMS_RE = re.compile(
     rf"{_NUM}\s*(?:\^\s*\{{?\s*\\circ\s*\}}?|°|\\degree)\s*(?:{_NUM}\s*(?:'|′|\^\s*\{{?\s*\\prime\s*\}}?|\\prime))?\s*"
-    rf"(?:{_NUM}\s*(?:''|\"|″|\^\s*\{{?\s*\\prime\s*\\prime\s*\}}?|\\prime\s*\\prime))?")
+    rf"(?:{_NUM}\s*(?:''|\"|″|\^\s*\{{?\s*\\prime\s*\\prime\s*\}}?|\\prime\s*\\prime))?"
+)
 
 
 def _dms(s: str) -> str | None:
@@ -258,8 +280,11 @@ def _dms(s: str) -> str | None:
 # ------------------------------------------------------------------------------------------------ spelling, qualifiers
 _SPACING_RE = re.compile(r"\\[,;:! ]|\\(?:left|right)(?![A-Za-z])|\\(?:quad|qquad)(?![A-Za-z])|\s+")
 _TEXT_NAME_RE = re.compile(r"\\(?:text|mathrm|textrm|mathit)\{([A-Za-z0-9]+)\}")
-_QUALIFIER_RE = re.compile(r"(.*?\S)\s*,?\s*(?:\\(?:text|textrm|mbox)\{\s*)?(?:for|where)\s+"
-                           r"(?:any|all|every|each|some|arbitrary)\b[^=]*", re.S)
+_QUALIFIER_RE = re.compile(
+    r"(.*?\S)\s*,?\s*(?:\\(?:text|textrm|mbox)\{\s*)?(?:for|where)\s+"
+    r"(?:any|all|every|each|some|arbitrary)\b[^=]*",
+    re.S,
+)
 
 
 def _spelling(s: str) -> str:
@@ -267,7 +292,7 @@ def _spelling(s: str) -> str:
     (`\\text{ML}` is the segment ML), `\\dfrac`/`\\tfrac` spelled `\\frac`."""
     s = _TEXT_NAME_RE.sub(r"\1", s)
     s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
-    parts = re.split(r"(\\(?:text|mathrm|textrm|mbox)\{[^{}]*\})", s)   # words in text keep one space between
+    parts = re.split(r"(\\(?:text|mathrm|textrm|mbox)\{[^{}]*\})", s)  # words in text keep one space between
     return "".join(" ".join(x.split()) if i % 2 else _SPACING_RE.sub("", x) for i, x in enumerate(parts))
 
 
@@ -293,12 +318,16 @@ def _unbold(s: str) -> str:
 def align_forms(gold: str, pred: str) -> tuple[str, str]:
     """(gold, pred) rewritten into forms math-verify compares correctly (see the module docstring); unchanged when
     no rewrite applies. Never raises."""
-    if len(gold) > _MAX_CHARS or len(pred) > _MAX_CHARS or gold == pred or (
-            _NUMBER_RE.fullmatch(gold) and _NUMBER_RE.fullmatch(pred)):
-        return gold, pred                        # plain numbers (most rewards) need no rewrite
+    if (
+        len(gold) > _MAX_CHARS
+        or len(pred) > _MAX_CHARS
+        or gold == pred
+        or (_NUMBER_RE.fullmatch(gold) and _NUMBER_RE.fullmatch(pred))
+    ):
+        return gold, pred  # plain numbers (most rewards) need no rewrite
     try:
         if _spelling(gold) == _spelling(pred):
-            return gold, gold                    # the same formula spelled differently: `ML\\perp NK`
+            return gold, gold  # the same formula spelled differently: `ML\\perp NK`
         g, p = _unwrap_text_list(_unbold(gold)), _unwrap_text_list(_unbold(pred))
         g, p = _strip_qualifier(g, p), _strip_qualifier(p, g)
         g, p = _dms(g) or g, _dms(p) or p

@@ -3,6 +3,7 @@ the worker pool: extraction, form rewrites and exact paths in this process, math
 spawn pool with hard timeouts, re-runs of a dead worker's items and a heavy lane. No math-verify or sympy in this
 process; model text never reaches `eval`, `sympify` or `parse_expr`. See docs/grading.md#how-an-answer-is-graded.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -15,21 +16,36 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lead_recipes.grading.answers import (EXTRACTION_ENV, MAX_ANSWER_CHARS, _to_text, check_extraction, explosive,
-                                          extract_final_answer, normalize_answer)
+from lead_recipes.grading.answers import (
+    EXTRACTION_ENV,
+    MAX_ANSWER_CHARS,
+    _to_text,
+    check_extraction,
+    explosive,
+    extract_final_answer,
+    normalize_answer,
+)
 from lead_recipes.grading.compare import prepare
 from lead_recipes.grading.numbers import DEFAULT_REL_TOL
 from lead_recipes.grading.pairing import gold_text
 from lead_recipes.grading.worker import _worker_chunk, _worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
-REWARD_LOG_KEYS = ("correct", "repetitive", "status_correct", "status_wrong", "status_no_answer", "status_timeout",
-                   "status_error", "grade_latency_s")
+REWARD_LOG_KEYS = (
+    "correct",
+    "repetitive",
+    "status_correct",
+    "status_wrong",
+    "status_no_answer",
+    "status_timeout",
+    "status_error",
+    "grade_latency_s",
+)
 
-MAX_RESPONSE_CHARS = 8_000_000   # larger responses are graded `error` without being searched
-_GRACE_S = 0.5                   # hard timeout = soft timeout + this
-_CHUNK_BUDGET_S = 0.05           # a worker stops starting new items of a chunk after this long
-_HEAVY_CHARS = 256               # gold + answer longer than this: graded alone, in the heavy lane
+MAX_RESPONSE_CHARS = 8_000_000  # larger responses are graded `error` without being searched
+_GRACE_S = 0.5  # hard timeout = soft timeout + this
+_CHUNK_BUDGET_S = 0.05  # a worker stops starting new items of a chunk after this long
+_HEAVY_CHARS = 256  # gold + answer longer than this: graded alone, in the heavy lane
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class Grade:
 # ---------------------------------------------------------------------------------------------------- parent side
 class _Job:
     """One distinct (gold, pred) pair waiting for a worker verdict; every caller asking for it shares `future`."""
+
     __slots__ = ("key", "future", "solo", "crashes")
 
     def __init__(self, key: tuple[str, str]):
@@ -73,9 +90,19 @@ class Grader:
     against a fraction whose expansion does not end (`lead_recipes.grading.numbers.approx_verdict`).
     """
 
-    def __init__(self, timeout_s: float = 5.0, workers: int | None = None, *, chunk_size: int = 64,
-                 memory_limit_mb: int | None = 4096, cache_size: int = 200_000, start_method: str = "spawn",
-                 result_timeout_s: float = 600.0, extraction: str = "boxed", rel_tol: float = DEFAULT_REL_TOL):
+    def __init__(
+        self,
+        timeout_s: float = 5.0,
+        workers: int | None = None,
+        *,
+        chunk_size: int = 64,
+        memory_limit_mb: int | None = 4096,
+        cache_size: int = 200_000,
+        start_method: str = "spawn",
+        result_timeout_s: float = 600.0,
+        extraction: str = "boxed",
+        rel_tol: float = DEFAULT_REL_TOL,
+    ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if not 0 <= rel_tol < 1:
@@ -92,24 +119,26 @@ class Grader:
         self._cache_size = cache_size
         self._lock = threading.RLock()
         self._pool = None
-        self._pending: collections.deque[_Job] = collections.deque()   # normal jobs, chunked
-        self._heavy: collections.deque[_Job] = collections.deque()     # solo jobs, at most workers - 1 at once
+        self._pending: collections.deque[_Job] = collections.deque()  # normal jobs, chunked
+        self._heavy: collections.deque[_Job] = collections.deque()  # solo jobs, at most workers - 1 at once
         self._heavy_inflight = 0
         self._jobs: dict[tuple[str, str], _Job] = {}  # pending or in flight, by key (shared by equal requests)
-        self._live: dict[int, _Job] = {}              # every unanswered job, so close() can answer them all
+        self._live: dict[int, _Job] = {}  # every unanswered job, so close() can answer them all
         self._inflight = 0
         self._closed = False
-        self.chunk_failures = 0        # chunks lost to a hard timeout or a dead worker (their items were re-run)
+        self.chunk_failures = 0  # chunks lost to a hard timeout or a dead worker (their items were re-run)
         self._seen_pids: set[int] = set()
         self.counts = collections.Counter()
 
     # ------------------------------------------------------------------ public API
-    def grade(self, gold: Any, response: str | None = None, *, given_answer: str | None = None,
-              extraction: str | None = None) -> Grade:
+    def grade(
+        self, gold: Any, response: str | None = None, *, given_answer: str | None = None, extraction: str | None = None
+    ) -> Grade:
         return self._wait(self.submit(gold, response, given_answer=given_answer, extraction=extraction))
 
-    def grade_many(self, items: Sequence[tuple[Any, str | None, str | None]], *,
-                   extraction: str | None = None) -> list[Grade]:
+    def grade_many(
+        self, items: Sequence[tuple[Any, str | None, str | None]], *, extraction: str | None = None
+    ) -> list[Grade]:
         futures = [self.submit(g, r, given_answer=a, extraction=extraction) for g, r, a in items]
         return [self._wait(f) for f in futures]
 
@@ -125,15 +154,16 @@ class Grader:
         except cf.TimeoutError:
             return Grade(False, "error", None, self.result_timeout_s)
 
-    def submit(self, gold: Any, response: str | None = None, *, given_answer: str | None = None,
-               extraction: str | None = None) -> cf.Future:
+    def submit(
+        self, gold: Any, response: str | None = None, *, given_answer: str | None = None, extraction: str | None = None
+    ) -> cf.Future:
         policy = self.extraction if extraction is None else check_extraction(extraction)  # bad name: ValueError
         t0 = time.perf_counter()
         out: cf.Future = cf.Future()
         try:
             gold_s = _to_text(gold)
             if gold_s is not None and ("\\boxed" in gold_s or "\\fbox" in gold_s):
-                gold_s = gold_text(gold_s)     # golds stored as `\boxed{...}`, several boxes joined
+                gold_s = gold_text(gold_s)  # golds stored as `\boxed{...}`, several boxes joined
             if given_answer is not None:
                 extracted = _to_text(given_answer)
             else:
@@ -176,12 +206,17 @@ class Grader:
     def stats(self) -> dict:
         self.worker_pids()
         with self._lock:
-            return {"counts": {s: self.counts.get(s, 0) for s in STATUSES}, "worker_restarts": self.worker_restarts,
-                    "chunk_failures": self.chunk_failures,
-                    "pending": len(self._pending) + len(self._heavy), "inflight_chunks": self._inflight,
-                    "cache_entries": len(self._cache),
-                    "workers": self.workers, "pool_started": self._pool is not None,
-                    "worker_pids": self.worker_pids()}
+            return {
+                "counts": {s: self.counts.get(s, 0) for s in STATUSES},
+                "worker_restarts": self.worker_restarts,
+                "chunk_failures": self.chunk_failures,
+                "pending": len(self._pending) + len(self._heavy),
+                "inflight_chunks": self._inflight,
+                "cache_entries": len(self._cache),
+                "workers": self.workers,
+                "pool_started": self._pool is not None,
+                "worker_pids": self.worker_pids(),
+            }
 
     def worker_pids(self) -> list[int]:
         """PIDs of the live worker processes (read from pebble's pool manager; [] if unavailable)."""
@@ -208,8 +243,10 @@ class Grader:
         imported math-verify and graded one answer each (at most `wait_s`)."""
         with self._lock:
             pool = self._ensure_pool()
-        futures = [pool.schedule(_worker_chunk, args=([("x+1", "1+x")], self.timeout_s, _CHUNK_BUDGET_S),
-                                 timeout=wait_s) for _ in range(self.workers)]
+        futures = [
+            pool.schedule(_worker_chunk, args=([("x+1", "1+x")], self.timeout_s, _CHUNK_BUDGET_S), timeout=wait_s)
+            for _ in range(self.workers)
+        ]
         for f in futures:
             try:
                 f.result()
@@ -251,9 +288,13 @@ class Grader:
             raise RuntimeError("Grader is closed")
         if self._pool is None:
             from pebble import ProcessPool
-            self._pool = ProcessPool(max_workers=self.workers, initializer=_worker_init,
-                                     initargs=(self.memory_limit_mb,),
-                                     context=multiprocessing.get_context(self.start_method))
+
+            self._pool = ProcessPool(
+                max_workers=self.workers,
+                initializer=_worker_init,
+                initargs=(self.memory_limit_mb,),
+                context=multiprocessing.get_context(self.start_method),
+            )
         return self._pool
 
     def _enqueue(self, key: tuple[str, str]) -> _Job:
@@ -289,11 +330,12 @@ class Grader:
                 self._heavy_inflight += heavy
                 pool = self._pool if self._pool is not None else self._ensure_pool()
             # Schedule outside our lock: pebble's queue has its own, and graders' callers must not wait on it.
-            self.worker_pids()                    # notice replaced workers (restart statistics)
+            self.worker_pids()  # notice replaced workers (restart statistics)
             hard = self.timeout_s + _GRACE_S + (_CHUNK_BUDGET_S if len(chunk) > 1 else 0.0)
             try:
-                fut = pool.schedule(_worker_chunk, args=([j.key for j in chunk], self.timeout_s, _CHUNK_BUDGET_S),
-                                    timeout=hard)
+                fut = pool.schedule(
+                    _worker_chunk, args=([j.key for j in chunk], self.timeout_s, _CHUNK_BUDGET_S), timeout=hard
+                )
             except Exception as exc:  # noqa: BLE001 - pool unusable: drop it; the chunk fails into the retry path
                 fut = cf.Future()
                 fut.set_exception(exc)
@@ -304,13 +346,14 @@ class Grader:
 
     def _on_chunk_done(self, chunk: list[_Job], fut, heavy: bool) -> None:
         from pebble import ProcessExpired
+
         finished: list[tuple[_Job, str]] = []
         requeue: list[_Job] = []
         try:
             results = fut.result()
             for job, (status, _) in zip(chunk, results):
                 finished.append((job, status))
-            requeue = chunk[len(results):]          # worker ran out of chunk budget: send the rest again
+            requeue = chunk[len(results) :]  # worker ran out of chunk budget: send the rest again
         except (cf.TimeoutError, ProcessExpired, Exception) as exc:  # noqa: BLE001
             hard_kill = isinstance(exc, (cf.TimeoutError, ProcessExpired))
             with self._lock:
@@ -324,7 +367,7 @@ class Grader:
                 job = chunk[0]
                 if isinstance(exc, cf.TimeoutError):
                     finished.append((job, "timeout"))
-                elif job.crashes < 1:                # a crash may be a neighbour's SIGKILL/OOM: one retry
+                elif job.crashes < 1:  # a crash may be a neighbour's SIGKILL/OOM: one retry
                     job.crashes += 1
                     requeue = chunk
                 else:
@@ -332,7 +375,7 @@ class Grader:
         with self._lock:
             self._inflight -= 1
             self._heavy_inflight -= heavy
-            if self._closed:                      # the pool was stopped under it: answer, never re-queue
+            if self._closed:  # the pool was stopped under it: answer, never re-queue
                 finished += [(job, "error") for job in requeue]
                 requeue = []
             for job, status in finished:
@@ -346,7 +389,7 @@ class Grader:
             for job in reversed(requeue):
                 (self._heavy if job.solo else self._pending).appendleft(job)
         for job, status in finished:
-            if not job.future.done():           # close() may already have answered it
+            if not job.future.done():  # close() may already have answered it
                 job.future.set_result(status)
         self._pump()
 
@@ -363,8 +406,11 @@ def get_grader() -> Grader:
     with _SHARED_LOCK:
         if _SHARED is None or _SHARED._closed:
             workers = os.environ.get("LEAD_RECIPES_GRADE_WORKERS")
-            _SHARED = Grader(timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")),
-                             workers=int(workers) if workers else None, extraction=extraction_from_env())
+            _SHARED = Grader(
+                timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")),
+                workers=int(workers) if workers else None,
+                extraction=extraction_from_env(),
+            )
             atexit.register(_SHARED.close)
         return _SHARED
 

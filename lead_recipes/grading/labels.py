@@ -2,6 +2,7 @@
 LabelError). Every grading entry point reads the gold through `gold_answer`, so an object is never graded as its
 string form. See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,6 +27,8 @@ def label_problem(label: Any) -> str | None:
     """Why `label` cannot be graded (one line), or None when it can."""
     if isinstance(label, dict) and ANSWER_KEY not in label:
         keys = ", ".join(sorted(map(str, label))[:8]) or "none"
-        return (f"an object label needs its gold answer under {ANSWER_KEY!r} (e.g. {{\"id\": \"a\", \"answer\": \"42\"}}); "
-                f"this one has keys: {keys}")
+        return (
+            f'an object label needs its gold answer under {ANSWER_KEY!r} (e.g. {{"id": "a", "answer": "42"}}); '
+            f"this one has keys: {keys}"
+        )
     return None

@@ -2,6 +2,7 @@
 `align_vectors` rewrites a pair of the same shape into one notation, entries moved verbatim; a bracket list alone is
 never rewritten (it may be an interval). No parsing of entries, no verdicts. See docs/grading.md#answer-forms.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,7 +60,7 @@ def _pmatrix(rows: list[list[str]]) -> str:
 def align_vectors(gold: str, pred: str) -> tuple[str, str] | None:
     """(gold, pred) in one notation when they are a matrix or vector in two notations of the same kind, else None."""
     if not any(t in gold or t in pred for t in ("matrix", "langle")):
-        return None                              # no vector notation: nothing to align (the common case)
+        return None  # no vector notation: nothing to align (the common case)
     ge, pe = _env_rows(gold), _env_rows(pred)
     gb, pb = _bracket_rows(gold), _bracket_rows(pred)
     g_mat = ge if ge and len(ge) >= 2 and len(ge[0]) >= 2 else gb if gb and len(gb) >= 2 else None

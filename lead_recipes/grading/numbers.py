@@ -2,6 +2,7 @@
 exact fraction that does not terminate at a relative precision (`approx_verdict`, `DEFAULT_REL_TOL`). No sympy;
 constants go to math-verify. See docs/grading.md#answer-forms.
 """
+
 from __future__ import annotations
 
 import re
@@ -10,11 +11,13 @@ from fractions import Fraction
 from lead_recipes.grading.answers import rational
 
 DEFAULT_REL_TOL = 1e-4
-_MIXED_RE = re.compile(r"(-?)(\d{1,9})\s*(?:\\[dt]?frac\{(\d{1,9})\}\{(\d{1,9})\}|\\[dt]?frac(\d)(\d)|\s(\d{1,9})/(\d{1,9}))")
+_MIXED_RE = re.compile(
+    r"(-?)(\d{1,9})\s*(?:\\[dt]?frac\{(\d{1,9})\}\{(\d{1,9})\}|\\[dt]?frac(\d)(\d)|\s(\d{1,9})/(\d{1,9}))"
+)
 _THOUSANDS_RE = re.compile(r"-?[1-9]\d{0,2}(?:(?:,|\{,\}|\\,|\\ |\s)\d{3})+(?:\.\d+)?")
 _DECIMAL_COMMA_RE = re.compile(r"-?\d+(?:,|\{,\})\d+")
 PLAIN_RE = re.compile(r"-?\d+(?:\.\d+)?")
-_CANDIDATE_RE = re.compile(r"\d\s*\\[dt]?frac|\d\s+\d|\d(?:,|\{,\}|\\,|\\ )\d")   # a form this module rewrites
+_CANDIDATE_RE = re.compile(r"\d\s*\\[dt]?frac|\d\s+\d|\d(?:,|\{,\}|\\,|\\ )\d")  # a form this module rewrites
 
 
 def _mixed(s: str) -> str | None:
@@ -22,8 +25,11 @@ def _mixed(s: str) -> str | None:
     if m is None:
         return None
     whole = int(m.group(2))
-    num, den = next((int(a), int(b)) for a, b in ((m.group(3), m.group(4)), (m.group(5), m.group(6)),
-                                                 (m.group(7), m.group(8))) if a is not None)
+    num, den = next(
+        (int(a), int(b))
+        for a, b in ((m.group(3), m.group(4)), (m.group(5), m.group(6)), (m.group(7), m.group(8)))
+        if a is not None
+    )
     if den == 0 or num >= den:
         return None
     v = whole + Fraction(num, den)
@@ -79,4 +85,4 @@ def approx_verdict(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> bo
     exact = b if "." in gold else a
     if _terminates(exact):
         return None
-    return abs(a - b) <= Fraction(repr(rel_tol)) * max(abs(a), abs(b))   # repr: 1e-4 is exactly 1/10000
+    return abs(a - b) <= Fraction(repr(rel_tol)) * max(abs(a), abs(b))  # repr: 1e-4 is exactly 1/10000

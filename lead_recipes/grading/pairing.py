@@ -3,19 +3,22 @@ same closing statement before it), whether a gold is a list of several values, a
 several boxes. No extraction policy (`answers` decides when this is used), no values parsed.
 See docs/grading.md#extraction-policies.
 """
+
 from __future__ import annotations
 
 import re
 
 from lead_recipes.grading.brackets import top_items
 
-MAX_BOX_CHARS = 16_000        # brace matching gives up this far after `\boxed{`
-_MAX_BOXES = 64               # box commands read, the last ones of the text
-_GAP_CHARS = 200              # boxes further apart than this are separate statements
+MAX_BOX_CHARS = 16_000  # brace matching gives up this far after `\boxed{`
+_MAX_BOXES = 64  # box commands read, the last ones of the text
+_GAP_CHARS = 200  # boxes further apart than this are separate statements
 BOX_RE = re.compile(r"\\(?:boxed|fbox)")
 BRACE_RE = re.compile(r"(?<!\\)[{}]")
-_MOVES_ON_RE = re.compile(r"(?i)\b(?:so|then|therefore|thus|hence|wait|actually|instead|but|however|substitut\w*|"
-                          r"plug\w*|using|now|next|not)\b")
+_MOVES_ON_RE = re.compile(
+    r"(?i)\b(?:so|then|therefore|thus|hence|wait|actually|instead|but|however|substitut\w*|"
+    r"plug\w*|using|now|next|not)\b"
+)
 
 
 def box_content(text: str, start: int) -> tuple[str, int] | None:
@@ -29,13 +32,13 @@ def box_content(text: str, start: int) -> tuple[str, int] | None:
     if text[i] != "{":
         if i == start:  # `\boxedx` is another command, not `\boxed x`
             return None
-        m = re.match(r"[^\s$]+", text[i:i + MAX_BOX_CHARS // 4 + 1])
+        m = re.match(r"[^\s$]+", text[i : i + MAX_BOX_CHARS // 4 + 1])
         return (m.group(0), i + m.end()) if m else None
     depth = 0
     for m in BRACE_RE.finditer(text, i, min(n, i + MAX_BOX_CHARS)):
         depth += 1 if m.group(0) == "{" else -1
         if depth == 0:
-            return text[i + 1:m.start()], m.end()
+            return text[i + 1 : m.start()], m.end()
     return None
 
 
@@ -48,7 +51,7 @@ def box_spans(text: str) -> list[tuple[int, int, str]]:
     for m in reversed(starts):
         got = box_content(text, m.end())
         if got is None or not got[0].strip() or (out and got[1] > out[-1][0]):
-            continue                          # unclosed, empty, or around a box already read
+            continue  # unclosed, empty, or around a box already read
         out.append((m.start(), got[1], got[0].strip()))
     return out[::-1]
 
@@ -72,7 +75,7 @@ def final_run(text: str, spans: list[tuple[int, int, str]]) -> list[str]:
     """Contents of the last box and of the boxes before it in the same closing statement (see the docstring)."""
     run = [spans[-1]]
     for prev in reversed(spans[:-1]):
-        gap = text[prev[1]:run[0][0]]
+        gap = text[prev[1] : run[0][0]]
         if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap):
             break
         run.insert(0, prev)
@@ -90,7 +93,7 @@ def is_list(gold: str) -> bool:
     if "\\pm" in body or "\\mp" in body:
         return True
     if re.fullmatch(r"\s*-?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*", body):
-        return False                           # `1,000` is one number
+        return False  # `1,000` is one number
     return len(top_items(body)) > 1 or len(_OR_ITEM_RE.split(body)) > 1
 
 

@@ -3,6 +3,7 @@ and rides out their restarts: fail-over, backoff within one outage deadline per 
 `status_error` instead of an exception or None. It does not grade.
 See docs/training.md#reward-servers-restarts-do-not-end-the-run.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,8 +20,12 @@ from typing import Sequence
 
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, Grade, reward_extra_logs
 
-URLS_ENV, WAIT_ENV, TIMEOUT_ENV, TOKEN_ENV = ("LEAD_RECIPES_REWARD_URLS", "LEAD_RECIPES_REWARD_WAIT_S",
-                                              "LEAD_RECIPES_REWARD_TIMEOUT_S", "LEAD_RECIPES_SERVE_TOKEN")
+URLS_ENV, WAIT_ENV, TIMEOUT_ENV, TOKEN_ENV = (
+    "LEAD_RECIPES_REWARD_URLS",
+    "LEAD_RECIPES_REWARD_WAIT_S",
+    "LEAD_RECIPES_REWARD_TIMEOUT_S",
+    "LEAD_RECIPES_SERVE_TOKEN",
+)
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 30.0
 DEFAULT_WAIT_S, DEFAULT_TIMEOUT_S = 600.0, 180.0
 
@@ -32,8 +37,8 @@ _rotation_lock = threading.Lock()
 # One outage deadline per process: OpenRLHF calls reward_func once per sample (asyncio.to_thread), so a
 # per-call budget made every sample of a step wait the full $LEAD_RECIPES_REWARD_WAIT_S during an outage.
 _outage = {"deadline": None, "next_probe": 0.0}
-_warned: set[str] = set()    # URLs warned about in their current outage
-_refused: set[str] = set()   # URLs whose refusal was logged
+_warned: set[str] = set()  # URLs warned about in their current outage
+_refused: set[str] = set()  # URLs whose refusal was logged
 _outage_lock = threading.Lock()
 
 
@@ -120,12 +125,17 @@ def _note(url: str, exc: Exception, wait_s: float) -> None:
     if isinstance(exc, Refused):
         log.error("reward server %s refused (%s); trying the others", _shown(url), exc)
     else:
-        log.warning("reward server %s did not answer (%s); trying the others, then retrying until the outage "
-                    "has lasted %.0f s", _shown(url), exc, wait_s)
+        log.warning(
+            "reward server %s did not answer (%s); trying the others, then retrying until the outage has lasted %.0f s",
+            _shown(url),
+            exc,
+            wait_s,
+        )
 
 
-def fetch(urls: Sequence[str], payload: bytes, n: int, wait_s: float, timeout: float, sleep=time.sleep,
-          clock=time.monotonic) -> dict:
+def fetch(
+    urls: Sequence[str], payload: bytes, n: int, wait_s: float, timeout: float, sleep=time.sleep, clock=time.monotonic
+) -> dict:
     """The first valid response from `urls` (rotating start, fail-over, backoff; module docstring). Raises Refused
     (every server refused), TimeoutError (the outage outlasted `wait_s`) or OutageFailFast, with the last reason."""
     with _rotation_lock:
@@ -134,8 +144,10 @@ def fetch(urls: Sequence[str], payload: bytes, n: int, wait_s: float, timeout: f
     with _outage_lock:
         spent = _outage["deadline"] is not None and clock() >= _outage["deadline"]
         if spent and clock() < _outage["next_probe"]:
-            raise OutageFailFast(f"no reward server has answered since the outage passed {wait_s:.0f} s "
-                                 f"({WAIT_ENV}); failing at once until one does")
+            raise OutageFailFast(
+                f"no reward server has answered since the outage passed {wait_s:.0f} s "
+                f"({WAIT_ENV}); failing at once until one does"
+            )
         if spent:
             _outage["next_probe"] = clock() + PROBE_EVERY_S
     deadline = clock() + wait_s
@@ -144,8 +156,12 @@ def fetch(urls: Sequence[str], payload: bytes, n: int, wait_s: float, timeout: f
     while True:
         for url in list(order):
             try:
-                out = post_once(url, payload, n, min(timeout, PROBE_TIMEOUT_S) if spent
-                                else max(1.0, min(timeout, deadline - clock())))
+                out = post_once(
+                    url,
+                    payload,
+                    n,
+                    min(timeout, PROBE_TIMEOUT_S) if spent else max(1.0, min(timeout, deadline - clock())),
+                )
             except Retryable as exc:
                 last = f"{_shown(url)}: {exc}"
                 deadline = _outage_deadline(clock() + wait_s)
@@ -174,6 +190,7 @@ def fetch(urls: Sequence[str], payload: bytes, n: int, wait_s: float, timeout: f
 def _as_float_vector(values: list[float]):
     try:
         import torch
+
         return torch.tensor(values, dtype=torch.float32)
     except ImportError:
         return list(values)
@@ -198,10 +215,16 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
             raise Refused(f"${URLS_ENV} is empty: no reward server to forward to")
         if n == 0:
             return _result([], {k: [] for k in REWARD_LOG_KEYS})
-        payload = json.dumps({"query": list(queries), "prompts": list(prompts or [""] * n),
-                              "labels": list(labels or [None] * n)}).encode()
-        out = fetch(urls, payload, n, float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S)),
-                    float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+        payload = json.dumps(
+            {"query": list(queries), "prompts": list(prompts or [""] * n), "labels": list(labels or [None] * n)}
+        ).encode()
+        out = fetch(
+            urls,
+            payload,
+            n,
+            float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S)),
+            float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)),
+        )
         return _result(out["rewards"], out["extra_logs"])
     except OutageFailFast:  # logged when the outage's deadline passed, not once per sample
         return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1)

@@ -3,6 +3,7 @@ with the process's shared Grader under $LEAD_RECIPES_EXTRACTION (default `boxed`
 `REWARD_LOG_KEYS`; it never raises, never returns None and does not use CUDA.
 See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,10 +19,10 @@ def response_text(query: Any, prompt: Any) -> str:
     p = prompt if isinstance(prompt, str) else ""
     if p:
         if q.startswith(p):
-            return q[len(p):]
+            return q[len(p) :]
         i = q.find(p)
         if i >= 0:
-            return q[i + len(p):]
+            return q[i + len(p) :]
     return q
 
 
@@ -29,6 +30,7 @@ def _is_repetitive(text: str) -> bool:
     """`lead_recipes.grading.repetition.is_repetitive(text)`; a failure there must never cost the reward (→ False)."""
     try:
         from lead_recipes.grading.repetition import is_repetitive
+
         return bool(is_repetitive(text))
     except Exception:  # noqa: BLE001
         return False
@@ -37,6 +39,7 @@ def _is_repetitive(text: str) -> bool:
 def _as_float_vector(values: list[float]):
     try:
         import torch
+
         return torch.tensor(values, dtype=torch.float32)
     except ImportError:  # base install without torch (e.g. a grading-only box): plain lists work for OpenRLHF too
         return list(values)
@@ -46,7 +49,7 @@ _LOGGED: list[bool] = []
 
 
 def _log_once(e: Exception) -> None:
-    if isinstance(e, ValueError) and not _LOGGED:   # e.g. an unknown LEAD_RECIPES_EXTRACTION: say so once
+    if isinstance(e, ValueError) and not _LOGGED:  # e.g. an unknown LEAD_RECIPES_EXTRACTION: say so once
         _LOGGED.append(True)
         logging.getLogger(__name__).error("lead_recipes reward function: %s", e)
 
@@ -62,8 +65,9 @@ def _submit(grader, label, text):
     return grader.submit(gold, text)
 
 
-def grade_samples(queries: Sequence[Any], prompts: Sequence[Any] | None, labels: Sequence[Any] | None
-                  ) -> tuple[list[float], list[dict[str, float]]]:
+def grade_samples(
+    queries: Sequence[Any], prompts: Sequence[Any] | None, labels: Sequence[Any] | None
+) -> tuple[list[float], list[dict[str, float]]]:
     """Rewards and per-sample extra_logs for parallel lists; the list lengths follow `queries`. Never raises."""
     n = len(queries) if queries is not None else 0
     prompts = list(prompts) if prompts is not None else []

@@ -3,6 +3,7 @@
 status, never a 5xx; concurrency is bounded; an optional shared token; SIGTERM finishes in-flight requests and exits 0.
 It holds no state between requests except statistics. See docs/grading.md#lead-recipes-serve-remote-reward-server.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ TOKEN_ENV = "LEAD_RECIPES_SERVE_TOKEN"
 
 class RewardRequest(BaseModel):
     """The envelope only: sample contents are checked per sample (a bad sample is graded `error`, not a 4xx)."""
+
     model_config = ConfigDict(extra="ignore")
     query: list[Any]
     prompts: list[Any] | None = None
@@ -53,8 +55,16 @@ def _percentile(sorted_vals: list[float], q: float) -> float:
 class RewardServer:
     """State of one server: the grader, limits, statistics. `app()` builds the aiohttp application."""
 
-    def __init__(self, grader: Grader, *, token: str | None = None, max_concurrency: int = 512,
-                 max_queue: int = 8192, max_samples: int = 4096, job_id: str | None = None):
+    def __init__(
+        self,
+        grader: Grader,
+        *,
+        token: str | None = None,
+        max_concurrency: int = 512,
+        max_queue: int = 8192,
+        max_samples: int = 4096,
+        job_id: str | None = None,
+    ):
         self.grader = grader
         self.job_id = job_id or None
         self.token = token or None
@@ -63,8 +73,8 @@ class RewardServer:
         self.sem = asyncio.Semaphore(max_concurrency)
         self.ready = False
         self.started = time.time()
-        self.requests = collections.Counter()      # by HTTP status code
-        self.samples = collections.Counter()       # by grade status
+        self.requests = collections.Counter()  # by HTTP status code
+        self.samples = collections.Counter()  # by grade status
         self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
         self.waiting = 0
         self.inflight = 0
@@ -101,10 +111,15 @@ class RewardServer:
                 # OpenRLHF's client cannot send headers, so `?token=T` in --reward.remote_url works too.
                 got = request.headers.get("Authorization", "")
                 want = f"Bearer {self.token}".encode()
-                if not (hmac.compare_digest(got.encode(), want)
-                        or hmac.compare_digest(request.query.get("token", "").encode(), self.token.encode())):
-                    resp = _error(401, "missing or wrong token (send `Authorization: Bearer <token>`, or put "
-                                       "`?token=<token>` in the URL)")
+                if not (
+                    hmac.compare_digest(got.encode(), want)
+                    or hmac.compare_digest(request.query.get("token", "").encode(), self.token.encode())
+                ):
+                    resp = _error(
+                        401,
+                        "missing or wrong token (send `Authorization: Bearer <token>`, or put "
+                        "`?token=<token>` in the URL)",
+                    )
                     return resp
             try:
                 resp = await handler(request)
@@ -121,8 +136,12 @@ class RewardServer:
 
     # -------------------------------------------------------------- routes
     async def health(self, request: web.Request) -> web.Response:
-        body = {"status": "ok" if self.ready else "starting", "workers": self.grader.workers,
-                "timeout_s": self.grader.timeout_s, "extraction": self.grader.extraction}
+        body = {
+            "status": "ok" if self.ready else "starting",
+            "workers": self.grader.workers,
+            "timeout_s": self.grader.timeout_s,
+            "extraction": self.grader.extraction,
+        }
         if self.job_id:  # which batch job owns this server: a job polling its port must not accept another's
             body["job_id"] = self.job_id
         return web.json_response(body, status=200 if self.ready else 503)
@@ -130,22 +149,34 @@ class RewardServer:
     async def stats(self, request: web.Request) -> web.Response:
         lat = sorted(self.latencies)
         g = self.grader.stats()
-        return web.json_response({
-            "uptime_s": time.time() - self.started,
-            "requests": sum(self.requests.values()),
-            "responses_by_code": {str(k): v for k, v in sorted(self.requests.items())},
-            "samples_by_status": {s: self.samples.get(s, 0) for s in STATUSES},
-            "latency_s": {"p50": _percentile(lat, 0.5), "p90": _percentile(lat, 0.9), "p99": _percentile(lat, 0.99),
-                          "window": len(lat)},
-            "worker_restarts": g["worker_restarts"], "inflight": self.inflight, "queued": self.waiting,
-            "grader": g})
+        return web.json_response(
+            {
+                "uptime_s": time.time() - self.started,
+                "requests": sum(self.requests.values()),
+                "responses_by_code": {str(k): v for k, v in sorted(self.requests.items())},
+                "samples_by_status": {s: self.samples.get(s, 0) for s in STATUSES},
+                "latency_s": {
+                    "p50": _percentile(lat, 0.5),
+                    "p90": _percentile(lat, 0.9),
+                    "p99": _percentile(lat, 0.99),
+                    "window": len(lat),
+                },
+                "worker_restarts": g["worker_restarts"],
+                "inflight": self.inflight,
+                "queued": self.waiting,
+                "grader": g,
+            }
+        )
 
     async def get_reward(self, request: web.Request) -> web.Response:
         # A form or text body (curl -d without a header) is a client mistake, told as such; no header at all is
         # taken as JSON, as OpenRLHF's and our clients always send one.
         if "Content-Type" in request.headers and request.content_type != "application/json":
-            return _error(415, f"Content-Type must be application/json, got {request.content_type!r} "
-                               "(curl: -H 'Content-Type: application/json')")
+            return _error(
+                415,
+                f"Content-Type must be application/json, got {request.content_type!r} "
+                "(curl: -H 'Content-Type: application/json')",
+            )
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -183,17 +214,25 @@ class RewardServer:
         finally:
             self.inflight -= 1
             self.sem.release()
-        return web.json_response({"rewards": rewards, "scores": list(rewards),
-                                  "extra_logs": {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS}})
+        return web.json_response(
+            {
+                "rewards": rewards,
+                "scores": list(rewards),
+                "extra_logs": {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS},
+            }
+        )
 
-    async def _grade(self, queries: list[str], prompts: list[str] | None, golds: list[Any]
-                     ) -> tuple[list[float], list[dict[str, float]]]:
+    async def _grade(
+        self, queries: list[str], prompts: list[str] | None, golds: list[Any]
+    ) -> tuple[list[float], list[dict[str, float]]]:
         """Grade parallel lists; `golds` are the gold answers (already read out of object labels)."""
         n = len(queries)
         prompts = prompts or [""] * n
         texts = [response_text(queries[i], prompts[i]) for i in range(n)]
-        futures = [asyncio.wait_for(asyncio.wrap_future(self.grader.submit(golds[i], texts[i])),
-                                    self.grader.result_timeout_s) for i in range(n)]
+        futures = [
+            asyncio.wait_for(asyncio.wrap_future(self.grader.submit(golds[i], texts[i])), self.grader.result_timeout_s)
+            for i in range(n)
+        ]
         grades: list[Grade] = []
         for r in await asyncio.gather(*futures, return_exceptions=True):
             grades.append(r if isinstance(r, Grade) else Grade(False, "error", None, 0.0))
@@ -205,34 +244,83 @@ class RewardServer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="lead-recipes serve",
-                       description="the remote reward server (OpenRLHF's remote-RM protocol)")
+    p = ArgumentParser(
+        prog="lead-recipes serve", description="the remote reward server (OpenRLHF's remote-RM protocol)"
+    )
     s = p.add_argument_group("serve")
-    s.add_argument("--serve.host", dest="serve.host", default="127.0.0.1",
-                   help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)")
+    s.add_argument(
+        "--serve.host",
+        dest="serve.host",
+        default="127.0.0.1",
+        help="bind address (default 127.0.0.1; 0.0.0.0 for a cluster)",
+    )
     s.add_argument("--serve.port", dest="serve.port", type=int, default=5000, help="TCP port (0: any free one)")
-    s.add_argument("--serve.token", dest="serve.token", default=None,
-                   help=f"shared token (default: env {TOKEN_ENV}; none = no auth)")
-    s.add_argument("--serve.max_concurrency", dest="serve.max_concurrency", type=int, default=512,
-                   help="requests graded at once; more wait")
-    s.add_argument("--serve.max_queue", dest="serve.max_queue", type=int, default=8192,
-                   help="requests allowed to wait; beyond this 503 + Retry-After")
-    s.add_argument("--serve.max_request_mb", dest="serve.max_request_mb", type=float, default=16.0,
-                   help="request body limit in MiB (413 above)")
-    s.add_argument("--serve.max_samples", dest="serve.max_samples", type=int, default=4096,
-                   help="samples per request (413 above)")
-    s.add_argument("--serve.shutdown_timeout_s", dest="serve.shutdown_timeout_s", type=float, default=30.0,
-                   help="on SIGTERM/SIGINT, how long in-flight requests may take to finish")
-    s.add_argument("--serve.job_id", dest="serve.job_id", default=None,
-                   help="batch job this server belongs to, reported by GET /health (slurm/train.sbatch sets it)")
+    s.add_argument(
+        "--serve.token",
+        dest="serve.token",
+        default=None,
+        help=f"shared token (default: env {TOKEN_ENV}; none = no auth)",
+    )
+    s.add_argument(
+        "--serve.max_concurrency",
+        dest="serve.max_concurrency",
+        type=int,
+        default=512,
+        help="requests graded at once; more wait",
+    )
+    s.add_argument(
+        "--serve.max_queue",
+        dest="serve.max_queue",
+        type=int,
+        default=8192,
+        help="requests allowed to wait; beyond this 503 + Retry-After",
+    )
+    s.add_argument(
+        "--serve.max_request_mb",
+        dest="serve.max_request_mb",
+        type=float,
+        default=16.0,
+        help="request body limit in MiB (413 above)",
+    )
+    s.add_argument(
+        "--serve.max_samples", dest="serve.max_samples", type=int, default=4096, help="samples per request (413 above)"
+    )
+    s.add_argument(
+        "--serve.shutdown_timeout_s",
+        dest="serve.shutdown_timeout_s",
+        type=float,
+        default=30.0,
+        help="on SIGTERM/SIGINT, how long in-flight requests may take to finish",
+    )
+    s.add_argument(
+        "--serve.job_id",
+        dest="serve.job_id",
+        default=None,
+        help="batch job this server belongs to, reported by GET /health (slurm/train.sbatch sets it)",
+    )
     g = p.add_argument_group("grade")
-    g.add_argument("--grade.timeout_s", dest="grade.timeout_s", type=float, default=5.0,
-                   help="per-answer hard limit, counted from when a worker starts it")
-    g.add_argument("--grade.workers", dest="grade.workers", type=int, default=None,
-                   help="grader worker processes (default: usable CPUs, at most 8)")
-    g.add_argument("--grade.extraction", dest="grade.extraction", choices=EXTRACTION_POLICIES, default="boxed",
-                   help="answer extraction: boxed = the last \\boxed{} only (rewards teach the format); "
-                        "final_answer = the box, else the final-answer statement of the closing part")
+    g.add_argument(
+        "--grade.timeout_s",
+        dest="grade.timeout_s",
+        type=float,
+        default=5.0,
+        help="per-answer hard limit, counted from when a worker starts it",
+    )
+    g.add_argument(
+        "--grade.workers",
+        dest="grade.workers",
+        type=int,
+        default=None,
+        help="grader worker processes (default: usable CPUs, at most 8)",
+    )
+    g.add_argument(
+        "--grade.extraction",
+        dest="grade.extraction",
+        choices=EXTRACTION_POLICIES,
+        default="boxed",
+        help="answer extraction: boxed = the last \\boxed{} only (rewards teach the format); "
+        "final_answer = the box, else the final-answer statement of the closing part",
+    )
     return p
 
 
@@ -244,8 +332,9 @@ def _listen(host: str, port: int) -> list[socket.socket]:
     known before the grader pool starts and the ready line is printed only for a port this server holds."""
     socks: list[socket.socket] = []
     try:
-        for family, kind, proto, _, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                               flags=socket.AI_PASSIVE):
+        for family, kind, proto, _, addr in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        ):
             if any(s.family == family and s.getsockname()[:2] == addr[:2] for s in socks):
                 continue
             sock = socket.socket(family, kind, proto)
@@ -276,8 +365,10 @@ def exposure_warning(host: str, token: str | None) -> str | None:
     """One line when the server listens beyond loopback with no token: anyone who reaches the port may use it."""
     if token or host in LOOPBACK:
         return None
-    return (f"lead-recipes serve: warning: listening on {host} without a token; anyone who can reach this port can "
-            f"use the grader (set --serve.token or ${TOKEN_ENV})")
+    return (
+        f"lead-recipes serve: warning: listening on {host} without a token; anyone who can reach this port can "
+        f"use the grader (set --serve.token or ${TOKEN_ENV})"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -299,23 +390,37 @@ def main(argv: list[str]) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    grader = Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"],
-                    extraction=args["grade.extraction"])
+    grader = Grader(
+        timeout_s=args["grade.timeout_s"], workers=args["grade.workers"], extraction=args["grade.extraction"]
+    )
 
     async def make_app() -> web.Application:
-        server = RewardServer(grader, token=token, max_concurrency=args["serve.max_concurrency"],
-                              max_queue=args["serve.max_queue"], max_samples=args["serve.max_samples"],
-                              job_id=args["serve.job_id"])
-        return server.app(int(args["serve.max_request_mb"] * 2 ** 20))
+        server = RewardServer(
+            grader,
+            token=token,
+            max_concurrency=args["serve.max_concurrency"],
+            max_queue=args["serve.max_queue"],
+            max_samples=args["serve.max_samples"],
+            job_id=args["serve.job_id"],
+        )
+        return server.app(int(args["serve.max_request_mb"] * 2**20))
 
     flag = remote_url_flag(host, socks[0].getsockname()[1], token, token_from_env=not args["serve.token"])
-    ready = (f"lead-recipes serve: ready (auth {'on' if token else 'off'}; extraction {grader.extraction}; "
-             f"GET /health, /stats); for OpenRLHF or lead-recipes train: {flag}")
+    ready = (
+        f"lead-recipes serve: ready (auth {'on' if token else 'off'}; extraction {grader.extraction}; "
+        f"GET /health, /stats); for OpenRLHF or lead-recipes train: {flag}"
+    )
     # run_app calls `print` once its sites listen (the ready line never precedes the port), and turns SIGTERM/SIGINT
     # into a graceful stop: close the listener, wait for in-flight handlers up to shutdown_timeout, run on_cleanup
     # (closes the grader pool), return normally → exit 0.
-    web.run_app(make_app(), sock=socks, print=lambda _banner: print(ready, flush=True), access_log=None,
-                shutdown_timeout=args["serve.shutdown_timeout_s"], handle_signals=True)
+    web.run_app(
+        make_app(),
+        sock=socks,
+        print=lambda _banner: print(ready, flush=True),
+        access_log=None,
+        shutdown_timeout=args["serve.shutdown_timeout_s"],
+        handle_signals=True,
+    )
     print("lead-recipes serve: stopped", flush=True)
     return 0
 

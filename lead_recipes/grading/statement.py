@@ -3,24 +3,36 @@ marker, else the last complete concluding sentence, else the last displayed expr
 part after `</think>`. No box handling, no search of the reasoning, no math parsing.
 See docs/grading.md#extraction-policies.
 """
+
 from __future__ import annotations
 
 import re
 
-from lead_recipes.grading.assertion import (SPAN_RE, denied_after, hedged_subject, negated_lead, split_assertion, starts_subject,
-                                            value_first)
+from lead_recipes.grading.assertion import (
+    SPAN_RE,
+    hedged_subject,
+    negated_lead,
+    split_assertion,
+    starts_subject,
+    value_first,
+)
 
-_TAIL_CHARS = 1_500          # the closing part is at most this many characters from the end
-_CLOSING_PARAGRAPHS = 2      # … and at most this many paragraphs (blank-line separated)
-_MAX_VALUE_CHARS = 400       # a stated value longer than this is not an answer statement
+_TAIL_CHARS = 1_500  # the closing part is at most this many characters from the end
+_CLOSING_PARAGRAPHS = 2  # … and at most this many paragraphs (blank-line separated)
+_MAX_VALUE_CHARS = 400  # a stated value longer than this is not an answer statement
 
 _PARA_SPLIT_RE = re.compile(r"\n[ \t]*\n")
 _END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E\.?D\.?|∎|□)+\Z")
 _MARKER_RE = re.compile(
     r"(?:\bthe\s+)?\b(?:final\s+answer|answer)\b(?:\s+to\s+(?:the|this)\s+[a-z ]{0,40}?)?"
-    r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*", re.I)
-_CONCLUDE_RE = re.compile(r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
-                          r"in\s+summary|finally|we\s+conclude\s+that|(?=the\b))\b[,:]?", re.I)
+    r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*",
+    re.I,
+)
+_CONCLUDE_RE = re.compile(
+    r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
+    r"in\s+summary|finally|we\s+conclude\s+that|(?=the\b))\b[,:]?",
+    re.I,
+)
 _DISPLAY_RE = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$|\\begin\{(equation|align|gather)\*?\}(.+?)\\end\{\3\*?\}", re.S)
 _CURRENCY_RE = re.compile(r"\$\s?-?\d[\d,]*(?:\.\d+)?")
 _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
@@ -29,11 +41,15 @@ _TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
 _HEDGE_RE = re.compile(r"(?i)\b(?:not|cannot|neither|either|maybe|perhaps|probably|possibly|might|could|if)\b|n't\b")
 # Before the value these make it a bound, not the value ("the answer is less than $5$", "at most $5$"); after it,
 # "or less/more/fewer" does ("$5$ or less"). "approximately"/"about" stay a value.
-_BOUND_BEFORE_RE = re.compile(r"(?i)\b(?:(?:less|greater|more|fewer|smaller|larger|bigger|higher|lower)\s+than|"
-                              r"at\s+(?:most|least)|no\s+(?:more|less|greater|fewer)|up\s+to|under|below|above|"
-                              r"exceed\w*|bounded|between|within)\b")
-_BOUND_AFTER_RE = re.compile(r"(?i)\s*,?\s*(?:or|and)\s+(?:less|more|fewer|greater|lower|higher|smaller|larger|"
-                             r"above|below|over|under|up|down|beyond)\b|\s*(?:at\s+(?:most|least)|or\s+so)\b")
+_BOUND_BEFORE_RE = re.compile(
+    r"(?i)\b(?:(?:less|greater|more|fewer|smaller|larger|bigger|higher|lower)\s+than|"
+    r"at\s+(?:most|least)|no\s+(?:more|less|greater|fewer)|up\s+to|under|below|above|"
+    r"exceed\w*|bounded|between|within)\b"
+)
+_BOUND_AFTER_RE = re.compile(
+    r"(?i)\s*,?\s*(?:or|and)\s+(?:less|more|fewer|greater|lower|higher|smaller|larger|"
+    r"above|below|over|under|up|down|beyond)\b|\s*(?:at\s+(?:most|least)|or\s+so)\b"
+)
 # After the value these make it conditional ("$5$ (assuming $a>0$)").
 _CONDITION_AFTER_RE = re.compile(r"(?i)\b(?:assuming|provided|supposing|unless|only\s+if)\b")
 # A value followed, in the same sentence, by a joiner and another value is one of several candidates.
@@ -65,7 +81,7 @@ def _rhs(expr: str) -> str:
             last = i
     if last < 0:
         return expr.strip()
-    rhs = expr[last + 1:].strip()
+    rhs = expr[last + 1 :].strip()
     return rhs if rhs and not _has_variables(rhs) else expr.strip()
 
 
@@ -73,63 +89,74 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     """The value stated at the start of `rest`: its first math span if one starts the sentence, else the rest of
     the sentence (plain words, or a currency amount)."""
     rest = rest.lstrip(" \t*_:")
-    sentence = rest[:_sentence_len(rest)]
+    sentence = rest[: _sentence_len(rest)]
     first_value = value_first(sentence)
     if first_value is not None:
-        return _rhs(first_value)          # "$x \ge 5$ is the solution"
-    if starts_subject(sentence):          # "The largest $n$ is 34": the value is what the verb asserts
+        return _rhs(first_value)  # "$x \ge 5$ is the solution"
+    if starts_subject(sentence):  # "The largest $n$ is 34": the value is what the verb asserts
         parts = split_assertion(sentence)
         if parts is not None:
             subject, verb, _ = parts
-            return None if hedged_subject(subject, verb) else _value(rest[len(subject) + len(verb):], equation_rhs)
+            return None if hedged_subject(subject, verb) else _value(rest[len(subject) + len(verb) :], equation_rhs)
     end = _SENTENCE_END_RE.search(rest)
-    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1:end.start() + 2]):
-        end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
+    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1 : end.start() + 2]):
+        end = _SENTENCE_END_RE.search(rest, end.start() + 1)  # a decimal point does not end the sentence
     if end is not None and rest[end.start()] == "?":
-        return None                      # a question is not a statement
-    first = re.search(r"\d|\$|\\\(", rest[:end.start()] if end else rest)
-    before = rest[:first.start() if first else (end.start() if end else len(rest))]
+        return None  # a question is not a statement
+    first = re.search(r"\d|\$|\\\(", rest[: end.start()] if end else rest)
+    before = rest[: first.start() if first else (end.start() if end else len(rest))]
     if _HEDGE_RE.search(before) or _BOUND_BEFORE_RE.search(before):
-        return None                      # "probably $5$", "not 5", "either $5$ or $6$", "less than $5$"
+        return None  # "probably $5$", "not 5", "either $5$ or $6$", "less than $5$"
     m = SPAN_RE.match(rest)
     if m is None and not _CURRENCY_RE.match(rest):
         end = _SENTENCE_END_RE.search(rest)
-        sentence = rest[:end.start()] if end else rest
+        sentence = rest[: end.start()] if end else rest
         m = SPAN_RE.search(sentence)  # "probably $5$", "about $20$ cm": a math span after a few words
-        if m is not None and (len(sentence) > 120 or len(sentence[:m.start()]) > 15 or "," in sentence[:m.start()]):
+        if m is not None and (len(sentence) > 120 or len(sentence[: m.start()]) > 15 or "," in sentence[: m.start()]):
             m = None
-    if m is not None and m.start() == 0:   # "$x = 3$ and $y = -2$": one list of assignments
+    if m is not None and m.start() == 0:  # "$x = 3$ and $y = -2$": one list of assignments
         run = [m]
         for nxt in SPAN_RE.finditer(sentence, m.end()):
-            if not re.fullmatch(r"\s*,?\s*(?:and|or)?\s*", sentence[run[-1].end():nxt.start()]):
+            if not re.fullmatch(r"\s*,?\s*(?:and|or)?\s*", sentence[run[-1].end() : nxt.start()]):
                 break
             run.append(nxt)
-        listed = _assigned_list(run, labelled_only=True) if sentence[run[-1].end():].strip(" .") == "" else None
+        listed = _assigned_list(run, labelled_only=True) if sentence[run[-1].end() :].strip(" .") == "" else None
         if listed is not None:
             return listed
     if m is not None:
         val = next(g for g in m.groups() if g is not None)
-        tail = rest[m.end():]
-        if _RETRACT_RE.match(tail) or _ALTERNATIVE_RE.search(tail[:_sentence_len(tail)]) or _BOUND_AFTER_RE.match(tail) \
-                or _CONDITION_AFTER_RE.search(tail[:_sentence_len(tail)]):
-            return None                  # "$5$ or $6$", "$5$ if $a>0$, otherwise $6$", "$5$... no wait"
+        tail = rest[m.end() :]
+        if (
+            _RETRACT_RE.match(tail)
+            or _ALTERNATIVE_RE.search(tail[: _sentence_len(tail)])
+            or _BOUND_AFTER_RE.match(tail)
+            or _CONDITION_AFTER_RE.search(tail[: _sentence_len(tail)])
+        ):
+            return None  # "$5$ or $6$", "$5$ if $a>0$, otherwise $6$", "$5$... no wait"
         unit = re.match(r"[ \t]*([A-Za-z][A-Za-z ]{0,20}?)[ \t]*(?:[.!?,;]|\n|\Z)", tail)
         val = _rhs(val) if equation_rhs else val.strip()
-        if unit and not _has_variables(val) and not re.match(r"(?i)(?:and|or|but|so|since|because|where|for)\b",
-                                                                unit.group(1)):
+        if (
+            unit
+            and not _has_variables(val)
+            and not re.match(r"(?i)(?:and|or|but|so|since|because|where|for)\b", unit.group(1))
+        ):
             val = f"{val}\\text{{ {unit.group(1).strip()}}}"
         return val
     end = _SENTENCE_END_RE.search(rest)
-    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1:end.start() + 2]):
-        end = _SENTENCE_END_RE.search(rest, end.start() + 1)       # a decimal point does not end the sentence
-    val = (rest[:end.start()] if end else rest).strip().rstrip("*_ ").strip()
+    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1 : end.start() + 2]):
+        end = _SENTENCE_END_RE.search(rest, end.start() + 1)  # a decimal point does not end the sentence
+    val = (rest[: end.start()] if end else rest).strip().rstrip("*_ ").strip()
     num = re.search(r"\d", val)
-    if num and (_ALTERNATIVE_RE.search(val[num.end():]) or _BOUND_AFTER_RE.search(val[num.end():]) or _RETRACT_RE.match(rest[end.start():] if end else "")):
-        return None                      # "5 or 6", "5. No wait, 6"
+    if num and (
+        _ALTERNATIVE_RE.search(val[num.end() :])
+        or _BOUND_AFTER_RE.search(val[num.end() :])
+        or _RETRACT_RE.match(rest[end.start() :] if end else "")
+    ):
+        return None  # "5 or 6", "5. No wait, 6"
     if _CURRENCY_RE.fullmatch(val) or _CURRENCY_RE.match(val) and "$" not in val[1:]:
         return "\\" + val
     if "$" in val or "\\(" in val or len(val) > 80:
-        return None                      # prose with formulas in it ("reasonable, consider that $x$ ...")
+        return None  # prose with formulas in it ("reasonable, consider that $x$ ...")
     m = re.fullmatch(r"(-?[\d.,/]*\d)\s+([A-Za-z][A-Za-z \-]*)", val)
     return f"{m.group(1)}\\text{{ {m.group(2)}}}" if m else val or None
 
@@ -137,7 +164,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
 def _sentence_len(text: str) -> int:
     """Length of the first sentence of `text` (a decimal point does not end it)."""
     end = _SENTENCE_END_RE.search(text)
-    while end is not None and text[end.start()] == "." and re.match(r"\d", text[end.start() + 1:end.start() + 2]):
+    while end is not None and text[end.start()] == "." and re.match(r"\d", text[end.start() + 1 : end.start() + 2]):
         end = _SENTENCE_END_RE.search(text, end.start() + 1)
     return end.start() if end else len(text)
 
@@ -154,25 +181,25 @@ def extract_statement(text: str) -> str | None:
         return None
     cut = text.rfind("</think>")
     if cut >= 0:
-        text = text[cut + len("</think>"):]
+        text = text[cut + len("</think>") :]
     elif "<think>" in text:
-        return None                                   # still thinking: no answer has been given
+        return None  # still thinking: no answer has been given
     part = _END_JUNK_RE.sub("", _closing_part(text))
     if not part.strip():
         return None
     found = None
-    for m in _MARKER_RE.finditer(part):              # 1. the last answer marker
+    for m in _MARKER_RE.finditer(part):  # 1. the last answer marker
         # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
         # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
         prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_:"))
-        if (_complete(part, m.end()) or not prose) and part[m.end():].strip():
+        if (_complete(part, m.end()) or not prose) and part[m.end() :].strip():
             found = m
     lead = ""
-    if found is not None:                            # "Perhaps the answer is 3", "If a = 1, then the answer is 3"
+    if found is not None:  # "Perhaps the answer is 3", "If a = 1, then the answer is 3"
         starts = [e.end() for e in _SENTENCE_END_RE.finditer(part, 0, found.start())]
-        lead = part[starts[-1] if starts else 0:found.start()]
+        lead = part[starts[-1] if starts else 0 : found.start()]
     if found is not None and not negated_lead(lead):
-        val = _value(part[found.end():], equation_rhs=True)
+        val = _value(part[found.end() :], equation_rhs=True)
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
     last_para = _PARA_SPLIT_RE.split(part)[-1]
@@ -180,21 +207,24 @@ def extract_statement(text: str) -> str | None:
     floor = found.end() - (len(part) - len(last_para)) if found is not None else -1
     for m in reversed([c for c in _CONCLUDE_RE.finditer(last_para) if c.start() >= floor]):  # 2. a concluding
         end = _SENTENCE_END_RE.search(last_para, m.end())
-        while end is not None and last_para[end.start()] == "." and \
-                re.match(r"\d", last_para[end.start() + 1:end.start() + 2]):
+        while (
+            end is not None
+            and last_para[end.start()] == "."
+            and re.match(r"\d", last_para[end.start() + 1 : end.start() + 2])
+        ):
             end = _SENTENCE_END_RE.search(last_para, end.start() + 1)
-        sentence = last_para[m.end():end.start() if end else len(last_para)]
-        after = last_para[end.end():].strip() if end else ""
+        sentence = last_para[m.end() : end.start() if end else len(last_para)]
+        after = last_para[end.end() :].strip() if end else ""
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
         if end is None or last_para[end.start()] == "?" or not _closing_remark(after):
-            break                                    # an earlier sentence has even more after it
+            break  # an earlier sentence has even more after it
         val = _conclusion_value(sentence)
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
-    displays = list(_DISPLAY_RE.finditer(part))      # 3. the last displayed expression, closing the solution
+    displays = list(_DISPLAY_RE.finditer(part))  # 3. the last displayed expression, closing the solution
     if displays:
         d = displays[-1]
-        if _closing_remark(part[d.end():].strip()):
+        if _closing_remark(part[d.end() :].strip()):
             expr = _last_row(next(g for g in (d.group(1), d.group(2), d.group(4)) if g is not None))
             val = _rhs(expr)
             if val and len(val) <= _MAX_VALUE_CHARS:
@@ -205,8 +235,9 @@ def extract_statement(text: str) -> str | None:
 def _closing_remark(after: str) -> bool:
     """True when `after` may follow a final statement: nothing, or a short complete remark with no number or math
     ("I hope it is correct."); an unfinished sentence means the response was cut off while still reasoning."""
-    return not after or (len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and after[-1] in ".!"
-                         and not _RETRACT_RE.match(after))     # "... no, that fails the second equation."
+    return not after or (
+        len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and after[-1] in ".!" and not _RETRACT_RE.match(after)
+    )  # "... no, that fails the second equation."
 
 
 def _conclusion_value(sentence: str) -> str | None:
@@ -214,30 +245,30 @@ def _conclusion_value(sentence: str) -> str | None:
     side of its last equation; several values joined only by "and" / "or" / commas (`$k=-1$ or $k=-9$`) are all
     kept, as a list."""
     spans = list(SPAN_RE.finditer(sentence))
-    is_m = None
-    for is_m in re.finditer(r"\b(?:is|are|equals|gives|was|be)\b\s*(?:equal\s+to\s+|exactly\s+|approximately\s+)?",
-                            sentence):
-        pass
+    verbs = r"\b(?:is|are|equals|gives|was|be)\b\s*(?:equal\s+to\s+|exactly\s+|approximately\s+)?"
+    is_m = next(reversed(list(re.finditer(verbs, sentence))), None)
     first_value = value_first(sentence)
     if first_value is not None:
-        return _rhs(first_value)         # "Therefore $x \ge 5$ is the solution."
+        return _rhs(first_value)  # "Therefore $x \ge 5$ is the solution."
     parts = split_assertion(sentence)
-    if parts is not None:                # a hedge in the subject, at the verb, or between the verb and the value
+    if parts is not None:  # a hedge in the subject, at the verb, or between the verb and the value
         after = parts[2]
         first = re.search(r"\d|\$|\\\(", after)
-        before = after[:first.start() if first else len(after)]
+        before = after[: first.start() if first else len(after)]
         if hedged_subject(parts[0], parts[1]) or _HEDGE_RE.search(before) or _BOUND_BEFORE_RE.search(before):
-            return None                  # "Thus the answer cannot be $5$", "If $n$ is even, the largest $n$ is $34$"
+            return None  # "Thus the answer cannot be $5$", "If $n$ is even, the largest $n$ is $34$"
     else:
         first = re.search(r"\d|\$|\\\(", sentence)
-        if _HEDGE_RE.search(sentence[:first.start() if first else len(sentence)]) or (
-                spans and _HEDGE_RE.search(sentence[:spans[-1].start()])):
-            return None                  # "So if $a>0$, $x=5$"
+        if _HEDGE_RE.search(sentence[: first.start() if first else len(sentence)]) or (
+            spans and _HEDGE_RE.search(sentence[: spans[-1].start()])
+        ):
+            return None  # "So if $a>0$, $x=5$"
     if spans and (is_m is None or spans[-1].start() >= is_m.end()):
         run = [spans[-1]]
         for prev in reversed(spans[:-1]):
             if (is_m is not None and prev.start() < is_m.end()) or not re.fullmatch(
-                    r"\s*,?\s*(?:and|or)?\s*", sentence[prev.end():run[0].start()]):
+                r"\s*,?\s*(?:and|or)?\s*", sentence[prev.end() : run[0].start()]
+            ):
                 break
             run.insert(0, prev)
         listed = _assigned_list(run)
@@ -245,13 +276,13 @@ def _conclusion_value(sentence: str) -> str | None:
             return listed
         run = run[-1:]
         span = spans[-1]
-        if is_m is not None and span.start() >= is_m.end() and sentence[is_m.end():span.start()].strip() == "":
-            return _value(sentence[is_m.end():], equation_rhs=True)
+        if is_m is not None and span.start() >= is_m.end() and sentence[is_m.end() : span.start()].strip() == "":
+            return _value(sentence[is_m.end() :], equation_rhs=True)
         expr = _span_text(span)
         return _rhs(expr) if _TOP_EQ_RE.search(expr) else None
     if is_m is not None:
-        val = _value(sentence[is_m.end():], equation_rhs=True)
-        if val and re.search(r"\d", val) and len(val) <= 60:   # "the rope is 20 cm" — a number, not a claim
+        val = _value(sentence[is_m.end() :], equation_rhs=True)
+        if val and re.search(r"\d", val) and len(val) <= 60:  # "the rope is 20 cm" — a number, not a claim
             return val
     return None
 
@@ -261,8 +292,12 @@ def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | No
     kept when they differ (matched label by label later), the values alone for one repeated label; else None."""
     items = [x for m in run for x in _top_items(_span_text(m))]
     labels = [x.split("=")[0].strip() for x in items if "=" in x]
-    if len(run) < 2 or not all(_ASSIGNED_RE.fullmatch(x) for x in items) or (labelled_only and len(labels) < len(items)):
-        return None                     # after an answer marker, "$5$ or $6$" are alternatives, not a list
+    if (
+        len(run) < 2
+        or not all(_ASSIGNED_RE.fullmatch(x) for x in items)
+        or (labelled_only and len(labels) < len(items))
+    ):
+        return None  # after an answer marker, "$5$ or $6$" are alternatives, not a list
     if len(labels) == len(items) and len(set(labels)) == len(labels):
         return ", ".join(re.sub(r"\s+", " ", x.strip()) for x in items)
     return ", ".join(_rhs(x) for x in items)

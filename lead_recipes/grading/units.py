@@ -2,46 +2,153 @@
 make the pair wrong (no conversion), the same unit spelled differently or count nouns are dropped, and words that
 change the value make it wrong. It never decides that two values are equal. See docs/grading.md#answer-forms.
 """
+
 from __future__ import annotations
 
 import re
 
 _MAX_CHARS = 200
 _GROUPS = {
-    "mm": "mm millimeter millimeters millimetre millimetres", "cm": "cm centimeter centimeters centimetre centimetres",
-    "m": "m meter meters metre metres", "km": "km kilometer kilometers kilometre kilometres",
-    "in": "in in. inch inches", "ft": "ft ft. foot feet", "yd": "yd yard yards", "mi": "mi mile miles",
-    "s": "s sec secs second seconds", "min": "min mins minute minutes", "h": "h hr hrs hour hours",
-    "day": "day days", "week": "wk wks week weeks", "month": "month months", "year": "yr yrs year years",
-    "g": "g gram grams", "kg": "kg kilogram kilograms", "mg": "mg milligram milligrams",
-    "lb": "lb lbs pound pounds", "oz": "oz ounce ounces", "l": "l liter liters litre litres",
-    "ml": "ml milliliter milliliters millilitre millilitres", "dollar": "dollar dollars usd",
-    "cent": "cent cents", "euro": "euro euros", "deg": "deg degree degrees", "rad": "rad radian radians",
-    "unit": "unit units", "mph": "mph", "km/h": "km/h kph kmh", "m/s": "m/s",
+    "mm": "mm millimeter millimeters millimetre millimetres",
+    "cm": "cm centimeter centimeters centimetre centimetres",
+    "m": "m meter meters metre metres",
+    "km": "km kilometer kilometers kilometre kilometres",
+    "in": "in in. inch inches",
+    "ft": "ft ft. foot feet",
+    "yd": "yd yard yards",
+    "mi": "mi mile miles",
+    "s": "s sec secs second seconds",
+    "min": "min mins minute minutes",
+    "h": "h hr hrs hour hours",
+    "day": "day days",
+    "week": "wk wks week weeks",
+    "month": "month months",
+    "year": "yr yrs year years",
+    "g": "g gram grams",
+    "kg": "kg kilogram kilograms",
+    "mg": "mg milligram milligrams",
+    "lb": "lb lbs pound pounds",
+    "oz": "oz ounce ounces",
+    "l": "l liter liters litre litres",
+    "ml": "ml milliliter milliliters millilitre millilitres",
+    "dollar": "dollar dollars usd",
+    "cent": "cent cents",
+    "euro": "euro euros",
+    "deg": "deg degree degrees",
+    "rad": "rad radian radians",
+    "unit": "unit units",
+    "mph": "mph",
+    "km/h": "km/h kph kmh",
+    "m/s": "m/s",
 }
 _UNITS = {w: canon for canon, words in _GROUPS.items() for w in words.split()}
-_NOT_WORDS = {"pi", "e", "i", "sin", "cos", "tan", "cot", "csc", "log", "ln", "exp", "sqrt", "mod", "arcsin",
-              "arccos", "arctan", "and", "or", "for", "if", "where", "when", "with", "to", "by"}
+_NOT_WORDS = {
+    "pi",
+    "e",
+    "i",
+    "sin",
+    "cos",
+    "tan",
+    "cot",
+    "csc",
+    "log",
+    "ln",
+    "exp",
+    "sqrt",
+    "mod",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "and",
+    "or",
+    "for",
+    "if",
+    "where",
+    "when",
+    "with",
+    "to",
+    "by",
+}
 # Words that may follow a count and be dropped though they are no unit ("5 students", "5 such numbers").
-_COUNT_NOUNS = set("""student students people person persons child children boy boys girl girls man men woman women
+_COUNT_NOUNS = set(
+    """student students people person persons child children boy boys girl girls man men woman women
     way ways number numbers integer integers solution solutions value values root roots digit digits term terms
     item items object objects element elements point points pair pairs triple triples set sets subset subsets
-    outcome outcomes case cases""".split())
-_COUNT_ADJECTIVES = {"such", "distinct", "different", "possible", "total", "positive", "negative", "real",
-                     "ordered", "unordered", "valid"}
+    outcome outcomes case cases""".split()
+)
+_COUNT_ADJECTIVES = {
+    "such",
+    "distinct",
+    "different",
+    "possible",
+    "total",
+    "positive",
+    "negative",
+    "real",
+    "ordered",
+    "unordered",
+    "valid",
+}
 # Words after a number that change its value or make it a bound or a choice: the value is then not the number
 # ("5 million", "3 squared", "2 times pi", "3 or more", "4 less than x").
-_REFUSE_WORDS = {"times", "over", "plus", "minus", "less", "more", "fewer", "greater", "than", "squared", "cubed",
-                 "factorial", "half", "halves", "third", "thirds", "quarter", "quarters", "fourths", "fifths",
-                 "dozen", "dozens", "score", "hundred", "hundreds", "thousand", "thousands", "million", "millions",
-                 "billion", "billions", "trillion", "or", "and", "nor", "divided", "multiplied", "power", "least",
-                 "most", "not"}
-_TEXT_RE = re.compile(r"(.*?\S)\s*(?:\\[,;:! ]|~)*\s*\\(?:text|mathrm|mbox|textrm|rm)\s*\{\s*([^{}]*?)\s*\}"
-                      r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
-_WORDS_RE = re.compile(r"(.*?[\d}])(\s*)([A-Za-z][A-Za-z./]*(?:\s+[A-Za-z][A-Za-z./]*){0,3})"
-                       r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
-_MANY_WORDS_RE = re.compile(r"(.*?[\d}])(\s*)([A-Za-z][A-Za-z./]*(?:\s+[A-Za-z][A-Za-z./]*)*)"
-                            r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?", re.S)
+_REFUSE_WORDS = {
+    "times",
+    "over",
+    "plus",
+    "minus",
+    "less",
+    "more",
+    "fewer",
+    "greater",
+    "than",
+    "squared",
+    "cubed",
+    "factorial",
+    "half",
+    "halves",
+    "third",
+    "thirds",
+    "quarter",
+    "quarters",
+    "fourths",
+    "fifths",
+    "dozen",
+    "dozens",
+    "score",
+    "hundred",
+    "hundreds",
+    "thousand",
+    "thousands",
+    "million",
+    "millions",
+    "billion",
+    "billions",
+    "trillion",
+    "or",
+    "and",
+    "nor",
+    "divided",
+    "multiplied",
+    "power",
+    "least",
+    "most",
+    "not",
+}
+_TEXT_RE = re.compile(
+    r"(.*?\S)\s*(?:\\[,;:! ]|~)*\s*\\(?:text|mathrm|mbox|textrm|rm)\s*\{\s*([^{}]*?)\s*\}"
+    r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?",
+    re.S,
+)
+_WORDS_RE = re.compile(
+    r"(.*?[\d}])(\s*)([A-Za-z][A-Za-z./]*(?:\s+[A-Za-z][A-Za-z./]*){0,3})"
+    r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?",
+    re.S,
+)
+_MANY_WORDS_RE = re.compile(
+    r"(.*?[\d}])(\s*)([A-Za-z][A-Za-z./]*(?:\s+[A-Za-z][A-Za-z./]*)*)"
+    r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?",
+    re.S,
+)
 _SQUARE_RE = re.compile(r"(?i)\A(?:square|sq\.?)\s+(.+)\Z")
 _CUBIC_RE = re.compile(r"(?i)\A(?:cubic|cu\.?)\s+(.+)\Z")
 
@@ -64,7 +171,7 @@ def _canonical(words: str, power: str | None) -> str | None:
 
 
 def _words_kind(words: str, power: str | None, spaced: bool = True) -> str | None:
-    """"unit" / "count" when `words` may be dropped (a known unit; count nouns), "refuse" when a word changes the
+    """ "unit" / "count" when `words` may be dropped (a known unit; count nouns), "refuse" when a word changes the
     value (`_REFUSE_WORDS`) or is a lone letter that is not a known unit, else None (unknown words: kept)."""
     ws = [w.rstrip(".") for w in words.lower().replace("/", " / ").split()]
     if _canonical(words, power) is not None:
@@ -84,11 +191,11 @@ def refused_words(s: str) -> bool:
         return False
     m = _TEXT_RE.fullmatch(s)
     if m is not None and _plain_value(m.group(1)):
-        return _words_kind(m.group(2), m.group(3)) == "refuse" or not re.fullmatch(r"[A-Za-z][A-Za-z ./]*",
-                                                                                     m.group(2))
+        return _words_kind(m.group(2), m.group(3)) == "refuse" or not re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2))
     m = _WORDS_RE.fullmatch(s) or _MANY_WORDS_RE.fullmatch(s)
-    return m is not None and _plain_value(m.group(1)) and _words_kind(m.group(3), m.group(4),
-                                                                                bool(m.group(2))) == "refuse"
+    return (
+        m is not None and _plain_value(m.group(1)) and _words_kind(m.group(3), m.group(4), bool(m.group(2))) == "refuse"
+    )
 
 
 def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | None:
@@ -100,7 +207,7 @@ def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | N
     m = _TEXT_RE.fullmatch(s)
     if m is not None and _plain_value(m.group(1)) and re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2)):
         if _words_kind(m.group(2), m.group(3)) not in ("unit", "count"):
-            return None                  # `5\text{ million}`, `3\text{ or more}`: not a unit to drop
+            return None  # `5\text{ million}`, `3\text{ or more}`: not a unit to drop
         canon = _canonical(m.group(2), m.group(3))
         return m.group(1).strip(), canon, canon is not None
     m = _WORDS_RE.fullmatch(s)
@@ -109,11 +216,14 @@ def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | N
     words = m.group(3)
     canon = _canonical(words, m.group(4))
     first = words.split()[0].lower().rstrip(".")
-    if first in _NOT_WORDS or (canon is None and (len(first) < 3 or not m.group(2))) or (
-            len(first) < 2 and not (letter and canon and m.group(2))):
-        return None                      # `2 pi`, `5m`, `3x`: not a unit
+    if (
+        first in _NOT_WORDS
+        or (canon is None and (len(first) < 3 or not m.group(2)))
+        or (len(first) < 2 and not (letter and canon and m.group(2)))
+    ):
+        return None  # `2 pi`, `5m`, `3x`: not a unit
     if _words_kind(words, m.group(4)) not in ("unit", "count"):
-        return None                      # `5 million`, `3 squared`, `2 times pi`: the words change the value
+        return None  # `5 million`, `3 squared`, `2 times pi`: the words change the value
     return m.group(1).strip(), canon, canon is not None
 
 
@@ -121,9 +231,9 @@ def align_units(gold: str, pred: str) -> tuple[str, str] | None:
     """(gold, pred) with units and words dropped (see the module docstring), unchanged when neither side has one;
     None when both carry known units that differ."""
     if refused_words(gold) or refused_words(pred):
-        return None                      # `5 million` vs `5`: equal strings never get here (compare.prepare)
+        return None  # `5 million` vs `5`: equal strings never get here (compare.prepare)
     g, p = split_unit(gold), split_unit(pred)
-    if g is not None and g[2] and p is None:      # `5 kg` vs `5 g`: next to a unit, a lone letter is one too
+    if g is not None and g[2] and p is None:  # `5 kg` vs `5 g`: next to a unit, a lone letter is one too
         p = split_unit(pred, letter=True)
     elif p is not None and p[2] and g is None:
         g = split_unit(gold, letter=True)

@@ -3,6 +3,7 @@ limit, warm-up parse) and `_worker_chunk` (math-verify `verify(gold, pred)` per 
 parses cached). Top-level functions so the spawn pool pickles them by reference; pool management, hard timeouts and
 retries are the parent's (`grader`). LaTeX extraction only. See docs/grading.md#how-an-answer-is-graded.
 """
+
 from __future__ import annotations
 
 import collections
@@ -25,9 +26,11 @@ def _on_alarm(signum, frame):
 
 def _worker_init(memory_limit_mb: int | None) -> None:
     import logging
+
     if memory_limit_mb:
         import resource
-        lim = memory_limit_mb * 2 ** 20
+
+        lim = memory_limit_mb * 2**20
         try:
             resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
         except (ValueError, OSError):
@@ -44,14 +47,24 @@ def _parse(ans: str):
     parse_expr on the text, which we never do on model output. Timeouts are ours (see `_worker_chunk`)."""
     global _LATEX_CONFIG
     from math_verify import LatexExtractionConfig, parse
+
     if _LATEX_CONFIG is None:
         _LATEX_CONFIG = [LatexExtractionConfig()]
     return parse("\\boxed{" + ans + "}", extraction_config=_LATEX_CONFIG, parsing_timeout=None)
 
 
 _PROBE_POINTS = ((1.1370718, 0.6180339, 2.7182818, 1.4142135), (2.3025850, 1.7320508, 0.5772156, 3.1415926))
-_DOMAIN_FLAGS = ("is_integer", "is_rational", "is_irrational", "is_algebraic", "is_transcendental", "is_negative",
-                 "is_nonpositive", "is_zero", "is_imaginary")
+_DOMAIN_FLAGS = (
+    "is_integer",
+    "is_rational",
+    "is_irrational",
+    "is_algebraic",
+    "is_transcendental",
+    "is_negative",
+    "is_nonpositive",
+    "is_zero",
+    "is_imaginary",
+)
 
 
 def _certainly_unequal(g: list, p: list) -> bool:
@@ -66,6 +79,7 @@ def _certainly_unequal(g: list, p: list) -> bool:
     Property-tested against verify in tests/test_grading.py."""
     import sympy
     from sympy.matrices.expressions import MatrixExpr
+
     if len(g) != 2 or len(p) != 2 or not isinstance(g[1], str) or not isinstance(p[1], str):
         return False
     if g[1].strip() == p[1].strip():
@@ -74,15 +88,27 @@ def _certainly_unequal(g: list, p: list) -> bool:
     for e in (a, b):
         # Sums/products/integrals/limits/derivatives/piecewise: their value at a non-integer probe need not match
         # what verify's `doit`/`simplify` make of them, so they are left to verify.
-        if (not isinstance(e, sympy.Expr) or isinstance(e, (MatrixExpr, sympy.Symbol))
-                or e.has(sympy.UnevaluatedExpr, sympy.Sum, sympy.Product, sympy.Integral, sympy.Limit,
-                         sympy.Derivative, sympy.Piecewise)):
+        if (
+            not isinstance(e, sympy.Expr)
+            or isinstance(e, (MatrixExpr, sympy.Symbol))
+            or e.has(
+                sympy.UnevaluatedExpr,
+                sympy.Sum,
+                sympy.Product,
+                sympy.Integral,
+                sympy.Limit,
+                sympy.Derivative,
+                sympy.Piecewise,
+            )
+        ):
             return False
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
-    if len(syms) > 4 or any(not isinstance(x, sympy.Symbol) or x.is_real is not True
-                            or any(getattr(x, f) for f in _DOMAIN_FLAGS) for x in syms):
+    if len(syms) > 4 or any(
+        not isinstance(x, sympy.Symbol) or x.is_real is not True or any(getattr(x, f) for f in _DOMAIN_FLAGS)
+        for x in syms
+    ):
         return False
-    for point in (_PROBE_POINTS if syms else _PROBE_POINTS[:1]):
+    for point in _PROBE_POINTS if syms else _PROBE_POINTS[:1]:
         sub = {x: sympy.Float(v, 30) for x, v in zip(syms, point)}
         vals = []
         for e in (a, b):
@@ -103,6 +129,7 @@ def _certainly_unequal(g: list, p: list) -> bool:
 
 def _judge(gold: str, pred: str) -> bool:
     from math_verify import verify
+
     g = _GOLD_CACHE.get(gold)
     if g is None:
         g = _parse(gold)
@@ -121,6 +148,7 @@ def _worker_chunk(pairs: list[tuple[str, str]], item_timeout_s: float, budget_s:
     """Grade (gold, pred) pairs in order; stop starting new ones after `budget_s` (the caller re-queues the rest).
     Returns (status, correct) per graded pair."""
     import signal
+
     signal.signal(signal.SIGALRM, _on_alarm)
     start = time.monotonic()
     out: list[tuple[str, bool]] = []
@@ -147,6 +175,7 @@ def _clear_sympy_cache() -> None:
     """After an interrupted computation, drop sympy's caches (they may hold the huge half-built expression)."""
     try:
         from sympy.core.cache import clear_cache
+
         clear_cache()
     except Exception:  # noqa: BLE001
         pass

@@ -3,6 +3,7 @@
 One module per method, a pure tensor function and its `Method` class (methods.base); hyperparameters in
 methods.config. This module imports no torch at import time (flags and recipes stay light). See docs/methods.md.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -18,7 +19,9 @@ def build_method(config: RecipeConfig | None = None) -> "Method":
     Flags and YAML become a RecipeConfig through lead_recipes.flags.recipe_config or RecipeConfig.of."""
     config = RecipeConfig() if config is None else config
     if not isinstance(config, RecipeConfig):
-        raise TypeError(f"build_method takes a RecipeConfig, got {type(config).__name__} (RecipeConfig.of turns a "
-                        "mapping or namespace into one)")
+        raise TypeError(
+            f"build_method takes a RecipeConfig, got {type(config).__name__} (RecipeConfig.of turns a "
+            "mapping or namespace into one)"
+        )
     validate(config)
     return entry(config.method).load().from_config(config)

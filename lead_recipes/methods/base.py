@@ -3,6 +3,7 @@ its controller's checkpoint state) and the validation every batch and output pas
 prompt, never a NaN later). No method math; imports torch (torch-free callers import methods.config).
 See docs/methods.md#python-api.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,18 +18,19 @@ from lead_recipes.methods.config import RecipeConfig, method_name
 @dataclass
 class RolloutBatch:
     """One step's rollouts, grouped by prompt: row q holds the G rollouts of prompt q."""
-    correct: "torch.Tensor"                    # [M, G] bool
-    lengths: "torch.Tensor"                    # [M, G] float32, response tokens incl. EOS (> 0)
-    max_new_tokens: int                        # the rollout cap (LEAD B_max, truncation cap)
-    truncated: "torch.Tensor | None" = None    # [M, G] bool
-    repetitive: "torch.Tensor | None" = None   # [M, G] bool
+
+    correct: "torch.Tensor"  # [M, G] bool
+    lengths: "torch.Tensor"  # [M, G] float32, response tokens incl. EOS (> 0)
+    max_new_tokens: int  # the rollout cap (LEAD B_max, truncation cap)
+    truncated: "torch.Tensor | None" = None  # [M, G] bool
+    repetitive: "torch.Tensor | None" = None  # [M, G] bool
 
 
 @dataclass
 class MethodOutput:
-    rewards: "torch.Tensor"                    # [M, G] float32, the shaped per-rollout reward
-    advantages: "torch.Tensor"                 # [M, G] float32, per-rollout scalar (broadcast over tokens later)
-    stats: dict[str, float]                    # named, finite; fixed key set per method (Method.STATS_KEYS)
+    rewards: "torch.Tensor"  # [M, G] float32, the shaped per-rollout reward
+    advantages: "torch.Tensor"  # [M, G] float32, per-rollout scalar (broadcast over tokens later)
+    stats: dict[str, float]  # named, finite; fixed key set per method (Method.STATS_KEYS)
 
 
 class Method:
@@ -37,6 +39,7 @@ class Method:
     Subclasses set `STATS_KEYS` and implement `from_config` and `_step`; stateful ones set `controller` (an
     object with state_dict / load_state_dict). Instances are plain picklable objects (no closures, no tensors held).
     """
+
     STATS_KEYS: tuple[str, ...] = ()
 
     @property
@@ -103,8 +106,10 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
         raise ValueError(f"expected a RolloutBatch, got {type(batch).__name__}")
     c = batch.correct
     if not isinstance(c, torch.Tensor) or c.dim() != 2:
-        raise ValueError(f"correct must be a 2-D [M prompts, G rollouts] tensor, got "
-                         f"{tuple(c.shape) if isinstance(c, torch.Tensor) else type(c).__name__}")
+        raise ValueError(
+            f"correct must be a 2-D [M prompts, G rollouts] tensor, got "
+            f"{tuple(c.shape) if isinstance(c, torch.Tensor) else type(c).__name__}"
+        )
     m, g = c.shape
     if m == 0:
         raise ValueError("the batch has no prompts (M = 0)")
@@ -122,15 +127,18 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
     lens = lens.double()
     lo_t, hi_t = torch.aminmax(lens)
     lo, hi = float(lo_t), float(hi_t)
-    if not (lo > 0 and hi <= mnt):   # NaN fails both comparisons; diagnose only on failure
-        for bad, what in ((~torch.isfinite(lens), "must be finite"), (lens <= 0, "must be > 0 tokens (EOS included)"),
-                          (lens > mnt, f"exceed max_new_tokens = {mnt}")):
+    if not (lo > 0 and hi <= mnt):  # NaN fails both comparisons; diagnose only on failure
+        for bad, what in (
+            (~torch.isfinite(lens), "must be finite"),
+            (lens <= 0, "must be > 0 tokens (EOS included)"),
+            (lens > mnt, f"exceed max_new_tokens = {mnt}"),
+        ):
             if bad.any():
                 q = _first_bad_row(bad)
                 raise ValueError(f"prompt {q}: lengths {what}: {lens[q].tolist()}")
     if batch.truncated is not None:
         trunc = _as_bool("truncated", batch.truncated, (m, g))
-    else:            # a response that reached the cap was cut off
+    else:  # a response that reached the cap was cut off
         trunc = lens >= mnt
     rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
     return RolloutBatch(correct=correct, lengths=lens, max_new_tokens=mnt, truncated=trunc, repetitive=rep)

@@ -2,14 +2,15 @@
 masked_whiten, token-weighted or per sequence) and the statistics every method logs. float64 arithmetic (a resumed
 controller sees the same bits); nothing method-specific, no I/O. See docs/methods.md.
 """
+
 from __future__ import annotations
 
 import torch
 
 from lead_recipes.methods.base import MethodOutput, RolloutBatch
 
-GROUP_EPS = 1e-6      # our choice (verl's value): ε of group normalisation for every method
-WHITEN_EPS = 1e-8     # verl masked_whiten, inside rsqrt
+GROUP_EPS = 1e-6  # our choice (verl's value): ε of group normalisation for every method
+WHITEN_EPS = 1e-8  # verl masked_whiten, inside rsqrt
 
 
 def group_normalize(r: torch.Tensor, eps: float = GROUP_EPS) -> torch.Tensor:
@@ -33,17 +34,30 @@ def whiten(a: torch.Tensor, lengths: torch.Tensor, mode: str = "token") -> tuple
     return (a - mean) * torch.rsqrt(var + WHITEN_EPS), float(mean), float(var.sqrt())
 
 
-BASE_STATS = ("accuracy", "mean_length", "truncated_frac", "reward_mean", "reward_std", "advantage_mean",
-              "advantage_abs_mean", "zero_advantage_groups")
+BASE_STATS = (
+    "accuracy",
+    "mean_length",
+    "truncated_frac",
+    "reward_mean",
+    "reward_std",
+    "advantage_mean",
+    "advantage_abs_mean",
+    "zero_advantage_groups",
+)
 
 
 def base_stats(b: RolloutBatch, rewards: torch.Tensor, adv: torch.Tensor) -> dict[str, float]:
     """The statistics every method logs (first, in this order); reward_std is unbiased over all M·G rollouts."""
-    return {"accuracy": float(b.correct.double().mean()), "mean_length": float(b.lengths.mean()),
-            "truncated_frac": float(b.truncated.double().mean()), "reward_mean": float(rewards.mean()),
-            "reward_std": float(rewards.std(correction=1)), "advantage_mean": float(adv.mean()),
-            "advantage_abs_mean": float(adv.abs().mean()),
-            "zero_advantage_groups": float((adv == 0).all(1).double().mean())}
+    return {
+        "accuracy": float(b.correct.double().mean()),
+        "mean_length": float(b.lengths.mean()),
+        "truncated_frac": float(b.truncated.double().mean()),
+        "reward_mean": float(rewards.mean()),
+        "reward_std": float(rewards.std(correction=1)),
+        "advantage_mean": float(adv.mean()),
+        "advantage_abs_mean": float(adv.abs().mean()),
+        "zero_advantage_groups": float((adv == 0).all(1).double().mean()),
+    }
 
 
 def finish(b: RolloutBatch, rewards: torch.Tensor, adv: torch.Tensor, extra: dict[str, float]) -> MethodOutput:

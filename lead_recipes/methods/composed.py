@@ -3,30 +3,67 @@
 switchable (--recipe.composed.*); each part's hyperparameters come from its method's section. Every part off but one
 reduces to that method (tests/test_methods_composed.py). See docs/methods.md#composed.
 """
+
 from __future__ import annotations
 
 import torch
 
-from lead_recipes.methods.controllers import ComposedController, LeadController, LeashController
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
 from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig, RecipeConfig
+from lead_recipes.methods.controllers import ComposedController, LeadController, LeashController
 from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight
 from lead_recipes.methods.lead import length_reward, psi_statistics
 from lead_recipes.methods.leash import length_excess
 
-PSI_STATS = ("solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l",
-             "potential_c", "potential_l", "psi_c", "psi_l", "target_lambda_c", "target_lambda_l", "ema_skipped")
+PSI_STATS = (
+    "solved_prompts",
+    "mu_c",
+    "sigma_c",
+    "mu_l",
+    "sigma_l",
+    "cv_c",
+    "cv_l",
+    "cvt_c",
+    "cvt_l",
+    "potential_c",
+    "potential_l",
+    "psi_c",
+    "psi_l",
+    "target_lambda_c",
+    "target_lambda_l",
+    "ema_skipped",
+)
 EXTRA_STATS = PSI_STATS + (
-    "lambda_c", "lambda_l", "target_length_mean", "reward_c_mean", "reward_l_mean", "whiten_mean", "whiten_std",
-    "difficulty_rho_mean", "budget_tokens", "constraint", "over_target_frac",
-    "clipped_frac", "budget_penalty_mean")
+    "lambda_c",
+    "lambda_l",
+    "target_length_mean",
+    "reward_c_mean",
+    "reward_l_mean",
+    "whiten_mean",
+    "whiten_std",
+    "difficulty_rho_mean",
+    "budget_tokens",
+    "constraint",
+    "over_target_frac",
+    "clipped_frac",
+    "budget_penalty_mean",
+)
 
 
-def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
-             repetitive: torch.Tensor | None, b_max: float, budget_tokens: float, lam: float, parts: ComposedConfig,
-             lead_cfg: LeadConfig, grpo_lead_cfg: GrpoLeadConfig,
-             psi: LeadController) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
+def composed(
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    truncated: torch.Tensor,
+    repetitive: torch.Tensor | None,
+    b_max: float,
+    budget_tokens: float,
+    lam: float,
+    parts: ComposedConfig,
+    lead_cfg: LeadConfig,
+    grpo_lead_cfg: GrpoLeadConfig,
+    psi: LeadController,
+) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
     """One composed step on a validated batch with budget multiplier `lam` (λ_t). Advances `psi` when the length
     channel is on (its only side effect). Returns (rewards, advantages, ĝ for the dual update, statistics)."""
     stats = dict.fromkeys(EXTRA_STATS, 0.0)
@@ -46,21 +83,25 @@ def composed(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tens
         excess = length_excess(lengths, budget_tokens)
         g_hat = float(excess.mean())
         penalty = lam * excess.clamp(min=0.0)
-        stats.update(budget_tokens=float(budget_tokens), constraint=g_hat,
-                     over_target_frac=float((excess > 0).double().mean()),
-                     budget_penalty_mean=float(penalty.mean()))
+        stats.update(
+            budget_tokens=float(budget_tokens),
+            constraint=g_hat,
+            over_target_frac=float((excess > 0).double().mean()),
+            budget_penalty_mean=float(penalty.mean()),
+        )
     if parts.length_reward == "lead":
         r_lead, target = length_reward(ok, lengths, b_max, lead_cfg)
         unclipped = r_lead - penalty
         r_l = unclipped.clamp(min=-1.0)
         stats["clipped_frac"] = float((unclipped < -1.0).double().mean())
-        stats.update(psi_statistics(ok, r_l, lead_cfg.alpha))   # on the reward the policy is trained on
+        stats.update(psi_statistics(ok, r_l, lead_cfg.alpha))  # on the reward the policy is trained on
         stats.update(psi.update(stats["psi_c"], stats["psi_l"]))
         lam_c, lam_l = psi.lambda_c, psi.lambda_l
         adv = lam_c * group_normalize(r_c) + lam_l * group_normalize(r_l)
         rewards = lam_c * r_c + lam_l * r_l
-        stats.update(lambda_c=lam_c, lambda_l=lam_l, target_length_mean=float(target.mean()),
-                     reward_l_mean=float(r_l.mean()))
+        stats.update(
+            lambda_c=lam_c, lambda_l=lam_l, target_length_mean=float(target.mean()), reward_l_mean=float(r_l.mean())
+        )
     else:
         unclipped = r_c - penalty
         floor = r_c.clamp(max=r_wrong)
@@ -87,11 +128,23 @@ class ComposedMethod(Method):
         super().__init__(config)
         self.lead, self.grpo_lead, self.leash = lead, grpo_lead, leash
         self.controller = ComposedController(
-            psi=LeadController(beta_ema=lead.beta_ema, lambda_min=lead.lambda_min,
-                               static_lambda_c=lead.static_lambda_c, decay_on_zero_psi=lead.ref_code_psi_decay_enable),
-            dual=LeashController(lr=leash.lr, beta1=leash.adam_beta1, beta2=leash.adam_beta2, eps=leash.adam_eps,
-                                 lambda_min=leash.lambda_min, lambda_max=leash.lambda_max,
-                                 constant=leash.constant_lambda_enable, lam=leash.lambda_init))
+            psi=LeadController(
+                beta_ema=lead.beta_ema,
+                lambda_min=lead.lambda_min,
+                static_lambda_c=lead.static_lambda_c,
+                decay_on_zero_psi=lead.ref_code_psi_decay_enable,
+            ),
+            dual=LeashController(
+                lr=leash.lr,
+                beta1=leash.adam_beta1,
+                beta2=leash.adam_beta2,
+                eps=leash.adam_eps,
+                lambda_min=leash.lambda_min,
+                lambda_max=leash.lambda_max,
+                constant=leash.constant_lambda_enable,
+                lam=leash.lambda_init,
+            ),
+        )
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "ComposedMethod":
@@ -102,8 +155,19 @@ class ComposedMethod(Method):
         budget = self.config.budget_tokens or b_max / 2.0
         budget_on = self.config.budget == "leash"
         lam = self.controller.dual.lam if budget_on else 0.0
-        r, a, g_hat, extra = composed(b.correct, b.lengths, b.truncated, b.repetitive, b_max, budget, lam,
-                                      self.config, self.lead, self.grpo_lead, self.controller.psi)
+        r, a, g_hat, extra = composed(
+            b.correct,
+            b.lengths,
+            b.truncated,
+            b.repetitive,
+            b_max,
+            budget,
+            lam,
+            self.config,
+            self.lead,
+            self.grpo_lead,
+            self.controller.psi,
+        )
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.dual.update(g_hat) if budget_on else lam
         return finish(b, r, a, extra)

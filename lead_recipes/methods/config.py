@@ -3,6 +3,7 @@ range, help), the method registry `REGISTRY` every list of methods derives from,
 configuration `build_method` takes. Torch-free (the launcher validates recipes without the training stack); no
 method math. See docs/methods.md#flags-recipe and CONTRIBUTING.md#adding-a-method.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,25 +39,40 @@ LENGTH_REWARDS = ("conditioned", "classic", "lead")
 class ScalarizedConfig:
     """LEAD's scalarised GRPO baseline (arXiv 2605.09806, Table 2): R = w_c·1[correct] + w_l·r_len, then group
     normalisation."""
+
     correct_weight: float = _f(0.5, "weight w_c on 1[correct] (LEAD sweep: λ1 = 1/(1+ratio); paper best 1:1)", ge=0)
     length_weight: float = _f(0.5, "weight w_l on the length reward (paper best 1:1 ⇒ 0.5)", ge=0)
-    length_reward: str = _f("conditioned", "conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script); classic = "
-                            "1[l ≤ T]; lead = LEAD's r_l (Eq. 9, uses --recipe.lead.aggregator/l_min)",
-                            LENGTH_REWARDS)
-    length_threshold: float = _f(2000.0, "T in tokens for conditioned/classic (reference code: 2000, counted as "
-                                 "chars/4 there; here real response tokens)", gt=0)
+    length_reward: str = _f(
+        "conditioned",
+        "conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script); classic = "
+        "1[l ≤ T]; lead = LEAD's r_l (Eq. 9, uses --recipe.lead.aggregator/l_min)",
+        LENGTH_REWARDS,
+    )
+    length_threshold: float = _f(
+        2000.0,
+        "T in tokens for conditioned/classic (reference code: 2000, counted as "
+        "chars/4 there; here real response tokens)",
+        gt=0,
+    )
 
 
 @dataclass(frozen=True)
 class GdpoConfig:
     """GDPO (arXiv 2601.05242): per-channel group normalisation, static weights, batch whitening."""
-    correct_weight: float = _f(1.0, "weight on the correctness channel's advantage (verl snippet: unweighted sum)", ge=0)
+
+    correct_weight: float = _f(
+        1.0, "weight on the correctness channel's advantage (verl snippet: unweighted sum)", ge=0
+    )
     length_weight: float = _f(1.0, "weight on the length channel's advantage", ge=0)
-    length_reward: str = _f("conditioned", "length channel: conditioned / classic / lead (see grpo_scalarized)",
-                            LENGTH_REWARDS)
+    length_reward: str = _f(
+        "conditioned", "length channel: conditioned / classic / lead (see grpo_scalarized)", LENGTH_REWARDS
+    )
     length_threshold: float = _f(2000.0, "T in tokens for conditioned/classic length rewards", gt=0)
-    whiten: str = _f("token", "batch whitening: token (verl masked_whiten, LEAD's re-implementation) or sequence "
-                     "(TRL)", ("token", "sequence"))
+    whiten: str = _f(
+        "token",
+        "batch whitening: token (verl masked_whiten, LEAD's re-implementation) or sequence (TRL)",
+        ("token", "sequence"),
+    )
 
 
 AGGREGATORS = ("mean_correct", "min_correct", "median_correct", "mean_all")
@@ -66,51 +82,80 @@ UNSOLVED_LENGTH = ("sentinel", "flat")
 @dataclass(frozen=True)
 class LeadConfig:
     """LEAD (arXiv 2605.09806): decoupled normalisation, PSI controller, symmetric target-length reward."""
-    aggregator: str = _f("mean_correct", "L*_q aggregator (paper/code: mean_correct; Table-3 ablations: "
-                         "min_correct, median_correct, mean_all)", AGGREGATORS)
+
+    aggregator: str = _f(
+        "mean_correct",
+        "L*_q aggregator (paper/code: mean_correct; Table-3 ablations: min_correct, median_correct, mean_all)",
+        AGGREGATORS,
+    )
     l_min: float = _f(1000.0, "L_min clamp on L*_q in tokens (paper and code: 1000, hard-coded there)", gt=0)
-    b_max: int | None = _f(None, "B_max in tokens; default: the rollout max_new_tokens (paper: 4000; code main "
-                           "script: 8000)", gt=0)
+    b_max: int | None = _f(
+        None, "B_max in tokens; default: the rollout max_new_tokens (paper: 4000; code main script: 8000)", gt=0
+    )
     alpha: float = _f(1.0, "potential exponent α (code: 1.0)", gt=0)
     beta_ema: float = _f(0.95, "EMA factor β_ema (code: 0.95; paper: 0.9–0.95)", ge=0, lt=1)
     lambda_min: float = _f(0.3, "floor on λ_c (code: 0.3)", ge=0, le=1)
-    static_lambda_c: float | None = _f(None, "constant λ_c (λ_l = 1-λ_c), no controller: the 'LEAD static' "
-                                       "ablation (code: lead_static_lambda_corr)", ge=0, le=1)
-    whiten: str = _f("token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence",
-                     ("token", "sequence"))
-    unsolved_length: str = _f("sentinel", "length reward in groups with no correct rollout: sentinel = L* = B_max "
-                              "(paper Eq. 8: pays longer answers there); flat = ours, not in the paper: r_l = 1 for "
-                              "every rollout, so no length advantage there", UNSOLVED_LENGTH)
-    ref_code_psi_decay_enable: bool = _f(False, "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
-                                         "toward (0, 0) (default: skip that step's update)")
+    static_lambda_c: float | None = _f(
+        None,
+        "constant λ_c (λ_l = 1-λ_c), no controller: the 'LEAD static' ablation (code: lead_static_lambda_corr)",
+        ge=0,
+        le=1,
+    )
+    whiten: str = _f(
+        "token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence", ("token", "sequence")
+    )
+    unsolved_length: str = _f(
+        "sentinel",
+        "length reward in groups with no correct rollout: sentinel = L* = B_max "
+        "(paper Eq. 8: pays longer answers there); flat = ours, not in the paper: r_l = 1 for "
+        "every rollout, so no length advantage there",
+        UNSOLVED_LENGTH,
+    )
+    ref_code_psi_decay_enable: bool = _f(
+        False,
+        "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
+        "toward (0, 0) (default: skip that step's update)",
+    )
 
 
 @dataclass(frozen=True)
 class GrpoLeadConfig:
     """GRPO-LEAD (arXiv 2504.09696): length-dependent accuracy reward, −1 for wrong, difficulty-aware reweighting."""
+
     alpha: float = _f(0.05, "α in exp(−α z) (paper and code: 0.05); 0 turns the length reward off (stage 2)", ge=0)
     weight_min: float = _f(0.4, "A, the lower asymptote of w(ρ) (paper: 0.4)", gt=0)
     weight_max: float = _f(1.5, "B, the upper asymptote of w(ρ) (paper: 1.5)", gt=0)
     rho0: float = _f(0.75, "ρ_0, the midpoint of w(ρ) (paper: 0.75)", ge=0, le=1)
     steepness: float = _f(10.0, "k, the steepness of w(ρ) (paper: 10)")
-    repetition_penalty_enable: bool = _f(False, "stage 2: incorrect repetitive responses (authors' code detector) get "
-                                         "--recipe.grpo_lead.repetition_reward")
+    repetition_penalty_enable: bool = _f(
+        False,
+        "stage 2: incorrect repetitive responses (authors' code detector) get --recipe.grpo_lead.repetition_reward",
+    )
     repetition_reward: float = _f(-1.5, "reward of a repetitive incorrect response (paper: −1.5; code: −2)")
-    ref_code_length_gate_enable: bool = _f(False, "reference-code behaviour: shape correct rewards only when the "
-                                           "mean of the 3 shortest lengths in the group exceeds the gate")
+    ref_code_length_gate_enable: bool = _f(
+        False,
+        "reference-code behaviour: shape correct rewards only when the "
+        "mean of the 3 shortest lengths in the group exceeds the gate",
+    )
     ref_code_length_gate_tokens: float = _f(4000.0, "the gate for ref_code_length_gate_enable (code: 4000)", gt=0)
-    ref_code_truncated_zero_enable: bool = _f(False, "reference-code behaviour: truncated (format-failed) responses"
-                                              " get 0 instead of the paper's −1")
-    ref_code_sigma_one_enable: bool = _f(False, "reference-code behaviour: σ := 1 when fewer than 2 correct "
-                                         "(paper: σ := 0; both give z = 0)")
-    ref_code_rejection_enable: bool = _f(False, "reference-code behaviour: reject groups with no positive reward "
-                                         "or all rewards exactly 1 (their advantages are set to 0)")
+    ref_code_truncated_zero_enable: bool = _f(
+        False, "reference-code behaviour: truncated (format-failed) responses get 0 instead of the paper's −1"
+    )
+    ref_code_sigma_one_enable: bool = _f(
+        False, "reference-code behaviour: σ := 1 when fewer than 2 correct (paper: σ := 0; both give z = 0)"
+    )
+    ref_code_rejection_enable: bool = _f(
+        False,
+        "reference-code behaviour: reject groups with no positive reward "
+        "or all rewards exactly 1 (their advantages are set to 0)",
+    )
 
 
 @dataclass(frozen=True)
 class LeashConfig:
     """Leash (arXiv 2512.21540): clipped one-sided length penalty with an Adam-updated Lagrange multiplier (the
     optimiser settings are our choice, see docs/methods.md)."""
+
     target_length: float = _f(4096.0, "L_t in tokens (paper, 1.5B: 4096)", gt=0)
     lr: float = _f(1e-2, "Adam learning rate η_λ for λ (reconstructed; paper value unknown)", gt=0)
     lambda_init: float = _f(0.0, "λ_0 (reconstructed)")
@@ -125,6 +170,7 @@ class LeashConfig:
 @dataclass(frozen=True)
 class ShorterBetterConfig:
     """ShorterBetter (arXiv 2504.21370): r = α·1[correct] − β·|l − SOL|."""
+
     alpha: float = _f(2.0, "α, the correctness reward (paper and code: 2.0; paper also reports 1.0)", gt=0)
     beta: float = _f(0.001, "β, the per-token distance penalty (code: 0.001)", ge=0)
 
@@ -136,35 +182,58 @@ COMPOSED_CORRECT = ("binary", "signed", "grpo_lead")
 class ComposedConfig:
     """The composed method: which parts of LEAD, GRPO-LEAD and Leash are on. Each part's own hyperparameters are
     read from its method's section (--recipe.lead.*, --recipe.grpo_lead.*, --recipe.leash.*), never duplicated."""
-    correct_reward: str = _f("binary", "correctness channel: binary = 1[correct] (LEAD), signed = ±1 (Leash/DAPO), "
-                             "grpo_lead = exp(−α z) if correct else −1 (GRPO-LEAD, --recipe.grpo_lead.*)",
-                             COMPOSED_CORRECT)
-    length_reward: str = _f("lead", "length channel: lead = LEAD's r_l with PSI (or static) weights and BatchWhiten "
-                            "(--recipe.lead.*); none = the correctness channel alone, plain group normalisation",
-                            ("lead", "none"))
-    difficulty: str = _f("grpo_lead", "grpo_lead = GRPO-LEAD's logistic reweighting w(ρ) / w(1 − ρ) of the combined "
-                         "advantage (--recipe.grpo_lead.weight_min/weight_max/rho0/steepness); none = off",
-                         ("grpo_lead", "none"))
-    budget: str = _f("leash", "leash = a Lagrange multiplier λ (Adam, --recipe.leash.lr/lambda_*/adam_*) that adds "
-                     "−λ·max(0, l/L_t − 1) to the length channel (to the correctness channel when there is none); "
-                     "none = off", ("leash", "none"))
-    budget_tokens: float | None = _f(None, "L_t of the budget in tokens; default B_max / 2 (B_max = "
-                                     "--recipe.lead.b_max or the rollout max_new_tokens)", gt=0)
+
+    correct_reward: str = _f(
+        "binary",
+        "correctness channel: binary = 1[correct] (LEAD), signed = ±1 (Leash/DAPO), "
+        "grpo_lead = exp(−α z) if correct else −1 (GRPO-LEAD, --recipe.grpo_lead.*)",
+        COMPOSED_CORRECT,
+    )
+    length_reward: str = _f(
+        "lead",
+        "length channel: lead = LEAD's r_l with PSI (or static) weights and BatchWhiten "
+        "(--recipe.lead.*); none = the correctness channel alone, plain group normalisation",
+        ("lead", "none"),
+    )
+    difficulty: str = _f(
+        "grpo_lead",
+        "grpo_lead = GRPO-LEAD's logistic reweighting w(ρ) / w(1 − ρ) of the combined "
+        "advantage (--recipe.grpo_lead.weight_min/weight_max/rho0/steepness); none = off",
+        ("grpo_lead", "none"),
+    )
+    budget: str = _f(
+        "leash",
+        "leash = a Lagrange multiplier λ (Adam, --recipe.leash.lr/lambda_*/adam_*) that adds "
+        "−λ·max(0, l/L_t − 1) to the length channel (to the correctness channel when there is none); "
+        "none = off",
+        ("leash", "none"),
+    )
+    budget_tokens: float | None = _f(
+        None,
+        "L_t of the budget in tokens; default B_max / 2 (B_max = --recipe.lead.b_max or the rollout max_new_tokens)",
+        gt=0,
+    )
 
 
 @dataclass(frozen=True)
 class GuardConfig:
     """Stop when the grader fails (lead_recipes.training.guard); applies to every method."""
-    grade_failure_max: float = _f(0.5, "stop when the share of samples graded error or timeout stays above this "
-                                  "(1 = never stop)", ge=0, le=1)
+
+    grade_failure_max: float = _f(
+        0.5, "stop when the share of samples graded error or timeout stays above this (1 = never stop)", ge=0, le=1
+    )
     grade_failure_steps: int = _f(3, "... for this many consecutive steps", ge=1)
 
 
 @dataclass(frozen=True)
 class ResumeConfig:
     """What a resume from a checkpoint accepts (lead_recipes.training.resume); applies to every method."""
-    settings_change_enable: bool = _f(False, "resume even when the method's settings differ from those saved with "
-                                      "the checkpoint (each change is logged once); default: refuse, naming them")
+
+    settings_change_enable: bool = _f(
+        False,
+        "resume even when the method's settings differ from those saved with "
+        "the checkpoint (each change is logged once); default: refuse, naming them",
+    )
 
 
 @dataclass(frozen=True)
@@ -172,6 +241,7 @@ class MethodEntry:
     """One method: its `--recipe.method` name, its Method class as "module:Class" (imported only by `load`, so this
     module stays torch-free), its config dataclass (flags `--recipe.<section>.*`, section = name with '-' → '_')
     and its reference recipe (launchers/recipes/<recipe>.yaml); the stats keys are the class's STATS_KEYS."""
+
     name: str
     method: str
     config: type
@@ -194,8 +264,12 @@ REGISTRY = (
     MethodEntry("lead", "lead_recipes.methods.lead:LeadMethod", LeadConfig, "lead-1.5b"),
     MethodEntry("grpo-lead", "lead_recipes.methods.grpo_lead:GrpoLeadMethod", GrpoLeadConfig, "grpo-lead-7b"),
     MethodEntry("leash", "lead_recipes.methods.leash:LeashMethod", LeashConfig, "leash-1.5b"),
-    MethodEntry("shorter-better", "lead_recipes.methods.shorter_better:ShorterBetterMethod", ShorterBetterConfig,
-                "shorter-better-1.5b"),
+    MethodEntry(
+        "shorter-better",
+        "lead_recipes.methods.shorter_better:ShorterBetterMethod",
+        ShorterBetterConfig,
+        "shorter-better-1.5b",
+    ),
     MethodEntry("composed", "lead_recipes.methods.composed:ComposedMethod", ComposedConfig, "composed-1.5b"),
 )
 METHODS = tuple(e.name for e in REGISTRY)
@@ -216,6 +290,8 @@ def entry(method: str) -> MethodEntry:
         if e.name == method:
             return e
     raise KeyError(f"--recipe.method must be one of {', '.join(METHODS)}, got {method!r}")
+
+
 # flag section (the word after --recipe.) -> config class: one per method, plus `guard` and `resume` for every method
 SECTIONS = {**{e.section: e.config for e in REGISTRY}, "guard": GuardConfig, "resume": ResumeConfig}
 
@@ -241,12 +317,17 @@ def _of(cls, recipe: Any = None) -> "RecipeConfig":
 
 
 RecipeConfig = dataclasses.make_dataclass(
-    "RecipeConfig", [("method", str, field(default=DEFAULT_METHOD))]
+    "RecipeConfig",
+    [("method", str, field(default=DEFAULT_METHOD))]
     + [(name, cls, field(default_factory=cls)) for name, cls in SECTIONS.items()],
-    namespace={"of": classmethod(_of), "__doc__": """The whole `--recipe.*` configuration: the method and one field
+    namespace={
+        "of": classmethod(_of),
+        "__doc__": """The whole `--recipe.*` configuration: the method and one field
     per section (unused sections keep their defaults), e.g. RecipeConfig(method="lead", lead=LeadConfig(l_min=500.0)).
-    Build one with `RecipeConfig.of` (from YAML or flags, validated); `build_method` takes it."""},
-    frozen=True)
+    Build one with `RecipeConfig.of` (from YAML or flags, validated); `build_method` takes it.""",
+    },
+    frozen=True,
+)
 RecipeConfig.__module__ = __name__  # where pickle finds it
 
 
@@ -321,9 +402,14 @@ def validate_section(section: str, sec: Any) -> None:
 def validate(cfg: RecipeConfig) -> None:
     """Raise ValueError naming the offending --recipe.* flag when a value has the wrong type or range."""
     if getattr(cfg, "method", None) not in METHODS:
-        raise ValueError(f"--recipe.method must be one of {', '.join(METHODS)}, got {getattr(cfg, 'method', None)!r}"
-                         + (" (DRPO is a loss, not an advantage method: not supported)"
-                            if str(getattr(cfg, "method", "")).lower() == "drpo" else ""))
+        raise ValueError(
+            f"--recipe.method must be one of {', '.join(METHODS)}, got {getattr(cfg, 'method', None)!r}"
+            + (
+                " (DRPO is a loss, not an advantage method: not supported)"
+                if str(getattr(cfg, "method", "")).lower() == "drpo"
+                else ""
+            )
+        )
     for section in SECTIONS:
         validate_section(section, getattr(cfg, section))
     for section in ("grpo_scalarized", "gdpo"):
@@ -331,12 +417,17 @@ def validate(cfg: RecipeConfig) -> None:
         if sec.correct_weight == 0 and sec.length_weight == 0:
             raise ValueError(f"--recipe.{section}.correct_weight and --recipe.{section}.length_weight are both 0")
     if cfg.method == "composed" and cfg.grpo_lead.ref_code_rejection_enable:
-        raise ValueError("--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method "
-                         "composed (group rejection is a GRPO-LEAD training-loop option, not a reweighting)")
+        raise ValueError(
+            "--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method "
+            "composed (group rejection is a GRPO-LEAD training-loop option, not a reweighting)"
+        )
     le = cfg.leash
     if not le.lambda_min <= le.lambda_max:
-        raise ValueError(f"--recipe.leash.lambda_max must be ≥ --recipe.leash.lambda_min ({le.lambda_min}), "
-                         f"got {le.lambda_max}")
+        raise ValueError(
+            f"--recipe.leash.lambda_max must be ≥ --recipe.leash.lambda_min ({le.lambda_min}), got {le.lambda_max}"
+        )
     if not le.lambda_min <= le.lambda_init <= le.lambda_max:
-        raise ValueError(f"--recipe.leash.lambda_init must be in [lambda_min, lambda_max] = "
-                         f"[{le.lambda_min}, {le.lambda_max}], got {le.lambda_init}")
+        raise ValueError(
+            f"--recipe.leash.lambda_init must be in [lambda_min, lambda_max] = "
+            f"[{le.lambda_min}, {le.lambda_max}], got {le.lambda_init}"
+        )

@@ -3,12 +3,13 @@ multiplier λ with its Adam moments (arXiv 2512.21540; the optimiser settings ar
 method's pair of both under one flat state. Plain Python floats only, so `state_dict()` is JSON-able and a save →
 load round trip restores the exact bits; no tensors, files or args. See docs/methods.md#python-api.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-PSI_EPS = 1e-8   # LEAD Eqs. 4-7: ε of the PSI normalisation and of the "Ψ_c = Ψ_l = 0" test
+PSI_EPS = 1e-8  # LEAD Eqs. 4-7: ε of the PSI normalisation and of the "Ψ_c = Ψ_l = 0" test
 
 
 def _float(state: dict, key: str, kind: str) -> float:
@@ -34,6 +35,7 @@ class LeadController:
     The stored state is the un-floored w (reference code). When Ψ_c + Ψ_l < ε the update is skipped (our choice) unless
     `decay_on_zero_psi` (reference code: the EMA then shrinks toward (0, 0)). With `static_lambda_c` set, λ_c is that
     constant and w never moves (LEAD-static ablation)."""
+
     beta_ema: float = 0.95
     lambda_min: float = 0.3
     static_lambda_c: float | None = None
@@ -63,8 +65,13 @@ class LeadController:
         return {"target_lambda_c": t_c, "target_lambda_l": t_l, "ema_skipped": float(skipped)}
 
     def state_dict(self) -> dict:
-        return {"w_c": self.w_c, "w_l": self.w_l, "step": self.step,
-                "lambda_c": self.lambda_c, "lambda_l": self.lambda_l}
+        return {
+            "w_c": self.w_c,
+            "w_l": self.w_l,
+            "step": self.step,
+            "lambda_c": self.lambda_c,
+            "lambda_l": self.lambda_l,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if not isinstance(state, dict):
@@ -80,6 +87,7 @@ class LeashController:
     """λ ≥ 0 for the constraint E[l/L_t − 1] ≤ 0. After each batch, Adam minimises −λ·ĝ (gradient −ĝ), then λ is
     projected to [λ_min, λ_max]: λ grows while lengths exceed L_t, shrinks when under (Leash). Adam follows
     torch.optim.Adam's arithmetic (bias-corrected, ε added to the corrected √v). `constant` = Leash-C."""
+
     lr: float = 1e-2
     beta1: float = 0.9
     beta2: float = 0.999
@@ -100,8 +108,8 @@ class LeashController:
         self.step += 1
         self.m = self.beta1 * self.m + (1.0 - self.beta1) * grad
         self.v = self.beta2 * self.v + (1.0 - self.beta2) * grad * grad
-        bc1 = 1.0 - self.beta1 ** self.step
-        bc2 = 1.0 - self.beta2 ** self.step
+        bc1 = 1.0 - self.beta1**self.step
+        bc2 = 1.0 - self.beta2**self.step
         denom = math.sqrt(self.v) / math.sqrt(bc2) + self.eps
         self.lam = min(max(self.lam - (self.lr / bc1) * self.m / denom, self.lambda_min), self.lambda_max)
         return self.lam
@@ -123,6 +131,7 @@ class ComposedController:
     """The composed method's controller: LEAD's PSI EMA (`psi`) and Leash's dual variable (`dual`), each with its
     own update rule, saved as one flat state. Flat keys keep `lead-recipes replay` plotting both trajectories; the
     dual optimiser's step count is stored as `dual_step` next to the EMA's `step`."""
+
     psi: LeadController
     dual: LeashController
 
@@ -139,7 +148,7 @@ class ComposedController:
         unknown = sorted(set(state) - set(psi_keys) - set(dual_keys))
         if unknown:
             raise ValueError(f"composed controller state has unknown keys {unknown}")
-        psi, dual = LeadController(), LeashController()   # load into scratch copies first: all checked, then set
+        psi, dual = LeadController(), LeashController()  # load into scratch copies first: all checked, then set
         psi.load_state_dict({k: state[k] for k in psi_keys if k in state})
         dual_step = _int(state, "dual_step", "composed")
         dual.load_state_dict({**{k: state[k] for k in dual_keys[:3] if k in state}, "step": dual_step})

@@ -2,6 +2,7 @@
 group-normalised, A = BatchWhiten(w_c A_c + w_l A_l) with static weights. Stateless.
 See docs/methods.md#equations-gdpo.
 """
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,9 @@ from lead_recipes.methods.config import GdpoConfig, LeadConfig, RecipeConfig
 from lead_recipes.methods.grpo import length_channel
 
 
-def gdpo(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig,
-         lead: LeadConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+def gdpo(
+    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig, lead: LeadConfig
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """A_c, A_l and their whitened static combination. Returns (rewards w_c r_c + w_l r_len, advantages, statistics)."""
     r_c = correct.double()
     r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)

@@ -2,17 +2,19 @@
 `grpo-scalarized`, LEAD's scalarised baseline R = w_c·1[correct] + w_l·r_len then group norm (arXiv 2605.09806,
 Table 2); the length channels r_len are shared with GDPO. Stateless. See docs/methods.md#equations-grpo.
 """
+
 from __future__ import annotations
 
 import torch
 
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
-from lead_recipes.methods.config import GrpoConfig, LeadConfig, RecipeConfig, ScalarizedConfig
+from lead_recipes.methods.config import LeadConfig, RecipeConfig, ScalarizedConfig
 
 
-def length_channel(kind: str, correct: torch.Tensor, lengths: torch.Tensor, threshold: float,
-                   b_max: float, lead: LeadConfig) -> torch.Tensor:
+def length_channel(
+    kind: str, correct: torch.Tensor, lengths: torch.Tensor, threshold: float, b_max: float, lead: LeadConfig
+) -> torch.Tensor:
     """The length reward r_len [M, G] named by `kind`: conditioned, classic or lead (docs/methods.md#equations-grpo)."""
     if kind == "conditioned":
         return (correct & (lengths <= threshold)).double()
@@ -20,6 +22,7 @@ def length_channel(kind: str, correct: torch.Tensor, lengths: torch.Tensor, thre
         return (lengths <= threshold).double()
     if kind == "lead":
         from lead_recipes.methods.lead import efficiency_reward, target_lengths
+
         return efficiency_reward(lengths, target_lengths(correct, lengths, b_max, lead.aggregator, lead.l_min))
     raise ValueError(f"unknown length reward {kind!r}")
 
@@ -30,8 +33,9 @@ def grpo(correct: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, to
     return r, group_normalize(r)
 
 
-def grpo_scalarized(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: ScalarizedConfig,
-                    lead: LeadConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def grpo_scalarized(
+    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: ScalarizedConfig, lead: LeadConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Scalarised GRPO. Returns (rewards, advantages, r_len)."""
     r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
     r = cfg.correct_weight * correct.double() + cfg.length_weight * r_len

@@ -2,6 +2,7 @@
 correct rollout, −1 otherwise (repetition penalty optional), difficulty reweighting A' = Ã·w(ρ) or Ã·w(1 − ρ);
 the reference code's behaviours are `ref_code_*` options. Stateless. See docs/methods.md#equations-grpo-lead.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,19 +18,24 @@ def difficulty_weight(rho: torch.Tensor | float, cfg: GrpoLeadConfig):
     return cfg.weight_min + (cfg.weight_max - cfg.weight_min) / (1 + torch.exp(cfg.steepness * (rho - cfg.rho0)))
 
 
-def accuracy_reward(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
-                    repetitive: torch.Tensor | None, cfg: GrpoLeadConfig) -> torch.Tensor:
+def accuracy_reward(
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    truncated: torch.Tensor,
+    repetitive: torch.Tensor | None,
+    cfg: GrpoLeadConfig,
+) -> torch.Tensor:
     """R [M, G]: exp(−α z) for a correct rollout, −1 otherwise, with the reference-code options and the
     repetition penalty (docs/methods.md#equations-grpo-lead)."""
     ok = correct & ~truncated
     n_ok = ok.sum(1, keepdim=True)
     mu = torch.where(ok, lengths, 0.0).sum(1, keepdim=True) / n_ok.clamp(min=1)
-    dev = torch.where(ok, lengths - mu, 0.0)        # 0 off the correct rollouts: their z is 0, exp(−α z) finite
+    dev = torch.where(ok, lengths - mu, 0.0)  # 0 off the correct rollouts: their z is 0, exp(−α z) finite
     sigma = torch.where(n_ok >= 2, (dev.square().sum(1, keepdim=True) / (n_ok - 1).clamp(min=1)).sqrt(), 0.0)
     if cfg.ref_code_sigma_one_enable:
         sigma = torch.where(n_ok >= 2, sigma, 1.0)
     shaped = torch.exp(-cfg.alpha * dev / (sigma + GROUP_EPS))
-    if cfg.ref_code_length_gate_enable:   # length shaping only when the 3 shortest responses average above the gate
+    if cfg.ref_code_length_gate_enable:  # length shaping only when the 3 shortest responses average above the gate
         shortest3 = lengths.topk(min(3, lengths.shape[1]), dim=1, largest=False).values.mean(1, keepdim=True)
         shaped = torch.where(shortest3 > cfg.ref_code_length_gate_tokens, shaped, 1.0)
     r = torch.where(ok, shaped, -1.0)
@@ -37,8 +43,10 @@ def accuracy_reward(correct: torch.Tensor, lengths: torch.Tensor, truncated: tor
         r = torch.where(truncated, 0.0, r)
     if cfg.repetition_penalty_enable:
         if repetitive is None:
-            raise ValueError("--recipe.grpo_lead.repetition_penalty_enable needs per-rollout repetition flags "
-                             "(RolloutBatch.repetitive, from lead_recipes.grading.repetition.is_repetitive)")
+            raise ValueError(
+                "--recipe.grpo_lead.repetition_penalty_enable needs per-rollout repetition flags "
+                "(RolloutBatch.repetitive, from lead_recipes.grading.repetition.is_repetitive)"
+            )
         r = torch.where(repetitive & ~ok, cfg.repetition_reward, r)
     return r
 
@@ -48,32 +56,45 @@ def difficulty_reweight(a: torch.Tensor, rho: torch.Tensor, cfg: GrpoLeadConfig)
     return torch.where(a > 0, a * difficulty_weight(rho, cfg), a * difficulty_weight(1 - rho, cfg))
 
 
-def grpo_lead(correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor,
-              repetitive: torch.Tensor | None, cfg: GrpoLeadConfig) -> tuple[torch.Tensor, torch.Tensor, dict]:
+def grpo_lead(
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    truncated: torch.Tensor,
+    repetitive: torch.Tensor | None,
+    cfg: GrpoLeadConfig,
+) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Returns (rewards R, advantages A', statistics) for a validated batch."""
     r = accuracy_reward(correct, lengths, truncated, repetitive, cfg)
     ok = correct & ~truncated
     rho = ok.double().mean(1, keepdim=True)
     adv = difficulty_reweight(group_normalize(r), rho, cfg)
     rejected = torch.zeros_like(rho, dtype=torch.bool)
-    if cfg.ref_code_rejection_enable:   # no rollout with a positive reward, or every reward exactly 1
+    if cfg.ref_code_rejection_enable:  # no rollout with a positive reward, or every reward exactly 1
         rejected = ~(r > 0).any(1, keepdim=True) | (r == 1).all(1, keepdim=True)
         adv = torch.where(rejected, 0.0, adv)
     penalised = repetitive & ~ok if cfg.repetition_penalty_enable else torch.zeros_like(ok)
-    return r, adv, {
-        "correct_reward_mean": float(r[ok].mean()) if ok.any() else 0.0,
-        "difficulty_rho_mean": float(ok.double().mean()),
-        "repetition_penalised_frac": float(penalised.double().mean()),
-        "rejected_groups": float(rejected.sum()),
-    }
+    return (
+        r,
+        adv,
+        {
+            "correct_reward_mean": float(r[ok].mean()) if ok.any() else 0.0,
+            "difficulty_rho_mean": float(ok.double().mean()),
+            "repetition_penalised_frac": float(penalised.double().mean()),
+            "rejected_groups": float(rejected.sum()),
+        },
+    )
 
 
 class GrpoLeadMethod(Method):
     """GRPO-LEAD (arXiv 2504.09696) §3.1–3.3: R = exp(−α z) if correct, −1 otherwise; A' = Ã·w(ρ) if Ã > 0
     else Ã·w(1−ρ), w(ρ) = A + (B−A)/(1+e^{k(ρ−ρ0)})."""
 
-    STATS_KEYS = BASE_STATS + ("correct_reward_mean", "difficulty_rho_mean", "repetition_penalised_frac",
-                               "rejected_groups")
+    STATS_KEYS = BASE_STATS + (
+        "correct_reward_mean",
+        "difficulty_rho_mean",
+        "repetition_penalised_frac",
+        "rejected_groups",
+    )
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "GrpoLeadMethod":

@@ -2,23 +2,25 @@
 L*_q (8), efficiency reward r_l (9), decoupled group normalisation (2), PSI statistics and weights (4–7, the EMA in
 controllers.LeadController), BatchWhiten of the combination (3). See docs/methods.md#equations-lead.
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-from lead_recipes.methods.controllers import PSI_EPS, LeadController
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
 from lead_recipes.methods.config import LeadConfig, RecipeConfig
+from lead_recipes.methods.controllers import PSI_EPS, LeadController
 
 CV_EPS = 1e-8
 LTV_EPS = 1e-8
 
 
-def target_lengths(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, aggregator: str,
-                   l_min: float) -> torch.Tensor:
+def target_lengths(
+    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, aggregator: str, l_min: float
+) -> torch.Tensor:
     """L*_q [M] (Eq. 8). The clamp is max(min(agg, B_max), L_min), as the reference code (L_min wins if > B_max)."""
     b_max, l_min = float(b_max), float(l_min)
     if aggregator == "mean_all":
@@ -29,7 +31,7 @@ def target_lengths(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, a
             agg = torch.where(correct, lengths, 0.0).sum(1) / n_correct.clamp(min=1)
         elif aggregator == "min_correct":
             agg = torch.where(correct, lengths, math.inf).amin(1)
-        elif aggregator == "median_correct":   # the mean of the two middle values for an even count
+        elif aggregator == "median_correct":  # the mean of the two middle values for an even count
             agg = torch.where(correct, lengths, math.nan).nanquantile(0.5, dim=1)
         else:
             raise ValueError(f"--recipe.lead.aggregator: unknown aggregator {aggregator!r}")
@@ -43,8 +45,9 @@ def efficiency_reward(lengths: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return (1.0 - (lengths - t).abs() / t).clamp(min=-1.0)
 
 
-def length_reward(correct: torch.Tensor, lengths: torch.Tensor, b_max: float,
-                  cfg: LeadConfig) -> tuple[torch.Tensor, torch.Tensor]:
+def length_reward(
+    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(r_l [M, G], L* [M]): Eqs. 8–9. With `unsolved_length = flat` (ours) a group with no correct rollout gets
     r_l = 1 throughout: the sentinel L* = B_max would pay its longest answers (r_l = l/B_max)."""
     target = target_lengths(correct, lengths, b_max, cfg.aggregator, cfg.l_min)
@@ -80,13 +83,26 @@ def psi_statistics(correct: torch.Tensor, r_l: torch.Tensor, alpha: float) -> di
     cvt_l = cv_l / (cv_c + cv_l + PSI_EPS)
     p_c = (1.0 - min(max(mu_c, 0.0), 1.0)) ** alpha
     p_l = ((1.0 - min(max(mu_l, -1.0), 1.0)) / 2.0) ** alpha
-    return {"solved_prompts": float(n_solved), "mu_c": mu_c, "sigma_c": sigma_c, "mu_l": mu_l,
-            "sigma_l": sigma_l, "cv_c": cv_c, "cv_l": cv_l, "cvt_c": cvt_c, "cvt_l": cvt_l,
-            "potential_c": p_c, "potential_l": p_l, "psi_c": cvt_c * p_c, "psi_l": cvt_l * p_l}
+    return {
+        "solved_prompts": float(n_solved),
+        "mu_c": mu_c,
+        "sigma_c": sigma_c,
+        "mu_l": mu_l,
+        "sigma_l": sigma_l,
+        "cv_c": cv_c,
+        "cv_l": cv_l,
+        "cvt_c": cvt_c,
+        "cvt_l": cvt_l,
+        "potential_c": p_c,
+        "potential_l": p_l,
+        "psi_c": cvt_c * p_c,
+        "psi_l": cvt_l * p_l,
+    }
 
 
-def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadConfig,
-         controller: LeadController) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+def lead(
+    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadConfig, controller: LeadController
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """One LEAD step on a validated batch. Advances `controller` (its only side effect).
     Returns (rewards λ_c r_c + λ_l r_l, advantages, statistics)."""
     r_c = correct.double()
@@ -96,9 +112,19 @@ def lead(correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadCo
     lam_c, lam_l = controller.lambda_c, controller.lambda_l
     a_c, a_l = group_normalize(r_c), group_normalize(r_l)
     adv, w_mean, w_std = whiten(lam_c * a_c + lam_l * a_l, lengths, cfg.whiten)
-    stats.update({"ema_w_c": controller.w_c, "ema_w_l": controller.w_l, "lambda_c": lam_c, "lambda_l": lam_l,
-                  "target_length_mean": float(target.mean()), "reward_c_mean": float(r_c.mean()),
-                  "reward_l_mean": float(r_l.mean()), "whiten_mean": w_mean, "whiten_std": w_std})
+    stats.update(
+        {
+            "ema_w_c": controller.w_c,
+            "ema_w_l": controller.w_l,
+            "lambda_c": lam_c,
+            "lambda_l": lam_l,
+            "target_length_mean": float(target.mean()),
+            "reward_c_mean": float(r_c.mean()),
+            "reward_l_mean": float(r_l.mean()),
+            "whiten_mean": w_mean,
+            "whiten_std": w_std,
+        }
+    )
     return lam_c * r_c + lam_l * r_l, adv, stats
 
 
@@ -107,22 +133,46 @@ class LeadMethod(Method):
     (2), PSI controller (4–7), A = BatchWhiten(λ_c A^c + λ_l A^l) (3)."""
 
     STATS_KEYS = BASE_STATS + (
-        "solved_prompts", "mu_c", "sigma_c", "mu_l", "sigma_l", "cv_c", "cv_l", "cvt_c", "cvt_l", "potential_c",
-        "potential_l", "psi_c", "psi_l", "target_lambda_c", "target_lambda_l", "ema_skipped", "ema_w_c", "ema_w_l",
-        "lambda_c", "lambda_l", "target_length_mean", "reward_c_mean", "reward_l_mean", "whiten_mean",
-        "whiten_std")
+        "solved_prompts",
+        "mu_c",
+        "sigma_c",
+        "mu_l",
+        "sigma_l",
+        "cv_c",
+        "cv_l",
+        "cvt_c",
+        "cvt_l",
+        "potential_c",
+        "potential_l",
+        "psi_c",
+        "psi_l",
+        "target_lambda_c",
+        "target_lambda_l",
+        "ema_skipped",
+        "ema_w_c",
+        "ema_w_l",
+        "lambda_c",
+        "lambda_l",
+        "target_length_mean",
+        "reward_c_mean",
+        "reward_l_mean",
+        "whiten_mean",
+        "whiten_std",
+    )
 
     def __init__(self, config: LeadConfig):
         super().__init__(config)
-        self.controller = LeadController(beta_ema=config.beta_ema, lambda_min=config.lambda_min,
-                                         static_lambda_c=config.static_lambda_c,
-                                         decay_on_zero_psi=config.ref_code_psi_decay_enable)
+        self.controller = LeadController(
+            beta_ema=config.beta_ema,
+            lambda_min=config.lambda_min,
+            static_lambda_c=config.static_lambda_c,
+            decay_on_zero_psi=config.ref_code_psi_decay_enable,
+        )
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "LeadMethod":
         return cls(cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        r, a, extra = lead(b.correct, b.lengths, self.config.b_max or b.max_new_tokens, self.config,
-                           self.controller)
+        r, a, extra = lead(b.correct, b.lengths, self.config.b_max or b.max_new_tokens, self.config, self.controller)
         return finish(b, r, a, extra)

@@ -2,14 +2,15 @@
 r'' = clip(r − λ_t·max(0, l/L_t − 1), −1, 1), r = ±1, group-normalised; λ by a projected Adam step on the dual
 after the batch (controllers.LeashController; its settings are reconstructed). See docs/methods.md#equations-leash.
 """
+
 from __future__ import annotations
 
 import torch
 
-from lead_recipes.methods.controllers import LeashController
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
 from lead_recipes.methods.config import LeashConfig, RecipeConfig
+from lead_recipes.methods.controllers import LeashController
 
 
 def length_excess(lengths: torch.Tensor, target_length: float) -> torch.Tensor:
@@ -17,34 +18,51 @@ def length_excess(lengths: torch.Tensor, target_length: float) -> torch.Tensor:
     return lengths / float(target_length) - 1.0
 
 
-def leash(correct: torch.Tensor, lengths: torch.Tensor, target_length: float,
-          lam: float) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
+def leash(
+    correct: torch.Tensor, lengths: torch.Tensor, target_length: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
     """r'', A and ĝ_t for multiplier λ_t = `lam`. Returns (rewards r'', advantages, ĝ_t, statistics)."""
     excess = length_excess(lengths, target_length)
-    r = 2.0 * correct.double() - 1.0                          # +1 if correct else −1
+    r = 2.0 * correct.double() - 1.0  # +1 if correct else −1
     unclipped = r - lam * excess.clamp(min=0.0)
     shaped = unclipped.clamp(-1.0, 1.0)
     g_hat = float(excess.mean())
-    return shaped, group_normalize(shaped), g_hat, {
-        "constraint": g_hat,
-        "over_target_frac": float((excess > 0).double().mean()),
-        "clipped_frac": float((unclipped < -1.0).double().mean()),
-    }
+    return (
+        shaped,
+        group_normalize(shaped),
+        g_hat,
+        {
+            "constraint": g_hat,
+            "over_target_frac": float((excess > 0).double().mean()),
+            "clipped_frac": float((unclipped < -1.0).double().mean()),
+        },
+    )
 
 
 class LeashMethod(Method):
     """Leash (arXiv 2512.21540): r'' = clip(r − λ·max(0, l/L_t − 1), −1, 1), r = ±1; dual: Adam on −λ·ĝ,
     ĝ = mean(l/L_t − 1), λ projected to [λ_min, λ_max]."""
 
-    STATS_KEYS = BASE_STATS + ("constraint", "over_target_frac", "clipped_frac", "lagrange_lambda",
-                               "lagrange_lambda_next")
+    STATS_KEYS = BASE_STATS + (
+        "constraint",
+        "over_target_frac",
+        "clipped_frac",
+        "lagrange_lambda",
+        "lagrange_lambda_next",
+    )
 
     def __init__(self, config: LeashConfig):
         super().__init__(config)
-        self.controller = LeashController(lr=config.lr, beta1=config.adam_beta1, beta2=config.adam_beta2,
-                                          eps=config.adam_eps, lambda_min=config.lambda_min,
-                                          lambda_max=config.lambda_max, constant=config.constant_lambda_enable,
-                                          lam=config.lambda_init)
+        self.controller = LeashController(
+            lr=config.lr,
+            beta1=config.adam_beta1,
+            beta2=config.adam_beta2,
+            eps=config.adam_eps,
+            lambda_min=config.lambda_min,
+            lambda_max=config.lambda_max,
+            constant=config.constant_lambda_enable,
+            lam=config.lambda_init,
+        )
 
     @classmethod
     def from_config(cls, cfg: RecipeConfig) -> "LeashMethod":

@@ -2,6 +2,7 @@
 correct length of prompt q (the mean of all when none is correct), then group normalisation. Stateless.
 See docs/methods.md#equations-shorter-better.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,9 @@ from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
 from lead_recipes.methods.config import RecipeConfig, ShorterBetterConfig
 
 
-def shorter_better(correct: torch.Tensor, lengths: torch.Tensor,
-                   cfg: ShorterBetterConfig) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+def shorter_better(
+    correct: torch.Tensor, lengths: torch.Tensor, cfg: ShorterBetterConfig
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """SOL_q, r and A (docs/methods.md#equations-shorter-better). Returns (rewards, advantages, statistics)."""
     solved = correct.any(1, keepdim=True)
     shortest_correct = torch.where(correct, lengths, math.inf).amin(1, keepdim=True)

@@ -4,6 +4,7 @@ yet gets its `lead-recipes data` step first. Locally the steps run one after the
 failure; under Slurm each is a job that depends on the previous one (afterok). It starts no Ray or reward server.
 Docs: docs/launch.md (chains), docs/recipes.md#chains-grpo-lead-14b.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,26 +56,45 @@ def _missing_sources(stages) -> list[str]:
 def _data_sbatch(recipe, args, run_dir: Path, command: list[str]) -> list[str]:
     """A CPU-only job of slurm/train.sbatch (no Ray, no reward server) that runs `lead-recipes data ...`."""
     res = recipe.resources
-    sb = ["sbatch", "--parsable", f"--job-name={recipe.name}-data", "--nodes=1", "--ntasks-per-node=1",
-          f"--time={args.time or res['time']}", f"--output={run_dir / 'slurm'}/%x-%j.out"]
+    sb = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={recipe.name}-data",
+        "--nodes=1",
+        "--ntasks-per-node=1",
+        f"--time={args.time or res['time']}",
+        f"--output={run_dir / 'slurm'}/%x-%j.out",
+    ]
     for key in ("partition", "account", "qos"):
         value = getattr(args, key, None) or res.get(key)
         if value:
             sb.append(f"--{key}={value}")
-    return sb + [args.sbatch_script, "--run.dir", str(run_dir), "--slurm.gpus_per_node", "0",
-                 "--slurm.reward_placement", "none", "--no-slurm.ray_enable", "--", *command]
+    return sb + [
+        args.sbatch_script,
+        "--run.dir",
+        str(run_dir),
+        "--slurm.gpus_per_node",
+        "0",
+        "--slurm.reward_placement",
+        "none",
+        "--no-slurm.ray_enable",
+        "--",
+        *command,
+    ]
 
 
 def _with_dependency(sbatch: list[str], job: str | None) -> list[str]:
     # --kill-on-invalid-dep: when a stage fails its afterok can never be met, and without it Slurm leaves every later
     # stage pending (reason DependencyNeverSatisfied) until someone cancels it by hand.
-    return sbatch if job is None else [sbatch[0], f"--dependency=afterok:{job}", "--kill-on-invalid-dep=yes",
-                                       *sbatch[1:]]
+    return (
+        sbatch if job is None else [sbatch[0], f"--dependency=afterok:{job}", "--kill-on-invalid-dep=yes", *sbatch[1:]]
+    )
 
 
 def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | None]]:
     """(kind "data"/"train", recipe, run dir, command, sbatch argv or None) for every step of the chain."""
     from lead_recipes.recipes.commands import lead_recipes_exe, sbatch_command, train_command
+
     exe = lead_recipes_exe() if args.target in ("slurm", "local") else "lead-recipes"
     slurm = args.target == "slurm"
     out = []
@@ -91,8 +111,11 @@ def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | 
 def main(args) -> int:
     """`launch --launch.chain_enable` (args: lead_recipes.recipes.launch's parsed arguments)."""
     if args.overrides or args.run_dir or args.target == "ray":
-        print("lead-recipes launch: --launch.chain_enable takes no --set/--run.dir/--launch.target ray (each stage is\n"
-              "its own recipe, run in ${run:NAME}; set $LEAD_RECIPES_RUNS to move all of them)", file=sys.stderr)
+        print(
+            "lead-recipes launch: --launch.chain_enable takes no --set/--run.dir/--launch.target ray (each stage is\n"
+            "its own recipe, run in ${run:NAME}; set $LEAD_RECIPES_RUNS to move all of them)",
+            file=sys.stderr,
+        )
         return 2
     try:
         stages = chain_of(args.recipe)
@@ -111,27 +134,40 @@ def main(args) -> int:
     if args.dry_run or args.target not in ("local", "slurm"):
         return 0
     if missing and args.data_check:
-        print("lead-recipes launch: a data source is missing (see above); --no-launch.data_check_enable to go "
-              "ahead anyway", file=sys.stderr)
+        print(
+            "lead-recipes launch: a data source is missing (see above); --no-launch.data_check_enable to go "
+            "ahead anyway",
+            file=sys.stderr,
+        )
         return 2
     job = None
     for kind, recipe, run_dir, cmd, sb in plan:
         (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
         if kind == "train":
-            record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "recipe": recipe.to_dict(), "command": cmd,
-                      "submit": sb, "chain": [r.name for r in stages]}
+            record = {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "recipe": recipe.to_dict(),
+                "command": cmd,
+                "submit": sb,
+                "chain": [r.name for r in stages],
+            }
             (run_dir / "launch.json").write_text(json.dumps(record, indent=1))
         if args.target == "local":
             rc = subprocess.call(cmd)
             if rc != 0:
-                print(f"lead-recipes launch: {kind} step of {recipe.name} failed ({rc}); the chain stops here",
-                      file=sys.stderr)
+                print(
+                    f"lead-recipes launch: {kind} step of {recipe.name} failed ({rc}); the chain stops here",
+                    file=sys.stderr,
+                )
                 return rc
             continue
         proc = subprocess.run(_with_dependency(sb, job), capture_output=True, text=True)
         if proc.returncode != 0:
-            print(f"lead-recipes launch: sbatch failed for the {kind} step of {recipe.name} ({proc.returncode}): "
-                  f"{proc.stderr.strip()}", file=sys.stderr)
+            print(
+                f"lead-recipes launch: sbatch failed for the {kind} step of {recipe.name} ({proc.returncode}): "
+                f"{proc.stderr.strip()}",
+                file=sys.stderr,
+            )
             return proc.returncode
         job = re.split(r"[;\s]", proc.stdout.strip())[0]
         print(f"submitted Slurm job {job}: {kind} {recipe.name}")

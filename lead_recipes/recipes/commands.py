@@ -2,6 +2,7 @@
 `ray job submit` submissions around it, and the checks they need (time limits, node CPUs, missing local data).
 Shared by `lead-recipes launch` and its `--launch.chain_enable`; it runs nothing but `sinfo`.
 Docs: docs/launch.md, docs/slurm.md."""
+
 from __future__ import annotations
 
 import re
@@ -23,9 +24,12 @@ def lead_recipes_exe() -> str:
 def train_command(recipe, mode: str = "run", exe: str = "lead-recipes") -> list[str]:
     cmd = recipe.command()
     if recipe.entrypoint == "train":
-        return [exe, *cmd[1:]] + {"run": [], "dry_run": ["--run.dry_run_enable"],
-                                   "preflight": ["--preflight.only_enable"]}[mode]
-    if exe != "lead-recipes" and (Path(exe).parent / cmd[0]).exists():   # e.g. the venv's deepspeed launcher
+        return [exe, *cmd[1:]] + {
+            "run": [],
+            "dry_run": ["--run.dry_run_enable"],
+            "preflight": ["--preflight.only_enable"],
+        }[mode]
+    if exe != "lead-recipes" and (Path(exe).parent / cmd[0]).exists():  # e.g. the venv's deepspeed launcher
         cmd[0] = str(Path(exe).parent / cmd[0])
     return cmd
 
@@ -36,8 +40,9 @@ def missing_data(recipe) -> list[str]:
     for key in ("data.prompt_dataset", "data.dataset", "eval.dataset"):
         value = recipe.openrlhf.get(key)
         for item in str(value).split(",") if value else []:
-            if (item.startswith(("/", ".")) or item.endswith((".jsonl", ".json", ".parquet"))) \
-                    and not Path(item).exists():
+            if (item.startswith(("/", ".")) or item.endswith((".jsonl", ".json", ".parquet"))) and not Path(
+                item
+            ).exists():
                 out.append(f"{key} = {item}")
     return out
 
@@ -56,8 +61,12 @@ def slurm_seconds(limit: str) -> int | None:
 def node_cpus(partition: str | None) -> int | None:
     """CPUs of the smallest node of the partition (all nodes without one), from sinfo; None without Slurm."""
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%c", *(["-p", partition] if partition else [])],
-                             capture_output=True, text=True, timeout=30).stdout.split()
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%c", *(["-p", partition] if partition else [])],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
     except (OSError, subprocess.TimeoutExpired):
         return None
     counts = [int(c) for c in out if c.isdigit()]
@@ -66,21 +75,41 @@ def node_cpus(partition: str | None) -> int | None:
 
 def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     res = dict(recipe.resources)
-    for key in ("nodes", "gpus_per_node", "cpus_per_node", "partition", "account", "time", "qos", "reward_placement",
-                "reward_port", "signal_seconds", "save_timeout"):
+    for key in (
+        "nodes",
+        "gpus_per_node",
+        "cpus_per_node",
+        "partition",
+        "account",
+        "time",
+        "qos",
+        "reward_placement",
+        "reward_port",
+        "signal_seconds",
+        "save_timeout",
+    ):
         if getattr(args, key, None) is not None:
             res[key] = getattr(args, key)
     limit = slurm_seconds(str(res["time"]))
     if limit is not None and limit <= res["signal_seconds"]:
-        raise RecipeError(f"resources.time {res['time']} is not longer than the USR1 lead time of "
-                          f"{res['signal_seconds']} s (resources.signal_seconds): the job would be signalled at start")
+        raise RecipeError(
+            f"resources.time {res['time']} is not longer than the USR1 lead time of "
+            f"{res['signal_seconds']} s (resources.signal_seconds): the job would be signalled at start"
+        )
     # No CPU request gives one CPU on many clusters, and OpenRLHF then waits forever for a CPU per GPU: ask for the
     # whole node's CPUs (the smallest node of the partition) unless the recipe says how many.
     if not res.get("cpus_per_node"):
         res["cpus_per_node"] = node_cpus(res.get("partition"))
     logs = run_dir / "slurm"
-    sb = ["sbatch", "--parsable", f"--job-name={recipe.name}", f"--nodes={res['nodes']}", "--ntasks-per-node=1",
-          f"--time={res['time']}", f"--output={logs}/%x-%j.out"]
+    sb = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={recipe.name}",
+        f"--nodes={res['nodes']}",
+        "--ntasks-per-node=1",
+        f"--time={res['time']}",
+        f"--output={logs}/%x-%j.out",
+    ]
     # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --slurm.max_restarts 0
     # below). USR1 still comes before the time limit, so the run ends on a checkpoint either way.
     sb += ["--requeue" if res["requeue"] else "--no-requeue", f"--signal=B:USR1@{res['signal_seconds']}"]
@@ -93,9 +122,19 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
         sb.append(f"--cpus-per-task={res['cpus_per_node']}")
     sb += list(args.sbatch_arg)
     # The script's options carry the names of the launch flags they come from (slurm/train.sbatch --help).
-    sb += [args.sbatch_script, "--run.dir", str(run_dir), "--slurm.gpus_per_node", str(res["gpus_per_node"]),
-           "--slurm.reward_placement", res["reward_placement"], "--launch.train_mode", args.train_mode,
-           "--slurm.signal_seconds", str(res["signal_seconds"])]
+    sb += [
+        args.sbatch_script,
+        "--run.dir",
+        str(run_dir),
+        "--slurm.gpus_per_node",
+        str(res["gpus_per_node"]),
+        "--slurm.reward_placement",
+        res["reward_placement"],
+        "--launch.train_mode",
+        args.train_mode,
+        "--slurm.signal_seconds",
+        str(res["signal_seconds"]),
+    ]
     if res.get("reward_port"):
         sb += ["--slurm.reward_port", str(res["reward_port"])]
     if res.get("save_timeout") is not None:
@@ -114,8 +153,15 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
 
 
 def ray_command(recipe, args, cmd: list[str]) -> list[str]:
-    sub = ["ray", "job", "submit", "--address", args.ray_address,
-           "--submission-id", f"{recipe.name}-{time.strftime('%Y%m%d-%H%M%S')}"]
+    sub = [
+        "ray",
+        "job",
+        "submit",
+        "--address",
+        args.ray_address,
+        "--submission-id",
+        f"{recipe.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+    ]
     if not args.wait:
         sub.append("--no-wait")
     return sub + ["--", *cmd]

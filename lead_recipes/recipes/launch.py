@@ -3,6 +3,7 @@ a Ray cluster or to Slurm (`--launch.target local|ray|slurm`); `--run.dry_run_en
 nothing, `--launch.chain_enable` also the stages the recipe continues (lead_recipes.recipes.chain). It checks that the
 prompt dataset exists but starts no Ray or reward server itself. See docs/launch.md#lead-recipes-launch-recipe.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,11 @@ from pathlib import Path
 
 import yaml
 
-from lead_recipes.recipes.commands import lead_recipes_exe, missing_data, ray_command, sbatch_command, train_command
+from lead_recipes.help_format import ArgumentParser
 from lead_recipes.recipes import RecipeError
+from lead_recipes.recipes.commands import lead_recipes_exe, missing_data, ray_command, sbatch_command, train_command
 from lead_recipes.recipes.layout import unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
-from lead_recipes.help_format import ArgumentParser
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
@@ -30,30 +31,59 @@ TARGETS = ("local", "ray", "slurm")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="lead-recipes launch", description="render a YAML recipe to a train command and run or "
-                       "submit it: --launch.target local|ray|slurm", epilog=f"recipes: {', '.join(recipe_names())}")
+    p = ArgumentParser(
+        prog="lead-recipes launch",
+        description="render a YAML recipe to a train command and run or submit it: --launch.target local|ray|slurm",
+        epilog=f"recipes: {', '.join(recipe_names())}",
+    )
     p.add_argument("recipe", help="recipe name (file stem in launchers/recipes/) or path to a YAML file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a recipe value: openrlhf.<flag>=v, recipe.<flag>=v, resources.<key>=v, or a bare "
-                        "OpenRLHF flag name (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe value: openrlhf.<flag>=v, recipe.<flag>=v, resources.<key>=v, or a bare "
+        "OpenRLHF flag name (repeatable)",
+    )
     la = p.add_argument_group("launch")
-    la.add_argument("--launch.target", dest="target", choices=TARGETS,
-                    help="local: run here (OpenRLHF starts a local Ray); ray: `ray job submit` to --ray.address; "
-                         "slurm: render and submit slurm/train.sbatch with sbatch (default: print only)")
-    la.add_argument("--launch.train_mode", dest="train_mode", choices=TRAIN_MODES, default="run",
-                    help="the training step: run, or `lead-recipes train --run.dry_run_enable` / "
-                         "`--preflight.only_enable` (default run)")
-    la.add_argument("--launch.data_check_enable", dest="data_check", action=argparse.BooleanOptionalAction,
-                    default=True, help="refuse to submit while the local prompt dataset is missing")
-    la.add_argument("--launch.chain_enable", dest="chain", action="store_true",
-                    help="also the stages RECIPE continues (`after:`), in order: target local runs them one after "
-                         "the other, slurm submits dependent jobs (afterok); a stage without its prompt data gets a "
-                         "data step")
+    la.add_argument(
+        "--launch.target",
+        dest="target",
+        choices=TARGETS,
+        help="local: run here (OpenRLHF starts a local Ray); ray: `ray job submit` to --ray.address; "
+        "slurm: render and submit slurm/train.sbatch with sbatch (default: print only)",
+    )
+    la.add_argument(
+        "--launch.train_mode",
+        dest="train_mode",
+        choices=TRAIN_MODES,
+        default="run",
+        help="the training step: run, or `lead-recipes train --run.dry_run_enable` / "
+        "`--preflight.only_enable` (default run)",
+    )
+    la.add_argument(
+        "--launch.data_check_enable",
+        dest="data_check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="refuse to submit while the local prompt dataset is missing",
+    )
+    la.add_argument(
+        "--launch.chain_enable",
+        dest="chain",
+        action="store_true",
+        help="also the stages RECIPE continues (`after:`), in order: target local runs them one after "
+        "the other, slurm submits dependent jobs (afterok); a stage without its prompt data gets a "
+        "data step",
+    )
     run = p.add_argument_group("run")
-    run.add_argument("--run.dry_run_enable", dest="dry_run", action="store_true",
-                     help="print everything, run and submit nothing")
-    run.add_argument("--run.dir", dest="run_dir",
-                     help="run directory (default ${run}: $LEAD_RECIPES_RUN_DIR or ./runs/<recipe>)")
+    run.add_argument(
+        "--run.dry_run_enable", dest="dry_run", action="store_true", help="print everything, run and submit nothing"
+    )
+    run.add_argument(
+        "--run.dir", dest="run_dir", help="run directory (default ${run}: $LEAD_RECIPES_RUN_DIR or ./runs/<recipe>)"
+    )
     s = p.add_argument_group("slurm", "target slurm (default: the recipe's resources section)")
     s.add_argument("--slurm.nodes", dest="nodes", type=int)
     s.add_argument("--slurm.gpus_per_node", dest="gpus_per_node", type=int)
@@ -64,22 +94,50 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--slurm.qos", dest="qos")
     s.add_argument("--slurm.reward_placement", dest="reward_placement", choices=("every_node", "head", "none"))
     s.add_argument("--slurm.reward_port", dest="reward_port", type=int)
-    s.add_argument("--slurm.signal_seconds", dest="signal_seconds", type=int,
-                   help="USR1 this many seconds before the time limit (checkpoint)")
-    s.add_argument("--slurm.save_timeout", dest="save_timeout", type=int,
-                   help="seconds the job waits for the requested checkpoint on USR1 (default: sized from the model "
-                        "by slurm/train.sbatch)")
-    s.add_argument("--slurm.resume_enable", dest="resume", action="store_true",
-                   help="a fresh submission resumes the run's checkpoint and W&B run (a requeued job always does)")
-    s.add_argument("--slurm.sbatch_script", dest="sbatch_script", default=str(SBATCH_SCRIPT),
-                   help="the sbatch script (default: slurm/train.sbatch of this checkout)")
-    s.add_argument("--slurm.sbatch_arg", dest="sbatch_arg", action="append", default=[], metavar="ARG",
-                   help="extra sbatch argument (repeatable; `--slurm.sbatch_arg=--mem=0` for one starting with -)")
+    s.add_argument(
+        "--slurm.signal_seconds",
+        dest="signal_seconds",
+        type=int,
+        help="USR1 this many seconds before the time limit (checkpoint)",
+    )
+    s.add_argument(
+        "--slurm.save_timeout",
+        dest="save_timeout",
+        type=int,
+        help="seconds the job waits for the requested checkpoint on USR1 (default: sized from the model "
+        "by slurm/train.sbatch)",
+    )
+    s.add_argument(
+        "--slurm.resume_enable",
+        dest="resume",
+        action="store_true",
+        help="a fresh submission resumes the run's checkpoint and W&B run (a requeued job always does)",
+    )
+    s.add_argument(
+        "--slurm.sbatch_script",
+        dest="sbatch_script",
+        default=str(SBATCH_SCRIPT),
+        help="the sbatch script (default: slurm/train.sbatch of this checkout)",
+    )
+    s.add_argument(
+        "--slurm.sbatch_arg",
+        dest="sbatch_arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra sbatch argument (repeatable; `--slurm.sbatch_arg=--mem=0` for one starting with -)",
+    )
     r = p.add_argument_group("ray", "target ray (ray job submit)")
-    r.add_argument("--ray.address", dest="ray_address", metavar="ADDR",
-                   help="the cluster: ray job submit --address ADDR")
-    r.add_argument("--ray.wait_enable", dest="wait", action=argparse.BooleanOptionalAction, default=True,
-                   help="wait for the job to finish (off: ray job submit --no-wait)")
+    r.add_argument(
+        "--ray.address", dest="ray_address", metavar="ADDR", help="the cluster: ray job submit --address ADDR"
+    )
+    r.add_argument(
+        "--ray.wait_enable",
+        dest="wait",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="wait for the job to finish (off: ray job submit --no-wait)",
+    )
     return p
 
 
@@ -96,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.chain:
         from lead_recipes.recipes import chain
+
         return chain.main(args)
     saved = os.environ.get("LEAD_RECIPES_RUN_DIR")
     if args.run_dir:
@@ -125,8 +184,13 @@ def main(argv: list[str] | None = None) -> int:
 
     missing = missing_data(recipe)
     print(f"# recipe {recipe.name} ({recipe.path}): {recipe.description}")
-    print(yaml.safe_dump({"resources": recipe.resources, "openrlhf": recipe.openrlhf, "recipe": recipe.recipe},
-                         sort_keys=False, default_flow_style=False).rstrip())
+    print(
+        yaml.safe_dump(
+            {"resources": recipe.resources, "openrlhf": recipe.openrlhf, "recipe": recipe.recipe},
+            sort_keys=False,
+            default_flow_style=False,
+        ).rstrip()
+    )
     print("# command:\n" + shlex.join(cmd))
     if submit is not cmd:
         print("# submit:\n" + shlex.join(submit))
@@ -140,18 +204,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     unseeded = unseeded_file(recipe)
     if unseeded and args.data_check:
-        print(f"lead-recipes launch: {unseeded} (--no-launch.data_check_enable to go ahead anyway)",
-              file=sys.stderr)
+        print(f"lead-recipes launch: {unseeded} (--no-launch.data_check_enable to go ahead anyway)", file=sys.stderr)
         return 2
     if missing and args.data_check and args.train_mode == "run":
-        print("lead-recipes launch: the prompt dataset is missing (see above); --no-launch.data_check_enable to "
-              "submit anyway", file=sys.stderr)
+        print(
+            "lead-recipes launch: the prompt dataset is missing (see above); --no-launch.data_check_enable to "
+            "submit anyway",
+            file=sys.stderr,
+        )
         return 2
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "slurm").mkdir(exist_ok=True)
-    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "recipe": recipe.to_dict(), "command": cmd,
-              "submit": submit}
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "recipe": recipe.to_dict(),
+        "command": cmd,
+        "submit": submit,
+    }
     (run_dir / "launch.json").write_text(json.dumps(record, indent=1))
     if args.target == "local":
         return subprocess.call(cmd)

@@ -3,6 +3,7 @@ OpenRLHF would assert only after Ray is up), a `data.max_samples` cut of a file 
 and the number of training steps the recipe will run (`rollout_steps`). This module starts nothing.
 See docs/launch.md#recipes-launchersrecipesyaml.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,12 @@ def check_seeded_selection(recipe) -> None:
         return
     prepare = [str(a) for a in recipe.data.get("prepare") or []]
     if "--seed" not in prepare or _flag(prepare, "--output") != recipe.openrlhf.get("data.prompt_dataset"):
-        raise RecipeError(f"{recipe.path}: key 'data.max_samples': OpenRLHF keeps the first "
-                          f"{recipe.openrlhf['data.max_samples']} rows of data.prompt_dataset, so the file must be "
-                          "written in a seeded random order: give data.prepare a --seed and the same --output "
-                          f"(now: {shlex.join(prepare) or 'no data.prepare'})")
+        raise RecipeError(
+            f"{recipe.path}: key 'data.max_samples': OpenRLHF keeps the first "
+            f"{recipe.openrlhf['data.max_samples']} rows of data.prompt_dataset, so the file must be "
+            "written in a seeded random order: give data.prepare a --seed and the same --output "
+            f"(now: {shlex.join(prepare) or 'no data.prepare'})"
+        )
 
 
 def unseeded_file(recipe) -> str | None:
@@ -46,9 +49,15 @@ def unseeded_file(recipe) -> str | None:
         seed = json.loads(open(f"{path}.report.json", encoding="utf-8").read()).get("seed")
     except (OSError, ValueError):
         seed = None
-    return None if seed is not None else (f"data.max_samples keeps the first rows of {path}, whose report "
-                                          f"({path}.report.json) records no shuffle seed; rebuild it with "
-                                          "the recipe's data.prepare")
+    return (
+        None
+        if seed is not None
+        else (
+            f"data.max_samples keeps the first rows of {path}, whose report "
+            f"({path}.report.json) records no shuffle seed; rebuild it with "
+            "the recipe's data.prepare"
+        )
+    )
 
 
 def rollout_steps(recipe) -> int | None:
@@ -67,32 +76,45 @@ def check_layout(recipe) -> None:
     """Impossible resource layouts, caught before any allocation (OpenRLHF would assert only after Ray is up)."""
     o, r, where = recipe.openrlhf, recipe.resources, recipe.path
     if r["reward_placement"] not in REWARD_PLACEMENTS:
-        raise RecipeError(f"{where}: key 'resources.reward_placement': {r['reward_placement']!r} is not one of "
-                          f"{list(REWARD_PLACEMENTS)}")
+        raise RecipeError(
+            f"{where}: key 'resources.reward_placement': {r['reward_placement']!r} is not one of "
+            f"{list(REWARD_PLACEMENTS)}"
+        )
     if r["nodes"] < 1 or r["gpus_per_node"] < 0:
         raise RecipeError(f"{where}: key 'resources.nodes'/'resources.gpus_per_node': need nodes >= 1, gpus >= 0")
     if recipe.entrypoint != "train":
         return
     if o.get("ckpt.disable_ds"):
-        raise RecipeError(f"{where}: key 'ckpt.disable_ds': resume after preemption needs DeepSpeed checkpoints "
-                          "(controller state lives in client_states); remove it")
+        raise RecipeError(
+            f"{where}: key 'ckpt.disable_ds': resume after preemption needs DeepSpeed checkpoints "
+            "(controller state lives in client_states); remove it"
+        )
     if r["gpus_per_node"]:
         for key in ("actor.num_gpus_per_node", "ref.num_gpus_per_node", "vllm.tensor_parallel_size"):
             if key in o and int(o[key]) > r["gpus_per_node"]:
-                raise RecipeError(f"{where}: key '{key}' = {o[key]} exceeds resources.gpus_per_node = "
-                                  f"{r['gpus_per_node']} (a node cannot hold it)")
+                raise RecipeError(
+                    f"{where}: key '{key}' = {o[key]} exceeds resources.gpus_per_node = "
+                    f"{r['gpus_per_node']} (a node cannot hold it)"
+                )
     g = lambda role: int(_value(o, f"{role}.num_nodes")) * int(_value(o, f"{role}.num_gpus_per_node"))  # noqa: E731
     actor = g("actor")
     engines, tp = o.get("vllm.num_engines"), int(_value(o, "vllm.tensor_parallel_size"))
     colocate_all = bool(o.get("train.colocate_all")) and not o.get("train.async_enable")
     if engines and colocate_all and engines * tp != actor:
-        raise RecipeError(f"{where}: key 'vllm.num_engines': under train.colocate_all, vllm.num_engines x "
-                          f"vllm.tensor_parallel_size ({engines} x {tp} = {engines * tp}) must equal the actor GPUs "
-                          f"(actor.num_nodes x actor.num_gpus_per_node = {actor})")
-    if (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")) and float(_value(o, "algo.kl.init_coef")) > 0 \
-            and g("ref") != actor:
-        raise RecipeError(f"{where}: key 'ref.num_gpus_per_node': a colocated reference model needs the actor's "
-                          f"layout ({actor} GPUs), got {g('ref')}")
+        raise RecipeError(
+            f"{where}: key 'vllm.num_engines': under train.colocate_all, vllm.num_engines x "
+            f"vllm.tensor_parallel_size ({engines} x {tp} = {engines * tp}) must equal the actor GPUs "
+            f"(actor.num_nodes x actor.num_gpus_per_node = {actor})"
+        )
+    if (
+        (o.get("train.colocate_all") or o.get("train.colocate_actor_ref"))
+        and float(_value(o, "algo.kl.init_coef")) > 0
+        and g("ref") != actor
+    ):
+        raise RecipeError(
+            f"{where}: key 'ref.num_gpus_per_node': a colocated reference model needs the actor's "
+            f"layout ({actor} GPUs), got {g('ref')}"
+        )
     needs_ref = float(_value(o, "algo.kl.init_coef")) > 0 or o.get("algo.kl.use_loss")
     total = actor
     if needs_ref and not (o.get("train.colocate_all") or o.get("train.colocate_actor_ref")):
@@ -101,27 +123,43 @@ def check_layout(recipe) -> None:
         total += engines * tp
     have = r["nodes"] * r["gpus_per_node"]
     if have and total > have:
-        raise RecipeError(f"{where}: key 'resources.gpus_per_node': the layout needs {total} GPUs (actor {actor}"
-                          f"{', ref ' + str(g('ref')) if total > actor else ''}{', vLLM ' + str(engines * tp) if engines and not colocate_all else ''})"
-                          f" but resources give {r['nodes']} x {r['gpus_per_node']} = {have}")
+        raise RecipeError(
+            f"{where}: key 'resources.gpus_per_node': the layout needs {total} GPUs (actor {actor}"
+            f"{', ref ' + str(g('ref')) if total > actor else ''}"
+            f"{', vLLM ' + str(engines * tp) if engines and not colocate_all else ''})"
+            f" but resources give {r['nodes']} x {r['gpus_per_node']} = {have}"
+        )
     for role in ("actor", "ref"):
         if int(_value(o, f"{role}.num_nodes")) > r["nodes"]:
-            raise RecipeError(f"{where}: key '{role}.num_nodes' = {o.get(f'{role}.num_nodes')} exceeds resources.nodes "
-                              f"= {r['nodes']}")
+            raise RecipeError(
+                f"{where}: key '{role}.num_nodes' = {o.get(f'{role}.num_nodes')} exceeds resources.nodes = {r['nodes']}"
+            )
     batch, micro = int(_value(o, "train.batch_size")), int(_value(o, "train.micro_batch_size"))
     if not o.get("train.dynamic_batch_enable") and batch % (micro * actor):
-        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} is not divisible by train.micro_batch_size x "
-                          f"actor GPUs = {micro} x {actor}")
+        raise RecipeError(
+            f"{where}: key 'train.batch_size' = {batch} is not divisible by train.micro_batch_size x "
+            f"actor GPUs = {micro} x {actor}"
+        )
     rollout = int(_value(o, "rollout.batch_size")) * int(_value(o, "rollout.n_samples_per_prompt"))
     if rollout % batch:
-        raise RecipeError(f"{where}: key 'train.batch_size' = {batch} must divide rollout.batch_size x "
-                          f"rollout.n_samples_per_prompt = {rollout}")
+        raise RecipeError(
+            f"{where}: key 'train.batch_size' = {batch} must divide rollout.batch_size x "
+            f"rollout.n_samples_per_prompt = {rollout}"
+        )
     b_max = recipe.recipe.get("lead.b_max")
-    if recipe.recipe.get("method", "lead") == "lead" and b_max and o.get("rollout.max_new_tokens") \
-            and int(b_max) > int(o["rollout.max_new_tokens"]):
-        raise RecipeError(f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "
-                          f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, see docs/methods.md)")
+    if (
+        recipe.recipe.get("method", "lead") == "lead"
+        and b_max
+        and o.get("rollout.max_new_tokens")
+        and int(b_max) > int(o["rollout.max_new_tokens"])
+    ):
+        raise RecipeError(
+            f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "
+            f"{o['rollout.max_new_tokens']} (B_max is the rollout cap, see docs/methods.md)"
+        )
     new, max_len = o.get("rollout.max_new_tokens"), int(_value(o, "data.max_len"))
     if new is not None and int(new) >= max_len:
-        raise RecipeError(f"{where}: key 'rollout.max_new_tokens' = {new} leaves no room for the prompt within "
-                          f"data.max_len = {max_len}")
+        raise RecipeError(
+            f"{where}: key 'rollout.max_new_tokens' = {new} leaves no room for the prompt within "
+            f"data.max_len = {max_len}"
+        )

@@ -3,6 +3,7 @@ OpenRLHF builds it under `if __name__ == "__main__"` in its cli scripts, so `ope
 add_argument statements of that block, read from the installed file, never copied. It imports neither OpenRLHF
 nor torch. See docs/training.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,9 @@ def openrlhf_parser(entrypoint: str = "train") -> argparse.ArgumentParser:
                     break
                 body.append(stmt)
             scope: dict[str, Any] = {"argparse": argparse, "datetime": datetime, "os": os}
-            exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), scope)  # safe: OpenRLHF's own installed source, not model/user text
+            exec(
+                compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), scope
+            )  # safe: OpenRLHF's own installed source, not model/user text
             return scope["parser"]
     raise RecipeError(f"cannot find the argument parser in {path} (OpenRLHF layout changed?)")
 

@@ -2,6 +2,7 @@
 docs/recipes.md rendered from them (`python -m lead_recipes.recipes.provenance docs/recipes.md` rewrites it).
 The comment rules and the allowed sources: docs/recipes.md#conventions.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,11 @@ _INHERITED = re.compile(r"^inherited ([\w.]+): (.+)$")
 @dataclass
 class Provenance:
     """One recipe file: its header comment, and the source of each value it sets or names as inherited."""
+
     header: list[str] = field(default_factory=list)
-    sources: dict[str, str] = field(default_factory=dict)      # flat key ("recipe.lead.l_min") -> source
-    inherited: dict[str, str] = field(default_factory=dict)    # flat key of a base recipe's value -> source
-    unused: list[str] = field(default_factory=list)            # comments among the values that are no value's source
+    sources: dict[str, str] = field(default_factory=dict)  # flat key ("recipe.lead.l_min") -> source
+    inherited: dict[str, str] = field(default_factory=dict)  # flat key of a base recipe's value -> source
+    unused: list[str] = field(default_factory=list)  # comments among the values that are no value's source
 
 
 def _split_comment(text: str) -> tuple[str, str | None]:
@@ -39,7 +41,7 @@ def _split_comment(text: str) -> tuple[str, str | None]:
         elif char in "\"'":
             quote = char
         elif char == "#" and (i == 0 or text[i - 1].isspace()):
-            return text[:i].strip(), text[i + 1:].strip()
+            return text[:i].strip(), text[i + 1 :].strip()
     return text.strip(), None
 
 
@@ -48,7 +50,7 @@ def read(path: Path) -> Provenance:
     comment lines at the keys' indent above it, over consecutive values that have no comment of their own."""
     out, section, block, used, in_run, last_key = Provenance(), None, [], False, False, None
     lines = path.read_text().splitlines()
-    for line in lines[:next((i for i, l in enumerate(lines) if not l.startswith("#")), len(lines))]:
+    for line in lines[: next((i for i, l in enumerate(lines) if not l.startswith("#")), len(lines))]:
         out.header.append(line[1:].strip())
 
     def end_block() -> None:
@@ -57,7 +59,7 @@ def read(path: Path) -> Provenance:
             out.unused.append(" ".join(block))
         block, used, in_run = [], False, False
 
-    for line in lines[len(out.header):]:
+    for line in lines[len(out.header) :]:
         stripped = line.strip()
         inherited = _INHERITED.match(stripped.lstrip("#").strip()) if stripped.startswith("#") else None
         if inherited:
@@ -133,8 +135,10 @@ def section(name: str) -> str:
     parts = [f'<a id="{name}"></a>', f"## {name}", f"{intro}: {_prose(prov.header)}"]
     data = raw.get("data") or {}
     if data.get("prepare"):
-        parts.append(f"`data.prepare`: `lead-recipes data {' '.join(str(a) for a in data['prepare'])}`"
-                     + (f" ({data['notes'].strip()})" if data.get("notes") else ""))
+        parts.append(
+            f"`data.prepare`: `lead-recipes data {' '.join(str(a) for a in data['prepare'])}`"
+            + (f" ({data['notes'].strip()})" if data.get("notes") else "")
+        )
     rows = ["| hyperparameter | value | source |", "|---|---|---|"]
     for key, value in own_values(name).items():
         rows.append(f"| `{key}` | `{_cell(value)}` | {_escape(prov.sources.get(key, ''))} |")
@@ -160,6 +164,7 @@ def _ordered() -> list[str]:
             if bases[name] in bases:
                 visit(bases[name])
             done.append(name)
+
     for name in names:
         visit(name)
     return done

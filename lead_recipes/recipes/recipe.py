@@ -2,6 +2,7 @@
 parsers, and render to a `lead-recipes train` command line. This module does not start anything.
 Recipe format: docs/launch.md; the source of every value: docs/recipes.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,39 @@ DATA_KEYS = ("prepare", "notes")
 # Slurm: cpus_per_node None = the whole node's CPUs, mem "0" = all its memory; reward_port None = derived from the
 # job id (two jobs on a node differ); save_timeout None = sized from the model by slurm/train.sbatch.
 RESOURCE_KEYS = {
-    "nodes": int, "gpus_per_node": int, "cpus_per_node": int, "partition": str, "account": str, "time": str,
-    "reward_placement": str, "reward_port": int, "reward_workers": int, "signal_seconds": int, "requeue": bool,
-    "mem": str, "constraint": str, "qos": str, "save_timeout": int,
+    "nodes": int,
+    "gpus_per_node": int,
+    "cpus_per_node": int,
+    "partition": str,
+    "account": str,
+    "time": str,
+    "reward_placement": str,
+    "reward_port": int,
+    "reward_workers": int,
+    "signal_seconds": int,
+    "requeue": bool,
+    "mem": str,
+    "constraint": str,
+    "qos": str,
+    "save_timeout": int,
 }
-RESOURCE_DEFAULTS = {"nodes": 1, "gpus_per_node": 8, "cpus_per_node": None, "partition": None, "account": None,
-                     "time": "24:00:00", "reward_placement": "every_node", "reward_port": None, "reward_workers": None,
-                     "signal_seconds": 600, "requeue": True, "mem": "0", "constraint": None, "qos": None,
-                     "save_timeout": None}
+RESOURCE_DEFAULTS = {
+    "nodes": 1,
+    "gpus_per_node": 8,
+    "cpus_per_node": None,
+    "partition": None,
+    "account": None,
+    "time": "24:00:00",
+    "reward_placement": "every_node",
+    "reward_port": None,
+    "reward_workers": None,
+    "signal_seconds": 600,
+    "requeue": True,
+    "mem": "0",
+    "constraint": None,
+    "qos": None,
+    "save_timeout": None,
+}
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)(?::([A-Za-z0-9_.-]+))?\}")
 
 
@@ -43,6 +69,7 @@ _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)(?::([A-Za-z0-9_.-]+))?\}")
 def recipe_parser() -> argparse.ArgumentParser:
     """Our --recipe.* flags, defined once in lead_recipes.flags."""
     from lead_recipes.flags import add_recipe_flags
+
     parser = argparse.ArgumentParser(prog="lead-recipes train", allow_abbrev=False, add_help=False)
     add_recipe_flags(parser)
     return parser
@@ -118,10 +145,12 @@ def _read(path: Path, seen: tuple[str, ...] = ()) -> dict:
             raise RecipeError(f"{path}: section {section!r} must be a mapping")
     if "extends" not in raw:
         return raw
-    base = _read(_find(str(raw["extends"])) if "/" in str(raw["extends"]) else RECIPES_DIR / f"{raw['extends']}.yaml",
-                 seen + (str(path.resolve()),))
+    base = _read(
+        _find(str(raw["extends"])) if "/" in str(raw["extends"]) else RECIPES_DIR / f"{raw['extends']}.yaml",
+        seen + (str(path.resolve()),),
+    )
     merged = copy.deepcopy(base)
-    merged.pop("after", None)   # a stage's predecessor belongs to that file, not to recipes extending it
+    merged.pop("after", None)  # a stage's predecessor belongs to that file, not to recipes extending it
     for key, value in raw.items():
         if key in ("data", "resources", "openrlhf", "recipe"):
             merged.setdefault(key, {}).update(value or {})
@@ -174,12 +203,15 @@ def _expand(value: Any, env: dict[str, str], key: str, where: str) -> Any:
     def sub(match: re.Match) -> str:
         if match.group(2) is not None:
             if match.group(1) != "run" or match.group(2) not in recipe_names():
-                raise RecipeError(f"{where}: key {key!r}: {match.group(0)} names no recipe run; use ${{run:NAME}} "
-                                  f"with NAME one of {recipe_names()}")
+                raise RecipeError(
+                    f"{where}: key {key!r}: {match.group(0)} names no recipe run; use ${{run:NAME}} "
+                    f"with NAME one of {recipe_names()}"
+                )
             return run_dir_of(match.group(2))
         if match.group(1) not in env:
             raise RecipeError(f"{where}: key {key!r}: unknown placeholder ${{{match.group(1)}}}; known: {sorted(env)}")
         return env[match.group(1)]
+
     return _PLACEHOLDER.sub(sub, value)
 
 
@@ -214,9 +246,18 @@ class Recipe:
         return int(self.openrlhf.get("actor.num_nodes", 1)) * int(self.openrlhf.get("actor.num_gpus_per_node", 8))
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "path": self.path, "description": self.description, "entrypoint": self.entrypoint,
-                "extends": self.extends, "after": self.after, "data": copy.deepcopy(self.data), "resources": dict(self.resources),
-                "openrlhf": copy.deepcopy(self.openrlhf), "recipe": copy.deepcopy(self.recipe)}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "description": self.description,
+            "entrypoint": self.entrypoint,
+            "extends": self.extends,
+            "after": self.after,
+            "data": copy.deepcopy(self.data),
+            "resources": dict(self.resources),
+            "openrlhf": copy.deepcopy(self.openrlhf),
+            "recipe": copy.deepcopy(self.recipe),
+        }
 
 
 def _section_argv(prefix: str, section: dict[str, Any]) -> list[str]:
@@ -287,9 +328,18 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     if data.get("prepare") is not None:
         data["prepare"] = [str(_expand(str(v), env, "data.prepare", where)) for v in data["prepare"]]
 
-    recipe = Recipe(name=name, path=where, description=str(raw.get("description", "")), entrypoint=entrypoint,
-                    openrlhf=openrlhf_values, recipe=recipe_values, resources=resources, data=data,
-                    extends=raw.get("extends"), after=None if after is None else str(after))
+    recipe = Recipe(
+        name=name,
+        path=where,
+        description=str(raw.get("description", "")),
+        entrypoint=entrypoint,
+        openrlhf=openrlhf_values,
+        recipe=recipe_values,
+        resources=resources,
+        data=data,
+        extends=raw.get("extends"),
+        after=None if after is None else str(after),
+    )
     check_layout(recipe)
     check_seeded_selection(recipe)
     if recipe_values:
@@ -300,6 +350,7 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
 def _check_recipe_semantics(recipe: Recipe) -> None:
     """Validate the recipe's `recipe:` section as `lead-recipes train` would (lead_recipes.methods.config)."""
     from lead_recipes.flags import recipe_config
+
     args = recipe_parser().parse_args(_section_argv("--recipe.", recipe.recipe))
     try:
         recipe_config(args)

@@ -4,6 +4,7 @@ adds them to `ray.init`'s runtime_env, or checks an initialised Ray already carr
 It never forwards WANDB_API_KEY (Ray shows a job's runtime_env), starts Ray or changes the driver's environment.
 See docs/training.md#environment-in-the-ray-actors.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,6 +54,7 @@ def forward_env_to_actors(environ=None):
     """While inside, `ray.init` adds `forwarded_vars(environ)` to its runtime_env["env_vars"] (values the caller set
     win); if Ray is already initialised, its job must carry the same values, else ActorEnvError names the missing."""
     import ray
+
     env = forwarded_vars(environ)
     if ray.is_initialized():
         missing = _missing_in_running_job(ray, env)
@@ -60,7 +62,8 @@ def forward_env_to_actors(environ=None):
             raise ActorEnvError(
                 f"Ray was initialised without these variables in its runtime_env, so the actors lack them: "
                 f"{', '.join(missing)}.\nLet `lead-recipes train` call ray.init (RAY_ADDRESS joins a cluster), or "
-                "pass them in ray.init(runtime_env=...)")
+                "pass them in ray.init(runtime_env=...)"
+            )
         yield env
         return
     original = ray.init

@@ -4,6 +4,7 @@ filled in and reported, HTTP reward URLs routed through grading/remote_reward.py
 named at once. It does not parse values (OpenRLHF's parser and lead_recipes.flags do), print or start anything.
 See docs/training.md#the-command-line-a-base-recipe-your-flags-on-top.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,20 +13,22 @@ from dataclasses import dataclass, field
 from lead_recipes.methods.config import entry
 
 NONE = "none"
-DEFAULT_CAP = 4000          # LEAD's B_max, the cap of the reference recipe lead-1.5b
-PROMPT_BUDGET = 1024        # tokens of prompt room added to the cap when --data.max_len is filled in
-DEFAULT_SAMPLES = 8         # G: every recipe's group size
+DEFAULT_CAP = 4000  # LEAD's B_max, the cap of the reference recipe lead-1.5b
+PROMPT_BUDGET = 1024  # tokens of prompt room added to the cap when --data.max_len is filled in
+DEFAULT_SAMPLES = 8  # G: every recipe's group size
 REWARD_URLS_ENV = "LEAD_RECIPES_REWARD_URLS"
-REQUIRED = {"--actor.model_name_or_path": "the policy model (a local directory or a cached Hugging Face id)",
-            "--data.prompt_dataset": "the prompt data (JSONL with prompt/label columns: `lead-recipes data build`)"}
+REQUIRED = {
+    "--actor.model_name_or_path": "the policy model (a local directory or a cached Hugging Face id)",
+    "--data.prompt_dataset": "the prompt data (JSONL with prompt/label columns: `lead-recipes data build`)",
+}
 
 
 @dataclass
 class Resolved:
-    argv: list[str]                     # base recipe flags overlaid by the user's, then the filled-in defaults
-    base: str | None                    # the base recipe's name or file, None for `--recipe.name none`
-    filled: list[str] = field(default_factory=list)    # "--flag value (why)" for each filled-in default
-    missing: list[str] = field(default_factory=list)   # "--flag: what it is" for each flag still required
+    argv: list[str]  # base recipe flags overlaid by the user's, then the filled-in defaults
+    base: str | None  # the base recipe's name or file, None for `--recipe.name none`
+    filled: list[str] = field(default_factory=list)  # "--flag value (why)" for each filled-in default
+    missing: list[str] = field(default_factory=list)  # "--flag: what it is" for each flag still required
     env: dict[str, str] = field(default_factory=dict)  # variables the caller exports (reward URLs)
     user_flags: set[str] = field(default_factory=set)  # the flags the user typed
 
@@ -53,7 +56,7 @@ def flag_values(argv: list[str], name: str) -> list[str] | None:
             j = i + 1
             while j < len(argv) and not argv[j].startswith("--"):
                 j += 1
-            found = argv[i + 1:j]
+            found = argv[i + 1 : j]
         elif token.startswith(name + "="):
             found = [token.split("=", 1)[1]]
     return found
@@ -66,7 +69,8 @@ def reward_func_path(name: str = "reward_func.py") -> str:
 
 def resolve(argv: list[str], parser) -> Resolved:
     """Overlay `argv` on its base recipe and fill in the method's defaults. `parser` is the train command's own
-    parser (its flags are told apart from OpenRLHF's with it). lead_recipes.recipes.recipe.RecipeError for a bad base recipe."""
+    parser (its flags are told apart from OpenRLHF's with it). lead_recipes.recipes.recipe.RecipeError for a bad base
+    recipe."""
     ours, _ = parser.parse_known_args(argv)
     user = flag_names(argv)
     method = getattr(ours, "recipe.method")
@@ -74,6 +78,7 @@ def resolve(argv: list[str], parser) -> Resolved:
     base: list[str] = []
     if name != NONE:
         from lead_recipes.recipes.recipe import load_recipe
+
         base = load_recipe(name).train_argv()
         if "--recipe.method" not in user and "--recipe.name" in user:  # the chosen recipe's method then
             method = getattr(parser.parse_known_args(base)[0], "recipe.method")
@@ -106,9 +111,13 @@ def resolve(argv: list[str], parser) -> Resolved:
     urls = flag_values(out.argv, "--reward.remote_url") or []
     http = [u for part in urls for u in part.split(",") if u]
     if http and all(u.startswith(("http://", "https://")) for u in http):
-        out.argv = drop_flags(out.argv, {"--reward.remote_url"}) + ["--reward.remote_url",
-                                                                     reward_func_path("remote_reward.py")]
+        out.argv = drop_flags(out.argv, {"--reward.remote_url"}) + [
+            "--reward.remote_url",
+            reward_func_path("remote_reward.py"),
+        ]
         out.env[REWARD_URLS_ENV] = ",".join(http)
-        out.filled.append(f"--reward.remote_url {reward_func_path('remote_reward.py')} (forwards to "
-                          f"{', '.join(http)} with retries and fail-over; ${REWARD_URLS_ENV})")
+        out.filled.append(
+            f"--reward.remote_url {reward_func_path('remote_reward.py')} (forwards to "
+            f"{', '.join(http)} with retries and fail-over; ${REWARD_URLS_ENV})"
+        )
     return out

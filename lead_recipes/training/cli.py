@@ -4,6 +4,7 @@ anything heavy is imported; then OpenRLHF validates its own, the preflight check
 Secrets are masked in everything printed. It never imports OpenRLHF itself (lead_recipes.training.openrlhf_plugin
 does) and never starts Ray before the preflight. See docs/training.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,16 +17,23 @@ import shlex
 import sys
 from types import SimpleNamespace
 
-from lead_recipes.training.actor_env import forward_env_to_actors
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
-from lead_recipes.training.guard import grading_failure
 from lead_recipes.help_format import ArgumentParser, HelpFormatter, did_you_mean, option_strings
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default, openrlhf_parser
+from lead_recipes.training.actor_env import forward_env_to_actors
 from lead_recipes.training.args import resolve, reward_func_path
+from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
-from lead_recipes.training.preflight import (DEFAULT_RECIPE, PROG, add_preflight_flags, build_missing_data,
-                                             prepare_hint, report, run_preflight)
+from lead_recipes.training.preflight import (
+    DEFAULT_RECIPE,
+    PROG,
+    add_preflight_flags,
+    build_missing_data,
+    prepare_hint,
+    report,
+    run_preflight,
+)
 
 _URL_SECRET = re.compile(r"([?&](?:token|key|api_key|apikey|access_token|secret|password)=)[^&\s\"']+", re.I)
 
@@ -50,15 +58,25 @@ class _Parser(ArgumentParser):
 
 
 def _our_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, add_help=False,
-                     description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below.")
+    parser = _Parser(
+        prog=PROG, add_help=False, description="OpenRLHF train_ppo_ray flags plus the --recipe.* flags below."
+    )
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     run = parser.add_argument_group("run")
-    run.add_argument("--run.dry_run_enable", dest="dry_run", action="store_true",
-                     help="print the resolved command and configuration, exit 0")
-    parser.add_argument("--recipe.name", dest="base_recipe", default=None, metavar="NAME|FILE|none",
-                        help="base recipe the flags given here overlay (default: the --recipe.method's reference "
-                             "recipe, e.g. lead-1.5b; none = OpenRLHF's defaults plus the method's)")
+    run.add_argument(
+        "--run.dry_run_enable",
+        dest="dry_run",
+        action="store_true",
+        help="print the resolved command and configuration, exit 0",
+    )
+    parser.add_argument(
+        "--recipe.name",
+        dest="base_recipe",
+        default=None,
+        metavar="NAME|FILE|none",
+        help="base recipe the flags given here overlay (default: the --recipe.method's reference "
+        "recipe, e.g. lead-1.5b; none = OpenRLHF's defaults plus the method's)",
+    )
     add_preflight_flags(parser)
     add_recipe_flags(parser)
     return parser
@@ -83,6 +101,7 @@ def parse_command_line(argv: list[str]):
     try:
         recipe = recipe_config(ours)
         from lead_recipes.methods import build_method
+
         build_method(recipe)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -106,15 +125,17 @@ def _refuse_unknown_flags(rest: list[str], ours: set[str]) -> None:
             raise UsageError(f"unknown flag {flag}{did_you_mean(flag, ours | (theirs or set()))}")
 
 
-MIN_PROMPT_ROOM = 256               # fewest prompt tokens --data.max_len may leave beside the rollout cap
+MIN_PROMPT_ROOM = 256  # fewest prompt tokens --data.max_len may leave beside the rollout cap
 
 
 def recipe_conflicts(args) -> tuple[list[str], list[str]]:
     """(errors, warnings) about OpenRLHF settings the recipe cannot run with; all decidable from the args alone."""
     errors, warnings = [], []
     if args.algo.advantage.estimator not in ("group_norm", "dr_grpo"):
-        errors.append(f"--algo.advantage.estimator {args.algo.advantage.estimator}: use group_norm (the --recipe.method "
-                      "replaces its group step; other estimators add a critic or batch whitening)")
+        errors.append(
+            f"--algo.advantage.estimator {args.algo.advantage.estimator}: use group_norm (the --recipe.method "
+            "replaces its group step; other estimators add a critic or batch whitening)"
+        )
     if args.rollout.max_new_tokens is None:
         errors.append("--rollout.max_new_tokens is unset: the methods need the rollout cap (LEAD B_max, truncation)")
     cap, max_len = args.rollout.max_new_tokens, args.data.max_len
@@ -125,31 +146,45 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
         (errors if room <= 0 else warnings).append(
             f"--data.max_len {max_len} minus --rollout.max_new_tokens {cap} leaves {room} prompt tokens "
             f"(< {MIN_PROMPT_ROOM}): OpenRLHF cuts longer prompts from the left without a message; raise "
-            "--data.max_len (the cap plus ~1024)")
+            "--data.max_len (the cap plus ~1024)"
+        )
     if tuple(args.reward.clip_range or ()) != tuple(openrlhf_default("reward.clip_range")):
-        warnings.append(f"--reward.clip_range {' '.join(map(str, args.reward.clip_range))} has no effect: the "
-                        "method's advantage is the final reward (clipping it would cut the method's signal)")
+        warnings.append(
+            f"--reward.clip_range {' '.join(map(str, args.reward.clip_range))} has no effect: the "
+            "method's advantage is the final reward (clipping it would cut the method's signal)"
+        )
     urls = args.reward.remote_url or []
     if not urls or urls == ["agent"]:
-        errors.append("--reward.remote_url is unset: pass lead-recipes' reward function "
-                      f"({reward_func_path()}) or a `lead-recipes serve` URL; the plug-in reads extra_logs['correct']")
+        errors.append(
+            "--reward.remote_url is unset: pass lead-recipes' reward function "
+            f"({reward_func_path()}) or a `lead-recipes serve` URL; the plug-in reads extra_logs['correct']"
+        )
     elif len(urls) > 1:
-        warnings.append("several --reward.remote_url values: OpenRLHF sends each one-sample request to the first "
-                        "URL only; use one URL (or a load balancer)")
+        warnings.append(
+            "several --reward.remote_url values: OpenRLHF sends each one-sample request to the first "
+            "URL only; use one URL (or a load balancer)"
+        )
     if args.ckpt.disable_ds:  # OpenRLHF then skips the DeepSpeed save, yet a requested save would be marked done
-        errors.append("--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint, so nothing could resume "
-                      "this run (nor a save on request); drop --ckpt.disable_ds (--ckpt.save_hf adds HF weights)")
+        errors.append(
+            "--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint, so nothing could resume "
+            "this run (nor a save on request); drop --ckpt.disable_ds (--ckpt.save_hf adds HF weights)"
+        )
     if args.reward.overlong_buffer_len is not None or args.reward.stop_properly_penalty_coef is not None:
-        warnings.append("DAPO overlong / stop-properly penalty on: its per-sample reward change is added to the "
-                        "method's advantage (un-normalised), logged as recipe/length_penalty_mean")
+        warnings.append(
+            "DAPO overlong / stop-properly penalty on: its per-sample reward change is added to the "
+            "method's advantage (un-normalised), logged as recipe/length_penalty_mean"
+        )
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
-    if (args.recipe.method in ("lead", "composed") and b_max and args.rollout.max_new_tokens
-            and b_max != args.rollout.max_new_tokens):
-        warnings.append(f"--recipe.lead.b_max {b_max} differs from --rollout.max_new_tokens "
-                        f"{args.rollout.max_new_tokens}")
+    if (
+        args.recipe.method in ("lead", "composed")
+        and b_max
+        and args.rollout.max_new_tokens
+        and b_max != args.rollout.max_new_tokens
+    ):
+        warnings.append(
+            f"--recipe.lead.b_max {b_max} differs from --rollout.max_new_tokens {args.rollout.max_new_tokens}"
+        )
     return errors, warnings
-
-
 
 
 def plain(x):
@@ -167,10 +202,16 @@ def plain(x):
 
 def dry_run_text(openrlhf_argv: list[str], recipe, args, warnings: list[str]) -> str:
     command = ["lead-recipes", "train", *openrlhf_argv, *recipe_argv(recipe, only_changed=False)]
-    lines = ["# resolved command", shlex.join(command), "",
-             "# equivalent OpenRLHF entry point (the recipe rides along as args.recipe)",
-             shlex.join([sys.executable, "-m", "openrlhf.cli.train_ppo_ray", *openrlhf_argv]), "",
-             "# configuration after OpenRLHF's validation", json.dumps(plain(args), indent=2)]
+    lines = [
+        "# resolved command",
+        shlex.join(command),
+        "",
+        "# equivalent OpenRLHF entry point (the recipe rides along as args.recipe)",
+        shlex.join([sys.executable, "-m", "openrlhf.cli.train_ppo_ray", *openrlhf_argv]),
+        "",
+        "# configuration after OpenRLHF's validation",
+        json.dumps(plain(args), indent=2),
+    ]
     lines += [f"# warning: {w}" for w in warnings]
     return "\n".join(lines)
 
@@ -179,7 +220,7 @@ def _help(parser: argparse.ArgumentParser) -> str:
     text = parser.format_help()
     try:
         openrlhf = openrlhf_parser("train")
-        openrlhf.formatter_class = HelpFormatter   # its defaults shown like ours
+        openrlhf.formatter_class = HelpFormatter  # its defaults shown like ours
         text += "\nOpenRLHF train_ppo_ray flags (installed version):\n" + openrlhf.format_help()
     except Exception as exc:  # noqa: BLE001 - help must still print without the training stack
         text += f"\n(OpenRLHF's flags could not be listed: {exc})\n"
@@ -196,12 +237,18 @@ def main(argv: list[str]) -> int:
         print(_help(_our_parser()))
         return 0
     os.environ.update(resolved.env)  # the driver's copy; lead_recipes.training.actor_env forwards it into the actors
-    print(f"{PROG}: base recipe {resolved.base or 'none (OpenRLHF defaults)'} (--recipe.name), overlaid by the "
-          "flags given", file=sys.stderr)
+    print(
+        f"{PROG}: base recipe {resolved.base or 'none (OpenRLHF defaults)'} (--recipe.name), overlaid by the "
+        "flags given",
+        file=sys.stderr,
+    )
     for line in resolved.filled:
         print(mask_secrets(f"{PROG}: default {line}"), file=sys.stderr)
 
-    from lead_recipes.training import openrlhf_plugin as plugin  # imports OpenRLHF (several seconds); only after our own flags are valid
+    from lead_recipes.training import (
+        openrlhf_plugin as plugin,  # imports OpenRLHF (several seconds); only after our own flags are valid
+    )
+
     try:
         args = plugin.run_openrlhf(openrlhf_argv, recipe, resolve_only=True)
     except plugin.OpenRLHFMismatch as exc:
@@ -259,8 +306,11 @@ def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, plugin) ->
         saved = saved_on_request(exc)
         if saved is None:
             raise
-        print(f"{PROG}: checkpoint {saved.tag} saved on request at global_step {saved.step}; stopped. Resume with "
-              "the same command plus --ckpt.load_enable", file=sys.stderr)
+        print(
+            f"{PROG}: checkpoint {saved.tag} saved on request at global_step {saved.step}; stopped. Resume with "
+            "the same command plus --ckpt.load_enable",
+            file=sys.stderr,
+        )
         return PREEMPTED_EXIT
     return 0
 

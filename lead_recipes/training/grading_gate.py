@@ -4,14 +4,22 @@ and `skip_failed_step` skips a step whose failure share is too high before the f
 It does not change rewards or retry grading; eval samples and samples without a status are not counted.
 See docs/training.md#when-grading-fails-the-run-stops.
 """
+
 from __future__ import annotations
 
 import ray
 from openrlhf.trainer.ppo_trainer_async import GenerateSamplesActor
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
-from lead_recipes.training.guard import (SHARE_KEY, SKIPPED_KEY, STATUSES, GradingGuard, SampleWindows, failure_share,
-                                        status_counts)
+from lead_recipes.training.guard import (
+    SHARE_KEY,
+    SKIPPED_KEY,
+    STATUSES,
+    GradingGuard,
+    SampleWindows,
+    failure_share,
+    status_counts,
+)
 
 
 class GradingStepSkipped(Exception):
@@ -43,8 +51,10 @@ class RecipeSamplesGenerator(SamplesGenerator):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         rollout = self.args.rollout
-        self.grading_windows = SampleWindows(GradingGuard.from_recipe(getattr(self.args, "recipe", None)),
-                                             rollout.batch_size * rollout.n_samples_per_prompt)
+        self.grading_windows = SampleWindows(
+            GradingGuard.from_recipe(getattr(self.args, "recipe", None)),
+            rollout.batch_size * rollout.n_samples_per_prompt,
+        )
         self._in_eval = False
 
     def generate_eval_samples(self, **generate_kwargs):
@@ -65,8 +75,12 @@ def use_recipe_generator(owner) -> None:
     """Replace `owner.samples_generator` (OpenRLHF's) by a RecipeSamplesGenerator over the same parts."""
     old = owner.samples_generator
     owner.samples_generator = RecipeSamplesGenerator(
-        strategy=old.strategy, prompts_dataloader=old.prompts_dataloader, eval_dataloader=old.eval_dataloader,
-        tokenizer=old.tokenizer, vllm_engines=old.vllm_engines)
+        strategy=old.strategy,
+        prompts_dataloader=old.prompts_dataloader,
+        eval_dataloader=old.eval_dataloader,
+        tokenizer=old.tokenizer,
+        vllm_engines=old.vllm_engines,
+    )
 
 
 class RecipeGenerateSamplesActor(GenerateSamplesActor.__ray_actor_class__):

@@ -4,6 +4,7 @@ is above `--recipe.guard.grade_failure_max`; `status_counts`, `SampleWindows` an
 It does not change rewards or skip steps (grading_gate does); its streak is not checkpointed.
 See docs/training.md#when-grading-fails-the-run-stops.
 """
+
 from __future__ import annotations
 
 from lead_recipes.methods.config import GuardConfig, validate_section
@@ -51,7 +52,8 @@ class GradingGuard:
                 f"grading failed for {share:.0%} of the samples ({counts['error']:.0f} error, {counts['timeout']:.0f} "
                 f"timeout of {total:.0f}), above --recipe.guard.grade_failure_max {self.max_share} for {self.streak} "
                 f"consecutive steps: training stopped.\nCheck the reward server's log and GET /stats, "
-                "LEAD_RECIPES_GRADE_TIMEOUT_S and --data.label_key, then resume from the last checkpoint.")
+                "LEAD_RECIPES_GRADE_TIMEOUT_S and --data.label_key, then resume from the last checkpoint."
+            )
         return share
 
 

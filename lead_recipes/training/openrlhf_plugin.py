@@ -5,6 +5,7 @@ and per-problem records; `check_openrlhf()` checks the version pin and `run_open
 `train_ppo_ray`. No method math, grading or --recipe.* parsing.
 See docs/training.md#what-the-openrlhf-plug-in-changes-in-openrlhf-and-what-it-does-not.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,7 +20,6 @@ import sys
 
 import ray
 import torch
-
 from openrlhf.models.utils import compute_reward
 from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
 from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
@@ -27,19 +27,37 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
 from openrlhf.utils.logging_utils import init_logger
 
-from lead_recipes.training import preemption as preempt
-from lead_recipes.training.grading_gate import (GradingStepSkipped, RecipeGenerateSamplesActorRemote, skip_failed_step,
-                                                use_recipe_generator)
-from lead_recipes.training.guard import logged_share
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.training import preemption as preempt
+from lead_recipes.training.grading_gate import (
+    GradingStepSkipped,
+    RecipeGenerateSamplesActorRemote,
+    skip_failed_step,
+    use_recipe_generator,
+)
+from lead_recipes.training.guard import logged_share
 from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_path
-from lead_recipes.training.resume import (ALLOW_FLAG, StepOnceWandbLogger, method_settings, prepare_wandb_resume,
-                                          purge_tensorboard_from, recipe_client_state, restore_recipe_state)
+from lead_recipes.training.resume import (
+    ALLOW_FLAG,
+    StepOnceWandbLogger,
+    method_settings,
+    prepare_wandb_resume,
+    purge_tensorboard_from,
+    recipe_client_state,
+    restore_recipe_state,
+)
 from lead_recipes.training.step_order import balanced_then_shuffled
-from lead_recipes.training.step_stats import (finite, one_intra_op_thread, problem_records, rollout_batch, row_chunks,
-                                        step_stats, truncate_problem_records)
+from lead_recipes.training.step_stats import (
+    finite,
+    one_intra_op_thread,
+    problem_records,
+    rollout_batch,
+    row_chunks,
+    step_stats,
+    truncate_problem_records,
+)
 
 logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
@@ -51,7 +69,6 @@ PROBLEMS_FILE = "recipe_problems.jsonl"
 CHUNK_ROWS = 512  # rows per batched compute_reward/returns call: 512 x 4k tokens x 4 B = 8 MiB per tensor
 
 
-
 class OpenRLHFMismatch(RuntimeError):
     """The installed OpenRLHF is not the version this plug-in is pinned to."""
 
@@ -61,8 +78,10 @@ def check_openrlhf() -> None:
     against that version by tests/test_openrlhf_seams.py)."""
     version = importlib.metadata.version("openrlhf")
     if version != SUPPORTED_OPENRLHF:
-        raise OpenRLHFMismatch(f"openrlhf=={version} is installed; lead-recipes' plug-in is pinned to "
-                               f"openrlhf=={SUPPORTED_OPENRLHF}\n(pip install 'openrlhf=={SUPPORTED_OPENRLHF}')")
+        raise OpenRLHFMismatch(
+            f"openrlhf=={version} is installed; lead-recipes' plug-in is pinned to "
+            f"openrlhf=={SUPPORTED_OPENRLHF}\n(pip install 'openrlhf=={SUPPORTED_OPENRLHF}')"
+        )
 
 
 class RecipeExperienceMaker(RemoteExperienceMaker):
@@ -71,8 +90,10 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
     def __init__(self, *args, method: Method | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.advantage_estimator not in GROUP_ESTIMATORS:
-            raise ValueError(f"--recipe.method needs --algo.advantage.estimator group_norm (or dr_grpo), got "
-                             f"{self.advantage_estimator!r}: other estimators add a critic or batch whitening")
+            raise ValueError(
+                f"--recipe.method needs --algo.advantage.estimator group_norm (or dr_grpo), got "
+                f"{self.advantage_estimator!r}: other estimators add a critic or batch whitening"
+            )
         self.method = method if method is not None else build_method(RecipeConfig.of(self.args.recipe))
         self.last_stats: dict[str, float] = {}
         self.last_problems: list[dict] = []
@@ -101,8 +122,10 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         indices = torch.tensor(list(itertools.chain.from_iterable(e.index for e in experiences)))
         total = len(indices)
         if total % n or not torch.equal(indices.sort().values, torch.arange(total)):
-            raise ValueError(f"experience indices are not a permutation of 0..{total - 1} in groups of n={n}; "
-                             "samples cannot be regrouped by prompt")
+            raise ValueError(
+                f"experience indices are not a permutation of 0..{total - 1} in groups of n={n}; "
+                "samples cannot be regrouped by prompt"
+            )
 
         def grouped(values: torch.Tensor) -> torch.Tensor:
             out = torch.empty_like(values)
@@ -121,8 +144,7 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         shaped = finite("method rewards", out.rewards.to(torch.float32))
 
         # per-sample values back in micro-batch order (upstream's reshape(-1)[indices].split pattern)
-        per_sample = {name: t.reshape(-1)[indices].split(exp_len)
-                      for name, t in (("adv", adv), ("reward", shaped))}
+        per_sample = {name: t.reshape(-1)[indices].split(exp_len) for name, t in (("adv", adv), ("reward", shaped))}
         gamma = args.algo.advantage.gamma
         if gamma != 1.0:  # upstream forces γ = 1 for every group estimator, with this warning
             logger.warning(f"gamma is set to 1.0 for {self.advantage_estimator}")
@@ -154,9 +176,9 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         start = 0
         for e in experiences:
             rows, w = e.action_mask.shape
-            e.returns = returns[start:start + rows, :w].clone()
+            e.returns = returns[start : start + rows, :w].clone()
             e.advantages = e.returns.clone()
-            e.info["return"] = totals[start:start + rows].clone()
+            e.info["return"] = totals[start : start + rows].clone()
             e.kl = None
             start += rows
 
@@ -178,13 +200,20 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
         self.recipe_wandb_run_id = prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
         super().__init__(*args, **kwargs)
         self.experience_maker = RecipeExperienceMaker(
-            self.actor_model_group, self.critic_model_group, self.reward_model_group, self.reference_model_group,
-            self.kl_ctl, self.strategy, self.tokenizer)
+            self.actor_model_group,
+            self.critic_model_group,
+            self.reward_model_group,
+            self.reference_model_group,
+            self.kl_ctl,
+            self.strategy,
+            self.tokenizer,
+        )
         if hasattr(self, "samples_generator"):  # the sync trainer generates in-process (async: its generator actor)
             use_recipe_generator(self)
         if self.wandb_logger is not None:  # a resumed run logs each global step once (lead_recipes.training.resume)
-            self.wandb_logger = StepOnceWandbLogger(self.wandb_logger, self.args.ckpt.path, self.recipe_wandb_run_id,
-                                                    self.args.ckpt.load_enable)
+            self.wandb_logger = StepOnceWandbLogger(
+                self.wandb_logger, self.args.ckpt.path, self.recipe_wandb_run_id, self.args.ckpt.load_enable
+            )
 
     recipe_step_skipped = False  # the last train_step was skipped (grading failed): no checkpoint for it
 
@@ -223,8 +252,9 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
                 return BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
-        client_states["recipe"] = recipe_client_state(self.recipe_method, self.recipe_wandb_run_id,
-                                                      self._recipe_settings())
+        client_states["recipe"] = recipe_client_state(
+            self.recipe_method, self.recipe_wandb_run_id, self._recipe_settings()
+        )
         # a pending save request makes the save happen now (SaveOnRequestMixin, then OpenRLHF's own save path)
         return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
 
@@ -242,22 +272,29 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
             purge_tensorboard_from(tb, int(checkpoint_states["global_step"]) + 1)  # the steps logged again
         if checkpoint_states and "global_step" in checkpoint_states:
             # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
-            dropped = truncate_problem_records(os.path.join(self.args.ckpt.path, PROBLEMS_FILE),
-                                               int(checkpoint_states["global_step"]))
+            dropped = truncate_problem_records(
+                os.path.join(self.args.ckpt.path, PROBLEMS_FILE), int(checkpoint_states["global_step"])
+            )
             if dropped:
-                logger.info(f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records after global_step "
-                            f"{checkpoint_states['global_step']} (they are trained again)")
+                logger.info(
+                    f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records after global_step "
+                    f"{checkpoint_states['global_step']} (they are trained again)"
+                )
         allow = RecipeConfig.of(getattr(self.args, "recipe", None)).resume.settings_change_enable
         changes = restore_recipe_state(self.recipe_method, checkpoint_states, self._recipe_settings(), allow)
         if changes:
             logger.warning(f"lead-recipes: resuming under changed settings ({ALLOW_FLAG}): {'; '.join(changes)}")
         if changes is not None:
-            logger.info(f"lead-recipes: restored {self.recipe_method.name} state at global_step "
-                        f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}")
+            logger.info(
+                f"lead-recipes: restored {self.recipe_method.name} state at global_step "
+                f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}"
+            )
             saved_id = checkpoint_states["recipe"].get("wandb_run_id")
             if saved_id and self.recipe_wandb_run_id and saved_id != self.recipe_wandb_run_id:
-                logger.warning(f"checkpoint was logged to W&B run {saved_id}, this run logs to "
-                               f"{self.recipe_wandb_run_id} (WANDB_RUN_ID overrides the saved id)")
+                logger.warning(
+                    f"checkpoint was logged to W&B run {saved_id}, this run logs to "
+                    f"{self.recipe_wandb_run_id} (WANDB_RUN_ID overrides the saved id)"
+                )
 
 
 class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
@@ -330,7 +367,10 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig, resolve_only: b
     def stop(*_a, **_k):
         raise StopBeforeTrain(captured.get("args"))
 
-    pt, pta = importlib.import_module("openrlhf.trainer.ppo_trainer"), importlib.import_module("openrlhf.trainer.ppo_trainer_async")
+    pt, pta = (
+        importlib.import_module("openrlhf.trainer.ppo_trainer"),
+        importlib.import_module("openrlhf.trainer.ppo_trainer_async"),
+    )
     argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_argv]
     with contextlib.ExitStack() as stack:
         stack.enter_context(_patched(config, "hierarchize", hierarchize_with_recipe))

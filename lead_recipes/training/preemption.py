@@ -4,6 +4,7 @@ step boundary through OpenRLHF's own save path, writes the marker and stops the 
 It does not import OpenRLHF, requeue or resume (slurm/train.sbatch, `--ckpt.load_enable`).
 See docs/training.md#preemption-and-time-limits-checkpoint-on-signal-requeue-resume.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,8 +46,15 @@ def write_json_atomic(path: str, obj: dict) -> None:
 
 
 def request_save(path: str, why: str) -> None:
-    write_json_atomic(path, {"signal": why, "pid": os.getpid(), "host": socket.gethostname(),
-                             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    write_json_atomic(
+        path,
+        {
+            "signal": why,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    )
 
 
 def read_save_request(path: str | None) -> dict | None:
@@ -76,8 +84,11 @@ class SaveOnSignal:
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
         request_save(self.path, name)
-        print(f"{PROG}: {name}: checkpoint requested ({self.path}); training stops after the next step's save",
-              file=sys.stderr, flush=True)
+        print(
+            f"{PROG}: {name}: checkpoint requested ({self.path}); training stops after the next step's save",
+            file=sys.stderr,
+            flush=True,
+        )
 
     @contextlib.contextmanager
     def installed(self):
@@ -87,8 +98,11 @@ class SaveOnSignal:
             if os.path.exists(path):
                 os.remove(path)
         old = {s: signal.signal(s, self) for s in (signal.SIGUSR1, signal.SIGTERM)}
-        print(f"{PROG}: SIGUSR1/SIGTERM request a checkpoint at the next step boundary ({self.path})",
-              file=sys.stderr, flush=True)
+        print(
+            f"{PROG}: SIGUSR1/SIGTERM request a checkpoint at the next step boundary ({self.path})",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             yield self
         finally:
@@ -137,13 +151,22 @@ class SaveOnRequestMixin:
         finally:
             ckpt.save_steps = every
         tag = f"global_step{global_step}"
-        write_json_atomic(saved_marker_path(path), {"step": int(global_step), "tag": tag,
-                                                    "ckpt_path": os.path.abspath(ckpt.path), "request": request,
-                                                    "stopped": self.stop_on_save_request})
+        write_json_atomic(
+            saved_marker_path(path),
+            {
+                "step": int(global_step),
+                "tag": tag,
+                "ckpt_path": os.path.abspath(ckpt.path),
+                "request": request,
+                "stopped": self.stop_on_save_request,
+            },
+        )
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
-        logger.warning(f"lead-recipes: checkpoint {tag} saved on request ({request.get('signal')}); marker "
-                       f"{saved_marker_path(path)}" + ("; stopping training" if self.stop_on_save_request else ""))
+        logger.warning(
+            f"lead-recipes: checkpoint {tag} saved on request ({request.get('signal')}); marker "
+            f"{saved_marker_path(path)}" + ("; stopping training" if self.stop_on_save_request else "")
+        )
         if self.stop_on_save_request:
             raise SavedOnRequest(int(global_step), tag)
 

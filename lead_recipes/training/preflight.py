@@ -3,6 +3,7 @@ data, model, the reward function on a probe, checkpoint directory, Ray), none st
 missing prompt data from the recipe's `data.prepare`. It does not parse flags, print or train, and imports
 OpenRLHF, torch and Ray only inside the checks. See docs/training.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,32 +31,48 @@ def required_gpus(args) -> int:
     actor = args.actor.num_nodes * args.actor.num_gpus_per_node
     if args.train.colocate_all:
         return actor
-    ref = 0 if args.train.colocate_actor_ref or args.algo.kl.init_coef <= 0 else args.ref.num_nodes * args.ref.num_gpus_per_node
+    ref = (
+        0
+        if args.train.colocate_actor_ref or args.algo.kl.init_coef <= 0
+        else args.ref.num_nodes * args.ref.num_gpus_per_node
+    )
     vllm = (args.vllm.num_engines or 0) * args.vllm.tensor_parallel_size
     return actor + ref + vllm
 
 
 def _check_gpus(args) -> Check:
     import torch
+
     need = required_gpus(args)
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if have >= need or (have and args.actor.num_nodes > 1):  # multi-node: Ray's count below is the real check
         return Check("gpu", True, f"{have} CUDA GPU(s) visible here, layout needs {need}")
     why = "no CUDA GPU visible (torch %s, cuda available: %s)" % (torch.__version__, torch.cuda.is_available())
-    return Check("gpu", False, f"{why}; this layout needs {need} GPU(s) "
-                 f"(actor {args.actor.num_nodes}x{args.actor.num_gpus_per_node}, colocate_all={args.train.colocate_all})")
+    return Check(
+        "gpu",
+        False,
+        f"{why}; this layout needs {need} GPU(s) "
+        f"(actor {args.actor.num_nodes}x{args.actor.num_gpus_per_node}, colocate_all={args.train.colocate_all})",
+    )
 
 
 def _check_flash_attn(args) -> Check:
     if "flash" not in (args.ds.attn_implementation or "") and not args.ds.packing_samples:
         return Check("flash-attn", True, f"not needed (--ds.attn_implementation {args.ds.attn_implementation})")
     import importlib.util
+
     spec = importlib.util.find_spec("flash_attn_2_cuda")
     if spec is None or spec.origin is None:
-        return Check("flash-attn", False, "flash_attn_2_cuda is not installed (pip install flash-attn==2.8.3 on the GPU node)")
+        return Check(
+            "flash-attn", False, "flash_attn_2_cuda is not installed (pip install flash-attn==2.8.3 on the GPU node)"
+        )
     if spec.origin.endswith(".py"):
-        return Check("flash-attn", False, f"{spec.origin} is the CPU stub, not the CUDA build "
-                     "(pip install flash-attn==2.8.3 on the GPU node, or --ds.attn_implementation sdpa without packing)")
+        return Check(
+            "flash-attn",
+            False,
+            f"{spec.origin} is the CPU stub, not the CUDA build "
+            "(pip install flash-attn==2.8.3 on the GPU node, or --ds.attn_implementation sdpa without packing)",
+        )
     return Check("flash-attn", True, spec.origin)
 
 
@@ -86,7 +103,9 @@ def _check_data(flag: str, spec: str | None, input_key: str, label_key: str | No
             if flag == "data":
                 hint = " (build it with `lead-recipes data build ...`)"
             looks_local = path.startswith((".", "/", "~")) or path.endswith((".json", ".jsonl", ".parquet"))
-            what = "file does not exist" if looks_local else "not a local path; a hub dataset id is not resolvable offline"
+            what = (
+                "file does not exist" if looks_local else "not a local path; a hub dataset id is not resolvable offline"
+            )
             return Check(flag, False, f"{path}: {what}{hint}")
         if os.path.isfile(path) and path.endswith((".json", ".jsonl")):
             try:
@@ -96,7 +115,9 @@ def _check_data(flag: str, spec: str | None, input_key: str, label_key: str | No
                 return Check(flag, False, f"{path}: unreadable first row ({exc})")
             absent = [k for k in (input_key, label_key) if k and k not in row]
             if absent:
-                return Check(flag, False, f"{path}: first row lacks key(s) {absent} (--data.input_key/--data.label_key)")
+                return Check(
+                    flag, False, f"{path}: first row lacks key(s) {absent} (--data.input_key/--data.label_key)"
+                )
             if label_key and path.endswith(".jsonl"):
                 bad = _object_label_problem(path, label_key)
                 if bad:
@@ -112,13 +133,20 @@ def _check_model(name: str | None) -> Check:
         return Check("model", ok, f"{name}" + ("" if ok else ": directory has no config.json"))
     try:
         from huggingface_hub import try_to_load_from_cache
+
         cached = try_to_load_from_cache(name, "config.json")
     except Exception:  # noqa: BLE001 - an invalid repo id is reported below like a missing one
         cached = None
     if isinstance(cached, str):
         return Check("model", True, f"{name} (local Hugging Face cache)")
-    return Check("model", False, f"{name}: not a local directory and not in the local Hugging Face cache; not "
-                 "resolvable offline (download it first, e.g. `hf download {name}`, or pass a local path)".replace("{name}", name))
+    return Check(
+        "model",
+        False,
+        f"{name}: not a local directory and not in the local Hugging Face cache; not "
+        "resolvable offline (download it first, e.g. `hf download {name}`, or pass a local path)".replace(
+            "{name}", name
+        ),
+    )
 
 
 _PROBE = ("What is 1 + 1?", "Adding gives two. </think> The answer is $\\boxed{2}$.", "2")
@@ -126,18 +154,21 @@ _PROBE = ("What is 1 + 1?", "Adding gives two. </think> The answer is $\\boxed{2
 
 def _check_reward(urls) -> Check:
     from lead_recipes.grading.grader import REWARD_LOG_KEYS
+
     if not urls:
         return Check("reward", False, "--reward.remote_url is unset")
     url = urls[0]
-    # lead_recipes/grading/remote_reward.py forwards to servers: probe each one directly (its retries would wait minutes)
+    # lead_recipes/grading/remote_reward.py forwards to servers: probe each one directly (its retries would wait
+    # minutes)
     targets = url
     if os.path.basename(url) == "remote_reward.py":
         from lead_recipes.grading.remote_reward import URLS_ENV, server_urls
+
         targets = server_urls()
         if not targets:
             return Check("reward", False, f"{url} forwards to the servers in ${URLS_ENV}, which is empty")
     prompt, response, label = _PROBE
-    for target in ([targets] if isinstance(targets, str) else targets):
+    for target in [targets] if isinstance(targets, str) else targets:
         try:
             if target.endswith(".py"):
                 out = _probe_reward_file(target, prompt, response, label)
@@ -159,6 +190,7 @@ def _check_reward(urls) -> Check:
 def _probe_reward_file(path: str, prompt: str, response: str, label: str) -> dict:
     import concurrent.futures
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("lead_recipes_reward_probe", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -169,6 +201,7 @@ def _probe_reward_file(path: str, prompt: str, response: str, label: str) -> dic
 
 def _probe_reward_url(url: str, prompt: str, response: str, label: str) -> dict:
     import urllib.request
+
     health = url.rsplit("/", 1)[0] + "/health" if url.count("/") > 2 else url + "/health"
     with urllib.request.urlopen(health, timeout=10) as r:  # noqa: S310 - the user's own reward server
         if r.status != 200:
@@ -189,10 +222,10 @@ def _check_ckpt_dir(path: str) -> Check:
 
 def _check_ray(args) -> Check:
     import ray
+
     address = os.environ.get("RAY_ADDRESS")
     try:
-        ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
-                 ignore_reinit_error=True)
+        ray.init(address=address or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         gpus = int(ray.cluster_resources().get("GPU", 0))
     except Exception as exc:  # noqa: BLE001
         return Check("ray", False, f"Ray did not start: {type(exc).__name__}: {exc}")
@@ -213,23 +246,34 @@ def parse_skip(value: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in value.split(",") if n.strip())
     unknown = [n for n in names if n not in CHECK_NAMES]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"--preflight.skip {value!r}: unknown check(s) {unknown or [value]}; "
-                         f"choose from {', '.join(CHECK_NAMES)}")
+        raise argparse.ArgumentTypeError(
+            f"--preflight.skip {value!r}: unknown check(s) {unknown or [value]}; choose from {', '.join(CHECK_NAMES)}"
+        )
     return names
 
 
 def add_preflight_flags(parser) -> None:
     group = parser.add_argument_group("preflight")
-    group.add_argument("--preflight.only_enable", dest="preflight", action="store_true",
-                       help="run only the preflight checks (exit 0 if all pass)")
-    group.add_argument("--preflight.skip", dest="preflight_skip", type=parse_skip, default=(),
-                       metavar="CHECK[,CHECK]",
-                       help="preflight checks not to run, e.g. `gpu` when submitting from a login node without "
-                            f"GPUs ({', '.join(CHECK_NAMES)}); each is reported as skipped")
+    group.add_argument(
+        "--preflight.only_enable",
+        dest="preflight",
+        action="store_true",
+        help="run only the preflight checks (exit 0 if all pass)",
+    )
+    group.add_argument(
+        "--preflight.skip",
+        dest="preflight_skip",
+        type=parse_skip,
+        default=(),
+        metavar="CHECK[,CHECK]",
+        help="preflight checks not to run, e.g. `gpu` when submitting from a login node without "
+        f"GPUs ({', '.join(CHECK_NAMES)}); each is reported as skipped",
+    )
 
 
 def _check_openrlhf() -> Check:
     from lead_recipes.training import openrlhf_plugin as plugin
+
     try:
         plugin.check_openrlhf()
         return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, the pinned version")
@@ -241,12 +285,16 @@ def run_preflight(args, skip=()) -> list[Check]:
     """Every check not in `skip`, cheap ones first; none stops the others, so the report names everything missing
     at once. A skipped check is reported as passed with the reason, and never run."""
     checks = {
-        "openrlhf": _check_openrlhf, "gpu": lambda: _check_gpus(args), "flash-attn": lambda: _check_flash_attn(args),
+        "openrlhf": _check_openrlhf,
+        "gpu": lambda: _check_gpus(args),
+        "flash-attn": lambda: _check_flash_attn(args),
         "data": lambda: _check_data("data", args.data.prompt_dataset, args.data.input_key, args.data.label_key),
         "eval-data": lambda: _check_data("eval data", args.eval.dataset, args.data.input_key, args.data.label_key),
         "model": lambda: _check_model(args.actor.model_name_or_path),
-        "reward": lambda: _check_reward(args.reward.remote_url), "ckpt": lambda: _check_ckpt_dir(args.ckpt.path),
-        "ray": lambda: _check_ray(args)}
+        "reward": lambda: _check_reward(args.reward.remote_url),
+        "ckpt": lambda: _check_ckpt_dir(args.ckpt.path),
+        "ray": lambda: _check_ray(args),
+    }
     return [Check(name, True, "skipped (--preflight.skip)") if name in skip else run() for name, run in checks.items()]
 
 
@@ -262,6 +310,7 @@ def _prepare_of(prompt_dataset: str | None, embedded: bool) -> tuple[str, list[s
     """(recipe name, its `data.prepare` argv) that builds the prompt data: the embedded default recipe's, else that
     of the first recipe whose prompt dataset is this path."""
     from lead_recipes.recipes.recipe import load_recipe, recipe_names
+
     wanted = set(_dataset_paths(prompt_dataset))
     for name in [DEFAULT_RECIPE] if embedded else recipe_names():
         try:
@@ -288,8 +337,10 @@ def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
     hint = f"{PROG}: build the prompt data (recipe {name}) with: {shlex.join(['lead-recipes', 'data', *prepare])}"
     source = _flag(prepare, "--input")
     if source and os.path.isabs(source) and not os.path.exists(source):
-        hint += (f"\n{PROG}: its source file {os.path.basename(source)} is missing: expected at {source} (the "
-                 "sources directory is $LEAD_RECIPES_SOURCES, default ./data/sources)")
+        hint += (
+            f"\n{PROG}: its source file {os.path.basename(source)} is missing: expected at {source} (the "
+            "sources directory is $LEAD_RECIPES_SOURCES, default ./data/sources)"
+        )
     return hint
 
 
@@ -303,11 +354,21 @@ def build_missing_data(prompt_dataset: str | None, embedded: bool) -> bool:
         return False
     name, prepare = found
     source, out = _flag(prepare, "--input"), _flag(prepare, "--output")
-    if prepare[0] != "build" or not source or not os.path.isfile(source) or not out or os.path.abspath(out) not in missing:
+    if (
+        prepare[0] != "build"
+        or not source
+        or not os.path.isfile(source)
+        or not out
+        or os.path.abspath(out) not in missing
+    ):
         return False
-    print(f"{PROG}: prompt data {out} is missing; building it (recipe {name}) from {source}: "
-          f"{shlex.join(['lead-recipes', 'data', *prepare])}", flush=True)
+    print(
+        f"{PROG}: prompt data {out} is missing; building it (recipe {name}) from {source}: "
+        f"{shlex.join(['lead-recipes', 'data', *prepare])}",
+        flush=True,
+    )
     from lead_recipes import data
+
     try:
         rc = data.main(list(prepare))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported; the preflight then names the missing data

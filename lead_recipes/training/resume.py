@@ -4,6 +4,7 @@ controller state) and what a resume from it accepts: the same method, version an
 It does not import OpenRLHF or restore anything but the method (OpenRLHF restores models and data).
 See docs/training.md#checkpoints-and-resume.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,20 +46,30 @@ def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any
 def settings_changes(saved: dict, current: dict) -> list[str]:
     """One line per flag whose value differs between the checkpoint's settings and this run's."""
     keys = list(current) + [k for k in saved if k not in current]
-    return [f"{k} {saved.get(k, _ABSENT)!r} in the checkpoint, {current.get(k, _ABSENT)!r} now"
-            for k in keys if saved.get(k, _ABSENT) != current.get(k, _ABSENT)]
+    return [
+        f"{k} {saved.get(k, _ABSENT)!r} in the checkpoint, {current.get(k, _ABSENT)!r} now"
+        for k in keys
+        if saved.get(k, _ABSENT) != current.get(k, _ABSENT)
+    ]
 
 
 def recipe_client_state(method: Method, wandb_run_id: str | None, settings: dict | None = None) -> dict:
     """What goes into `client_states["recipe"]` (plain JSON-able Python; checked so a save never fails late)."""
-    state = {"version": STATE_VERSION, "method": method.name, "controller": method.state_dict(),
-             "settings": settings, "wandb_run_id": wandb_run_id, "openrlhf": importlib.metadata.version("openrlhf")}
+    state = {
+        "version": STATE_VERSION,
+        "method": method.name,
+        "controller": method.state_dict(),
+        "settings": settings,
+        "wandb_run_id": wandb_run_id,
+        "openrlhf": importlib.metadata.version("openrlhf"),
+    }
     json.dumps(state, allow_nan=False)
     return state
 
 
-def restore_recipe_state(method: Method, checkpoint_states: dict | None, settings: dict | None = None,
-                         allow_change: bool = False) -> list[str] | None:
+def restore_recipe_state(
+    method: Method, checkpoint_states: dict | None, settings: dict | None = None, allow_change: bool = False
+) -> list[str] | None:
     """Load the controller from checkpoint states: None when there was nothing to restore, else the settings
     changes that were allowed ([] for none). RuntimeError for a checkpoint without recipe state, of another method
     or version, or with other settings (not allowed): a controller never silently restarts nor mixes settings."""
@@ -67,16 +78,22 @@ def restore_recipe_state(method: Method, checkpoint_states: dict | None, setting
     state = checkpoint_states.get("recipe")
     if state is None:
         if checkpoint_states.get("global_step", 0) > 0:
-            raise RuntimeError("the checkpoint being resumed has no client_states['recipe'] (saved without "
-                               "lead-recipes?); refusing to restart the method's controller from scratch")
+            raise RuntimeError(
+                "the checkpoint being resumed has no client_states['recipe'] (saved without "
+                "lead-recipes?); refusing to restart the method's controller from scratch"
+            )
         return None
     if state.get("version") != STATE_VERSION or state.get("method") != method.name:
-        raise RuntimeError(f"the checkpoint's recipe state is version {state.get('version')} of method "
-                           f"{state.get('method')!r}; this run reads version {STATE_VERSION} of {method.name}")
+        raise RuntimeError(
+            f"the checkpoint's recipe state is version {state.get('version')} of method "
+            f"{state.get('method')!r}; this run reads version {STATE_VERSION} of {method.name}"
+        )
     changes = settings_changes(state.get("settings") or {}, settings) if settings is not None else []
     if changes and not allow_change:
-        raise RuntimeError(f"resuming under other method settings than the checkpoint's: {'; '.join(changes)}\n"
-                           f"use the checkpoint's values, or pass {ALLOW_FLAG} to continue under the new ones")
+        raise RuntimeError(
+            f"resuming under other method settings than the checkpoint's: {'; '.join(changes)}\n"
+            f"use the checkpoint's values, or pass {ALLOW_FLAG} to continue under the new ones"
+        )
     method.load_state_dict(state["controller"])
     return changes
 
@@ -104,6 +121,7 @@ def purge_tensorboard_from(tb_logger, step: int) -> None:
     """Reopen OpenRLHF's TensorboardLogger writer (nothing written yet) with `purge_step=step`: TensorBoard drops
     the earlier event files' events at steps >= `step` of this run directory."""
     from torch.utils.tensorboard import SummaryWriter
+
     old = tb_logger.writer
     old.close()
     tb_logger.writer = SummaryWriter(log_dir=old.log_dir, purge_step=int(step))
@@ -137,7 +155,7 @@ class StepOnceWandbLogger:
             return
         self.inner.log_train(global_step, logs_dict)
         if not (logs_dict or {}).get(SKIPPED_KEY):  # a skipped step (grading failed) is re-trained after a resume:
-            self._record(global_step)              # its step is not taken, so the re-trained values are logged
+            self._record(global_step)  # its step is not taken, so the re-trained values are logged
 
     def log_eval(self, global_step, logs_dict) -> None:
         if global_step > self.logged_before:

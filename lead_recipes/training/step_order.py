@@ -3,6 +3,7 @@
 length, seeded, so no step sees only the longest and shortest samples. Nothing changes without dynamic batching.
 See docs/training.md#optimizer-steps-see-every-length.
 """
+
 from __future__ import annotations
 
 import random
@@ -12,8 +13,7 @@ from openrlhf.trainer.ppo_utils.experience import balance_experiences, make_expe
 
 def dp_size(args) -> int:
     """OpenRLHF's effective data-parallel size (balance_experiences' and the replay buffer's)."""
-    return (args.actor.num_nodes * args.actor.num_gpus_per_node // args.ds.ring_attn_size
-            // args.ds.tensor_parallel_size)
+    return args.actor.num_nodes * args.actor.num_gpus_per_node // args.ds.ring_attn_size // args.ds.tensor_parallel_size
 
 
 def dealt(items: list, step_size: int, rng: random.Random) -> list:
@@ -28,7 +28,7 @@ def dealt(items: list, step_size: int, rng: random.Random) -> list:
     ranked = sorted(items, key=lambda e: float(e.total_length.sum()), reverse=True)
     per_step: list[list] = [[] for _ in range(steps)]
     for start in range(0, len(ranked), steps):
-        stratum = ranked[start:start + steps]
+        stratum = ranked[start : start + steps]
         rng.shuffle(stratum)
         for slot, item in zip(per_step, stratum):
             slot.append(item)

@@ -2,6 +2,7 @@
 (`rollout_batch`), the logged `recipe/*` statistics (`step_stats`), the per-problem records and their truncation on
 a resume, and small tensor utilities. No method math, no OpenRLHF import. See docs/training.md.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,9 +57,11 @@ def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
     try:
         correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
     except KeyError:
-        raise ValueError('experience.info has no "correct": the reward function must be lead-recipes\' '
-                         "(--reward.remote_url <path>/lead_recipes/grading/reward_func.py or the `lead-recipes serve` "
-                         "URL), which returns extra_logs[\"correct\"] for every sample") from None
+        raise ValueError(
+            'experience.info has no "correct": the reward function must be lead-recipes\' '
+            "(--reward.remote_url <path>/lead_recipes/grading/reward_func.py or the `lead-recipes serve` "
+            'URL), which returns extra_logs["correct"] for every sample'
+        ) from None
     cap = int(cap)
     lengths = torch.cat([e.action_mask.sum(-1).reshape(-1) for e in experiences]).to(torch.float32)
     # a response is 1..cap tokens; OpenRLHF's dynamic cap (max_new_tokens unset) is max_len - prompt_len
@@ -74,8 +77,13 @@ def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
     for key in STATUS_KEYS + ("grade_latency_s",):
         if all(key in e.info for e in experiences):
             extra[key] = torch.cat([e.info[key].reshape(-1).float() for e in experiences])
-    batch = RolloutBatch(correct=grouped(correct) > 0.5, lengths=grouped(lengths), max_new_tokens=cap,
-                         truncated=truncated, repetitive=repetitive)
+    batch = RolloutBatch(
+        correct=grouped(correct) > 0.5,
+        lengths=grouped(lengths),
+        max_new_tokens=cap,
+        truncated=truncated,
+        repetitive=repetitive,
+    )
     return batch, extra
 
 
@@ -102,7 +110,7 @@ def step_stats(method_name: str, batch: RolloutBatch, out, shaped, penalty, extr
     missing = [k for k in STATUS_KEYS if k not in extra]
     for key in STATUS_KEYS:  # counts, so one timeout in 8k samples is visible, never averaged to ~0
         if key in extra:
-            stats[f"recipe/grading/{key[len('status_'):]}_count"] = float(extra[key].sum())
+            stats[f"recipe/grading/{key[len('status_') :]}_count"] = float(extra[key].sum())
     stats["recipe/grading/status_missing"] = float(len(missing) > 0)  # 1 = the reward function is not ours
     if "grade_latency_s" in extra:
         stats["recipe/grading/latency_s_max"] = extra["grade_latency_s"].max().item()
@@ -128,13 +136,22 @@ def problem_records(experiences, indices, batch: RolloutBatch, n: int) -> list[d
         members = [order[q * n + j] for j in range(n)]
         group_prompts = {prompts[p] for p in members}
         if len(group_prompts) != 1:
-            raise ValueError(f"prompt group {q} mixes {len(group_prompts)} different prompts: samples were not "
-                             "regrouped by prompt (OpenRLHF keeps each prompt's n samples contiguous)")
+            raise ValueError(
+                f"prompt group {q} mixes {len(group_prompts)} different prompts: samples were not "
+                "regrouped by prompt (OpenRLHF keeps each prompt's n samples contiguous)"
+            )
         sha = prompt_sha1(prompts[members[0]])
         label = labels[members[0]] if len(labels) == len(prompts) else None
         problem = str(label["id"]) if isinstance(label, dict) and "id" in label else sha[:16]
-        records.append({"problem": problem, "prompt_sha1": sha, "correct": int(batch.correct[q].sum()),
-                        "total": n, "mean_length": round(batch.lengths[q].mean().item(), 3)})
+        records.append(
+            {
+                "problem": problem,
+                "prompt_sha1": sha,
+                "correct": int(batch.correct[q].sum()),
+                "total": n,
+                "mean_length": round(batch.lengths[q].mean().item(), 3),
+            }
+        )
     return records
 
 

@@ -7,6 +7,7 @@ as a ratio to it. Per-step time = the TensorBoard wall-time gap between consecut
 experience, advantage, training, weight sync, checkpoint), median over the steps after the first.
 Usage: .venv/bin/python tests/benchmarks/bench_e2e_cpu.py [--methods grpo,lead,leash,grpo-lead] [--episodes 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +26,7 @@ from cpu_e2e import harness  # noqa: E402
 
 def step_times(run) -> list[float]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     walls = {}
     for events in glob.glob(str(run.dir / "tb" / "**" / "events.*"), recursive=True):
         acc = EventAccumulator(events, size_guidance={"scalars": 0})
@@ -45,6 +47,7 @@ class PeakRss(threading.Thread):
 
     def run(self):
         import psutil
+
         while not self.done:
             total = 0
             for pid in self.cluster.pids() | {self.train_run.proc.pid}:
@@ -59,7 +62,6 @@ class PeakRss(threading.Thread):
                     self.largest = (name, rss)
             self.peak = max(self.peak, total)
             time.sleep(0.5)
-
 
 
 def main(argv):
@@ -80,8 +82,16 @@ def main(argv):
                 sampler.done = True
                 sampler.join()
                 times = step_times(run)
-                rows.append((method, rc, run.wall_s, statistics.median(times) if times else float("nan"),
-                             sampler.peak / 2**30, sampler.largest))
+                rows.append(
+                    (
+                        method,
+                        rc,
+                        run.wall_s,
+                        statistics.median(times) if times else float("nan"),
+                        sampler.peak / 2**30,
+                        sampler.largest,
+                    )
+                )
     finally:
         cluster.stop()
     anchor = next((r[3] for r in rows if r[0] == "grpo"), rows[0][3])
@@ -89,8 +99,10 @@ def main(argv):
     print("| method | rc | run wall s | step s (median) | step ratio to grpo | peak RSS GiB (all) | largest process |")
     print("|---|---|---|---|---|---|---|")
     for method, rc, wall, step, peak, (name, rss) in rows:
-        print(f"| {method} | {rc} | {wall:.0f} | {step:.2f} | {step / anchor:.2f} | {peak:.2f} | "
-              f"{name} {rss / 2**30:.2f} GiB |")
+        print(
+            f"| {method} | {rc} | {wall:.0f} | {step:.2f} | {step / anchor:.2f} | {peak:.2f} | "
+            f"{name} {rss / 2**30:.2f} GiB |"
+        )
 
 
 if __name__ == "__main__":

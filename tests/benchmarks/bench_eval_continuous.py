@@ -18,6 +18,7 @@ Usage: .venv/bin/python tests/benchmarks/bench_eval_continuous.py [--requests 40
        [--median 32] [--sigma 0.8] [--cap 384] [--reps 3] [--concurrency 64] [--openai-requests 1024]
        [--skip-openai] [--skip-vllm]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,20 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 ROLLOUTS = ROOT.parent / "shared" / "data" / "rollouts" / "qwen25math_cot_math100x8.jsonl"
-CHUNK = 512                        # the former VLLMBackend chunk size
-PRESETS = {"sober": ({"aime2024": (30, 10), "aime2025": (30, 10), "amc2023": (40, 10), "math500": (500, 3),
-                      "olympiadbench": (675, 3)}, 32768),
-           "grpo-lead-14b": ({"aime2024": (30, 32), "aime2025": (30, 32)}, 14336)}
+CHUNK = 512  # the former VLLMBackend chunk size
+PRESETS = {
+    "sober": (
+        {
+            "aime2024": (30, 10),
+            "aime2025": (30, 10),
+            "amc2023": (40, 10),
+            "math500": (500, 3),
+            "olympiadbench": (675, 3),
+        },
+        32768,
+    ),
+    "grpo-lead-14b": ({"aime2024": (30, 32), "aime2025": (30, 32)}, 14336),
+}
 
 
 def lognormal_lengths(n: int, median: float, sigma: float, cap: int, seed: int = 0) -> list[int]:
@@ -62,7 +73,7 @@ def steps(lengths: list[int], slots: int) -> int:
 
 def occupancy(lengths: list[int], slots: int, chunk: int | None) -> tuple[int, float]:
     """(steps, mean occupied fraction of the slots) for continuous (chunk None) or chunked scheduling."""
-    parts = [lengths] if chunk is None else [lengths[i:i + chunk] for i in range(0, len(lengths), chunk)]
+    parts = [lengths] if chunk is None else [lengths[i : i + chunk] for i in range(0, len(lengths), chunk)]
     total = sum(steps(p, slots) for p in parts)
     return total, sum(lengths) / (total * slots)
 
@@ -87,21 +98,27 @@ def preset_lengths(preset: str, dist: str, seed: int = 0) -> list[int]:
                 out.append(min(cap, rng.choice(emp)))
             elif dist == "rollouts-lognormal":
                 out.append(min(cap, max(1, round(math.exp(rng.gauss(mu, sd))))))
-            else:                                    # reasoning-like: median cap/8, sigma 0.8, clipped at the cap
+            else:  # reasoning-like: median cap/8, sigma 0.8, clipped at the cap
                 out.append(min(cap, max(1, round(math.exp(math.log(cap / 8) + 0.8 * rng.gauss(0, 1))))))
     return out
 
 
 def model_table(measured: list[int], slots: int) -> list[str]:
     logs = [math.log(x) for x in rollout_lengths()]
-    lines = [f"Occupancy model, flat step cost, max_num_seqs {slots}, chunks of {CHUNK} (rollout log-normal fit: "
-             f"mu {statistics.fmean(logs):.2f}, sigma {statistics.pstdev(logs):.2f} in ln chars)", "",
-             "| workload | requests | continuous occupancy | chunked occupancy | predicted chunked / continuous time |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"Occupancy model, flat step cost, max_num_seqs {slots}, chunks of {CHUNK} (rollout log-normal fit: "
+        f"mu {statistics.fmean(logs):.2f}, sigma {statistics.pstdev(logs):.2f} in ln chars)",
+        "",
+        "| workload | requests | continuous occupancy | chunked occupancy | predicted chunked / continuous time |",
+        "|---|---|---|---|---|",
+    ]
     cases = [("this run's CPU workload", measured)]
     for preset in PRESETS:
-        for dist, label in (("rollouts", "shared rollouts' lengths"), ("rollouts-lognormal", "log-normal fit"),
-                            ("reasoning", "reasoning-like: median cap/8, sigma 0.8, capped")):
+        for dist, label in (
+            ("rollouts", "shared rollouts' lengths"),
+            ("rollouts-lognormal", "log-normal fit"),
+            ("reasoning", "reasoning-like: median cap/8, sigma 0.8, capped"),
+        ):
             cases.append((f"{preset}, {label}", preset_lengths(preset, dist)))
     for label, lengths in cases:
         s_cont, o_cont = occupancy(lengths, slots, None)
@@ -111,8 +128,9 @@ def model_table(measured: list[int], slots: int) -> list[str]:
     for label, lengths in cases[1:]:
         s_cont, o_cont = occupancy(lengths, 1024, None)
         s_chunk, o_chunk = occupancy(lengths, 1024, CHUNK)
-        lines.append(f"| {label}, max_num_seqs 1024 | {len(lengths)} | {o_cont:.3f} | {o_chunk:.3f} | "
-                     f"{s_chunk / s_cont:.2f}× |")
+        lines.append(
+            f"| {label}, max_num_seqs 1024 | {len(lengths)} | {o_cont:.3f} | {o_chunk:.3f} | {s_chunk / s_cont:.2f}× |"
+        )
     return lines
 
 
@@ -130,11 +148,20 @@ def vllm_part(args) -> tuple[list[str], list[int]]:
     lengths = lognormal_lengths(args.requests, args.median, args.sigma, args.cap, seed=1)
     work = Path(tempfile.mkdtemp(prefix="bench-cont-"))
     model = str(make_tiny_qwen2(work / "tiny"))
-    llm = LLM(model=model, dtype="float32", enforce_eager=True, max_model_len=2048, seed=0,
-              max_num_seqs=args.max_num_seqs, gpu_memory_utilization=0.3, enable_chunked_prefill=False)
+    llm = LLM(
+        model=model,
+        dtype="float32",
+        enforce_eager=True,
+        max_model_len=2048,
+        seed=0,
+        max_num_seqs=args.max_num_seqs,
+        gpu_memory_utilization=0.3,
+        enable_chunked_prefill=False,
+    )
     gen = resolve("sober", n=1, max_new_tokens=args.cap)
-    benchmarks = {"toy": [Problem("toy", str(i), f"What is {i} + {i + 1}?", str(2 * i + 1))
-                          for i in range(args.requests)]}
+    benchmarks = {
+        "toy": [Problem("toy", str(i), f"What is {i} + {i + 1}?", str(2 * i + 1)) for i in range(args.requests)]
+    }
     forced = {str(i): n for i, n in enumerate(lengths)}
 
     class Forced(VLLMBackend):
@@ -150,11 +177,24 @@ def vllm_part(args) -> tuple[list[str], list[int]]:
 
         def generate(self, requests, gen, sink):
             for start in range(0, len(requests), CHUNK):
-                chunk = requests[start:start + CHUNK]
-                outs = self.llm.generate([self._prompt(r.prompt, gen) for r in chunk],
-                                         [self.sampling_params(r, gen) for r in chunk], use_tqdm=False)
-                sink([_row(r, o.outputs[0].text, len(o.outputs[0].token_ids), o.outputs[0].finish_reason,
-                           o.outputs[0].finish_reason == "length") for r, o in zip(chunk, outs)])
+                chunk = requests[start : start + CHUNK]
+                outs = self.llm.generate(
+                    [self._prompt(r.prompt, gen) for r in chunk],
+                    [self.sampling_params(r, gen) for r in chunk],
+                    use_tqdm=False,
+                )
+                sink(
+                    [
+                        _row(
+                            r,
+                            o.outputs[0].text,
+                            len(o.outputs[0].token_ids),
+                            o.outputs[0].finish_reason,
+                            o.outputs[0].finish_reason == "length",
+                        )
+                        for r, o in zip(chunk, outs)
+                    ]
+                )
 
     class NoGrade:
         def score_rows(self, rows):
@@ -174,8 +214,11 @@ def vllm_part(args) -> tuple[list[str], list[int]]:
     requests = run._build_requests(gen, benchmarks, set(), new, tok)
 
     def anchor_pass():
-        outs = llm.generate([new._prompt(r.prompt, gen) for r in requests],
-                            [new.sampling_params(r, gen) for r in requests], use_tqdm=False)
+        outs = llm.generate(
+            [new._prompt(r.prompt, gen) for r in requests],
+            [new.sampling_params(r, gen) for r in requests],
+            use_tqdm=False,
+        )
         return sum(len(o.outputs[0].token_ids) for o in outs)
 
     def runner_pass(backend, tag):
@@ -185,40 +228,52 @@ def vllm_part(args) -> tuple[list[str], list[int]]:
         assert len(rows) == args.requests
         return sum(r["num_tokens"] for r in rows)
 
-    paths = {"anchor: one LLM.generate over all requests (no writes)": anchor_pass,
-             f"former: LLM.generate on chunks of {CHUNK}, a chunk written when done": lambda: runner_pass(chunked, "c"),
-             "new: continuous, each sample written (fsync) as it finishes": lambda: runner_pass(new, "n")}
+    paths = {
+        "anchor: one LLM.generate over all requests (no writes)": anchor_pass,
+        f"former: LLM.generate on chunks of {CHUNK}, a chunk written when done": lambda: runner_pass(chunked, "c"),
+        "new: continuous, each sample written (fsync) as it finishes": lambda: runner_pass(new, "n"),
+    }
     names = list(paths)
     warm = requests[:64]
-    llm.generate([new._prompt(r.prompt, gen) for r in warm], [new.sampling_params(r, gen) for r in warm],
-                 use_tqdm=False)
+    llm.generate(
+        [new._prompt(r.prompt, gen) for r in warm], [new.sampling_params(r, gen) for r in warm], use_tqdm=False
+    )
     results = {k: [] for k in names}
     load_start = os.getloadavg()
     for rep in range(args.reps):
-        for k in names[rep % 3:] + names[:rep % 3]:            # rotate the order between passes
+        for k in names[rep % 3 :] + names[: rep % 3]:  # rotate the order between passes
             counter["steps"] = 0
             t0 = time.monotonic()
             tokens = paths[k]()
             wall = time.monotonic() - t0
             results[k].append((tokens / wall, wall, tokens / max(1, counter["steps"]), tokens))
-            print(f"  pass {rep} {k.split(':')[0]}: {wall:.1f} s, {tokens} tokens, mean batch "
-                  f"{tokens / max(1, counter['steps']):.0f}", flush=True)
+            print(
+                f"  pass {rep} {k.split(':')[0]}: {wall:.1f} s, {tokens} tokens, mean batch "
+                f"{tokens / max(1, counter['steps']):.0f}",
+                flush=True,
+            )
     load_end = os.getloadavg()
     anchor_tps = statistics.median(r[0] for r in results[names[0]])
-    lines = [f"{args.requests} requests, lengths log-normal (median {args.median}, sigma {args.sigma}, cap "
-             f"{args.cap}; mean {statistics.fmean(lengths):.1f}, max {max(lengths)}), max_num_seqs "
-             f"{args.max_num_seqs}, window {new.window}, {args.reps} passes; {os.cpu_count()} CPUs, load average "
-             f"at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}, at end {load_end[0]:.2f} "
-             f"{load_end[1]:.2f} {load_end[2]:.2f}", "",
-             "| path | tokens/s (median) | wall s (median) | mean running batch | ratio to anchor (median) | "
-             "ratio per pass |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"{args.requests} requests, lengths log-normal (median {args.median}, sigma {args.sigma}, cap "
+        f"{args.cap}; mean {statistics.fmean(lengths):.1f}, max {max(lengths)}), max_num_seqs "
+        f"{args.max_num_seqs}, window {new.window}, {args.reps} passes; {os.cpu_count()} CPUs, load average "
+        f"at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}, at end {load_end[0]:.2f} "
+        f"{load_end[1]:.2f} {load_end[2]:.2f}",
+        "",
+        "| path | tokens/s (median) | wall s (median) | mean running batch | ratio to anchor (median) | "
+        "ratio per pass |",
+        "|---|---|---|---|---|---|",
+    ]
     anchor_by_pass = [r[0] for r in results[names[0]]]
     for k in names:
         rs = results[k]
         per = [r[0] / a for r, a in zip(rs, anchor_by_pass)]
-        lines.append(f"| {k} | {statistics.median(r[0] for r in rs):.0f} | {statistics.median(r[1] for r in rs):.1f} "
-                     f"| {statistics.median(r[2] for r in rs):.0f} | "
-                     f"{statistics.median(r[0] for r in rs) / anchor_tps:.3f} | {', '.join(f'{x:.3f}' for x in per)} |")
+        lines.append(
+            f"| {k} | {statistics.median(r[0] for r in rs):.0f} | {statistics.median(r[1] for r in rs):.1f} "
+            f"| {statistics.median(r[2] for r in rs):.0f} | "
+            f"{statistics.median(r[0] for r in rs) / anchor_tps:.3f} | {', '.join(f'{x:.3f}' for x in per)} |"
+        )
     return lines, lengths
 
 
@@ -233,8 +288,9 @@ def serve(delays_seed: int, median_s: float, sigma: float) -> None:
         body = await request.json()
         rng = random.Random(delays_seed * 1_000_003 + int(body["seed"]))
         await asyncio.sleep(math.exp(math.log(median_s) + sigma * rng.gauss(0, 1)))
-        return web.json_response({"choices": [{"text": "So \\boxed{1}.", "finish_reason": "stop"}],
-                                  "usage": {"completion_tokens": 5}})
+        return web.json_response(
+            {"choices": [{"text": "So \\boxed{1}.", "finish_reason": "stop"}], "usage": {"completion_tokens": 5}}
+        )
 
     async def main():
         app = web.Application()
@@ -256,13 +312,13 @@ def openai_part(args) -> list[str]:
     from lead_recipes.benchmarks import Problem
 
     n, conc, median_s, sigma = args.openai_requests, args.concurrency, args.openai_median_s, args.sigma
-    srv = subprocess.Popen([sys.executable, __file__, "--serve", str(median_s), "--sigma", str(sigma)],
-                           stdout=subprocess.PIPE, text=True)
+    srv = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(median_s), "--sigma", str(sigma)], stdout=subprocess.PIPE, text=True
+    )
     try:
         port = int(srv.stdout.readline())
         # request i carries seed i (one problem per request, sample 0, run seed i offset): same delays as served
-        delays = [math.exp(math.log(median_s) + sigma * random.Random(0 * 1_000_003 + i).gauss(0, 1))
-                  for i in range(n)]
+        delays = [math.exp(math.log(median_s) + sigma * random.Random(0 * 1_000_003 + i).gauss(0, 1)) for i in range(n)]
         ideal = steps_float(delays, conc)
         walls = []
 
@@ -273,8 +329,7 @@ def openai_part(args) -> list[str]:
         for rep in range(args.reps):
             gen = resolve("sober", n=1, max_new_tokens=64, chat_template_enable=False)
             benchmarks = {"toy": [Problem("toy", str(i), f"What is {i}?", "1") for i in range(n)]}
-            backend = OpenAIBackend(f"http://127.0.0.1:{port}", "stand-in", endpoint="completions",
-                                    concurrency=conc)
+            backend = OpenAIBackend(f"http://127.0.0.1:{port}", "stand-in", endpoint="completions", concurrency=conc)
             out = Path(tempfile.mkdtemp(prefix="bench-openai-"))
             reqs = run._build_requests(gen, benchmarks, set(), backend, None)
             reqs = [r.__class__(r.benchmark, r.id, r.sample, r.prompt, r.messages, int(r.id)) for r in reqs]
@@ -287,12 +342,16 @@ def openai_part(args) -> list[str]:
         srv.kill()
         srv.wait()
     wall = statistics.median(walls)
-    return [f"OpenAI backend against the stand-in server: {n} requests, delays log-normal (median {median_s} s, "
-            f"sigma {sigma}), concurrency {conc}, {args.reps} passes, load average {os.getloadavg()[0]:.2f}", "",
-            "| path | wall s (median) | wall per pass | ideal s (list-scheduled delays at the concurrency) | "
-            "ideal / wall |", "|---|---|---|---|---|",
-            f"| `--eval.backend openai`, each sample written as it finishes | {wall:.2f} | "
-            f"{', '.join(f'{w:.2f}' for w in walls)} | {ideal:.2f} | {ideal / wall:.3f} |"]
+    return [
+        f"OpenAI backend against the stand-in server: {n} requests, delays log-normal (median {median_s} s, "
+        f"sigma {sigma}), concurrency {conc}, {args.reps} passes, load average {os.getloadavg()[0]:.2f}",
+        "",
+        "| path | wall s (median) | wall per pass | ideal s (list-scheduled delays at the concurrency) | "
+        "ideal / wall |",
+        "|---|---|---|---|---|",
+        f"| `--eval.backend openai`, each sample written as it finishes | {wall:.2f} | "
+        f"{', '.join(f'{w:.2f}' for w in walls)} | {ideal:.2f} | {ideal / wall:.3f} |",
+    ]
 
 
 def steps_float(durations: list[float], slots: int) -> float:

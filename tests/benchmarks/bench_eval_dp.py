@@ -9,6 +9,7 @@ GPUs.
 Usage: .venv/bin/python tests/benchmarks/bench_eval_dp.py [--engines 2] [--requests 64] [--max-new 64]
        [--max-num-seqs 16] [--reps 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def _requests(n: int, tokenizer):
     from evaluation.backends import GenRequest
     from evaluation.protocols import render_prompt, resolve
+
     gen = resolve("sober", max_new_tokens=ARGS.max_new)
     reqs = []
     for i in range(n):
@@ -46,8 +48,10 @@ def _time(backend, gen, reqs, reps: int):
 
 def main() -> None:
     from conftest import make_tiny_qwen2
+
     from evaluation.backends import VLLMBackend, load_tokenizer
     from evaluation.vllm_dp import DataParallelVLLM
+
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     model = str(make_tiny_qwen2(Path(tempfile.mkdtemp(prefix="bench-dp-")) / "tiny"))
     gen, reqs = _requests(ARGS.requests, load_tokenizer(model))
@@ -67,9 +71,11 @@ def main() -> None:
         gen_dp, out_dp = _time(dp, gen, reqs, ARGS.reps)
     finally:
         dp.close()
-    print(f"{ARGS.requests} requests x {ARGS.max_new} new tokens, max_num_seqs {ARGS.max_num_seqs}, "
-          f"{os.cpu_count()} CPUs, "
-          f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, end {os.getloadavg()[0]:.2f}")
+    print(
+        f"{ARGS.requests} requests x {ARGS.max_new} new tokens, max_num_seqs {ARGS.max_num_seqs}, "
+        f"{os.cpu_count()} CPUs, "
+        f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, end {os.getloadavg()[0]:.2f}"
+    )
     print("| engines | start-up s | generation s (median) | generation ratio to 1 engine | same samples |")
     print("|---|---|---|---|---|")
     print(f"| 1 (anchor) | {start_one:.1f} | {gen_one:.2f} | 1.00 | — |")

@@ -2,7 +2,8 @@
 targets, and a per-category table of hand-written hard answer forms (tests/benchmarks/hard_forms.py).
 
 Compares, in one run, on full responses:
-  ours            lead_recipes.grading.grader.Grader, extraction `final_answer` (the `lead-recipes grade` default; workers=2,
+  ours            lead_recipes.grading.grader.Grader, extraction `final_answer` (the `lead-recipes grade` default;
+  workers=2,
                   pool started and warmed before timing)
   ours-boxed      the same pool with extraction `boxed` (the reward function's default)
   ours-nocache    `final_answer` with the verdict cache and duplicate sharing off (every pair goes to math-verify)
@@ -18,6 +19,7 @@ grades the union at >= 5x math-verify's answers/s (medians). The hard-form table
 
     .venv/bin/python tests/benchmarks/bench_grader.py [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))     # hard_forms.py next to this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # hard_forms.py next to this file
 DATA = ROOT.parent / "shared" / "data" / "grader"
 
 
@@ -57,6 +59,7 @@ def warmup_pairs() -> list[tuple[str, str]]:
 
 def run_ours(rows, cache: bool, policy: str = "final_answer") -> tuple[list[bool], float]:
     from lead_recipes.grading.grader import Grader
+
     g = _GRADERS.get(cache)
     if g is None:
         g = _GRADERS[cache] = Grader(timeout_s=5.0, workers=2, cache_size=200_000 if cache else 0).start()
@@ -70,6 +73,7 @@ def run_ours(rows, cache: bool, policy: str = "final_answer") -> tuple[list[bool
 
 def run_math_verify(rows) -> tuple[list[bool], float]:
     from math_verify import parse, verify
+
     if "mv" not in _GRADERS:
         for a, b in warmup_pairs():
             verify(parse("$" + a + "$"), parse(b))
@@ -86,6 +90,7 @@ def run_math_verify(rows) -> tuple[list[bool], float]:
 
 def run_openrlhf(rows) -> tuple[list[bool], float]:
     from openrlhf.utils.math_utils import extract_boxed_answer, grade_answer
+
     t = time.perf_counter()
     res = []
     for r in rows:
@@ -102,13 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", default="", help="comma-separated subset of set names (default: all + union)")
     args = ap.parse_args(argv)
     import logging
+
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     sets = load_sets()
     if args.sets:
         sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
-    graders = {"ours": lambda rows: run_ours(rows, True), "ours-boxed": lambda rows: run_ours(rows, True, "boxed"),
-               "ours-nocache": lambda rows: run_ours(rows, False), "math-verify": run_math_verify,
-               "openrlhf": run_openrlhf}
+    graders = {
+        "ours": lambda rows: run_ours(rows, True),
+        "ours-boxed": lambda rows: run_ours(rows, True, "boxed"),
+        "ours-nocache": lambda rows: run_ours(rows, False),
+        "math-verify": run_math_verify,
+        "openrlhf": run_openrlhf,
+    }
     print(f"# load average at start: {os.getloadavg()}", file=sys.stderr, flush=True)
     table = []
     for name, rows in sets.items():
@@ -126,8 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             if gname == "math-verify":
                 base_rate = rate
             table.append((name, len(rows), gname, agree, first, rate, reps))
-            print(f"# {name:<18} {gname:<13} agree={agree:.4f} {rate:9.1f} ans/s ({dt:.2f}s, {reps} runs)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"# {name:<18} {gname:<13} agree={agree:.4f} {rate:9.1f} ans/s ({dt:.2f}s, {reps} runs)",
+                file=sys.stderr,
+                flush=True,
+            )
         for i, row in enumerate(table):
             if row[0] == name and base_rate:
                 table[i] = row + (row[5] / base_rate,)
@@ -136,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(g, "close"):
             g.close()
     print(f"\nload average at end: {os.getloadavg()}")
-    print("\n| set | n | grader | agreement with labels | answers/s, first pass | answers/s, median "
-          "| × math-verify (median) | runs |")
+    print(
+        "\n| set | n | grader | agreement with labels | answers/s, first pass | answers/s, median "
+        "| × math-verify (median) | runs |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for name, n, gname, agree, first, rate, reps, ratio in table:
         print(f"| {name} | {n} | {gname} | {100 * agree:.1f}% | {first:,.0f} | {rate:,.0f} | {ratio:.2f}× | {reps} |")
@@ -146,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in sets:
         if (name, "ours") in by and (name, "math-verify") in by:
             a, b = by[name, "ours"][3], by[name, "math-verify"][3]
-            print(f"- {name}: agreement ours {100 * a:.1f}% >= math-verify {100 * b:.1f}%: {'PASS' if a >= b else 'FAIL'}")
+            print(
+                f"- {name}: agreement ours {100 * a:.1f}% >= math-verify {100 * b:.1f}%: {'PASS' if a >= b else 'FAIL'}"
+            )
     if ("union", "ours") in by and ("union", "math-verify") in by:
         ratio = by["union", "ours"][7]
         print(f"- union: ours {ratio:.1f}x math-verify's answers/s (median) >= 5x: {'PASS' if ratio >= 5 else 'FAIL'}")
@@ -161,9 +178,13 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
     """Per category of hard_forms.CASES: number of cases and, per grader, how many verdicts match the hand label
     (each case graded once; ours = the warmed `final_answer` pool, cache cleared)."""
     from hard_forms import CASES, response
+
     rows = [{"answer": gold, "response": response(c)} for c in CASES for gold in [c[1]]]
-    verdicts = {"ours": run_ours(rows, True)[0], "math-verify": run_math_verify(rows)[0],
-                "openrlhf": run_openrlhf(rows)[0]}
+    verdicts = {
+        "ours": run_ours(rows, True)[0],
+        "math-verify": run_math_verify(rows)[0],
+        "openrlhf": run_openrlhf(rows)[0],
+    }
     out: dict[str, tuple[int, collections.Counter]] = {}
     for i, (cat, _, _, label) in enumerate(CASES):
         n, counts = out.get(cat, (0, collections.Counter()))
@@ -171,7 +192,7 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
             counts[k] += v[i] == label
         out[cat] = (n + 1, counts)
     total = collections.Counter()
-    for n, counts in out.values():
+    for _n, counts in out.values():
         total.update(counts)
     out["all"] = (len(CASES), total)
     return out

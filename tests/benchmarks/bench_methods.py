@@ -4,7 +4,8 @@ Batch: 1,024 prompts × 8 rollouts, lengths uniform in [1, 4096] tokens (5% trun
 Bernoulli with a per-prompt rate. Anchor: OpenRLHF 0.11.2 `experience_maker.py` group_norm, three lines re-typed
 here because they are inline in `compute_advantages_and_returns` (not importable on their own):
     r = rewards.reshape(-1, n); (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
-Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the OpenRLHF plug-in calls) and the bare
+Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the OpenRLHF plug-in calls) and
+the bare
 method function (the arithmetic alone). Medians of --reps round-robin timed calls (every row once per round, so
 load drift hits all rows alike) after warm-up; ratio = median / anchor median.
 
@@ -17,6 +18,7 @@ the end-to-end picture of the group step.
 
 Not collected by pytest (no test_ prefix). The machine is shared; absolute numbers are noisy, ratios less so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +27,18 @@ import time
 
 import torch
 
-from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch, check_batch
-from lead_recipes.methods.config import METHODS
-from lead_recipes.methods.config import (ComposedConfig, GdpoConfig, GrpoLeadConfig, LeadConfig, ScalarizedConfig,
-                                         ShorterBetterConfig)
+from lead_recipes.methods.config import (
+    METHODS,
+    ComposedConfig,
+    GdpoConfig,
+    GrpoLeadConfig,
+    LeadConfig,
+    RecipeConfig,
+    ScalarizedConfig,
+    ShorterBetterConfig,
+)
 
 
 def make_batch(prompts: int, n: int, cap: int, seed: int = 0) -> RolloutBatch:
@@ -64,14 +72,15 @@ def interleaved_medians(fns: dict, reps: int) -> dict[str, float]:
 
 def bare_functions(b: RolloutBatch):
     """The method functions alone on a pre-validated batch (controllers fresh each call)."""
-    from lead_recipes.methods.controllers import LeadController
     from lead_recipes.methods.composed import composed
+    from lead_recipes.methods.controllers import LeadController
     from lead_recipes.methods.gdpo import gdpo
     from lead_recipes.methods.grpo import grpo, grpo_scalarized
     from lead_recipes.methods.grpo_lead import grpo_lead
     from lead_recipes.methods.lead import lead
     from lead_recipes.methods.leash import leash
     from lead_recipes.methods.shorter_better import shorter_better
+
     c, l, cap = b.correct, b.lengths, b.max_new_tokens
     return {
         "grpo": lambda: grpo(c, l),
@@ -81,8 +90,19 @@ def bare_functions(b: RolloutBatch):
         "grpo-lead": lambda: grpo_lead(c, l, b.truncated, None, GrpoLeadConfig()),
         "leash": lambda: leash(c, l, 4096.0, 0.1),
         "shorter-better": lambda: shorter_better(c, l, ShorterBetterConfig()),
-        "composed": lambda: composed(c, l, b.truncated, None, cap, cap / 2, 0.1, ComposedConfig(), LeadConfig(),
-                                     GrpoLeadConfig(), LeadController()),
+        "composed": lambda: composed(
+            c,
+            l,
+            b.truncated,
+            None,
+            cap,
+            cap / 2,
+            0.1,
+            ComposedConfig(),
+            LeadConfig(),
+            GrpoLeadConfig(),
+            LeadController(),
+        ),
     }
 
 
@@ -103,30 +123,34 @@ def main() -> None:
     methods = {name: build_method(RecipeConfig.of({"method": name})) for name in METHODS}
     fns = {"stock group_norm (anchor)": lambda: stock_group_norm(rewards, args.n)}
     for name, m in methods.items():
-        fns[f"{name}: Method.step"] = (lambda m=m: m.step(batch))
+        fns[f"{name}: Method.step"] = lambda m=m: m.step(batch)
         fns[f"{name}: function only"] = bare[name]
     med = interleaved_medians(fns, args.reps)
     anchor = med["stock group_norm (anchor)"]
-    print(f"# {args.prompts} prompts x {args.n} rollouts, lengths ≤ {args.cap}, torch {torch.__version__}, "
-          f"{args.threads} thread(s), {args.reps} interleaved reps; shared noisy machine")
+    print(
+        f"# {args.prompts} prompts x {args.n} rollouts, lengths ≤ {args.cap}, torch {torch.__version__}, "
+        f"{args.threads} thread(s), {args.reps} interleaved reps; shared noisy machine"
+    )
     print(f"| {'computation':<34} | {'median µs':>10} | {'× stock':>8} |")
     print(f"|{'-' * 36}|{'-' * 12}|{'-' * 10}|")
     for label, t in med.items():
         print(f"| {label:<34} | {t * 1e6:>10.1f} | {t / anchor:>8.1f} |")
     if args.broadcast_reps > 0:
         mask = (torch.arange(args.cap).unsqueeze(0) < batch.lengths.reshape(-1, 1)).to(torch.float32)
-        out = torch.empty_like(mask)   # reused: keeps the allocator (and its noise) out of the timing
+        out = torch.empty_like(mask)  # reused: keeps the allocator (and its noise) out of the timing
 
         def broadcast(adv: torch.Tensor) -> torch.Tensor:
             return torch.mul(adv.reshape(-1, 1).to(torch.float32), mask, out=out)
 
         fns = {"stock group_norm + broadcast": lambda: broadcast(stock_group_norm(rewards, args.n))}
         for name, m in methods.items():
-            fns[f"{name} + broadcast"] = (lambda m=m: broadcast(m.step(batch).advantages))
+            fns[f"{name} + broadcast"] = lambda m=m: broadcast(m.step(batch).advantages)
         med = interleaved_medians(fns, args.broadcast_reps)
         base = med["stock group_norm + broadcast"]
-        print(f"\n# + broadcast over the action mask [{mask.shape[0]} x {mask.shape[1]}], "
-              f"{args.broadcast_reps} interleaved reps")
+        print(
+            f"\n# + broadcast over the action mask [{mask.shape[0]} x {mask.shape[1]}], "
+            f"{args.broadcast_reps} interleaved reps"
+        )
         print(f"| {'computation':<34} | {'median ms':>10} | {'× stock':>8} |")
         print(f"|{'-' * 36}|{'-' * 12}|{'-' * 10}|")
         for label, t in med.items():

@@ -7,6 +7,7 @@ pair of runs compares the same work.
 
     .venv/bin/python tests/benchmarks/bench_parent_side.py [--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,10 @@ from bench_grader import load_sets  # noqa: E402
 
 def _caller_side():
     from lead_recipes.grading.answers import extract_final_answer, normalize_answer
+
     try:
         from lead_recipes.grading.compare import prepare
-    except ImportError:                     # a checkout from before compare.py
+    except ImportError:  # a checkout from before compare.py
         from lead_recipes.grading.answers import fast_verdict
         from lead_recipes.grading.forms import align_forms
 
@@ -34,10 +36,11 @@ def _caller_side():
     def one(gold: str, response: str, policy: str):
         try:
             ans = extract_final_answer(response, policy, gold)
-        except TypeError:                   # a checkout whose extraction takes no gold
+        except TypeError:  # a checkout whose extraction takes no gold
             ans = extract_final_answer(response, policy)
         if ans is not None:
             prepare(normalize_answer(gold), normalize_answer(ans))
+
     return one
 
 
@@ -46,11 +49,13 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     import logging
+
     from math_verify import parse
+
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     rows = load_sets()["union"]
     one = _caller_side()
-    for r in rows[:50]:                     # warm regex caches and math-verify's parser
+    for r in rows[:50]:  # warm regex caches and math-verify's parser
         one(r["answer"], r["response"], "final_answer")
         parse(r["response"])
     print(f"# load average at start: {os.getloadavg()}")

@@ -1,4 +1,5 @@
-"""Benchmark: the trainer-side advantage step, stock OpenRLHF vs lead-recipes' OpenRLHF plug-in, same experiences, same run.
+"""Benchmark: the trainer-side advantage step, stock OpenRLHF vs lead-recipes' OpenRLHF plug-in, same experiences,
+same run.
 
 Anchor: stock `RemoteExperienceMaker.compute_advantages_and_returns` with `group_norm` on 8,192
 experiences (1,024 prompts x 8 samples, 4,096-token action masks, micro-batches of 16), ~18 s per call on 2 CPU
@@ -10,6 +11,7 @@ the group step with each method and computes the γ = 1 returns as a reversed cu
 Experiences are rebuilt before every timed call (the step mutates them); only the call is timed. Not collected by
 pytest. Prints a table with the median seconds per call and the ratio to stock.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,18 +25,27 @@ import torch
 
 def make_args(n: int, max_new: int, estimator: str = "group_norm", method: str = "grpo"):
     from lead_recipes.methods.config import RecipeConfig
+
     recipe = RecipeConfig(method=method)
-    return NS(algo=NS(advantage=NS(estimator=estimator, gamma=1.0, lambd=1.0, no_std_norm=False),
-                      kl=NS(use_loss=False, estimator="k1")),
-              rollout=NS(n_samples_per_prompt=n, max_new_tokens=max_new, micro_batch_size=16),
-              reward=NS(clip_range=(-10, 10), overlong_buffer_len=None, stop_properly_penalty_coef=None),
-              data=NS(max_len=max_new + 1024), train=NS(dynamic_batch_enable=False),
-              ckpt=NS(path="/tmp/unused"), recipe=recipe)
+    return NS(
+        algo=NS(
+            advantage=NS(estimator=estimator, gamma=1.0, lambd=1.0, no_std_norm=False),
+            kl=NS(use_loss=False, estimator="k1"),
+        ),
+        rollout=NS(n_samples_per_prompt=n, max_new_tokens=max_new, micro_batch_size=16),
+        reward=NS(clip_range=(-10, 10), overlong_buffer_len=None, stop_properly_penalty_coef=None),
+        data=NS(max_len=max_new + 1024),
+        train=NS(dynamic_batch_enable=False),
+        ckpt=NS(path="/tmp/unused"),
+        recipe=recipe,
+    )
 
 
 def make_experiences(prompts: int, n: int, max_new: int, micro: int, seed: int = 0):
-    """Experiences as make_experience leaves them: rewards, kl, action_mask, index, info (the keys the reward function puts into info)."""
+    """Experiences as make_experience leaves them: rewards, kl, action_mask, index, info (the keys the reward function
+    puts into info)."""
     from openrlhf.trainer.ppo_utils.experience import Experience
+
     g = torch.Generator().manual_seed(seed)
     total = prompts * n
     p_correct = torch.rand(prompts, 1, generator=g).expand(prompts, n)
@@ -45,19 +56,34 @@ def make_experiences(prompts: int, n: int, max_new: int, micro: int, seed: int =
     perm = torch.randperm(total, generator=g)  # micro-batches hold samples in an arbitrary order (dynamic batching)
     experiences = []
     for start in range(0, total, micro):
-        idx = perm[start:start + micro]
+        idx = perm[start : start + micro]
         mask = positions[None, :] < lengths[idx, None]
         status = torch.zeros(len(idx), 5)
         status[torch.arange(len(idx)), (1 - correct[idx]).long()] = 1.0
-        info = {"correct": correct[idx].clone(), "repetitive": torch.zeros(len(idx)),
-                **{k: status[:, i].clone() for i, k in enumerate(
-                    ("status_correct", "status_wrong", "status_no_answer", "status_timeout", "status_error"))},
-                "grade_latency_s": torch.full((len(idx),), 0.01)}
-        experiences.append(Experience(
-            action_mask=mask, kl=torch.randn(len(idx), max_new, generator=g) * 1e-3 * mask,
-            rewards=correct[idx].clone(), response_length=lengths[idx].clone(),
-            truncated=lengths[idx] >= max_new, index=idx.tolist(),
-            prompts=[f"prompt {int(i) // n}" for i in idx], labels=["1"] * len(idx), info=info))
+        info = {
+            "correct": correct[idx].clone(),
+            "repetitive": torch.zeros(len(idx)),
+            **{
+                k: status[:, i].clone()
+                for i, k in enumerate(
+                    ("status_correct", "status_wrong", "status_no_answer", "status_timeout", "status_error")
+                )
+            },
+            "grade_latency_s": torch.full((len(idx),), 0.01),
+        }
+        experiences.append(
+            Experience(
+                action_mask=mask,
+                kl=torch.randn(len(idx), max_new, generator=g) * 1e-3 * mask,
+                rewards=correct[idx].clone(),
+                response_length=lengths[idx].clone(),
+                truncated=lengths[idx] >= max_new,
+                index=idx.tolist(),
+                prompts=[f"prompt {int(i) // n}" for i in idx],
+                labels=["1"] * len(idx),
+                info=info,
+            )
+        )
     return experiences
 
 
@@ -86,6 +112,7 @@ def main(argv: list[str]) -> int:
 
     from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
     from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
+
     from lead_recipes.methods.config import METHODS
     from lead_recipes.training.openrlhf_plugin import RecipeExperienceMaker
 
@@ -95,8 +122,9 @@ def main(argv: list[str]) -> int:
     kl = FixedKLController(0.001)
     rows = []
     # one untimed call first: the process's allocator arenas and lazy imports warm up once for every variant
-    RecipeExperienceMaker(None, None, None, None, kl, NS(args=make_args(a.n, a.max_new)), None) \
-        .compute_advantages_and_returns(build())
+    RecipeExperienceMaker(
+        None, None, None, None, kl, NS(args=make_args(a.n, a.max_new)), None
+    ).compute_advantages_and_returns(build())
     stock = RemoteExperienceMaker(None, None, None, None, kl, NS(args=make_args(a.n, a.max_new)), None)
     rows.append(("stock group_norm", time_call(stock, build, a.stock_reps)))
     print(f"stock done: {rows[-1][1]}", file=sys.stderr, flush=True)
@@ -107,9 +135,11 @@ def main(argv: list[str]) -> int:
         print(f"{method} done: {rows[-1][1]}", file=sys.stderr, flush=True)
 
     base = statistics.median(rows[0][1])
-    print(f"\n{a.prompts} prompts x {a.n} = {a.prompts * a.n} experiences, {a.max_new}-token action masks, "
-          f"micro-batches of {a.micro}, torch threads {a.threads}")
-    print(f"| variant | runs | median s | ratio to stock |\n|---|---|---|---|")
+    print(
+        f"\n{a.prompts} prompts x {a.n} = {a.prompts * a.n} experiences, {a.max_new}-token action masks, "
+        f"micro-batches of {a.micro}, torch threads {a.threads}"
+    )
+    print("| variant | runs | median s | ratio to stock |\n|---|---|---|---|")
     for name, times in rows:
         med = statistics.median(times)
         print(f"| {name} | {len(times)} | {med:.3f} | {med / base:.4f} |")

@@ -7,7 +7,8 @@
            aiohttp server (the spec's `serve_rm`-shaped example) with the same client and corpus = the HTTP ceiling.
 2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums in tuples, 1 MB
            responses, invalid UTF-8, 50k nested braces, code payloads, null labels, non-string queries, no answer);
-           one grader worker is SIGKILLed when 40% of the requests are done. Reports lost requests, non-2xx, p99, peak RSS of the
+           one grader worker is SIGKILLed when 40% of the requests are done. Reports lost requests, non-2xx, p99, peak
+           RSS of the
            server process tree.
 Client modes: `pooled` (one keep-alive session) and `openrlhf` (a new ClientSession per request, as OpenRLHF's
 `_fetch_rewards_via_http` does).
@@ -15,6 +16,7 @@ Client modes: `pooled` (one keep-alive session) and `openrlhf` (a new ClientSess
     .venv/bin/python tests/benchmarks/bench_server.py [--load.requests 8192] [--load.concurrency 256]
         [--soak.requests 20000] [--soak.concurrency 512] [--soak.timeout_s 2] [--client.mode pooled]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
-TEMPLATE = ("<|im_start|>user\n{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}."
-            "<|im_end|>\n<|im_start|>assistant\n<think>\n")
+TEMPLATE = (
+    "<|im_start|>user\n{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+    "<|im_end|>\n<|im_start|>assistant\n<think>\n"
+)
 
 
 # ------------------------------------------------------------------------------------------------ corpus
@@ -58,7 +62,7 @@ def build_corpus(n_prompts: int, per_prompt: int, seed: int = 0) -> list[tuple[b
     for r in probs:
         prompt = TEMPLATE.format(problem=r["problem"])
         for _ in range(per_prompt):
-            n_chars = rng.randint(1000, 4000) * 4          # ~4 characters per token
+            n_chars = rng.randint(1000, 4000) * 4  # ~4 characters per token
             parts, size = [], 0
             while size < n_chars:
                 s = rng.choice(filler_pool)
@@ -71,7 +75,7 @@ def build_corpus(n_prompts: int, per_prompt: int, seed: int = 0) -> list[tuple[b
             elif u < 0.70:
                 ans, exp = _variant(r["answer"]), 1.0
             else:
-                ans, exp = rng.choice(rows)["answer"], None       # wrong unless it happens to be equivalent
+                ans, exp = rng.choice(rows)["answer"], None  # wrong unless it happens to be equivalent
             resp = f"{think}\n</think>\n\n{r['solution'][:600]}\n\nThe final answer is $\\boxed{{{ans}}}$.<|im_end|>"
             body = {"query": [prompt + resp], "prompts": [prompt], "labels": [r["answer"]]}
             out.append((json.dumps(body).encode(), exp if exp is not None else (1.0 if ans == r["answer"] else 0.0)))
@@ -107,6 +111,7 @@ def hostile_body(i: int, rng: random.Random) -> bytes:
 # ------------------------------------------------------------------------------------------------ client process
 async def _client(url: str, bodies: list[bytes], concurrency: int, mode: str, progress_path: str | None) -> dict:
     import aiohttp
+
     lat = [None] * len(bodies)
     codes = [None] * len(bodies)
     rewards = [None] * len(bodies)
@@ -115,8 +120,11 @@ async def _client(url: str, bodies: list[bytes], concurrency: int, mode: str, pr
     done = 0
     timeout = aiohttp.ClientTimeout(total=180)
     hdr = {"Content-Type": "application/json"}
-    shared = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=concurrency)) \
-        if mode == "pooled" else None
+    shared = (
+        aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=concurrency))
+        if mode == "pooled"
+        else None
+    )
 
     async def post(session, i):
         t = time.perf_counter()
@@ -175,7 +183,7 @@ def anchor_server_main(port: int) -> int:
         n = len(d["query"])
         return web.json_response({"rewards": [1.0] * n, "scores": [1.0] * n, "extra_logs": {"dummy_scores": [1.0] * n}})
 
-    app = web.Application(client_max_size=16 * 2 ** 20)
+    app = web.Application(client_max_size=16 * 2**20)
     app.router.add_post("/get_reward", handler)
     app.router.add_get("/health", lambda r: web.json_response({"status": "ok"}))
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
@@ -208,8 +216,10 @@ def stop(proc: subprocess.Popen) -> int:
 
 
 def rss_tree_mb(pid: int) -> float:
-    pids = [pid] + [int(x) for x in subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
-                                                   text=True).stdout.split()]
+    pids = [pid] + [
+        int(x)
+        for x in subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout.split()
+    ]
     total = 0
     for p in pids:
         try:
@@ -221,11 +231,18 @@ def rss_tree_mb(pid: int) -> float:
     return total / 1024
 
 
-def run_client(url: str, bodies: list[bytes], concurrency: int, mode: str, tmp: Path, progress: Path | None = None
-               ) -> subprocess.Popen:
+def run_client(
+    url: str, bodies: list[bytes], concurrency: int, mode: str, tmp: Path, progress: Path | None = None
+) -> subprocess.Popen:
     (tmp / "bodies.json").write_text(json.dumps([b.decode("latin-1") for b in bodies]))
-    spec = {"url": url, "bodies": str(tmp / "bodies.json"), "concurrency": concurrency, "mode": mode,
-            "out": str(tmp / "client_out.json"), "progress": str(progress) if progress else None}
+    spec = {
+        "url": url,
+        "bodies": str(tmp / "bodies.json"),
+        "concurrency": concurrency,
+        "mode": mode,
+        "out": str(tmp / "client_out.json"),
+        "progress": str(progress) if progress else None,
+    }
     (tmp / "spec.json").write_text(json.dumps(spec))
     return subprocess.Popen([sys.executable, __file__, "--client", str(tmp / "spec.json")], cwd=ROOT)
 
@@ -235,10 +252,17 @@ def summarize(res: dict, expected: list[float] | None = None) -> dict:
     codes = res["codes"]
     n = len(codes)
     q = lambda p: lat[min(len(lat) - 1, int(p * (len(lat) - 1)))] * 1000 if lat else float("nan")  # noqa: E731
-    out = {"n": n, "wall_s": res["wall_s"], "req_s": n / res["wall_s"], "p50_ms": q(0.5), "p90_ms": q(0.9),
-           "p99_ms": q(0.99), "lost": sum(c is None for c in codes), "non2xx": sum(c is not None and c != 200
-                                                                                  for c in codes),
-           "client_errors": res["errors"][:3]}
+    out = {
+        "n": n,
+        "wall_s": res["wall_s"],
+        "req_s": n / res["wall_s"],
+        "p50_ms": q(0.5),
+        "p90_ms": q(0.9),
+        "p99_ms": q(0.99),
+        "lost": sum(c is None for c in codes),
+        "non2xx": sum(c is not None and c != 200 for c in codes),
+        "client_errors": res["errors"][:3],
+    }
     if expected is not None:
         out["reward_mismatch"] = sum(r is not None and r != e for r, e in zip(res["rewards"], expected))
     return out
@@ -249,8 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--load.requests", dest="load_requests", type=int, default=8192)
     ap.add_argument("--load.concurrency", dest="load_concurrency", type=int, default=256)
-    ap.add_argument("--load.warmup_requests", dest="warmup_requests", type=int, default=1024,
-                    help="untimed requests on other prompts before the measured run")
+    ap.add_argument(
+        "--load.warmup_requests",
+        dest="warmup_requests",
+        type=int,
+        default=1024,
+        help="untimed requests on other prompts before the measured run",
+    )
     ap.add_argument("--soak.requests", dest="soak_requests", type=int, default=20000)
     ap.add_argument("--soak.concurrency", dest="soak_concurrency", type=int, default=512)
     ap.add_argument("--soak.timeout_s", dest="soak_timeout", type=float, default=2.0)
@@ -262,13 +291,17 @@ def main(argv: list[str] | None = None) -> int:
     py = sys.executable
     n_warm = args.warmup_requests // 8
     corpus = build_corpus(args.load_requests // 8 + n_warm, 8)
-    warm = [b for b, _ in corpus[:n_warm * 8]]          # other prompts than the measured ones
-    corpus = corpus[n_warm * 8:]
+    warm = [b for b, _ in corpus[: n_warm * 8]]  # other prompts than the measured ones
+    corpus = corpus[n_warm * 8 :]
     bodies = [b for b, _ in corpus]
     expected = [e for _, e in corpus]
     avg_chars = statistics.mean(len(json.loads(b)["query"][0]) for b in bodies[:512])
-    print(f"# corpus: {len(bodies)} requests, mean query {avg_chars:,.0f} chars; client mode {args.mode}; "
-          f"machine: {os.cpu_count()} CPUs, shared with other jobs", file=sys.stderr, flush=True)
+    print(
+        f"# corpus: {len(bodies)} requests, mean query {avg_chars:,.0f} chars; client mode {args.mode}; "
+        f"machine: {os.cpu_count()} CPUs, shared with other jobs",
+        file=sys.stderr,
+        flush=True,
+    )
     rows = []
 
     # 1) anchor: constant-reward server, same client and corpus
@@ -283,8 +316,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2) ours under load
     port = _free_port()
-    srv = start_server([py, "-m", "lead_recipes.cli", "serve", "--serve.port", str(port), "--grade.workers",
-                        str(args.workers)], port)
+    srv = start_server(
+        [py, "-m", "lead_recipes.cli", "serve", "--serve.port", str(port), "--grade.workers", str(args.workers)], port
+    )
     if warm:  # untimed: math-verify's parser (antlr) builds its prediction tables lazily, per worker process
         run_client(f"http://127.0.0.1:{port}/get_reward", warm, 64, "pooled", tmp).wait()
     cl = run_client(f"http://127.0.0.1:{port}/get_reward", bodies, args.load_concurrency, args.mode, tmp)
@@ -309,8 +343,21 @@ def main(argv: list[str] | None = None) -> int:
         marker = Path("/tmp/lead_recipes_bench_pwned")
         marker.unlink(missing_ok=True)
         port = _free_port()
-        srv = start_server([py, "-m", "lead_recipes.cli", "serve", "--serve.port", str(port), "--grade.workers",
-                            str(args.workers), "--grade.timeout_s", str(args.soak_timeout)], port)
+        srv = start_server(
+            [
+                py,
+                "-m",
+                "lead_recipes.cli",
+                "serve",
+                "--serve.port",
+                str(port),
+                "--grade.workers",
+                str(args.workers),
+                "--grade.timeout_s",
+                str(args.soak_timeout),
+            ],
+            port,
+        )
         prog = tmp / "progress"
         prog.write_text("0")
         cl = run_client(f"http://127.0.0.1:{port}/get_reward", soak, args.soak_concurrency, args.mode, tmp, prog)
@@ -328,21 +375,41 @@ def main(argv: list[str] | None = None) -> int:
             st = json.loads(r.read())
         rc = stop(srv)
         s = summarize(json.loads((tmp / "client_out.json").read_text()))
-        s.update(peak_rss_mb=peak, exit_code=rc, killed_worker=killed, worker_restarts=st["worker_restarts"],
-                 statuses=st["samples_by_status"], payload_executed=marker.exists())
+        s.update(
+            peak_rss_mb=peak,
+            exit_code=rc,
+            killed_worker=killed,
+            worker_restarts=st["worker_restarts"],
+            statuses=st["samples_by_status"],
+            payload_executed=marker.exists(),
+        )
         rows.append(("soak", "lead-recipes serve", s))
         print(f"# soak {s}", file=sys.stderr, flush=True)
 
-    print("\n| run | server | requests | concurrency | req/s | p50 ms | p90 ms | p99 ms | lost | non-2xx "
-          "| peak RSS MB |")
+    print(
+        "\n| run | server | requests | concurrency | req/s | p50 ms | p90 ms | p99 ms | lost | non-2xx | peak RSS MB |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run, name, r in rows:
         conc = args.soak_concurrency if run == "soak" else args.load_concurrency
-        print(f"| {run} | {name} | {r['n']:,} | {conc} | {r['req_s']:,.0f} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | "
-              f"{r['p99_ms']:.1f} | {r['lost']} | {r['non2xx']} | {r.get('peak_rss_mb', float('nan')):,.0f} |")
+        print(
+            f"| {run} | {name} | {r['n']:,} | {conc} | {r['req_s']:,.0f} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | "
+            f"{r['p99_ms']:.1f} | {r['lost']} | {r['non2xx']} | {r.get('peak_rss_mb', float('nan')):,.0f} |"
+        )
     for run, name, r in rows:
-        extra = {k: r[k] for k in ("reward_mismatch", "statuses", "killed_worker", "worker_restarts",
-                                   "payload_executed", "exit_code", "client_errors") if k in r}
+        extra = {
+            k: r[k]
+            for k in (
+                "reward_mismatch",
+                "statuses",
+                "killed_worker",
+                "worker_restarts",
+                "payload_executed",
+                "exit_code",
+                "client_errors",
+            )
+            if k in r
+        }
         print(f"- {run} / {name}: {json.dumps(extra)}")
     return 0
 

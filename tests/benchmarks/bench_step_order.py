@@ -11,6 +11,7 @@ The replay buffer's cut is re-typed here: each rank's consecutive slices of trai
 
 Not collected by pytest (no test_ prefix); CPU only, deterministic, a few seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,19 +37,28 @@ def rollout():
     shared = Path(os.environ.get("LEAD_RECIPES_SHARED") or ROOT.parent / "shared")
     groups = [json.loads(x) for x in (shared / "data" / "rollouts" / "qwen25math_cot_math100x8.jsonl").open()]
     correct = torch.tensor([[bool(s["score"]) for s in g["samples"]] for g in groups])
-    lengths = torch.tensor([[min(math.ceil(len(s["response"]) / 4) + 1, CAP) for s in g["samples"]] for g in groups],
-                           dtype=torch.float32)
-    out = build_method(RecipeConfig(method="lead")).step(RolloutBatch(correct=correct, lengths=lengths,
-                                                                     max_new_tokens=CAP))
+    lengths = torch.tensor(
+        [[min(math.ceil(len(s["response"]) / 4) + 1, CAP) for s in g["samples"]] for g in groups], dtype=torch.float32
+    )
+    out = build_method(RecipeConfig(method="lead")).step(
+        RolloutBatch(correct=correct, lengths=lengths, max_new_tokens=CAP)
+    )
     samples = []
     for q in range(len(groups)):
         for j in range(correct.shape[1]):
             n = int(lengths[q, j])
             seq = torch.ones(1, n + 1, dtype=torch.long)
-            samples.append(Experience(sequences=seq, attention_mask=torch.ones_like(seq), action_mask=torch.ones(1, n),
-                                      total_length=torch.tensor([float(n + 1)]), prompts=[f"q{q}"], labels=["x"],
-                                      info={"adv": out.advantages[q, j].reshape(1).float(),
-                                            "len": torch.tensor([float(n)])}))
+            samples.append(
+                Experience(
+                    sequences=seq,
+                    attention_mask=torch.ones_like(seq),
+                    action_mask=torch.ones(1, n),
+                    total_length=torch.tensor([float(n + 1)]),
+                    prompts=[f"q{q}"],
+                    labels=["x"],
+                    info={"adv": out.advantages[q, j].reshape(1).float(), "len": torch.tensor([float(n)])},
+                )
+            )
     return samples
 
 
@@ -57,14 +67,23 @@ def per_step(ranks, step_size):
     for batch in ranks:
         items = split_experience_batch(batch)
         for s in range(len(items) // step_size):
-            chunk = items[s * step_size:(s + 1) * step_size]
+            chunk = items[s * step_size : (s + 1) * step_size]
             lens = [float(e.info["len"].reshape(-1)[0]) for e in chunk]
             adv = [float(e.info["adv"].reshape(-1)[0]) for e in chunk]
-            rows.append((s, sum(lens) / len(lens), min(lens), max(lens), sum(adv) / len(adv),
-                         sum(abs(a) for a in adv) / len(adv)))
+            rows.append(
+                (
+                    s,
+                    sum(lens) / len(lens),
+                    min(lens),
+                    max(lens),
+                    sum(adv) / len(adv),
+                    sum(abs(a) for a in adv) / len(adv),
+                )
+            )
     steps = sorted({r[0] for r in rows})
-    return [[sum(r[k] for r in rows if r[0] == s) / sum(1 for r in rows if r[0] == s) for k in range(1, 6)]
-            for s in steps]
+    return [
+        [sum(r[k] for r in rows if r[0] == s) / sum(1 for r in rows if r[0] == s) for k in range(1, 6)] for s in steps
+    ]
 
 
 def main() -> None:
@@ -74,14 +93,23 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     samples = rollout()
-    args = NS(actor=NS(num_nodes=1, num_gpus_per_node=a.dp), ds=NS(ring_attn_size=1, tensor_parallel_size=1),
-              train=NS(batch_size=len(samples) // a.steps))
+    args = NS(
+        actor=NS(num_nodes=1, num_gpus_per_node=a.dp),
+        ds=NS(ring_attn_size=1, tensor_parallel_size=1),
+        train=NS(batch_size=len(samples) // a.steps),
+    )
     size = args.train.batch_size // a.dp
-    tables = {"OpenRLHF (anchor)": per_step(balance_experiences(rollout(), args), size),
-              "ours": per_step(balanced_then_shuffled(samples, args, seed=a.seed), size)}
-    print(f"{len(samples)} samples, dp {a.dp}, {a.steps} optimizer steps of {size} samples per rank, load "
-          f"{os.getloadavg()[0]:.1f}")
-    print("| order | step | mean length | min length | max length | mean A | mean abs(A) |\n|---|---|---|---|---|---|---|")
+    tables = {
+        "OpenRLHF (anchor)": per_step(balance_experiences(rollout(), args), size),
+        "ours": per_step(balanced_then_shuffled(samples, args, seed=a.seed), size),
+    }
+    print(
+        f"{len(samples)} samples, dp {a.dp}, {a.steps} optimizer steps of {size} samples per rank, load "
+        f"{os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "| order | step | mean length | min length | max length | mean A | mean abs(A) |\n|---|---|---|---|---|---|---|"
+    )
     for name, table in tables.items():
         for s, (mean, lo, hi, adv, absadv) in enumerate(table, 1):
             print(f"| {name} | {s} | {mean:.0f} | {lo:.0f} | {hi:.0f} | {adv:+.3f} | {absadv:.3f} |")

@@ -6,6 +6,7 @@ rope is 20 cm."), and `several boxes`, whose answer is the whole response.
 
     from hard_forms import CASES, response
 """
+
 from __future__ import annotations
 
 CASES: list[tuple[str, str, str, bool]] = [
@@ -106,8 +107,12 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("stated, no box", "7", "Each costs 1.75 and there are 4 and 12 more.\n\n**Answer:** $8.00", False),
     ("stated, no box", r"\frac{3}{4}", "So 3 of 4 cases work.\n\nThe final answer is $\\frac{3}{4}$.", True),
     ("stated, no box", r"\frac{3}{4}", "So 3 of 4 cases work.\n\nThe final answer is $\\frac{4}{3}$.", False),
-    ("stated, no box", "13", "We find x = 13 early on, but let us check the other case.\n\nThe other case gives",
-     False),
+    (
+        "stated, no box",
+        "13",
+        "We find x = 13 early on, but let us check the other case.\n\nThe other case gives",
+        False,
+    ),
     ("stated, no box", "42", "<think>The answer is 42.</think>\nI could not finish the computation.", False),
     # ---- several boxes (the answer is the whole response)
     ("several boxes", "(1, 3), (4, 2)", r"So the pairs are $\boxed{(1, 3)}$ and $\boxed{(4, 2)}$.", True),

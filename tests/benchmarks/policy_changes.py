@@ -8,6 +8,7 @@ OlympiadBench stores a list of solutions, the first is graded).
 
     .venv/bin/python tests/benchmarks/policy_changes.py [--examples 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ def sources() -> dict[str, list[tuple[str, str]]]:
         for line in f.open():
             r = json.loads(line)
             sol = r.get("solution")
-            if isinstance(sol, list):                # OlympiadBench: a list of solutions
+            if isinstance(sol, list):  # OlympiadBench: a list of solutions
                 sol = sol[0] if sol else None
             if isinstance(sol, str) and sol.strip():
                 pairs.append((r["answer"], sol))
@@ -45,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=2, help="examples printed per change direction")
     args = ap.parse_args(argv)
     import logging
+
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     from lead_recipes.grading.grader import Grader
+
     print(f"load average at start: {os.getloadavg()}")
     rows = []
     with Grader(timeout_s=5.0, workers=2) as g:

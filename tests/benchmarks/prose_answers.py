@@ -11,6 +11,7 @@ against. Each statement follows a line of work, as models write them.
 
     .venv/bin/python tests/benchmarks/prose_answers.py
 """
+
 from __future__ import annotations
 
 import sys
@@ -145,8 +146,18 @@ CASES: list[tuple[str, str, str, bool]] = [
     # ---- held out, second set: written after the rules changed, measured once, not used to tune them
     ("held2", "48", W + "Final Answer: The total number of handshakes at the party is 48.", True),
     ("held2", "48", W + "Final Answer: The total number of handshakes at the party is 45.", False),
-    ("held2", r"\frac{2}{3}", W + "Thus the ratio of the areas of $\\triangle ABD$ and $\\triangle ACD$ is $\\frac{2}{3}$.", True),
-    ("held2", r"\frac{2}{3}", W + "Thus the ratio of the areas of $\\triangle ABD$ and $\\triangle ACD$ is $\\frac{3}{2}$.", False),
+    (
+        "held2",
+        r"\frac{2}{3}",
+        W + "Thus the ratio of the areas of $\\triangle ABD$ and $\\triangle ACD$ is $\\frac{2}{3}$.",
+        True,
+    ),
+    (
+        "held2",
+        r"\frac{2}{3}",
+        W + "Thus the ratio of the areas of $\\triangle ABD$ and $\\triangle ACD$ is $\\frac{3}{2}$.",
+        False,
+    ),
     ("held2", "7", W + "The answer is: the least positive integer $m$ with $m^2 > 40$ is $7$.", True),
     ("held2", "7", W + "The answer is: the least positive integer $m$ with $m^2 > 40$ is $6$.", False),
     ("held2", r"(1, \infty)", W + "Hence $t > 1$ is the required range.", True),
@@ -169,8 +180,11 @@ CASES: list[tuple[str, str, str, bool]] = [
 def main() -> int:
     import logging
     import time
+
     from math_verify import parse, verify
+
     from lead_recipes.grading.grader import Grader
+
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     with Grader(timeout_s=5.0, workers=2, extraction="final_answer").start() as g:
         t = time.perf_counter()
@@ -193,12 +207,15 @@ def main() -> int:
         for name, v in (("ours (final_answer)", ours), ("math-verify", mv)):
             fp = sum(v[i] and not CASES[i][3] for i in idx)
             fn = sum(not v[i] and CASES[i][3] for i in idx)
-            print(f"| {split} | {name} | {len(idx)} | {fp}/{neg} | {fn}/{pos} | {100 * (len(idx) - fp - fn) / len(idx):.1f}% |")
+            print(
+                f"| {split} | {name} | {len(idx)} | {fp}/{neg} | {fn}/{pos} "
+                f"| {100 * (len(idx) - fp - fn) / len(idx):.1f}% |"
+            )
     print(f"\nours {t_ours:.2f}s, math-verify {t_mv:.2f}s for {len(CASES)} responses")
     if "-v" in sys.argv:
         for i, c in enumerate(CASES):
-            if ours[i] != c[3] and c[0] == "dev":   # held misses are not shown: not for tuning
-                print(f"MISS ours={ours[i]} label={c[3]} [{c[0]}] gold={c[1]!r} :: {c[2][len(W):]!r}")
+            if ours[i] != c[3] and c[0] == "dev":  # held misses are not shown: not for tuning
+                print(f"MISS ours={ours[i]} label={c[3]} [{c[0]}] gold={c[1]!r} :: {c[2][len(W) :]!r}")
     return 0
 
 

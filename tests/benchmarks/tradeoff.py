@@ -13,6 +13,7 @@ response, in evaluation and in training, is tagged with its behaviour and waste.
     .venv/bin/python tests/benchmarks/tradeoff.py --workdir DIR            # the sweep; rerun resumes it
     .venv/bin/python tests/benchmarks/tradeoff.py --workdir DIR --report-only
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,13 +31,13 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1]), str(HERE.parents[1] / "tests")]
 from toy_run import FILLER, generate, prompt_text, train_tokenizer  # noqa: E402
 
-OPERANDS = 4        # digits per question
-FILLER_MAX = 40     # filler words after the answer: uniform in 0..FILLER_MAX
-STEPS_SHARE = 0.5   # share of `steps` responses in the SFT data
-CAP = 100           # rollout max_new_tokens; the longest SFT response is about 70 tokens
-LOW_TARGET = 15     # Leash's target below the steps behaviour's length (about 27 tokens)
-TIGHT_TARGET = 8    # Leash's target below a third of it: an extra configuration, not in the default sweep
-BMAX_LOW = 32       # LEAD's B_max just above the steps behaviour's length: an extra configuration
+OPERANDS = 4  # digits per question
+FILLER_MAX = 40  # filler words after the answer: uniform in 0..FILLER_MAX
+STEPS_SHARE = 0.5  # share of `steps` responses in the SFT data
+CAP = 100  # rollout max_new_tokens; the longest SFT response is about 70 tokens
+LOW_TARGET = 15  # Leash's target below the steps behaviour's length (about 27 tokens)
+TIGHT_TARGET = 8  # Leash's target below a third of it: an extra configuration, not in the default sweep
+BMAX_LOW = 32  # LEAD's B_max just above the steps behaviour's length: an extra configuration
 EXTRA = ("leash-tight", "lead-bmax", "composed-budget")
 RECIPE_STEPS = 280  # leash-1.5b's steps (its YAML: 2 episodes x ~139): λ's Adam lr is scaled by RECIPE_STEPS / steps
 
@@ -44,6 +45,7 @@ RECIPE_STEPS = 280  # leash-1.5b's steps (its YAML: 2 episodes x ~139): λ's Ada
 def recipe_knob(name: str, key: str) -> tuple[float, float]:
     """(--recipe.<key>, --rollout.max_new_tokens) of the reference recipe `name`."""
     from lead_recipes.recipes.recipe import load_recipe
+
     r = load_recipe(name)
     return float(r.recipe[key]), float(r.openrlhf["rollout.max_new_tokens"])
 
@@ -53,9 +55,11 @@ def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
     the rollout cap that its reference recipe gives it (ShorterBetter's per-token β keeps β·cap), applied to CAP;
     every length knob the sweep's methods read is explicit, because the harness's CPU smoke command sets some for
     its own 32-token cap."""
+
     def tokens(name, key):
         value, cap = recipe_knob(name, key)
         return str(round(value / cap * CAP))
+
     leash = ["--recipe.leash.lr", f"{recipe_knob('leash-1.5b', 'leash.lr')[0] * RECIPE_STEPS / steps:.4g}"]
     beta, beta_cap = recipe_knob("shorter-better-1.5b", "shorter_better.beta")
     lead = ["--recipe.lead.b_max", str(CAP), "--recipe.lead.l_min", tokens("lead-1.5b", "lead.l_min")]
@@ -68,10 +72,19 @@ def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
         "leash-low": ("leash", ["--recipe.leash.target_length", str(LOW_TARGET), *leash]),
         "leash-tight": ("leash", ["--recipe.leash.target_length", str(TIGHT_TARGET), *leash]),
         "lead-bmax": ("lead", ["--recipe.lead.b_max", str(BMAX_LOW), *lead[2:]]),
-        "composed": ("composed", [*lead, "--recipe.composed.budget_tokens",
-                                  tokens("composed-1.5b", "composed.budget_tokens"), *leash]),
-        "composed-budget": ("composed", [*lead, "--recipe.composed.budget_tokens",   # its budget at Leash's target
-                                         tokens("leash-1.5b", "leash.target_length"), *leash]),
+        "composed": (
+            "composed",
+            [*lead, "--recipe.composed.budget_tokens", tokens("composed-1.5b", "composed.budget_tokens"), *leash],
+        ),
+        "composed-budget": (
+            "composed",
+            [
+                *lead,
+                "--recipe.composed.budget_tokens",  # its budget at Leash's target
+                tokens("leash-1.5b", "leash.target_length"),
+                *leash,
+            ],
+        ),
         "gdpo": ("gdpo", ["--recipe.gdpo.length_threshold", tokens("gdpo-1.5b", "gdpo.length_threshold")]),
         "shorter-better": ("shorter-better", ["--recipe.shorter_better.beta", f"{beta * beta_cap / CAP:.4g}"]),
     }
@@ -108,7 +121,7 @@ def tag(text: str, tok) -> tuple[str, int]:
     the box, else `other`; waste = the tokens after the last box (all of them when there is no box)."""
     behaviour = "direct" if text.startswith("\\boxed{") else "steps" if re.match(r"\d+\+\d+=", text) else "other"
     boxes = list(BOX.finditer(text))
-    tail = text[boxes[-1].end():] if boxes else text
+    tail = text[boxes[-1].end() :] if boxes else text
     return behaviour, len(tok(tail, add_special_tokens=False).input_ids) if tail.strip() else 0
 
 
@@ -117,6 +130,7 @@ def build_start(out: Path, seed: int, steps: int, threads: int) -> dict:
     """Tokenizer + random tiny Qwen2 (hidden 128, 2 layers, untied) + `steps` SFT steps on the mixture; bf16."""
     import torch
     from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
     t0 = time.time()
     torch.set_num_threads(threads)
     rng = random.Random(seed)
@@ -131,9 +145,19 @@ def build_start(out: Path, seed: int, steps: int, threads: int) -> dict:
         corpus.append(f"user\n{question(d)}\nassistant\n{sample_response(d)}")
     fast = train_tokenizer(out, corpus)
     eos, pad = fast.convert_tokens_to_ids("<|im_end|>"), fast.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(vocab_size=len(fast), hidden_size=128, intermediate_size=384, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      tie_word_embeddings=False, bos_token_id=eos, eos_token_id=eos, pad_token_id=pad)
+    cfg = Qwen2Config(
+        vocab_size=len(fast),
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=pad,
+    )
     # train with the tokenizer vLLM and the trainer will load (transformers reloads it as Qwen2's; toy_run.py)
     cfg.save_pretrained(out)
     tok = AutoTokenizer.from_pretrained(out)
@@ -177,7 +201,7 @@ def write_prompts(path: Path, rows: int, seed: int) -> None:
             f.write(json.dumps({"prompt": question(d), "label": str(sum(d))}) + "\n")
 
 
-EVAL_SEED = 12345   # the evaluation questions and sampling noise: the same for every start, method and seed
+EVAL_SEED = 12345  # the evaluation questions and sampling noise: the same for every start, method and seed
 
 
 def eval_questions(n: int) -> list[list[int]]:
@@ -189,29 +213,44 @@ def evaluate(model_dir: Path, n_questions: int, samples: int) -> dict:
     """Accuracy, mean length and the behaviour breakdown over n_questions × samples at temperature 1, sampled with
     noise fixed per (question, sample, position), graded by the package's reward function."""
     from transformers import AutoTokenizer
+
     from lead_recipes.grading.reward_func import grade_samples
+
     qs = eval_questions(n_questions)
     texts, lengths, truncated = generate(model_dir, [question(d) for d in qs], samples, CAP, EVAL_SEED)
     labels = [str(sum(qs[i // samples])) for i in range(len(texts))]
     rewards, _ = grade_samples(texts, [""] * len(texts), labels)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    rows = [{"behaviour": b, "waste": w, "correct": bool(r), "length": n, "truncated": t}
-            for (b, w), r, n, t in zip((tag(x, tok) for x in texts), rewards, lengths, truncated)]
+    rows = [
+        {"behaviour": b, "waste": w, "correct": bool(r), "length": n, "truncated": t}
+        for (b, w), r, n, t in zip((tag(x, tok) for x in texts), rewards, lengths, truncated)
+    ]
     return summarise(rows) | {"example": texts[:3]}
 
 
 def summarise(rows: list[dict]) -> dict:
     """accuracy, length, waste; per behaviour its share, accuracy, length and waste; the best-policy point."""
+
     def mean(xs):
         return sum(xs) / len(xs) if xs else None
-    out = {"n": len(rows), "accuracy": mean([r["correct"] for r in rows]), "length": mean([r["length"] for r in rows]),
-           "waste": mean([r["waste"] for r in rows]), "truncated": mean([r["truncated"] for r in rows]),
-           "by_behaviour": {}}
+
+    out = {
+        "n": len(rows),
+        "accuracy": mean([r["correct"] for r in rows]),
+        "length": mean([r["length"] for r in rows]),
+        "waste": mean([r["waste"] for r in rows]),
+        "truncated": mean([r["truncated"] for r in rows]),
+        "by_behaviour": {},
+    }
     for b in ("steps", "direct", "other"):
         sub = [r for r in rows if r["behaviour"] == b]
-        out["by_behaviour"][b] = {"share": len(sub) / len(rows), "accuracy": mean([r["correct"] for r in sub]),
-                                  "length": mean([r["length"] for r in sub]), "waste": mean([r["waste"] for r in sub]),
-                                  "core_length": mean([r["length"] - r["waste"] for r in sub])}
+        out["by_behaviour"][b] = {
+            "share": len(sub) / len(rows),
+            "accuracy": mean([r["correct"] for r in sub]),
+            "length": mean([r["length"] for r in sub]),
+            "waste": mean([r["waste"] for r in sub]),
+            "core_length": mean([r["length"] - r["waste"] for r in sub]),
+        }
     # accuracy by waste bucket within each behaviour: waste must be free (tradeoff pitfalls)
     out["by_waste"] = {}
     for b in ("steps", "direct"):
@@ -224,36 +263,71 @@ def summarise(rows: list[dict]) -> dict:
 # ------------------------------------------------------------------------------------------------------- training
 def train_flags(args, data: Path, seed: int) -> list[str]:
     """Overrides on top of the harness's CPU smoke command: this benchmark's data, sizes, optimiser and seed."""
-    return ["--data.prompt_dataset", str(data), "--data.max_samples", str(args.steps * args.prompts_per_step),
-            "--data.max_len", str(CAP + 64), "--rollout.max_new_tokens", str(CAP),
-            "--rollout.batch_size", str(args.prompts_per_step), "--rollout.n_samples_per_prompt", str(args.n),
-            "--rollout.micro_batch_size", "32", "--train.batch_size", str(args.prompts_per_step * args.n),
-            "--train.micro_batch_size", "32", "--actor.adam.lr", str(args.lr), "--ckpt.save_steps", "-1",
-            "--algo.kl.init_coef", "0", "--train.seed", str(seed)]
+    return [
+        "--data.prompt_dataset",
+        str(data),
+        "--data.max_samples",
+        str(args.steps * args.prompts_per_step),
+        "--data.max_len",
+        str(CAP + 64),
+        "--rollout.max_new_tokens",
+        str(CAP),
+        "--rollout.batch_size",
+        str(args.prompts_per_step),
+        "--rollout.n_samples_per_prompt",
+        str(args.n),
+        "--rollout.micro_batch_size",
+        "32",
+        "--train.batch_size",
+        str(args.prompts_per_step * args.n),
+        "--train.micro_batch_size",
+        "32",
+        "--actor.adam.lr",
+        str(args.lr),
+        "--ckpt.save_steps",
+        "-1",
+        "--algo.kl.init_coef",
+        "0",
+        "--train.seed",
+        str(seed),
+    ]
 
 
 def trained_samples(run_dir: Path, tok, batch: int) -> list[list[dict]]:
     """Per RL step, every sample the actor trained on: behaviour, waste, length, correctness, advantage, group."""
     import glob
-    rows = [json.loads(line) for f in sorted(glob.glob(str(run_dir / "ckpt" / "e2e_record" / "*.jsonl")))
-            for line in open(f, encoding="utf-8")]
+
+    rows = [
+        json.loads(line)
+        for f in sorted(glob.glob(str(run_dir / "ckpt" / "e2e_record" / "*.jsonl")))
+        for line in open(f, encoding="utf-8")
+    ]
     steps = []
     for at in range(0, len(rows) - batch + 1, batch):
         out = []
-        for r in rows[at:at + batch]:
+        for r in rows[at : at + batch]:
             text = tok.decode(r["response_ids"], skip_special_tokens=True)
             behaviour, waste = tag(text, tok)
-            out.append({"behaviour": behaviour, "waste": waste, "length": len(r["adv"]),
-                        "correct": r["info"]["correct"] > 0, "adv": r["info"]["recipe_advantage"],
-                        "group": r["prompt"], "truncated": bool(r["truncated"])})
+            out.append(
+                {
+                    "behaviour": behaviour,
+                    "waste": waste,
+                    "length": len(r["adv"]),
+                    "correct": r["info"]["correct"] > 0,
+                    "adv": r["info"]["recipe_advantage"],
+                    "group": r["prompt"],
+                    "truncated": bool(r["truncated"]),
+                }
+            )
         steps.append(out)
     return steps
 
 
 def run_one(cluster, start_dir: Path, run_dir: Path, name: str, seed: int, args) -> dict:
     """One `lead-recipes train` run, its end evaluation and its training-side record, as a JSON-able result."""
-    from transformers import AutoTokenizer
     from cpu_e2e import harness
+    from transformers import AutoTokenizer
+
     method, flags = configs(args.steps)[name]
     data = run_dir / "prompts.jsonl"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -266,19 +340,32 @@ def run_one(cluster, start_dir: Path, run_dir: Path, name: str, seed: int, args)
     scalars = run.scalars()
     tok = AutoTokenizer.from_pretrained(start_dir)
     per_step = trained_samples(run_dir, tok, args.prompts_per_step * args.n)
-    return {"name": name, "method": method, "flags": flags, "seed": seed, "wall_s": round(run.wall_s, 1),
-            "recipe": resolved.group(1) if resolved else None,   # the configuration the trainer resolved
-            "end": evaluate(run_dir / "hf", args.eval_questions, args.eval_samples),
-            "curves": {k.rsplit("/", 1)[-1]: v for k, v in scalars.items()
-                       if k in ("train/recipe/correct_rate", "train/recipe/length_mean")},
-            "steps": [summarise(s) for s in per_step], "trained": per_step}
+    return {
+        "name": name,
+        "method": method,
+        "flags": flags,
+        "seed": seed,
+        "wall_s": round(run.wall_s, 1),
+        "recipe": resolved.group(1) if resolved else None,  # the configuration the trainer resolved
+        "end": evaluate(run_dir / "hf", args.eval_questions, args.eval_samples),
+        "curves": {
+            k.rsplit("/", 1)[-1]: v
+            for k, v in scalars.items()
+            if k in ("train/recipe/correct_rate", "train/recipe/length_mean")
+        },
+        "steps": [summarise(s) for s in per_step],
+        "trained": per_step,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", type=Path, required=True, help="results per run land here; a rerun resumes")
-    ap.add_argument("--configs", default=",".join(c for c in configs(1) if c not in EXTRA),
-                    help=f"comma-separated, of: {', '.join(configs(1))}")
+    ap.add_argument(
+        "--configs",
+        default=",".join(c for c in configs(1) if c not in EXTRA),
+        help=f"comma-separated, of: {', '.join(configs(1))}",
+    )
     ap.add_argument("--starts", type=int, default=2, help="SFT starts (seeds 0..N-1)")
     ap.add_argument("--seeds", type=int, default=3, help="RL seeds per start")
     ap.add_argument("--steps", type=int, default=30)
@@ -289,14 +376,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-questions", type=int, default=100)
     ap.add_argument("--eval-samples", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2, help="torch threads for SFT and evaluation")
-    ap.add_argument("--lock", type=Path, default=None,
-                    help="hold an flock on this file during each training run (a machine shared with other jobs)")
+    ap.add_argument(
+        "--lock",
+        type=Path,
+        default=None,
+        help="hold an flock on this file during each training run (a machine shared with other jobs)",
+    )
     ap.add_argument("--plot-dir", type=Path, default=Path("docs/img"))
     ap.add_argument("--report-only", action="store_true", help="table and plots from --workdir's results")
     args = ap.parse_args(argv)
     import torch
+
     torch.set_num_threads(args.threads)
     from tradeoff_report import report
+
     work = args.workdir
     if not args.report_only:
         sweep(work, args)
@@ -306,8 +399,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def sweep(work: Path, args) -> None:
     from cpu_e2e import harness
+
     work.mkdir(parents=True, exist_ok=True)
-    log = work / "sweep.jsonl"   # when each run started and ended, with the load average: the sweep's timeline
+    log = work / "sweep.jsonl"  # when each run started and ended, with the load average: the sweep's timeline
     names = args.configs.split(",")
     unknown = sorted(set(names) - set(configs(args.steps)))
     if unknown:
@@ -321,8 +415,9 @@ def sweep(work: Path, args) -> None:
                 info = build_start(start_dir, s, args.sft_steps, args.threads)
                 _log(log, event="sft", start=s, **info)
             if not (start_dir / "eval.json").exists():
-                (start_dir / "eval.json").write_text(json.dumps(
-                    evaluate(start_dir, args.eval_questions, args.eval_samples), indent=1))
+                (start_dir / "eval.json").write_text(
+                    json.dumps(evaluate(start_dir, args.eval_questions, args.eval_samples), indent=1)
+                )
             for seed in range(args.seeds):
                 for name in names:
                     result = work / "runs" / f"start{s}" / name / f"seed{seed}.json"
@@ -331,11 +426,20 @@ def sweep(work: Path, args) -> None:
                     with held(args.lock):
                         cluster = cluster or harness.RayCluster()
                         t0 = time.time()
-                        out = run_one(cluster, start_dir, work / "runs" / f"start{s}" / name / f"seed{seed}",
-                                      name, seed, args)
+                        out = run_one(
+                            cluster, start_dir, work / "runs" / f"start{s}" / name / f"seed{seed}", name, seed, args
+                        )
                     result.write_text(json.dumps(out))
-                    _log(log, event="run", start=s, config=name, seed=seed, wall_s=round(time.time() - t0, 1),
-                         accuracy=out["end"]["accuracy"], length=out["end"]["length"])
+                    _log(
+                        log,
+                        event="run",
+                        start=s,
+                        config=name,
+                        seed=seed,
+                        wall_s=round(time.time() - t0, 1),
+                        accuracy=out["end"]["accuracy"],
+                        length=out["end"]["length"],
+                    )
     finally:
         if cluster is not None:
             cluster.stop()

@@ -1,5 +1,6 @@
 """The trade-off benchmark's tables and plots, from the result files that tradeoff.py writes (one per run), so a
 crashed or partial sweep can be reported and a finished one redrawn (`tradeoff.py --report-only`)."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from evaluation.metrics import aes
 
-BEST_MARGIN = 1.2    # "steps to near the best length": first step whose rollouts' mean length ≤ 1.2 × L_best
+BEST_MARGIN = 1.2  # "steps to near the best length": first step whose rollouts' mean length ≤ 1.2 × L_best
 
 
 def load(work: Path) -> tuple[dict, dict[str, list[dict]]]:
@@ -28,12 +29,12 @@ def best_point(start: dict) -> tuple[float, float]:
     return s["accuracy"], s["core_length"]
 
 
-SMOOTH = 5           # steps-to figures read the moving average over this many steps (one step is 64 samples)
+SMOOTH = 5  # steps-to figures read the moving average over this many steps (one step is 64 samples)
 
 
 def first_step(values: list[float], bound: float) -> int | None:
     """The last step of the first SMOOTH-step window whose mean is ≤ bound (one noisy step does not count)."""
-    means = [sum(values[i - SMOOTH:i]) / SMOOTH for i in range(SMOOTH, len(values) + 1)]
+    means = [sum(values[i - SMOOTH : i]) / SMOOTH for i in range(SMOOTH, len(values) + 1)]
     return next((i + SMOOTH for i, v in enumerate(means) if v <= bound), None)
 
 
@@ -42,14 +43,21 @@ def run_metrics(r: dict, start: dict) -> dict:
     a_best, l_best = best_point(start)
     lengths = [s["length"] for s in r["steps"]]
     wastes = [s["waste"] for s in r["steps"]]
-    return {"acc0": start["accuracy"], "acc": e["accuracy"], "len0": start["length"], "len": e["length"],
-            "steps_share": e["by_behaviour"]["steps"]["share"], "direct_share": e["by_behaviour"]["direct"]["share"],
-            "waste0": start["waste"], "waste": e["waste"],
-            "aes": aes(e["accuracy"], e["length"], start["accuracy"], start["length"])["aes"],
-            "distance": max(0.0, (a_best - e["accuracy"]) / a_best) + abs(e["length"] - l_best) / l_best,
-            "to_best": first_step(lengths, BEST_MARGIN * l_best),
-            "to_half_waste": first_step(wastes, start["waste"] / 2),
-            **advantage_breakdown(r["trained"])}
+    return {
+        "acc0": start["accuracy"],
+        "acc": e["accuracy"],
+        "len0": start["length"],
+        "len": e["length"],
+        "steps_share": e["by_behaviour"]["steps"]["share"],
+        "direct_share": e["by_behaviour"]["direct"]["share"],
+        "waste0": start["waste"],
+        "waste": e["waste"],
+        "aes": aes(e["accuracy"], e["length"], start["accuracy"], start["length"])["aes"],
+        "distance": max(0.0, (a_best - e["accuracy"]) / a_best) + abs(e["length"] - l_best) / l_best,
+        "to_best": first_step(lengths, BEST_MARGIN * l_best),
+        "to_half_waste": first_step(wastes, start["waste"] / 2),
+        **advantage_breakdown(r["trained"]),
+    }
 
 
 def _corr(xs: list[float], ys: list[float]) -> float | None:
@@ -76,8 +84,9 @@ def advantage_breakdown(steps: list[list[dict]]) -> dict:
         for g in groups.values():
             by = {b: [s for s in g if s["behaviour"] == b] for b in ("steps", "direct")}
             if by["steps"] and by["direct"]:
-                gaps.append(statistics.fmean(s["adv"] for s in by["steps"]) -
-                            statistics.fmean(s["adv"] for s in by["direct"]))
+                gaps.append(
+                    statistics.fmean(s["adv"] for s in by["steps"]) - statistics.fmean(s["adv"] for s in by["direct"])
+                )
             if not any(s["correct"] for s in g):
                 n_unsolved += 1
                 ml, ma = statistics.fmean(s["length"] for s in g), statistics.fmean(s["adv"] for s in g)
@@ -91,9 +100,14 @@ def advantage_breakdown(steps: list[list[dict]]) -> dict:
                         waste_xy[b][0].extend(s["waste"] - mw for s in cell)
                         waste_xy[b][1].extend(round(s["adv"] - ma, 6) for s in cell)
     both = [x for b in waste_xy.values() for x in b[0]], [y for b in waste_xy.values() for y in b[1]]
-    return {"adv_steps_minus_direct": statistics.fmean(gaps) if gaps else None, "corr_waste": _corr(*both),
-            "corr_waste_steps": _corr(*waste_xy["steps"]), "corr_waste_direct": _corr(*waste_xy["direct"]),
-            "corr_len_unsolved": _corr(*unsolved_xy), "unsolved_groups": n_unsolved}
+    return {
+        "adv_steps_minus_direct": statistics.fmean(gaps) if gaps else None,
+        "corr_waste": _corr(*both),
+        "corr_waste_steps": _corr(*waste_xy["steps"]),
+        "corr_waste_direct": _corr(*waste_xy["direct"]),
+        "corr_len_unsolved": _corr(*unsolved_xy),
+        "unsolved_groups": n_unsolved,
+    }
 
 
 def spread(values: list) -> tuple[float | None, float | None, int]:
@@ -123,46 +137,59 @@ def report(work: Path, args) -> None:
     if not starts:
         print(f"no start evaluations under {work}")
         return
-    print("\n## SFT starts (evaluation: "
-          f"{args.eval_questions} questions × {args.eval_samples} samples, temperature 1)\n")
-    print("| start | accuracy | mean length | waste tokens | steps: share / accuracy / length / core length | "
-          "direct: share / accuracy / length | accuracy by waste tokens (steps; direct) |")
+    print(
+        f"\n## SFT starts (evaluation: {args.eval_questions} questions × {args.eval_samples} samples, temperature 1)\n"
+    )
+    print(
+        "| start | accuracy | mean length | waste tokens | steps: share / accuracy / length / core length | "
+        "direct: share / accuracy / length | accuracy by waste tokens (steps; direct) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, s in starts.items():
         st, di = s["by_behaviour"]["steps"], s["by_behaviour"]["direct"]
         buckets = "; ".join(f"{k}: {v[0]:.2f} ({v[1]})" for k, v in s["by_waste"].items() if v[0] is not None)
-        print(f"| {name} | {s['accuracy']:.3f} | {s['length']:.1f} | {s['waste']:.1f} | {st['share']:.2f} / "
-              f"{st['accuracy']:.3f} / {st['length']:.1f} / {st['core_length']:.1f} | {di['share']:.2f} / "
-              f"{di['accuracy']:.3f} / {di['length']:.1f} | {buckets} |")
+        print(
+            f"| {name} | {s['accuracy']:.3f} | {s['length']:.1f} | {s['waste']:.1f} | {st['share']:.2f} / "
+            f"{st['accuracy']:.3f} / {st['length']:.1f} / {st['core_length']:.1f} | {di['share']:.2f} / "
+            f"{di['accuracy']:.3f} / {di['length']:.1f} | {buckets} |"
+        )
     metrics = {name: [run_metrics(r, starts[r["start"]]) for r in rs] for name, rs in runs.items()}
     keyed = {name: {(r["start"], r["seed"]): m for r, m in zip(runs[name], ms)} for name, ms in metrics.items()}
-    for name, ms in keyed.items():   # AES against grpo's end on the same start and seed: what RL alone gives is out
+    for ms in keyed.values():  # AES against grpo's end on the same start and seed: what RL alone gives is out
         for k, m in ms.items():
             g = keyed.get("grpo", {}).get(k)
             m["aes_vs_grpo"] = aes(m["acc"], m["len"], g["acc"], g["len"])["aes"] if g else None
     col = lambda name, key: [m[key] for m in metrics[name]]  # noqa: E731
     print("\n## At the end of RL (step 30), mean ± sd over runs (starts × seeds)\n")
-    print("| config | runs | accuracy start → end | mean length start → end | steps share | direct share | "
-          "waste tokens start → end | AES vs start | AES vs grpo's end (paired) | distance to best | "
-          "steps to 1.2 × best length (5-step mean) | "
-          "steps to half the start's waste (5-step mean) |")
+    print(
+        "| config | runs | accuracy start → end | mean length start → end | steps share | direct share | "
+        "waste tokens start → end | AES vs start | AES vs grpo's end (paired) | distance to best | "
+        "steps to 1.2 × best length (5-step mean) | "
+        "steps to half the start's waste (5-step mean) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in metrics:
-        print(f"| {name} | {len(metrics[name])} | {fmt(col(name, 'acc0'))} → {fmt(col(name, 'acc'))} | "
-              f"{fmt(col(name, 'len0'), 1)} → {fmt(col(name, 'len'), 1)} | {fmt(col(name, 'steps_share'), 2)} | "
-              f"{fmt(col(name, 'direct_share'), 2)} | {fmt(col(name, 'waste0'), 1)} → {fmt(col(name, 'waste'), 1)} | "
-              f"{fmt(col(name, 'aes'), 2, True)} | {fmt(col(name, 'aes_vs_grpo'), 2, True)} | "
-              f"{fmt(col(name, 'distance'), 2)} | "
-              f"{steps_fmt(col(name, 'to_best'))} | {steps_fmt(col(name, 'to_half_waste'))} |")
+        print(
+            f"| {name} | {len(metrics[name])} | {fmt(col(name, 'acc0'))} → {fmt(col(name, 'acc'))} | "
+            f"{fmt(col(name, 'len0'), 1)} → {fmt(col(name, 'len'), 1)} | {fmt(col(name, 'steps_share'), 2)} | "
+            f"{fmt(col(name, 'direct_share'), 2)} | {fmt(col(name, 'waste0'), 1)} → {fmt(col(name, 'waste'), 1)} | "
+            f"{fmt(col(name, 'aes'), 2, True)} | {fmt(col(name, 'aes_vs_grpo'), 2, True)} | "
+            f"{fmt(col(name, 'distance'), 2)} | "
+            f"{steps_fmt(col(name, 'to_best'))} | {steps_fmt(col(name, 'to_half_waste'))} |"
+        )
     print("\n## What the advantages paid for (training side, within prompt groups), mean ± sd over runs\n")
-    print("| config | adv(steps) − adv(direct) | corr(waste, adv) within behaviour: both / steps / direct | "
-          "corr(length, adv) in all-wrong groups | all-wrong groups per run |")
+    print(
+        "| config | adv(steps) − adv(direct) | corr(waste, adv) within behaviour: both / steps / direct | "
+        "corr(length, adv) in all-wrong groups | all-wrong groups per run |"
+    )
     print("|---|---|---|---|---|")
     for name in metrics:
-        print(f"| {name} | {fmt(col(name, 'adv_steps_minus_direct'), 3, True)} | "
-              f"{fmt(col(name, 'corr_waste'), 3, True)} / {fmt(col(name, 'corr_waste_steps'), 3, True)} / "
-              f"{fmt(col(name, 'corr_waste_direct'), 3, True)} | {fmt(col(name, 'corr_len_unsolved'), 3, True)} | "
-              f"{fmt(col(name, 'unsolved_groups'), 1)} |")
+        print(
+            f"| {name} | {fmt(col(name, 'adv_steps_minus_direct'), 3, True)} | "
+            f"{fmt(col(name, 'corr_waste'), 3, True)} / {fmt(col(name, 'corr_waste_steps'), 3, True)} / "
+            f"{fmt(col(name, 'corr_waste_direct'), 3, True)} | {fmt(col(name, 'corr_len_unsolved'), 3, True)} | "
+            f"{fmt(col(name, 'unsolved_groups'), 1)} |"
+        )
     per_start = {(name, m_start): [] for name in metrics for m_start in starts}
     for name, rs in runs.items():
         for r, m in zip(rs, metrics[name]):
@@ -174,8 +201,9 @@ def report(work: Path, args) -> None:
         cells = []
         for s in starts:
             ms = per_start[(name, s)]
-            cells.append(" / ".join(f"{spread([m[k] for m in ms])[0]:.3f}" if ms else "–"
-                                    for k in ("acc", "len", "aes")))
+            cells.append(
+                " / ".join(f"{spread([m[k] for m in ms])[0]:.3f}" if ms else "–" for k in ("acc", "len", "aes"))
+            )
         print(f"| {name} | " + " | ".join(cells) + " |")
     comparisons(keyed)
     plot_tradeoff(metrics, starts, runs, args.plot_dir / "tradeoff.png")
@@ -187,9 +215,11 @@ def report(work: Path, args) -> None:
         sft = [r["sft_s"] for r in rows if r["event"] == "sft"]
         loads = [r["load"][0] for r in rows]
         if walls:
-            print(f"\nruns: {len(walls)}, run wall median {statistics.median(walls):.0f} s (sum {sum(walls):.0f} s); "
-                  f"SFT {sum(sft):.0f} s; first event {rows[0]['time']}, last {rows[-1]['time']}; load average "
-                  f"(1 min) at events: median {statistics.median(loads):.1f}, max {max(loads):.1f}")
+            print(
+                f"\nruns: {len(walls)}, run wall median {statistics.median(walls):.0f} s (sum {sum(walls):.0f} s); "
+                f"SFT {sum(sft):.0f} s; first event {rows[0]['time']}, last {rows[-1]['time']}; load average "
+                f"(1 min) at events: median {statistics.median(loads):.1f}, max {max(loads):.1f}"
+            )
     print(f"plots: {args.plot_dir / 'tradeoff.png'}, {args.plot_dir / 'tradeoff_steps.png'}")
 
 
@@ -206,36 +236,59 @@ def _delta(metrics: dict, a: str, b: str | None, key: str, base: str | None = No
     if not d:
         return "n/a"
     mean, sd, n = spread(list(d.values()))
-    per_start = ", ".join(f"{s} {statistics.fmean(v for (st, _), v in d.items() if st == s):+.3f}"
-                          for s in sorted({st for st, _ in d}))
+    per_start = ", ".join(
+        f"{s} {statistics.fmean(v for (st, _), v in d.items() if st == s):+.3f}" for s in sorted({st for st, _ in d})
+    )
     verdict = "established" if n > 1 and abs(mean) > sd else "not established"
-    return (f"{mean:+.3f} ± {sd:.3f} over {n} pairs, {sum(v > 0 for v in d.values())}/{n} positive "
-            f"(per start: {per_start}) — {verdict}")
+    return (
+        f"{mean:+.3f} ± {sd:.3f} over {n} pairs, {sum(v > 0 for v in d.values())}/{n} positive "
+        f"(per start: {per_start}) — {verdict}"
+    )
 
 
 def comparisons(metrics: dict[str, dict[tuple, dict]]) -> None:
     """The issue's expectations. RL raises every method's accuracy from the SFT start, so "keeps accuracy" and
     "cuts waste" compare each method's end state with grpo's (same starts, same seeds), not with the start."""
-    print("\n## The issue's expectations, as paired differences at step 30 (same start and seed; established = "
-          "|mean| > sd of the differences)\n")
-    rows = [("grpo: accuracy end − start", "grpo", None, "acc", "acc0"),
-            ("grpo: waste end − start", "grpo", None, "waste", "waste0")]
-    for m in ("lead", "lead-flat", "lead-bmax", "grpo-lead", "leash", "leash-low", "leash-tight", "composed",
-              "composed-budget", "gdpo", "shorter-better"):
-        rows += [(f"{m} − grpo: end waste", m, "grpo", "waste", None),
-                 (f"{m} − grpo: end steps share", m, "grpo", "steps_share", None),
-                 (f"{m} − grpo: end accuracy", m, "grpo", "acc", None)]
+    print(
+        "\n## The issue's expectations, as paired differences at step 30 (same start and seed; established = "
+        "|mean| > sd of the differences)\n"
+    )
+    rows = [
+        ("grpo: accuracy end − start", "grpo", None, "acc", "acc0"),
+        ("grpo: waste end − start", "grpo", None, "waste", "waste0"),
+    ]
+    for m in (
+        "lead",
+        "lead-flat",
+        "lead-bmax",
+        "grpo-lead",
+        "leash",
+        "leash-low",
+        "leash-tight",
+        "composed",
+        "composed-budget",
+        "gdpo",
+        "shorter-better",
+    ):
+        rows += [
+            (f"{m} − grpo: end waste", m, "grpo", "waste", None),
+            (f"{m} − grpo: end steps share", m, "grpo", "steps_share", None),
+            (f"{m} − grpo: end accuracy", m, "grpo", "acc", None),
+        ]
     for m in ("leash-low", "leash-tight"):
-        rows += [(f"{m} − leash: end accuracy", m, "leash", "acc", None),
-                 (f"{m} − leash: end length", m, "leash", "len", None)]
-    rows += [("lead − lead-flat: end length (the sentinel's added length)", "lead", "lead-flat", "len", None),
-             ("lead − lead-flat: end accuracy", "lead", "lead-flat", "acc", None),
-             ("lead-bmax − lead: end waste", "lead-bmax", "lead", "waste", None),
-             ("composed-budget − composed: end waste", "composed-budget", "composed", "waste", None),
-             ("composed-budget − composed: end accuracy", "composed-budget", "composed", "acc", None)]
-    singles = [m for m in ("lead", "grpo-lead", "leash", "leash-low", "gdpo", "shorter-better", "grpo")
-               if m in metrics]
-    if "composed" in metrics and singles:   # the best by mean AES on these runs: a selection in its favour
+        rows += [
+            (f"{m} − leash: end accuracy", m, "leash", "acc", None),
+            (f"{m} − leash: end length", m, "leash", "len", None),
+        ]
+    rows += [
+        ("lead − lead-flat: end length (the sentinel's added length)", "lead", "lead-flat", "len", None),
+        ("lead − lead-flat: end accuracy", "lead", "lead-flat", "acc", None),
+        ("lead-bmax − lead: end waste", "lead-bmax", "lead", "waste", None),
+        ("composed-budget − composed: end waste", "composed-budget", "composed", "waste", None),
+        ("composed-budget − composed: end accuracy", "composed-budget", "composed", "acc", None),
+    ]
+    singles = [m for m in ("lead", "grpo-lead", "leash", "leash-low", "gdpo", "shorter-better", "grpo") if m in metrics]
+    if "composed" in metrics and singles:  # the best by mean AES on these runs: a selection in its favour
         best = max(singles, key=lambda m: spread([x["aes"] for x in metrics[m].values()])[0])
         rows.append((f"composed − best single on AES ({best})", "composed", best, "aes", None))
         rows.append((f"composed-budget − best single on AES ({best})", "composed-budget", best, "aes", None))
@@ -246,32 +299,68 @@ def comparisons(metrics: dict[str, dict[tuple, dict]]) -> None:
 
 def _colors(names) -> dict:
     import matplotlib
+
     cmap = matplotlib.colormaps["tab10"]
     return {n: cmap(i % 10) for i, n in enumerate(names)}
 
 
 def plot_tradeoff(metrics: dict, starts: dict, runs: dict, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(9, 6))
     colors, markers = _colors(metrics), dict(zip(starts, "os^v"))
     for name, ms in metrics.items():
         for r, m in zip(runs[name], ms):
             ax.scatter(m["len"], m["acc"], color=colors[name], marker=markers[r["start"]], s=22, alpha=0.55)
-        ax.scatter(spread([m["len"] for m in ms])[0], spread([m["acc"] for m in ms])[0], color=colors[name],
-                   marker="D", s=110, edgecolor="black", zorder=3, label=f"{name} (mean of {len(ms)})")
+        ax.scatter(
+            spread([m["len"] for m in ms])[0],
+            spread([m["acc"] for m in ms])[0],
+            color=colors[name],
+            marker="D",
+            s=110,
+            edgecolor="black",
+            zorder=3,
+            label=f"{name} (mean of {len(ms)})",
+        )
     for s_name, s in starts.items():
         a_best, l_best = best_point(s)
         di = s["by_behaviour"]["direct"]
-        ax.scatter(s["length"], s["accuracy"], color="black", marker="X", s=90, zorder=4,
-                   label="SFT starts" if s_name == next(iter(starts)) else None)
-        ax.scatter(l_best, a_best, color="gold", marker="*", s=260, edgecolor="black", zorder=4,
-                   label="best policy (steps, no waste) at each start" if s_name == next(iter(starts)) else None)
-        ax.scatter(di["length"] - di["waste"], di["accuracy"], color="grey", marker="P", s=90, zorder=4,
-                   label="direct, no waste, at each start" if s_name == next(iter(starts)) else None)
-    ax.set(xlabel="mean response length at the end (tokens, evaluation)", ylabel="accuracy at the end (evaluation)",
-           title="Accuracy against length after RL: small marks = runs (○ start0, □ start1), ◆ = mean")
+        ax.scatter(
+            s["length"],
+            s["accuracy"],
+            color="black",
+            marker="X",
+            s=90,
+            zorder=4,
+            label="SFT starts" if s_name == next(iter(starts)) else None,
+        )
+        ax.scatter(
+            l_best,
+            a_best,
+            color="gold",
+            marker="*",
+            s=260,
+            edgecolor="black",
+            zorder=4,
+            label="best policy (steps, no waste) at each start" if s_name == next(iter(starts)) else None,
+        )
+        ax.scatter(
+            di["length"] - di["waste"],
+            di["accuracy"],
+            color="grey",
+            marker="P",
+            s=90,
+            zorder=4,
+            label="direct, no waste, at each start" if s_name == next(iter(starts)) else None,
+        )
+    ax.set(
+        xlabel="mean response length at the end (tokens, evaluation)",
+        ylabel="accuracy at the end (evaluation)",
+        title="Accuracy against length after RL: small marks = runs (○ start0, □ start1), ◆ = mean",
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right", ncol=2)
     fig.tight_layout()
@@ -282,23 +371,32 @@ def plot_tradeoff(metrics: dict, starts: dict, runs: dict, path: Path) -> None:
 
 def plot_steps(runs: dict, starts: dict, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
     colors = _colors(runs)
-    panels = (("accuracy", "accuracy of the step's rollouts"), ("length", "mean length of the step's rollouts"),
-              ("steps_share", "share of the steps behaviour"), ("waste", "mean waste tokens (after the answer)"))
+    panels = (
+        ("accuracy", "accuracy of the step's rollouts"),
+        ("length", "mean length of the step's rollouts"),
+        ("steps_share", "share of the steps behaviour"),
+        ("waste", "mean waste tokens (after the answer)"),
+    )
     for name, rs in runs.items():
         for ax, (key, _) in zip(axes, panels):
-            series = [[s["by_behaviour"]["steps"]["share"] if key == "steps_share" else s[key] for s in r["steps"]]
-                      for r in rs]
+            series = [
+                [s["by_behaviour"]["steps"]["share"] if key == "steps_share" else s[key] for s in r["steps"]]
+                for r in rs
+            ]
             n = min(map(len, series))
             x = list(range(1, n + 1))
             mean = [statistics.fmean(v[i] for v in series) for i in range(n)]
             sd = [statistics.stdev(v[i] for v in series) if len(series) > 1 else 0.0 for i in range(n)]
             ax.plot(x, mean, color=colors[name], lw=1.4, label=name)
-            ax.fill_between(x, [m - d for m, d in zip(mean, sd)], [m + d for m, d in zip(mean, sd)],
-                            color=colors[name], alpha=0.12)
+            ax.fill_between(
+                x, [m - d for m, d in zip(mean, sd)], [m + d for m, d in zip(mean, sd)], color=colors[name], alpha=0.12
+            )
     best = statistics.fmean(best_point(s)[1] for s in starts.values())
     axes[1].axhline(best, color="gold", ls="--", lw=1, label="best policy's length (mean of starts)")
     for ax, (_, label) in zip(axes, panels):

@@ -2,6 +2,7 @@
 from the shim's record and compared per sample and per token with the method's own, problem records, W&B run ids
 and the steps a scalar is logged at. It starts nothing. See docs/e2e.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,7 @@ def recipe_of(argv: list[str]):
 
 def steps_of(rows: list[dict], per_step: int) -> list[list[dict]]:
     assert rows and len(rows) % per_step == 0, f"{len(rows)} trained rows is not a multiple of {per_step} per step"
-    return [rows[i:i + per_step] for i in range(0, len(rows), per_step)]
+    return [rows[i : i + per_step] for i in range(0, len(rows), per_step)]
 
 
 def advantage_mismatches(run, argv: list[str], first_step: int, n: int, cap: int, per_step: int) -> list[str]:
@@ -50,7 +51,8 @@ def advantage_mismatches(run, argv: list[str], first_step: int, n: int, cap: int
             lengths=torch.tensor([float(min(max(len(r["adv"]), 1), cap)) for r in order]).reshape(shape),
             max_new_tokens=cap,
             truncated=torch.tensor([bool(r["truncated"]) for r in order]).reshape(shape),
-            repetitive=torch.tensor([r["info"].get("repetitive", 0.0) > 0.5 for r in order]).reshape(shape))
+            repetitive=torch.tensor([r["info"].get("repetitive", 0.0) > 0.5 for r in order]).reshape(shape),
+        )
         want = method.step(batch).advantages.reshape(-1)
         for r, a in zip(order, want.tolist()):
             got = torch.tensor(r["adv"])
@@ -79,6 +81,7 @@ def tensorboard_steps(run_dir: Path, tag: str) -> list[int]:
     """Every step at which TensorBoard shows `tag` for one TensorBoard run (a directory of event files, read in
     order as TensorBoard reads them: a writer's purge_step drops the earlier files' events from that step on)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
     return sorted(e.step for e in acc.Scalars(tag)) if tag in acc.Tags()["scalars"] else []
@@ -88,7 +91,9 @@ def wandb_records(path: Path):
     """The protobuf Records of an offline W&B run file (`run-<id>.wandb`: a LevelDB-style log of 32 KiB blocks
     after a 7-byte ':W&B' header; records FULL, or FIRST/MIDDLE.../LAST across blocks)."""
     import struct
+
     from wandb.proto import wandb_internal_pb2 as pb
+
     data = Path(path).read_bytes()
     assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
     pos, block, pending = 7, 32768, b""
@@ -96,8 +101,8 @@ def wandb_records(path: Path):
         if block - pos % block < 7:  # a block tail too short for a header is padding
             pos += block - pos % block
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind == 0 and length == 0:
             continue
         pending = chunk if kind in (1, 2) else pending + chunk

