@@ -40,9 +40,8 @@ def openrlhf_parser(entrypoint: str = "train") -> argparse.ArgumentParser:
                     break
                 body.append(stmt)
             scope: dict[str, Any] = {"argparse": argparse, "datetime": datetime, "os": os}
-            exec(
-                compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), scope
-            )  # safe: OpenRLHF's own installed source, not model/user text
+            code = compile(ast.Module(body=body, type_ignores=[]), str(path), "exec")
+            exec(code, scope)  # safe: OpenRLHF's own installed source, not model/user text
             return scope["parser"]
     raise RecipeError(f"cannot find the argument parser in {path} (OpenRLHF layout changed?)")
 
