@@ -13,27 +13,9 @@ from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whi
 from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig, RecipeConfig
 from lead_recipes.methods.controllers import ComposedController, LeadController, LeashController
 from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight
-from lead_recipes.methods.lead import length_reward, psi_statistics
+from lead_recipes.methods.lead import PSI_STATS, length_reward, psi_statistics
 from lead_recipes.methods.leash import length_excess
 
-PSI_STATS = (
-    "solved_prompts",
-    "mu_c",
-    "sigma_c",
-    "mu_l",
-    "sigma_l",
-    "cv_c",
-    "cv_l",
-    "cvt_c",
-    "cvt_l",
-    "potential_c",
-    "potential_l",
-    "psi_c",
-    "psi_l",
-    "target_lambda_c",
-    "target_lambda_l",
-    "ema_skipped",
-)
 EXTRA_STATS = PSI_STATS + (
     "lambda_c",
     "lambda_l",

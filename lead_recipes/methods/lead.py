@@ -128,36 +128,45 @@ def lead(
     return lam_c * r_c + lam_l * r_l, adv, stats
 
 
+# the PSI controller's statistics, logged by every method that runs it (lead, composed)
+PSI_STATS = (
+    "solved_prompts",
+    "mu_c",
+    "sigma_c",
+    "mu_l",
+    "sigma_l",
+    "cv_c",
+    "cv_l",
+    "cvt_c",
+    "cvt_l",
+    "potential_c",
+    "potential_l",
+    "psi_c",
+    "psi_l",
+    "target_lambda_c",
+    "target_lambda_l",
+    "ema_skipped",
+)
+
+
 class LeadMethod(Method):
     """LEAD (arXiv 2605.09806) Eqs. 2–9: L*_q (8), r_l = max(−1, 1 − |l − L*|/L*) (9), decoupled group norm
     (2), PSI controller (4–7), A = BatchWhiten(λ_c A^c + λ_l A^l) (3)."""
 
-    STATS_KEYS = BASE_STATS + (
-        "solved_prompts",
-        "mu_c",
-        "sigma_c",
-        "mu_l",
-        "sigma_l",
-        "cv_c",
-        "cv_l",
-        "cvt_c",
-        "cvt_l",
-        "potential_c",
-        "potential_l",
-        "psi_c",
-        "psi_l",
-        "target_lambda_c",
-        "target_lambda_l",
-        "ema_skipped",
-        "ema_w_c",
-        "ema_w_l",
-        "lambda_c",
-        "lambda_l",
-        "target_length_mean",
-        "reward_c_mean",
-        "reward_l_mean",
-        "whiten_mean",
-        "whiten_std",
+    STATS_KEYS = (
+        BASE_STATS
+        + PSI_STATS
+        + (
+            "ema_w_c",
+            "ema_w_l",
+            "lambda_c",
+            "lambda_l",
+            "target_length_mean",
+            "reward_c_mean",
+            "reward_l_mean",
+            "whiten_mean",
+            "whiten_std",
+        )
     )
 
     def __init__(self, config: LeadConfig):
