@@ -94,3 +94,26 @@ def test_bad_max_new_tokens_is_rejected():
 def test_controller_state_of_another_method_is_rejected():
     with pytest.raises(ValueError, match="w_c"):
         make("lead").load_state_dict(make("leash").state_dict())
+
+
+@pytest.mark.parametrize(
+    "n_gold,match",
+    [
+        (torch.tensor([100.0, float("nan"), 300.0]), "prompt 1: n_gold must be a finite positive"),
+        (torch.tensor([100.0, 200.0, 0.0]), "prompt 2: n_gold must be a finite positive"),
+        (torch.tensor([100.0, 200.0]), r"n_gold has shape \(2,\), expected \[M\] = \(3,\)"),
+    ],
+)
+def test_bad_per_prompt_target_is_a_value_error_naming_the_prompt(n_gold, match):
+    batch = RolloutBatch(correct=GOOD_C, lengths=GOOD_L, max_new_tokens=4096, n_gold=n_gold)
+    with pytest.raises(ValueError, match=match):
+        make("grpo").step(batch)
+
+
+def test_l1_max_flags_must_be_one_boolean_per_prompt():
+    batch = RolloutBatch(correct=GOOD_C, lengths=GOOD_L, max_new_tokens=4096, l1_max=torch.tensor([1, 0, 2]))
+    with pytest.raises(ValueError, match="prompt 2: l1_max must be boolean"):
+        make("grpo").step(batch)
+    batch.l1_max = torch.tensor([[True, False, True]])
+    with pytest.raises(ValueError, match=r"l1_max has shape \(1, 3\), expected \[M\] = \(3,\)"):
+        make("grpo").step(batch)

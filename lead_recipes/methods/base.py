@@ -24,6 +24,8 @@ class RolloutBatch:
     max_new_tokens: int  # the rollout cap (LEAD B_max, truncation cap)
     truncated: "torch.Tensor | None" = None  # [M, G] bool
     repetitive: "torch.Tensor | None" = None  # [M, G] bool
+    n_gold: "torch.Tensor | None" = None  # [M] float, per-prompt target tokens (L1's "Think for N tokens.")
+    l1_max: "torch.Tensor | None" = None  # [M] bool, the prompt asks for "maximum N tokens" (L1-Max)
 
 
 @dataclass
@@ -89,7 +91,8 @@ def _as_bool(name: str, x, shape) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected [M, G] = {tuple(shape)} like `correct`")
+        dims = "[M, G]" if len(shape) == 2 else "[M]"
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {dims} = {tuple(shape)}")
     if x.dtype == torch.bool:
         return x
     bad = ~((x == 0) | (x == 1))
@@ -141,7 +144,28 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
     else:  # a response that reached the cap was cut off
         trunc = lens >= mnt
     rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
-    return RolloutBatch(correct=correct, lengths=lens, max_new_tokens=mnt, truncated=trunc, repetitive=rep)
+    n_gold = None if batch.n_gold is None else _per_prompt_targets(batch.n_gold, m)
+    l1_max = None if batch.l1_max is None else _as_bool("l1_max", batch.l1_max, (m,))
+    return RolloutBatch(
+        correct=correct,
+        lengths=lens,
+        max_new_tokens=mnt,
+        truncated=trunc,
+        repetitive=rep,
+        n_gold=n_gold,
+        l1_max=l1_max,
+    )
+
+
+def _per_prompt_targets(x, m: int) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or tuple(x.shape) != (m,):
+        raise ValueError(f"n_gold has shape {tuple(getattr(x, 'shape', ()))}, expected [M] = ({m},), one per prompt")
+    x = x.double()
+    bad = ~torch.isfinite(x) | (x <= 0)
+    if bad.any():
+        q = int(bad.nonzero()[0, 0])
+        raise ValueError(f"prompt {q}: n_gold must be a finite positive token count, got {x[q].item()}")
+    return x
 
 
 def check_output(out: MethodOutput, keys: tuple[str, ...]) -> None:
