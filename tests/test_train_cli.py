@@ -302,6 +302,17 @@ def test_without_a_base_recipe_the_method_defaults_are_filled_in_and_printed(cap
         assert f"default {flag}" in captured.err
 
 
+def test_a_recipe_switch_that_is_on_is_turned_off_from_the_command_line(capsys):
+    stage2b = ["--recipe.name", "grpo-lead-14b-stage2b", "--run.dry_run_enable"]
+    assert train.main(stage2b) == 0
+    assert _config(capsys.readouterr().out)["recipe"]["grpo_lead"]["repetition_penalty_enable"] is True
+    assert train.main(stage2b + ["--no-recipe.grpo_lead.repetition_penalty_enable"]) == 0
+    out = capsys.readouterr().out
+    assert _config(out)["recipe"]["grpo_lead"]["repetition_penalty_enable"] is False
+    command = out.split("# resolved command\n")[1].split("\n")[0]
+    assert "--no-recipe.grpo_lead.repetition_penalty_enable" in command  # so does the resolved command
+
+
 def test_lead_cap_defaults_to_its_b_max():
     from lead_recipes.training.args import flag_values, resolve
 

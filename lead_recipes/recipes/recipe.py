@@ -81,7 +81,7 @@ def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 def _coerce(action: argparse.Action, key: str, value: Any, where: str) -> Any:
     """Check one value the way argparse would; returns the typed value (list for nargs, bool for flags)."""
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)):
         if not isinstance(value, bool):
             raise RecipeError(f"{where}: key {key!r} is a switch; give true or false, not {value!r}")
         return value
