@@ -321,6 +321,19 @@ def test_lead_cap_defaults_to_its_b_max():
     assert flag_values(resolved.argv, "--data.max_len") == ["4024"]
 
 
+def test_the_cap_defaults_to_lead_b_max_for_every_method_that_reads_it():
+    from lead_recipes.methods import sections_read
+    from lead_recipes.methods.config import METHODS
+    from lead_recipes.training.args import flag_values, resolve
+
+    readers = {m for m in METHODS if "lead" in sections_read(m)}
+    assert {"lead", "composed", "gdpo", "grpo-scalarized"} <= readers < set(METHODS)
+    for m in METHODS:
+        argv = ["--recipe.name", "none", "--recipe.method", m, "--recipe.lead.b_max", "3000"]
+        cap = flag_values(resolve(argv, train._our_parser()).argv, "--rollout.max_new_tokens")
+        assert cap == (["3000"] if m in readers else ["4000"]), m
+
+
 def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_imported():
     result, err = _run_cli("--recipe.name", "none", "--recipe.method", "leash", "--run.dry_run_enable")
     assert result["rc"] == 2 and result["heavy"] == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from lead_recipes.methods import sections_read
 from lead_recipes.methods.config import entry
 
 NONE = "none"
@@ -96,11 +97,13 @@ def resolve(argv: list[str], parser) -> Resolved:
             out.filled.append(f"{flag} {value} ({why})")
             given.add(flag)
 
-    lead_b_max = getattr(ours, "recipe.lead.b_max", None) if method in ("lead", "composed") else None
     fill("--algo.advantage.estimator", "group_norm", f"--recipe.method {method} replaces its group step")
     fill("--reward.remote_url", reward_func_path(), "the package reward function; no remote URL given")
     fill("--rollout.n_samples_per_prompt", DEFAULT_SAMPLES, "group methods need several samples per prompt")
-    fill("--rollout.max_new_tokens", int(lead_b_max or DEFAULT_CAP), "the rollout cap the methods' length terms use")
+    b_max = getattr(ours, "recipe.lead.b_max", None)
+    if "--rollout.max_new_tokens" not in given:  # sections_read builds the method (imports torch): only when needed
+        cap = b_max if b_max and "lead" in sections_read(method) else DEFAULT_CAP
+        fill("--rollout.max_new_tokens", int(cap), "the rollout cap the methods' length terms use")
     cap = (flag_values(out.argv, "--rollout.max_new_tokens") or [""])[0]
     if size_max_len and cap.isdigit():  # else OpenRLHF's default stays (train.recipe_conflicts checks the room)
         fill("--data.max_len", int(cap) + PROMPT_BUDGET, f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")

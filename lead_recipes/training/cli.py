@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.help_format import ArgumentParser, HelpFormatter, did_you_mean, option_strings
+from lead_recipes.methods import sections_read
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default, openrlhf_parser
 from lead_recipes.training.actor_env import forward_env_to_actors
@@ -176,7 +177,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
         )
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
     if (
-        args.recipe.method in ("lead", "composed")
+        "lead" in sections_read(args.recipe.method)
         and b_max
         and args.rollout.max_new_tokens
         and b_max != args.rollout.max_new_tokens
