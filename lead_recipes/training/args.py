@@ -29,7 +29,7 @@ class Resolved:
     argv: list[str]  # base recipe flags overlaid by the user's, then the filled-in defaults
     base: str | None  # the base recipe's name or file, None for `--recipe.name none`
     filled: list[str] = field(default_factory=list)  # "--flag value (why)" for each filled-in default
-    missing: list[str] = field(default_factory=list)  # "--flag: what it is" for each flag still required
+    missing: list[str] = field(default_factory=list)  # the flags still required (REQUIRED says what each is)
     env: dict[str, str] = field(default_factory=dict)  # variables the caller exports (reward URLs)
     user_flags: set[str] = field(default_factory=set)  # the flags the user typed
 
@@ -109,7 +109,7 @@ def resolve(argv: list[str], parser) -> Resolved:
         fill("--data.max_len", int(cap) + PROMPT_BUDGET, f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")
     fill("--data.input_key", "prompt", "the column `lead-recipes data build` writes")
     fill("--data.label_key", "label", "the column `lead-recipes data build` writes; the grader needs the gold")
-    out.missing = [f"{flag}: {what}" for flag, what in REQUIRED.items() if flag not in given]
+    out.missing = [flag for flag in REQUIRED if flag not in given]
 
     urls = flag_values(out.argv, "--reward.remote_url") or []
     http = [u for part in urls for u in part.split(",") if u]
