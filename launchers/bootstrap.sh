@@ -80,16 +80,21 @@ ensure_slurm() {
     slurmctld slurmd slurm-client munge >/dev/null
 }
 
+# Lint and format check before the tests: seconds, and each finding names its file and line (and the format check
+# its count of files to reformat).
+lint() {
+  if ! "$VENV/bin/ruff" check --quiet . || ! "$VENV/bin/ruff" format --check .; then
+    echo "[bootstrap] ruff: fix with .venv/bin/ruff check --fix . && .venv/bin/ruff format ." >&2; return 1
+  fi
+}
+
 case "$cmd" in
   setup) ensure_venv ;;
   train) ensure_venv; exec "$VENV/bin/lead-recipes" train "$@" ;;
   test)
     ensure_venv; ensure_slurm
     cd "$ROOT"
-    # Lint and format check before the tests: seconds, and each finding names its file and line.
-    if ! "$VENV/bin/ruff" check --quiet . || ! "$VENV/bin/ruff" format --check --quiet .; then
-      echo "[bootstrap] ruff: fix with .venv/bin/ruff check --fix . && .venv/bin/ruff format ." >&2; exit 1
-    fi
+    lint || exit 1
     # -X faulthandler: a crash after pytest has reported (at interpreter exit) still prints every thread's stack
     exec "$VENV/bin/python" -X faulthandler -m pytest "$@" ;;
   run) ensure_venv; PATH="$VENV/bin:$PATH" exec "$@" ;;

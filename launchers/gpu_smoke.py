@@ -1,36 +1,25 @@
-"""The smoke-run driver shared by launchers/gpu_smoke.sh and the CPU end-to-end tests (tests/cpu_e2e): one
-`lead-recipes train` command line per profile, the smoke prompt set, and the check of a finished run.
-
-    python launchers/gpu_smoke.py data OUT.jsonl [--profile gpu|cpu]
-    python launchers/gpu_smoke.py train --profile gpu --method M --model M --data D --run RUN --episodes N [-- FLAGS]
-    python launchers/gpu_smoke.py check RUN_DIR METHOD --steps 1,2 [--resumed-from 2]
-
-`train_argv` is the single source of the smoke command: profile "gpu" is real sizes with actor, reference and vLLM
-colocated on the node's GPUs; profile "cpu" is the same run at toy sizes on fake Ray GPUs (the tests add their
-test-only CPU shim through the environment; nothing here knows about it). Both log `vllm_kl` (token-level
-importance correction), checkpoint every step and write TensorBoard scalars under RUN/tb.
-
-`check` reads what the run left on disk: the DeepSpeed checkpoints' client_states["recipe"] (one per step,
---ckpt.save_steps 1), the TensorBoard scalars `train/recipe/*`, and recipe_problems.jsonl. It asserts the recipe
-stats were logged at every step, the state in each checkpoint belongs to METHOD, a stateful method's controller
-moved between steps, and (with --resumed-from S) that the resumed run's controller continued from step S's state
-rather than restarting. Exit 0 if all hold, 1 with the reasons otherwise. It starts nothing.
+"""The smoke-run driver of launchers/gpu_smoke.sh and the CPU end-to-end tests (tests/cpu_e2e): `train_argv`, the
+one `lead-recipes train` command of a smoke run per profile (gpu: real sizes, colocated; cpu: toy sizes on fake Ray
+GPUs), the smoke prompt set, the methods to run (every registered one), and `check` of what a finished run left on
+disk (recipe stats at every step, the method's state in each checkpoint, a stateful controller that moved and, after
+a resume, continued). Subcommands: methods, data, train, check (`--help`). It starts nothing but the train command.
+See docs/training.md#on-gpu-nodes and docs/e2e.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
 import sys
 
-STATEFUL = ("lead", "leash")
-
+from lead_recipes.help_format import ArgumentParser
+from lead_recipes.methods import build_method, sections_read
+from lead_recipes.methods.config import METHODS, RecipeConfig
 
 # per profile: sequence sizes, batch shape (prompts per step x samples), learning rate, layout flags. One episode =
 # 2 steps. The toy model's lr is large so one step moves the policy enough that a missing weight sync shows in
-# vllm_kl (measured at step 2: 5.5 without the sync, 4e-5 with it; at lr 1e-4 both were ~1e-5).
+# vllm_kl (docs/benchmarks.md#cpu-end-to-end-runs-2026-12-01 has the measurement).
 PROFILES = {
     "gpu": {
         "max_len": 512,
@@ -65,16 +54,29 @@ PROFILES = {
 }
 
 
+# per --recipe section: settings as fractions of the rollout cap, so the length terms can move within a few steps
+CAP_FRACTIONS = {
+    "lead": {"b_max": 1, "l_min": 0.25},
+    "leash": {"target_length": 0.25},
+    "grpo_scalarized": {"length_threshold": 0.5},
+    "gdpo": {"length_threshold": 0.5},
+    "grpo_lead": {"ref_code_length_gate_tokens": 1},
+}
+
+
 def method_flags(method: str, max_new_tokens: int) -> list[str]:
-    """Per-method settings scaled to the rollout cap, so the length terms can move within a few steps."""
-    quarter, half = str(max(max_new_tokens // 4, 1)), str(max_new_tokens // 2)
-    return {
-        "lead": ["--recipe.lead.b_max", str(max_new_tokens), "--recipe.lead.l_min", quarter],
-        "leash": ["--recipe.leash.target_length", quarter],
-        "grpo-scalarized": ["--recipe.grpo_scalarized.length_threshold", half],
-        "gdpo": ["--recipe.gdpo.length_threshold", half],
-        "grpo-lead": ["--recipe.grpo_lead.ref_code_length_gate_tokens", str(max_new_tokens)],
-    }.get(method, [])
+    """The CAP_FRACTIONS settings of every section `method` reads (lead's for gdpo and composed too)."""
+    return [
+        arg
+        for section in sections_read(method)
+        for name, fraction in CAP_FRACTIONS.get(section, {}).items()
+        for arg in (f"--recipe.{section}.{name}", str(max(int(max_new_tokens * fraction), 1)))
+    ]
+
+
+def stateful(method: str) -> bool:
+    """The method carries controller state from step to step (its Method sets `controller`)."""
+    return build_method(RecipeConfig(method=method)).controller is not None
 
 
 def train_argv(
@@ -247,15 +249,16 @@ def check(run: str, method: str, steps: list[int], resumed_from: int | None) -> 
         if st.get("method") != method:
             problems.append(f"global_step{s}: recipe state is for {st.get('method')!r}, expected {method!r}")
     ctrl = {s: st["controller"] for s, st in states.items() if "controller" in st}
-    if method in STATEFUL and all(s in ctrl for s in steps):
+    if stateful(method) and all(s in ctrl for s in steps):
         if ctrl[steps[0]] == ctrl[steps[-1]]:
             problems.append(
                 f"{method} controller did not move between steps {steps[0]} and {steps[-1]}: {ctrl[steps[0]]}"
             )
-        if resumed_from and resumed_from in ctrl and ctrl[steps[0]]["step"] <= ctrl[resumed_from]["step"]:
+        saved = ctrl.get(resumed_from, {})
+        if "step" in saved and ctrl[steps[0]].get("step", -1) <= saved["step"]:  # controllers that count steps
             problems.append(
                 f"resumed controller step {ctrl[steps[0]]['step']} does not continue from "
-                f"step {resumed_from}'s {ctrl[resumed_from]['step']} (restarted?)"
+                f"step {resumed_from}'s {saved['step']} (restarted?)"
             )
     problems_file = os.path.join(ckpt, "recipe_problems.jsonl")
     logged = set()
@@ -268,24 +271,32 @@ def check(run: str, method: str, steps: list[int], resumed_from: int | None) -> 
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("data")
+    m = sub.add_parser("methods", help="print the methods to run: NAMES checked, default every registered one")
+    m.add_argument("names", nargs="*", metavar="NAME", help=f"of {', '.join(METHODS)}")
+    d = sub.add_parser("data", help="write the smoke prompt set")
     d.add_argument("out")
-    d.add_argument("--profile", choices=sorted(PROFILES), default="gpu")
+    d.add_argument("--smoke.profile", dest="profile", choices=sorted(PROFILES), default="gpu")
     t = sub.add_parser("train", help="run one smoke `lead-recipes train` (extra flags after --)")
-    t.add_argument("--profile", choices=sorted(PROFILES), default="gpu")
-    for name in ("--method", "--model", "--data", "--run", "--reward"):
-        t.add_argument(name, required=True)
-    t.add_argument("--episodes", type=int, default=1)
-    t.add_argument("--gpus", type=int, default=1)
+    t.add_argument("--smoke.profile", dest="profile", choices=sorted(PROFILES), default="gpu")
+    for name in ("method", "model", "data", "run", "reward"):
+        t.add_argument(f"--smoke.{name}", dest=name, required=True)
+    t.add_argument("--smoke.episodes", dest="episodes", type=int, default=1)
+    t.add_argument("--smoke.gpus", dest="gpus", type=int, default=1)
     t.add_argument("extra", nargs="*")
-    c = sub.add_parser("check")
+    c = sub.add_parser("check", help="check a finished run's directory")
     c.add_argument("run")
-    c.add_argument("method")
-    c.add_argument("--steps", required=True, help="comma-separated global steps this run trained")
-    c.add_argument("--resumed-from", type=int, default=None)
+    c.add_argument("method", choices=METHODS)
+    c.add_argument("--smoke.steps", dest="steps", required=True, help="comma-separated global steps this run trained")
+    c.add_argument("--smoke.resumed_from", dest="resumed_from", type=int, default=None)
     a = ap.parse_args(argv)
+    if a.cmd == "methods":
+        unknown = [n for n in a.names if n not in METHODS]
+        if unknown:
+            m.error(f"unknown method(s) {', '.join(unknown)}; the methods: {', '.join(METHODS)}")
+        print(" ".join(a.names or METHODS))
+        return 0
     if a.cmd == "data":
         return write_data(a.out, a.profile)
     if a.cmd == "train":

@@ -33,8 +33,8 @@ def add_recipe_flags(parser: argparse.ArgumentParser) -> None:
                 "default": f.default,
                 "help": f"{f.metadata.get('help', '')} (default: {f.default})",
             }
-            if typ is bool:
-                kw["action"] = "store_true"
+            if typ is bool:  # a recipe may turn a switch on, so the command line can turn it off: --no-recipe.…
+                kw["action"] = argparse.BooleanOptionalAction
             else:
                 kw["type"] = typ
                 kw["metavar"] = typ.__name__.upper()
@@ -73,10 +73,7 @@ def recipe_argv(recipe: Any, only_changed: bool = True) -> list[str]:
             if only_changed and v == d:
                 continue
             if base_type(f) is bool:
-                if v:
-                    argv.append(flag(section, f.name))
-                elif d:  # pragma: no cover - no default-True booleans exist
-                    raise ValueError(f"{flag(section, f.name)} cannot be turned off from the command line")
+                argv.append(flag(section, f.name) if v else "--no-" + flag(section, f.name)[2:])
             elif v is not None:
                 argv += [flag(section, f.name), repr(v) if isinstance(v, float) else str(v)]
     return argv

@@ -179,7 +179,7 @@ def submit_stand_in(
     fake: Path,
     *train_args: str,
     sbatch: tuple[str, ...] = (),
-    script: tuple[str, ...] = ("--no-slurm.ray_enable", "--slurm.reward_placement", "none"),
+    script: tuple[str, ...] = ("--no-sbatch.ray_enable", "--slurm.reward_placement", "none"),
     save_timeout: int | None = 60,
     env: dict | None = None,
     preexec_fn=None,

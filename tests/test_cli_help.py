@@ -5,6 +5,7 @@ naming the closest real one. The parsers are the real ones, caught as each comma
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import importlib
 import re
@@ -141,3 +142,18 @@ ABBREVIATIONS = [
 def test_an_abbreviated_flag_is_refused(command, argv, capsys):
     code, err = _failure(command, argv, capsys)
     assert code == 2 and argv[-2] in err and "did you mean" in err
+
+
+@pytest.mark.parametrize(
+    "script", sorted([*ROOT.glob("tests/benchmarks/*.py"), ROOT / "launchers" / "gpu_smoke.py"]), ids=lambda p: p.name
+)
+def test_the_scripts_outside_the_package_refuse_abbreviated_flags_too(script):
+    # an abbreviation that is a prefix of a later flag would silently change its meaning
+    calls = [
+        node
+        for node in ast.walk(ast.parse(script.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "ArgumentParser"
+    ]
+    for call in calls:
+        helper = isinstance(call.func, ast.Name)  # lead_recipes.help_format.ArgumentParser sets allow_abbrev=False
+        assert helper or any(k.arg == "allow_abbrev" and k.value.value is False for k in call.keywords), script.name

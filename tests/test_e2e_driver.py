@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from cpu_e2e import harness
 
+from lead_recipes.methods.config import METHODS
 from lead_recipes.training import cli as train
 
 gpu_smoke = harness.gpu_smoke
@@ -43,7 +44,7 @@ def test_profiles_differ_only_in_sizes_and_layout(tmp_path):
     assert gpu["--recipe.method"] == cpu["--recipe.method"] == "lead"
 
 
-@pytest.mark.parametrize("method", ["lead", "leash", "grpo-lead", "grpo", "grpo-scalarized", "gdpo", "shorter-better"])
+@pytest.mark.parametrize("method", METHODS)
 def test_method_flags_are_accepted_by_the_recipe_parser(method, tmp_path):
     ours, recipe, _, _ = train.parse_command_line(argv_of("cpu", tmp_path, method))
     assert recipe.method == method

@@ -31,12 +31,14 @@ def test_every_config_field_has_exactly_one_flag_with_the_config_default():
             assert dests[f"recipe.{s}.{f.name}"].default == f.default
 
 
-def test_boolean_flags_end_in_enable_and_are_store_true():
-    for a in parser()._actions:
-        if isinstance(a, argparse._StoreTrueAction):
-            assert a.dest.endswith("_enable")
-        if a.dest.endswith("_enable"):
-            assert isinstance(a, argparse._StoreTrueAction)
+def test_boolean_flags_end_in_enable_and_turn_off_with_no():
+    switches = [a for a in parser()._actions if a.dest.endswith("_enable")]
+    bools = [(s, f) for s, c in SECTIONS.items() for f in dataclasses.fields(c) if base_type(f) is bool]
+    assert len(switches) == len(bools) and all(f.name.endswith("_enable") for _, f in bools)
+    for a in switches:
+        assert isinstance(a, argparse.BooleanOptionalAction), a.dest
+        on, off = a.option_strings
+        assert off == "--no-" + on[2:] and parser().parse_args([on, off]).__dict__[a.dest] is False
 
 
 def test_empty_command_line_gives_the_default_recipe_with_lead():
@@ -105,6 +107,7 @@ def test_recipe_argv_round_trips_through_the_parser():
         }
     )
     assert recipe_config(parser().parse_args(recipe_argv(ns))) == ns
+    assert recipe_config(parser().parse_args(recipe_argv(ns, only_changed=False))) == ns
     assert recipe_argv(RecipeConfig()) == []
 
 

@@ -104,7 +104,7 @@ def test_requeue_false_overrides_the_script_header_and_still_checkpoints_before_
     sub = section(capsys.readouterr().out, "submit")
     head = sub[: sub.index(str(launch.SBATCH_SCRIPT))]
     assert "--no-requeue" in head and "--requeue" not in head and "--signal=B:USR1@600" in head
-    assert sub[sub.index("--slurm.max_restarts") + 1] == "0"
+    assert sub[sub.index("--sbatch.max_restarts") + 1] == "0"
 
 
 def test_zero_gpus_renders_no_gpu_request_and_the_train_mode_goes_to_the_script(capsys):
@@ -294,3 +294,14 @@ def test_ray_address_submits_a_real_ray_job_that_runs_the_train_command(ray_head
     assert proc.returncode == 0, out[-3000:]
     assert "succeeded" in out and '"method": "lead"' in out  # the job ran `lead-recipes train --run.dry_run_enable`
     assert (tmp_path / "run" / "launch.json").exists()
+
+
+def test_each_slurm_flag_of_launch_reaches_train_sbatch_under_its_own_name(capsys):
+    # a launch flag and the train.sbatch option it becomes share one name (CONTRIBUTING.md: options of slurm/*.sbatch)
+    values = {"--slurm.reward_workers": "3", "--slurm.reward_port": "29007", "--slurm.save_timeout": "77"}
+    argv = ["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable"]
+    assert launch.main(argv + [a for kv in values.items() for a in kv]) == 0
+    sub = section(capsys.readouterr().out, "submit")
+    script_args = sub[sub.index(str(launch.SBATCH_SCRIPT)) :]
+    for flag, value in values.items():
+        assert script_args[script_args.index(flag) + 1] == value, flag

@@ -6,12 +6,19 @@ statistics logged, saved settings and a base recipe."""
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
+from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, REGISTRY, SECTIONS, RecipeConfig, method_name
+from lead_recipes.methods.lead import LeadMethod
+from lead_recipes.training.resume import method_settings, recipe_client_state, restore_recipe_state
+from lead_recipes.training.step_stats import step_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,3 +111,19 @@ def test_adding_a_method_needs_only_its_module_its_config_dataclass_and_one_regi
     assert got["argv"] == ["--recipe.method", "dummy-method", "--recipe.dummy_method.scale", "3.0"]
     assert got["settings"] == {"--recipe.method": "dummy-method", "--recipe.dummy_method.scale": 3.0}
     assert got["recipe_file_ok"] == 2.0 and got["base"] == "lead-1.5b"
+
+
+class _TunedLead(LeadMethod):
+    """A user's subclass of a registered method (module-level, so it pickles)."""
+
+
+def test_a_subclass_of_a_registered_method_carries_its_base_methods_name_into_stats_and_checkpoints():
+    method = _TunedLead.from_config(RecipeConfig(method="lead"))
+    batch = RolloutBatch(correct=torch.tensor([[True, False]]), lengths=torch.tensor([[5.0, 9.0]]), max_new_tokens=16)
+    out = method.step(batch)
+    assert "recipe/lead/lambda_c" in step_stats(method.name, batch, out, out.rewards, torch.zeros(2), {"clamped": 0})
+    state = recipe_client_state(method, None, method_settings(method, 16))
+    assert state["method"] == "lead" and state["settings"]["--recipe.method"] == "lead"
+    fresh = _TunedLead.from_config(RecipeConfig(method="lead"))
+    assert restore_recipe_state(fresh, {"recipe": state}) == [] and fresh.state_dict() == method.state_dict()
+    assert pickle.loads(pickle.dumps(method)).name == "lead"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lead_recipes.recipes.provenance import SOURCE_FORM, merged_values, own_values, page, read
+from lead_recipes.recipes.provenance import SOURCE_FORM, merged_values, own_values, read
 from lead_recipes.recipes.recipe import RECIPES_DIR, recipe_names
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "recipes.md"
@@ -73,11 +73,6 @@ def test_leash_values_the_paper_does_not_state_are_marked_as_ours():
         "actor.adam.lr",
     ):
         assert sources[key].startswith("ours:"), key
-
-
-def test_docs_recipes_page_is_the_one_generated_from_the_recipe_files():
-    text = DOC.read_text()
-    assert page(text) == text, "docs/recipes.md is stale: run python -m lead_recipes.recipes.provenance docs/recipes.md"
 
 
 def test_the_page_cites_papers_not_local_paths():

@@ -104,6 +104,18 @@ def test_every_script_option_is_dotted_grouped_listed_in_help_and_switches_end_i
     assert {o.replace("--[no-]", "--") for o in listed} <= set(options), "--help lists an option the script lacks"
 
 
+@pytest.mark.parametrize("script", SLURM_SCRIPTS, ids=lambda p: p.name)
+def test_an_option_named_like_a_lead_recipes_flag_is_that_flag_and_the_scripts_own_are_sbatch(script):
+    from evaluation.cli import build_parser as eval_parser
+    from lead_recipes.help_format import option_strings
+    from lead_recipes.recipes.launch import build_parser as launch_parser
+
+    flags = option_strings(launch_parser()) | option_strings(eval_parser())
+    for option in script_options(script):
+        own = option.replace("--no-", "--", 1).startswith("--sbatch.")
+        assert own != (option in flags), f"{option}: a launch/eval flag, or (only) the script's own --sbatch.*"
+
+
 def rendered_script_args(sbatch: list[str]) -> list[str]:
     """What a rendered sbatch command passes to slurm/train.sbatch (between the script and `--`)."""
     start = next(i for i, a in enumerate(sbatch) if a.endswith("train.sbatch")) + 1
@@ -145,9 +157,9 @@ def test_every_option_the_launcher_renders_is_one_train_sbatch_accepts(tmp_path,
     kinds = {a for sb in rendered for a in rendered_script_args(sb) if a.startswith("--")}
     assert {
         "--slurm.resume_enable",
-        "--slurm.max_restarts",
+        "--sbatch.max_restarts",
         "--slurm.reward_workers",
-        "--no-slurm.ray_enable",
+        "--no-sbatch.ray_enable",
         "--slurm.save_timeout",
         "--launch.train_mode",
     } <= kinds, kinds  # every branch was rendered
@@ -167,20 +179,20 @@ def test_an_option_given_as_name_equals_value_is_read_as_name_then_value(tmp_pat
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, "SLURM_JOB_ID": "7"}
     setup = f"{tmp_path}/no=such"  # the value keeps its own '='
     out = subprocess.run(
-        ["bash", str(ROOT / "slurm/train.sbatch"), f"--slurm.setup={setup}", "--", "true"],
+        ["bash", str(ROOT / "slurm/train.sbatch"), f"--sbatch.setup={setup}", "--", "true"],
         capture_output=True,
         text=True,
         env=env,
     )
-    assert f"ERROR: --slurm.setup: cannot read {setup}" in out.stdout, out.stdout
+    assert f"ERROR: --sbatch.setup: cannot read {setup}" in out.stdout, out.stdout
     out = subprocess.run(
         [
             "bash",
             str(ROOT / "slurm/eval.sbatch"),
-            "--eval.checkpoints=a,b",
+            "--sbatch.checkpoints=a,b",
             "--data.benchmarks=x,y,z",
-            "--slurm.array_throttle=0",
-            "--slurm.print_array_enable",
+            "--sbatch.array_throttle=0",
+            "--sbatch.print_array_enable",
         ],
         capture_output=True,
         text=True,
@@ -299,12 +311,12 @@ def test_reward_server_that_cannot_start_fails_the_job_before_training_and_clean
         busy.bind(("0.0.0.0", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        # Straight to the script, without Ray (--no-slurm.ray_enable) to keep it short: the reward bring-up is the same.
+        # Straight to the script, without Ray (--no-sbatch.ray_enable) to keep it short: the reward bring-up is alike.
         job = slurm.sbatch(
             "--nodes=1",
             f"--output={run_dir}/slurm/%j.out",
             str(ROOT / "slurm/train.sbatch"),
-            "--no-slurm.ray_enable",
+            "--no-sbatch.ray_enable",
             "--run.dir",
             str(run_dir),
             "--slurm.reward_port",

@@ -8,7 +8,7 @@ submitted once per module (a fixture) and several tests check one property of it
   from inside (an actor reads WANDB_RUN_ID), then waits while `scancel --signal=USR1` (steps, not the batch script)
   is sent, and checks Ray again; meanwhile the CPUs Ray's processes may run on are read from /proc;
 - `two_jobs`: two jobs with reward servers on one node, one of whose servers is then killed;
-- `eval_array`: slurm/eval.sbatch --slurm.submit_enable with a checkpoint written after submission.
+- `eval_array`: slurm/eval.sbatch --sbatch.submit_enable with a checkpoint written after submission.
 Not shown here: GPUs really used by Ray workers (fake devices), a reward server answering a real trainer (the
 trainer needs a GPU)."""
 
@@ -105,7 +105,7 @@ def ray_probe(slurm, tmp_path_factory):
             "none",
             "--slurm.gpus_per_node",
             "1",
-            "--slurm.setup",
+            "--sbatch.setup",
             str(bin_dir / "setup.sh"),
         ),
         env={"TMPDIR": str(long_tmp)},
@@ -191,7 +191,7 @@ def two_jobs(slurm, tmp_path_factory):
             run_dir,
             fake,
             sbatch=("--nodelist=n2",),
-            script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"),
+            script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"),
         )
         jobs.append((run_dir, job))
     for run_dir, job in jobs:
@@ -258,16 +258,16 @@ def eval_array(slurm):
         [
             "bash",
             str(ROOT / "slurm/eval.sbatch"),
-            "--slurm.submit_enable",
-            "--eval.checkpoints_glob",
+            "--sbatch.submit_enable",
+            "--sbatch.checkpoints_glob",
             f"{root}/*/ckpt/global_step*_hf",
             "--data.benchmarks",
             "aime2024",
             "--output",
             str(out_dir),
-            "--slurm.array_throttle",
+            "--sbatch.array_throttle",
             "2",
-            "--run.dry_run_enable",
+            "--sbatch.dry_run_enable",
             "--slurm.sbatch_arg=--hold",
             f"--slurm.sbatch_arg=--output={out_dir}/%a.out",
             "--slurm.sbatch_arg",

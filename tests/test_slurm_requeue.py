@@ -1,7 +1,7 @@
 """slurm/train.sbatch on the real Slurm of tests/slurm_helpers.py (tasks bound to their cores, fake GPUs): when a job
 is requeued, resumed or stopped, and the site-facing options. Each test submits the real script with the stand-in
 trainer (no Ray: these paths do not depend on it) and checks one property:
-- requeue that ends: a time limit within the USR1 lead is refused, a dry run is never requeued, --slurm.max_restarts
+- requeue that ends: a time limit within the USR1 lead is refused, a dry run is never requeued, --sbatch.max_restarts
   caps
   the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
   also found from `--ckpt.path=DIR`);
@@ -68,7 +68,7 @@ def test_usr1_during_a_dry_run_stops_the_job_without_requeue(slurm, tmp_path):
         slurm,
         run_dir,
         stand_in_trainer(tmp_path),
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--launch.train_mode", "dry_run"),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "none", "--launch.train_mode", "dry_run"),
     )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
@@ -84,13 +84,13 @@ def test_restart_cap_stops_requeueing_even_after_a_good_checkpoint(slurm, tmp_pa
         slurm,
         run_dir,
         stand_in_trainer(tmp_path),
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "none", "--sbatch.max_restarts", "0"),
     )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
     info = slurm.wait_state(job, DONE, timeout=120)
     out = out_of(run_dir, job)
-    assert "trainer saved:" in out and "requeue disabled (--slurm.max_restarts 0" in out and "requeueing" not in out, (
+    assert "trainer saved:" in out and "requeue disabled (--sbatch.max_restarts 0" in out and "requeueing" not in out, (
         out[-2000:]
     )
     assert (info["JobState"], info["Restarts"]) == ("FAILED", "0")
@@ -117,7 +117,7 @@ def test_checkpoint_path_given_as_flag_equals_value_is_found_for_the_mark(slurm,
         run_dir,
         stand_in_trainer(tmp_path),
         ckpt_equals=True,
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.max_restarts", "0"),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "none", "--sbatch.max_restarts", "0"),
     )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
@@ -136,7 +136,7 @@ def test_save_wait_is_bounded_by_the_time_left_minus_cleanup(slurm, tmp_path):
         "--ignore-requests",
         save_timeout=300,
         sbatch=("--time=2",),
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.signal_seconds", "30"),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "none", "--slurm.signal_seconds", "30"),
     )
     training(run_dir, job)
     scancel(slurm, "--signal=USR1", "--batch", job)
@@ -182,7 +182,7 @@ def test_a_job_preempted_with_a_grace_time_requeues_itself_when_its_steps_are_st
         slurm,
         run_dir,
         stand_in_trainer(tmp_path),
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "head", "--slurm.reward_workers", "1"),
     )
     training(run_dir, job)
     urgent = (
@@ -258,7 +258,7 @@ def test_explicit_resume_continues_the_checkpoint_and_the_wandb_run(slurm, tmp_p
         slurm,
         run_dir,
         stand_in_trainer(tmp_path),
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.resume_enable"),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "none", "--slurm.resume_enable"),
     )
     info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)
@@ -281,7 +281,7 @@ def site_job(slurm, tmp_path_factory):
         run_dir,
         stand_in_trainer(tmp),
         "--exit-at-once",
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.setup", str(setup)),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "none", "--sbatch.setup", str(setup)),
         preexec_fn=lambda: resource.setrlimit(
             resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         ),
@@ -321,7 +321,7 @@ def test_head_ip_option_overrides_the_resolved_address(slurm, tmp_path):
         stand_in_trainer(tmp_path),
         "--exit-at-once",
         sbatch=("--nodes=2",),
-        script=("--no-slurm.ray_enable", "--slurm.reward_placement", "none", "--slurm.head_ip", "10.9.8.7"),
+        script=("--no-sbatch.ray_enable", "--slurm.reward_placement", "none", "--sbatch.head_ip", "10.9.8.7"),
     )
     slurm.wait_state(job, DONE, timeout=90)
     assert "head n1 (10.9.8.7)" in out_of(run_dir, job), out_of(run_dir, job)[-2000:]
@@ -356,7 +356,7 @@ def test_ray_ports_taken_on_the_head_are_refused_instead_of_joining_another_jobs
             run_dir,
             stand_in_trainer(tmp_path),
             "--exit-at-once",
-            script=("--slurm.reward_placement", "none", "--slurm.ray_port", str(port)),
+            script=("--slurm.reward_placement", "none", "--sbatch.ray_port", str(port)),
         )
         info = slurm.wait_state(job, DONE, timeout=90)
     out = out_of(run_dir, job)

@@ -302,6 +302,17 @@ def test_without_a_base_recipe_the_method_defaults_are_filled_in_and_printed(cap
         assert f"default {flag}" in captured.err
 
 
+def test_a_recipe_switch_that_is_on_is_turned_off_from_the_command_line(capsys):
+    stage2b = ["--recipe.name", "grpo-lead-14b-stage2b", "--run.dry_run_enable"]
+    assert train.main(stage2b) == 0
+    assert _config(capsys.readouterr().out)["recipe"]["grpo_lead"]["repetition_penalty_enable"] is True
+    assert train.main(stage2b + ["--no-recipe.grpo_lead.repetition_penalty_enable"]) == 0
+    out = capsys.readouterr().out
+    assert _config(out)["recipe"]["grpo_lead"]["repetition_penalty_enable"] is False
+    command = out.split("# resolved command\n")[1].split("\n")[0]
+    assert "--no-recipe.grpo_lead.repetition_penalty_enable" in command  # so does the resolved command
+
+
 def test_lead_cap_defaults_to_its_b_max():
     from lead_recipes.training.args import flag_values, resolve
 
@@ -310,11 +321,24 @@ def test_lead_cap_defaults_to_its_b_max():
     assert flag_values(resolved.argv, "--data.max_len") == ["4024"]
 
 
+def test_the_cap_defaults_to_lead_b_max_for_every_method_that_reads_it():
+    from lead_recipes.methods import sections_read
+    from lead_recipes.methods.config import METHODS
+    from lead_recipes.training.args import flag_values, resolve
+
+    readers = {m for m in METHODS if "lead" in sections_read(m)}
+    assert {"lead", "composed", "gdpo", "grpo-scalarized"} <= readers < set(METHODS)
+    for m in METHODS:
+        argv = ["--recipe.name", "none", "--recipe.method", m, "--recipe.lead.b_max", "3000"]
+        cap = flag_values(resolve(argv, train._our_parser()).argv, "--rollout.max_new_tokens")
+        assert cap == (["3000"] if m in readers else ["4000"]), m
+
+
 def test_every_missing_required_flag_is_named_in_one_message_before_openrlhf_is_imported():
     result, err = _run_cli("--recipe.name", "none", "--recipe.method", "leash", "--run.dry_run_enable")
     assert result["rc"] == 2 and result["heavy"] == []
     assert "--actor.model_name_or_path" in err and "--data.prompt_dataset" in err
-    assert err.count("error:") == 1
+    assert err.count("error:") == 1 and len(err[err.index("error:") :].strip().splitlines()) <= 2, err
 
 
 def test_each_method_reference_recipe_runs_that_method():
@@ -387,18 +411,54 @@ def test_launch_runs_openrlhf_train_with_recipe_trainers_swapped_in(tmp_path, mo
 
 
 # ------------------------------------------------------------------ launchers/gpu_smoke.sh (its checker runs here)
-def test_gpu_smoke_script_is_shellcheck_clean_and_refuses_without_gpu():
-    script = ROOT / "launchers" / "gpu_smoke.sh"
-    shellcheck = Path(sys.executable).parent / "shellcheck"
-    assert subprocess.run([str(shellcheck), str(script)], capture_output=True).returncode == 0
-    assert "--methods" in subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True).stdout
-    out = subprocess.run(
-        ["bash", str(script), "--gpus", "0"],
-        capture_output=True,
-        text=True,
-        env={**__import__("os").environ, "PYTHON": sys.executable},
+def _gpu_smoke(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        ["bash", str(ROOT / "launchers" / "gpu_smoke.sh"), *args], capture_output=True, text=True, env=env
     )
+
+
+def test_gpu_smoke_script_is_shellcheck_clean_and_refuses_without_gpu():
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    assert (
+        subprocess.run([str(shellcheck), str(ROOT / "launchers" / "gpu_smoke.sh")], capture_output=True).returncode == 0
+    )
+    assert "--smoke.methods" in _gpu_smoke("--help").stdout
+    out = _gpu_smoke("--smoke.gpus=0")
     assert out.returncode == 1 and "needs at least one" in out.stderr
+
+
+def test_gpu_smoke_runs_every_registered_method_by_default_and_refuses_an_unknown_one_first():
+    from lead_recipes.methods.config import METHODS
+
+    out = _gpu_smoke("--smoke.gpus", "0")  # stops at the GPU check, after naming its methods
+    assert f"gpu_smoke.sh: methods: {' '.join(METHODS)}\n" in out.stdout and "composed" in METHODS
+    out = _gpu_smoke("--smoke.methods", "lead nosuch", "--smoke.gpus", "0")
+    assert out.returncode == 2 and "unknown method(s) nosuch" in out.stderr and "needs at least one" not in out.stderr
+
+
+def test_gpu_smoke_checks_the_controller_of_every_method_that_has_one():
+    sys.path.insert(0, str(ROOT / "launchers"))
+    try:
+        import gpu_smoke
+    finally:
+        sys.path.pop(0)
+    from lead_recipes.methods import build_method
+    from lead_recipes.methods.config import METHODS, RecipeConfig
+
+    expected = {m for m in METHODS if build_method(RecipeConfig(method=m)).state_dict() is not None}
+    assert {m for m in METHODS if gpu_smoke.stateful(m)} == expected and {"lead", "leash", "composed"} <= expected
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_gpu_smoke_dry_run_passes_openrlhfs_validation_on_cpu(tmp_path):
+    # composed: the method the hard-coded list used to leave out; its two commands through `train --run.dry_run_enable`
+    out = _gpu_smoke("--smoke.dry_run_enable", "--smoke.methods", "composed", "--smoke.workdir", str(tmp_path))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.count("ok composed: the") == 2 and "all methods passed (dry run)" in out.stdout
+    resumed = (tmp_path / "composed" / "train.log.resume").read_text()
+    assert "--ckpt.load_enable" in resumed and "--recipe.method composed" in resumed
 
 
 def _fake_run(root, method, controllers, steps, problems_steps):

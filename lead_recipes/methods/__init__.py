@@ -6,9 +6,9 @@ methods.config. This module imports no torch at import time (flags and recipes s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from lead_recipes.methods.config import RecipeConfig, entry, validate
+from lead_recipes.methods.config import SECTIONS, RecipeConfig, entry, validate
 
 if TYPE_CHECKING:  # pragma: no cover
     from lead_recipes.methods.base import Method
@@ -25,3 +25,12 @@ def build_method(config: RecipeConfig | None = None) -> "Method":
         )
     validate(config)
     return entry(config.method).load().from_config(config)
+
+
+def sections_read(method: "Method | str") -> dict[str, Any]:
+    """{section: config} of every `--recipe.<section>.*` section `method` reads: the config dataclasses its
+    instance holds (a method name is built with the defaults), e.g. gdpo reads `gdpo` and `lead`."""
+    if isinstance(method, str):
+        method = build_method(RecipeConfig(method=method))
+    by_class = {cls: name for name, cls in SECTIONS.items()}
+    return {by_class[type(v)]: v for v in vars(method).values() if type(v) in by_class}

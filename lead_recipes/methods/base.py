@@ -46,7 +46,7 @@ class Method:
 
     @property
     def name(self) -> str:
-        """The `--recipe.method` name (from the registry entry naming this class)."""
+        """The `--recipe.method` name (from the registry entry naming this class or its nearest registered base)."""
         return method_name(type(self))
 
     def __init__(self, config: Any = None):

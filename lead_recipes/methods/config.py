@@ -276,12 +276,14 @@ METHODS = tuple(e.name for e in REGISTRY)
 
 
 def method_name(cls: type) -> str:
-    """The `--recipe.method` name of Method class `cls`, from the registry entry naming it."""
-    path = f"{cls.__module__}:{cls.__qualname__}"
-    for e in REGISTRY:
-        if e.method == path:
-            return e.name
-    raise KeyError(f"{path} is not a Method class of lead_recipes.methods.config.REGISTRY")
+    """The `--recipe.method` name of Method class `cls`: the registry entry naming it or, for a subclass, the
+    nearest registered class in its MRO."""
+    by_path = {e.method: e.name for e in REGISTRY}
+    for klass in cls.__mro__:
+        name = by_path.get(f"{klass.__module__}:{klass.__qualname__}")
+        if name is not None:
+            return name
+    raise KeyError(f"{cls.__module__}:{cls.__qualname__} is not a Method class of REGISTRY nor a subclass of one")
 
 
 def entry(method: str) -> MethodEntry:

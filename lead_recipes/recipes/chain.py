@@ -77,7 +77,7 @@ def _data_sbatch(recipe, args, run_dir: Path, command: list[str]) -> list[str]:
         "0",
         "--slurm.reward_placement",
         "none",
-        "--no-slurm.ray_enable",
+        "--no-sbatch.ray_enable",
         "--",
         *command,
     ]

@@ -85,6 +85,7 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
         "qos",
         "reward_placement",
         "reward_port",
+        "reward_workers",
         "signal_seconds",
         "save_timeout",
     ):
@@ -110,7 +111,7 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
         f"--time={res['time']}",
         f"--output={logs}/%x-%j.out",
     ]
-    # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --slurm.max_restarts 0
+    # The script's header asks for --requeue: `requeue: false` must say --no-requeue (and --sbatch.max_restarts 0
     # below). USR1 still comes before the time limit, so the run ends on a checkpoint either way.
     sb += ["--requeue" if res["requeue"] else "--no-requeue", f"--signal=B:USR1@{res['signal_seconds']}"]
     if res["gpus_per_node"]:
@@ -142,13 +143,13 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     if args.resume:
         sb += ["--slurm.resume_enable"]
     if not res["requeue"]:
-        sb += ["--slurm.max_restarts", "0"]
+        sb += ["--sbatch.max_restarts", "0"]
     if res.get("cpus_per_node"):
         sb += ["--slurm.cpus_per_node", str(res["cpus_per_node"])]
     if res.get("reward_workers"):
         sb += ["--slurm.reward_workers", str(res["reward_workers"])]
     if recipe.entrypoint != "train":
-        sb += ["--no-slurm.ray_enable"]
+        sb += ["--no-sbatch.ray_enable"]
     return sb + ["--", *cmd]
 
 

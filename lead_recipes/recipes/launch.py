@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--slurm.reward_placement", dest="reward_placement", choices=("every_node", "head", "none"))
     s.add_argument("--slurm.reward_port", dest="reward_port", type=int)
     s.add_argument(
+        "--slurm.reward_workers", dest="reward_workers", type=int, help="grading processes per reward server"
+    )
+    s.add_argument(
         "--slurm.signal_seconds",
         dest="signal_seconds",
         type=int,

@@ -1,23 +1,22 @@
-"""The source of every value a recipe sets, read from the comments of its file, and the per-recipe part of
-docs/recipes.md rendered from them (`python -m lead_recipes.recipes.provenance docs/recipes.md` rewrites it).
-The comment rules and the allowed sources: docs/recipes.md#conventions.
+"""The source of every value a recipe sets, read from the comments of its file, and the docs rendered from the recipe
+files: the per-recipe sections of docs/recipes.md and the recipe table of docs/launch.md (generated blocks, rewritten
+by `python tests/test_methods_docs.py --write`). The comment rules and the allowed sources: docs/recipes.md#conventions.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from lead_recipes.recipes.recipe import RECIPES_DIR, _read, recipe_names
+from lead_recipes.methods.config import DEFAULT_METHOD
+from lead_recipes.recipes.recipe import RECIPES_DIR, RESOURCE_DEFAULTS, RESOURCES, _read, recipe_names
 
 SECTIONS = {"resources": "resources.", "openrlhf": "", "recipe": "recipe."}
 SOURCE_FORM = re.compile(r"arXiv \d{4}\.\d{5}|authors' code|^ours: \S")
-MARKER = "<!-- Everything below is generated from the comments of launchers/recipes/*.yaml -->"
 _KEY_LINE = re.compile(r"^  ([\w.]+):(.*)$")
 _INHERITED = re.compile(r"^inherited ([\w.]+): (.+)$")
 
@@ -148,10 +147,45 @@ def section(name: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def page(head: str) -> str:
-    """docs/recipes.md: its hand-written head up to MARKER, then one section per recipe."""
-    head = head.split(MARKER)[0].rstrip("\n")
-    return head + "\n\n" + MARKER + "\n\n" + "\n\n".join(section(n) for n in _ordered()) + "\n"
+def sections() -> str:
+    """The generated part of docs/recipes.md: one section per recipe, base recipes first."""
+    return "\n\n".join(section(n) for n in _ordered())
+
+
+def recipe_table() -> str:
+    """The generated table of docs/launch.md: per recipe its method, model, prompt data, cap, layout, description."""
+    rows = ["| recipe | method | model | prompt data | max new tokens | nodes × GPUs | description |", "|" + "---|" * 7]
+    for name in _ordered():
+        raw, v = _read(RECIPES_DIR / f"{name}.yaml"), merged_values(name)
+        res = {**RESOURCE_DEFAULTS, **(raw.get("resources") or {})}
+        sft = raw.get("entrypoint") == "sft"
+        data = v.get("data.dataset" if sft else "data.prompt_dataset")
+        rows_used = f", first {v['data.max_samples']:,} rows" if v.get("data.max_samples") else ""
+        cells = [
+            f"[`{name}`](recipes.md#{name})",
+            "OpenRLHF `train_sft`" if sft else f"`{v.get('recipe.method', DEFAULT_METHOD)}`",
+            f"`{v.get('model.model_name_or_path' if sft else 'actor.model_name_or_path')}`",
+            f"`{data}`{rows_used}",
+            f"(max_len {v.get('data.max_len')})" if sft else str(v.get("rollout.max_new_tokens")),
+            f"{res['nodes']}×{res['gpus_per_node']}",
+            _escape(str(raw.get("description", ""))),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def resources_table() -> str:
+    """The generated table of docs/slurm.md: each `resources:` key, the launch flag that overrides it, its default."""
+    from lead_recipes.help_format import option_strings
+    from lead_recipes.recipes.launch import build_parser
+
+    flags = option_strings(build_parser())
+    rows = ["| `resources.` key | launch flag | default | what it does |", "|---|---|---|---|"]
+    for key, (_, default, what) in RESOURCES.items():
+        flag = f"`--slurm.{key}`" if f"--slurm.{key}" in flags else ""
+        shown = "unset" if default is None else f"`{json.dumps(default) if isinstance(default, bool) else default}`"
+        rows.append(f"| `{key}` | {flag} | {shown} | {_escape(what)} |")
+    return "\n".join(rows)
 
 
 def _ordered() -> list[str]:
@@ -168,8 +202,3 @@ def _ordered() -> list[str]:
     for name in names:
         visit(name)
     return done
-
-
-if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/recipes.md")
-    target.write_text(page(target.read_text()))

@@ -24,43 +24,40 @@ from lead_recipes.recipes.openrlhf_parser import ENTRYPOINTS, openrlhf_parser
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "launchers" / "recipes"
 TOP_KEYS = ("description", "entrypoint", "extends", "after", "data", "resources", "openrlhf", "recipe")
 DATA_KEYS = ("prepare", "notes")
-# Layout of the job. gpus_per_node may be 0 (CPU-only dry runs); reward_placement: where `lead-recipes serve` runs.
-# Slurm: cpus_per_node None = the whole node's CPUs, mem "0" = all its memory; reward_port None = derived from the
-# job id (two jobs on a node differ); save_timeout None = sized from the model by slurm/train.sbatch.
-RESOURCE_KEYS = {
-    "nodes": int,
-    "gpus_per_node": int,
-    "cpus_per_node": int,
-    "partition": str,
-    "account": str,
-    "time": str,
-    "reward_placement": str,
-    "reward_port": int,
-    "reward_workers": int,
-    "signal_seconds": int,
-    "requeue": bool,
-    "mem": str,
-    "constraint": str,
-    "qos": str,
-    "save_timeout": int,
+# The `resources:` keys: type, default (None: unset) and what each does; docs/slurm.md's table is generated from it.
+RESOURCES = {
+    "nodes": (int, 1, "sbatch `--nodes`"),
+    "gpus_per_node": (int, 8, "sbatch `--gpus-per-node`, the GPUs Ray is told per node (0: none, CPU-only dry runs)"),
+    "cpus_per_node": (
+        int,
+        None,
+        "sbatch `--cpus-per-task`; unset: the CPUs of the partition's smallest node (`sinfo`). Without a CPU request "
+        "many clusters give one CPU, and OpenRLHF, which places one CPU with each GPU, then waits forever",
+    ),
+    "partition": (str, None, "sbatch `--partition`"),
+    "account": (str, None, "sbatch `--account`"),
+    "time": (str, "24:00:00", "sbatch `--time`; must be longer than `signal_seconds` (refused otherwise)"),
+    "reward_placement": (
+        str,
+        "every_node",
+        "where `lead-recipes serve` runs: a server on each node (each node's vLLM engines grade locally), `head`, "
+        "or `none`",
+    ),
+    "reward_port": (int, None, "reward server port; unset: `29000 + job id mod 3000`, so two jobs on a node get two"),
+    "reward_workers": (int, None, "grading processes per reward server (`lead-recipes serve --grade.workers`)"),
+    "signal_seconds": (int, 600, "`--signal=B:USR1@S`: the checkpoint warning before the time limit"),
+    "requeue": (bool, True, "requeue after a preemption; false: `--no-requeue`, `--sbatch.max_restarts 0`"),
+    "mem": (str, "0", "sbatch `--mem`; `0` is all of the node's memory"),
+    "constraint": (str, None, "sbatch `--constraint`"),
+    "qos": (str, None, "sbatch `--qos`"),
+    "save_timeout": (
+        int,
+        None,
+        "seconds the job waits for the requested checkpoint on USR1; unset: sized from the model by slurm/train.sbatch",
+    ),
 }
-RESOURCE_DEFAULTS = {
-    "nodes": 1,
-    "gpus_per_node": 8,
-    "cpus_per_node": None,
-    "partition": None,
-    "account": None,
-    "time": "24:00:00",
-    "reward_placement": "every_node",
-    "reward_port": None,
-    "reward_workers": None,
-    "signal_seconds": 600,
-    "requeue": True,
-    "mem": "0",
-    "constraint": None,
-    "qos": None,
-    "save_timeout": None,
-}
+RESOURCE_KEYS = {key: spec[0] for key, spec in RESOURCES.items()}
+RESOURCE_DEFAULTS = {key: spec[1] for key, spec in RESOURCES.items()}
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_]+)(?::([A-Za-z0-9_.-]+))?\}")
 
 
@@ -81,7 +78,7 @@ def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 def _coerce(action: argparse.Action, key: str, value: Any, where: str) -> Any:
     """Check one value the way argparse would; returns the typed value (list for nargs, bool for flags)."""
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)):
         if not isinstance(value, bool):
             raise RecipeError(f"{where}: key {key!r} is a switch; give true or false, not {value!r}")
         return value

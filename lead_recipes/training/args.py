@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from lead_recipes.methods import sections_read
 from lead_recipes.methods.config import entry
 
 NONE = "none"
@@ -28,7 +29,7 @@ class Resolved:
     argv: list[str]  # base recipe flags overlaid by the user's, then the filled-in defaults
     base: str | None  # the base recipe's name or file, None for `--recipe.name none`
     filled: list[str] = field(default_factory=list)  # "--flag value (why)" for each filled-in default
-    missing: list[str] = field(default_factory=list)  # "--flag: what it is" for each flag still required
+    missing: list[str] = field(default_factory=list)  # the flags still required (REQUIRED says what each is)
     env: dict[str, str] = field(default_factory=dict)  # variables the caller exports (reward URLs)
     user_flags: set[str] = field(default_factory=set)  # the flags the user typed
 
@@ -96,17 +97,19 @@ def resolve(argv: list[str], parser) -> Resolved:
             out.filled.append(f"{flag} {value} ({why})")
             given.add(flag)
 
-    lead_b_max = getattr(ours, "recipe.lead.b_max", None) if method in ("lead", "composed") else None
     fill("--algo.advantage.estimator", "group_norm", f"--recipe.method {method} replaces its group step")
     fill("--reward.remote_url", reward_func_path(), "the package reward function; no remote URL given")
     fill("--rollout.n_samples_per_prompt", DEFAULT_SAMPLES, "group methods need several samples per prompt")
-    fill("--rollout.max_new_tokens", int(lead_b_max or DEFAULT_CAP), "the rollout cap the methods' length terms use")
+    b_max = getattr(ours, "recipe.lead.b_max", None)
+    if "--rollout.max_new_tokens" not in given:  # sections_read builds the method (imports torch): only when needed
+        cap = b_max if b_max and "lead" in sections_read(method) else DEFAULT_CAP
+        fill("--rollout.max_new_tokens", int(cap), "the rollout cap the methods' length terms use")
     cap = (flag_values(out.argv, "--rollout.max_new_tokens") or [""])[0]
     if size_max_len and cap.isdigit():  # else OpenRLHF's default stays (train.recipe_conflicts checks the room)
         fill("--data.max_len", int(cap) + PROMPT_BUDGET, f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")
     fill("--data.input_key", "prompt", "the column `lead-recipes data build` writes")
     fill("--data.label_key", "label", "the column `lead-recipes data build` writes; the grader needs the gold")
-    out.missing = [f"{flag}: {what}" for flag, what in REQUIRED.items() if flag not in given]
+    out.missing = [flag for flag in REQUIRED if flag not in given]
 
     urls = flag_values(out.argv, "--reward.remote_url") or []
     http = [u for part in urls for u in part.split(",") if u]

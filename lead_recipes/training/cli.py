@@ -19,10 +19,11 @@ from types import SimpleNamespace
 
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.help_format import ArgumentParser, HelpFormatter, did_you_mean, option_strings
+from lead_recipes.methods import sections_read
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default, openrlhf_parser
 from lead_recipes.training.actor_env import forward_env_to_actors
-from lead_recipes.training.args import resolve, reward_func_path
+from lead_recipes.training.args import REQUIRED, resolve, reward_func_path
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (
@@ -97,7 +98,10 @@ def parse_command_line(argv: list[str]):
         ours, rest = parser.parse_known_args(resolved.argv)
     _refuse_unknown_flags(rest, option_strings(parser))
     if resolved is not None and resolved.missing:
-        raise UsageError("missing required flag(s):\n  " + "\n  ".join(resolved.missing))
+        raise UsageError(
+            f"missing required flag(s) {', '.join(resolved.missing)}\n  "
+            + "; ".join(f"{flag}: {REQUIRED[flag]}" for flag in resolved.missing)
+        )
     try:
         recipe = recipe_config(ours)
         from lead_recipes.methods import build_method
@@ -176,7 +180,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
         )
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
     if (
-        args.recipe.method in ("lead", "composed")
+        "lead" in sections_read(args.recipe.method)
         and b_max
         and args.rollout.max_new_tokens
         and b_max != args.rollout.max_new_tokens

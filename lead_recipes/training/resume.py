@@ -15,8 +15,9 @@ import os
 import uuid
 from typing import Any
 
+from lead_recipes.methods import sections_read
 from lead_recipes.methods.base import Method
-from lead_recipes.methods.config import SECTIONS, LeadConfig, flag
+from lead_recipes.methods.config import LeadConfig, flag
 from lead_recipes.training.guard import SKIPPED_KEY
 
 STATE_VERSION = 1
@@ -32,12 +33,9 @@ logger = logging.getLogger(__name__)
 def method_settings(method: Method, max_new_tokens: int | None) -> dict[str, Any]:
     """The settings `method` runs with, flag -> value: `--recipe.method`, every field of each section it holds and,
     while `--recipe.lead.b_max` is unset in a LEAD section it holds, the rollout cap B_max defaults to."""
-    by_class = {cls: name for name, cls in SECTIONS.items()}
     out: dict[str, Any] = {"--recipe.method": method.name}
-    for value in vars(method).values():
-        section = by_class.get(type(value))
-        if section is not None:
-            out.update({flag(section, f.name): getattr(value, f.name) for f in dataclasses.fields(value)})
+    for section, value in sections_read(method).items():
+        out.update({flag(section, f.name): getattr(value, f.name) for f in dataclasses.fields(value)})
         if isinstance(value, LeadConfig) and value.b_max is None and max_new_tokens is not None:
             out["--rollout.max_new_tokens"] = int(max_new_tokens)  # B_max only while --recipe.lead.b_max is unset
     return out

@@ -65,7 +65,7 @@ class PeakRss(threading.Thread):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="grpo,lead,leash,grpo-lead")
     ap.add_argument("--episodes", type=int, default=2)
     a = ap.parse_args(argv)

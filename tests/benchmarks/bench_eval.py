@@ -132,7 +132,7 @@ def run_naive(pairs: list[tuple[str, str]]) -> tuple[float, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--naive-subset", type=int, default=600)

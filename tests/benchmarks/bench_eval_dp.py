@@ -83,7 +83,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--engines", type=int, default=2)
     p.add_argument("--requests", type=int, default=64)
     p.add_argument("--max-new", type=int, default=64)

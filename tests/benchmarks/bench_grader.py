@@ -102,7 +102,7 @@ def run_openrlhf(rows) -> tuple[list[bool], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sets", default="", help="comma-separated subset of set names (default: all + union)")
     args = ap.parse_args(argv)

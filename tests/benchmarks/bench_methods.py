@@ -107,7 +107,7 @@ def bare_functions(b: RolloutBatch):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--prompts", type=int, default=1024)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--cap", type=int, default=4096)

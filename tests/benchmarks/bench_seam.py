@@ -99,7 +99,7 @@ def time_call(maker, build, reps: int) -> list[float]:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=1024)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--max-new", type=int, default=4096)

@@ -270,7 +270,7 @@ def summarize(res: dict, expected: list[float] | None = None) -> dict:
 
 # ------------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--load.requests", dest="load_requests", type=int, default=8192)
     ap.add_argument("--load.concurrency", dest="load_concurrency", type=int, default=256)
     ap.add_argument(

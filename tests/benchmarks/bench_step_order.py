@@ -87,7 +87,7 @@ def per_step(ranks, step_size):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--dp", type=int, default=4)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)

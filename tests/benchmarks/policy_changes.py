@@ -42,7 +42,7 @@ def sources() -> dict[str, list[tuple[str, str]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=2, help="examples printed per change direction")
     args = ap.parse_args(argv)
     import logging

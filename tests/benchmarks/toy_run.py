@@ -393,7 +393,7 @@ def plot(results: dict, start: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--methods", default="grpo,lead,leash,grpo-lead,composed")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--prompts-per-step", type=int, default=8)

@@ -359,7 +359,7 @@ def run_one(cluster, start_dir: Path, run_dir: Path, name: str, seed: int, args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", type=Path, required=True, help="results per run land here; a rerun resumes")
     ap.add_argument(
         "--configs",
