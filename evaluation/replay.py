@@ -24,7 +24,7 @@ SETTINGS = (
     "prompt_template",
 )
 # GenConfig fields a replay can only know from the file or a flag; "seed" is derived from the rows' seeds.
-_RECORDED = tuple(s for s in SETTINGS if s != "max_new_tokens") + ("seed",)
+_RECORDED = SETTINGS + ("seed",)
 
 
 class ReplayBackend:
@@ -122,7 +122,8 @@ class ReplayBackend:
 
     def resolve(self, gen, explicit_values: dict):
         """`gen` with the file's settings filled in where no flag gave one; a flag that contradicts the file is an
-        error (the generations were made with the file's value)."""
+        error (the generations were made with the file's value). A cap neither gives is None: no sample is clamped
+        to the preset's cap, nor called truncated by it."""
         from dataclasses import replace  # noqa: PLC0415
 
         for name, value in self.settings.items():  # the template's text decides, not what it was called
@@ -131,7 +132,10 @@ class ReplayBackend:
                     f"the flag for {name} ({explicit_values[name]!r}) contradicts {self.path}, "
                     f"whose generations carry {name} = {value!r}"
                 )
-        return replace(gen, **{k: v for k, v in self.settings.items() if k not in explicit_values})
+        known = {k: v for k, v in self.settings.items() if k not in explicit_values}
+        if "max_new_tokens" not in self.settings and "max_new_tokens" not in explicit_values:
+            known["max_new_tokens"] = None
+        return replace(gen, **known)
 
     def info(self) -> dict:
         return {"backend": self.name, "replay_path": self.path}
@@ -158,13 +162,14 @@ class ReplayBackend:
                 num = row.get("num_tokens")
                 if num is None:
                     num = count_tokens(self.tokenizer, row["response"])
-                reason = row.get("finish_reason")
-                truncated = (
-                    row["truncated"]
-                    if "truncated" in row
-                    else (reason == "length" if reason else int(num) >= gen.max_new_tokens)
-                )
-                out = _row(req, row["response"], min(int(num), gen.max_new_tokens), reason, truncated)
+                reason, cap = row.get("finish_reason"), gen.max_new_tokens
+                if "truncated" in row:
+                    truncated = row["truncated"]
+                elif reason:
+                    truncated = reason == "length"
+                else:  # without a known cap nothing says whether the sample was cut off
+                    truncated = None if cap is None else int(num) >= cap
+                out = _row(req, row["response"], int(num) if cap is None else min(int(num), cap), reason, truncated)
                 # a seed flag given for a file without seeds states them (seed + s, as the other backends use)
                 out["seed"] = row.get("seed", gen.seed + req.sample if "seed" in self.explicit else None)
                 rows.append(out)

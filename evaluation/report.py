@@ -95,7 +95,8 @@ def render_markdown(summary: dict) -> str:
         line = (
             f"| {name} | {m['n_problems']} | {m['n_samples']} | {_pct(m['accuracy'])} ± "
             f"{_pct(m['accuracy_stderr'])} | {pk} | {ck} | {m['mean_length']:.1f} | "
-            f"{_pct(m['truncation_rate'])} | {_pct(m['no_answer_rate'])} |"
+            f"{'unknown' if m['truncation_rate'] is None else _pct(m['truncation_rate'])} | "
+            f"{_pct(m['no_answer_rate'])} |"
         )
         if "aes" in summary:
             line += f" {_num(summary['aes']['per_benchmark'].get(name, {}).get('aes'))} |"
@@ -199,7 +200,7 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
 
 def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     """What one run shows: accuracy (± stderr) and mean length per benchmark, and the histogram of response
-    lengths (correct and wrong samples stacked, the cap marked). Returns the values drawn, read back from the
+    lengths (correct, wrong and truncated samples stacked, the cap marked or named). Returns the values drawn, read back from the
     figure's own bars, so a test can check the picture."""
     plt = _pyplot()
     names = list(summary["benchmarks"])
@@ -216,16 +217,31 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     for ax in (ax_acc, ax_len):
         ax.tick_params(axis="x", labelrotation=30)
         ax.grid(alpha=0.3, axis="y")
+    # Truncated samples get their own colour: they pile up at the real cap even when the record does not know it.
+    # The axis ends at the longest sample; the cap is drawn when known and on the axis, else named in the legend.
     cap = summary["config"]["generation"]["max_new_tokens"]
+    cap = cap if isinstance(cap, int) else None
+    longest = max((r["num_tokens"] for r in rows), default=1)
+    on_axis = cap is not None and cap <= 1.05 * longest
+    kinds = (
+        ("correct", "tab:green", lambda r: r["correct"] and not r["truncated"]),
+        ("wrong", "tab:red", lambda r: not r["correct"] and not r["truncated"]),
+        ("truncated", "tab:gray", lambda r: bool(r["truncated"])),
+    )
     counts = ax_hist.hist(
-        [[r["num_tokens"] for r in rows if r["correct"]], [r["num_tokens"] for r in rows if not r["correct"]]],
+        [[r["num_tokens"] for r in rows if keep(r)] for _, _, keep in kinds],
         bins=40,
-        range=(0, cap),
+        range=(0, max(longest, cap) if on_axis else longest),
         stacked=True,
-        label=["correct", "wrong"],
-        color=["tab:green", "tab:red"],
+        label=[name for name, _, _ in kinds],
+        color=[color for _, color, _ in kinds],
     )[0]
-    ax_hist.axvline(cap, color="k", linestyle="--", linewidth=1, label=f"cap {cap}")
+    if cap is None:
+        ax_hist.plot([], [], " ", label="cap unknown")
+    elif on_axis:
+        ax_hist.axvline(cap, color="k", linestyle="--", linewidth=1, label=f"cap {cap}")
+    else:
+        ax_hist.plot([], [], " ", label=f"cap {cap} (beyond the longest sample, {longest})")
     ax_hist.set_xlabel("response length (tokens)")
     ax_hist.set_ylabel("samples")
     fig.suptitle(f"{summary['config'].get('model') or ''} — preset {summary['config']['generation']['preset']}")
@@ -233,6 +249,9 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
         "accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
         "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},
         "histogram_total": int(round(float(counts[-1].sum()))),
+        "histogram_truncated": int(round(float((counts[-1] - counts[-2]).sum()))),
+        "cap": cap,
+        "cap_line": on_axis,
     }
     _finish_png(plt, fig, ax_hist, path)
     return drawn

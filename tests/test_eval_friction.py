@@ -522,3 +522,39 @@ def test_a_key_a_backend_reports_twice_is_written_once(shared_data, tmp_path):
     )
     lines = (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == len({store.sample_key(json.loads(line)) for line in lines}) == 3
+
+
+def test_replay_of_a_file_without_its_cap_records_plots_and_applies_no_cap(shared_data, tmp_path):
+    """docs/evaluation.md: a setting the file does not carry is unknown. The cap is one: not the preset's 32768 in
+    the record, the report or the plot, and no sample is clamped to it (or called truncated by it)."""
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {"num_tokens": 40000 + s})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 0
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    gen = summary["config"]["generation"]
+    assert gen["max_new_tokens"] == "unknown" and "max_new_tokens" in gen["unknown"]
+    rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
+    assert sorted({r["num_tokens"] for r in rows}) == [40000, 40001, 40002]
+    assert {r["truncated"] for r in rows} == {None}
+    assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {None}
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "max new tokens **unknown**" in text and "32768" not in text
+    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    assert (drawn["cap"], drawn["cap_line"], drawn["histogram_total"]) == (None, False, len(rows))
+
+
+@pytest.mark.parametrize("where", ["file", "flag"])
+def test_replay_takes_its_cap_from_the_file_or_the_flag(shared_data, tmp_path, where):
+    extra = (lambda s: {"max_new_tokens": 8192, "num_tokens": 8192}) if where == "file" else None
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=extra)
+    flags = ("--sampling.max_new_tokens", "8192") if where == "flag" else ()
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, *flags)) == 0
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["config"]["generation"]["max_new_tokens"] == 8192
+    assert "max_new_tokens" not in summary["config"]["generation"]["unknown"]
+    rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
+    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    if where == "file":  # every sample stopped at the cap: truncated, as the file's cap says, and drawn at it
+        assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {1.0}
+        assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, True, len(rows))
+    else:  # samples of 10-24 tokens: the cap is named, not drawn 8,000 tokens away from them
+        assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, False, 0)
