@@ -360,6 +360,8 @@ def compare_main(argv: list[str]) -> int:
     for label, rep in result["aes"].items():
         if rep["overall"]["reason"]:
             print(f"{label}: AES undefined: {rep['overall']['reason']}")
+    if args.output:
+        print(f"wrote {', '.join(sorted(result['written']))} to {args.output}")
     return 0
 
 

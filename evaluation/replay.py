@@ -144,7 +144,10 @@ class ReplayBackend:
         """Every requested generation is in the file and has a token count (or a tokenizer to count it)."""
         missing = [(r.benchmark, r.id, r.sample) for r in requests if (r.benchmark, r.id, r.sample) not in self.rows]
         if missing:
-            raise ValueError(f"{self.path} lacks {len(missing)} of the requested generations, e.g. {missing[:3]}")
+            raise ValueError(
+                f"{self.path} lacks {len(missing)} of the requested generations, e.g. {missing[:3]}; "
+                + _coverage_hint(requests, set(missing))
+            )
         if self.tokenizer is None:
             for r in requests:
                 if self.rows[(r.benchmark, r.id, r.sample)].get("num_tokens") is None:
@@ -177,3 +180,20 @@ class ReplayBackend:
 
     def close(self) -> None:
         pass
+
+
+def _coverage_hint(requests: list[GenRequest], missing: set) -> str:
+    """Which problems of each benchmark the file covers, and the flag that evaluates just those: `--limit k` when it
+    holds the first k problems of every benchmark (a smoke run's file), else what --limit and --data.benchmarks do."""
+    problems: dict[str, dict[str, bool]] = defaultdict(dict)  # benchmark -> problem id -> all its samples held
+    for r in requests:
+        held = problems[r.benchmark].setdefault(r.id, True)
+        problems[r.benchmark][r.id] = held and (r.benchmark, r.id, r.sample) not in missing
+    counts = {b: sum(ids.values()) for b, ids in problems.items()}
+    text = "it holds " + ", ".join(f"{b}: {counts[b]} of {len(ids)} problems" for b, ids in problems.items())
+    firsts = all(list(ids.values()) == sorted(ids.values(), reverse=True) for ids in problems.values())
+    ks = set(counts.values())
+    if firsts and len(ks) == 1 and ks != {0}:
+        k = ks.pop()
+        return text + f": the first {k} of each, which --limit {k} evaluates"
+    return text + " (--limit N takes the first N problems of each benchmark; --data.benchmarks chooses benchmarks)"

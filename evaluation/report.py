@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from evaluation import metrics, store
+from evaluation.scoring import BUDGET_MODES
 
 
 def _pct(x) -> str:
@@ -123,6 +124,8 @@ def render_markdown(summary: dict) -> str:
             "",
             f"## Token-budget sweep (mode `{sweep['mode']}`)",
             "",
+            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}. A response within the budget is unchanged.",
+            "",
             "| budget | " + " | ".join(names) + " | average | avg length |",
             "|---|" + "---|" * (len(names) + 2),
         ]
@@ -200,8 +203,8 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
 
 def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     """What one run shows: accuracy (± stderr) and mean length per benchmark, and the histogram of response
-    lengths (correct, wrong and truncated samples stacked, the cap marked or named). Returns the values drawn, read back from the
-    figure's own bars, so a test can check the picture."""
+    lengths (correct, wrong and truncated samples stacked, the cap marked or named). Returns the values drawn, read
+    back from the figure's own bars, so a test can check the picture."""
     plt = _pyplot()
     names = list(summary["benchmarks"])
     fig, (ax_acc, ax_len, ax_hist) = plt.subplots(1, 3, figsize=(14, 4.2))
@@ -271,7 +274,8 @@ def write_run_report(run_dir: Path, summary: dict, plots: bool = True, rows: lis
 
 def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir: Path | None = None) -> dict:
     """Side-by-side table of runs (and the base), with AES of each run vs the base. Writes compare.md,
-    compare.csv, compare.json and accuracy_vs_length.png (+ budget_curves.png if runs have sweeps) to `out_dir`."""
+    compare.csv, compare.json and accuracy_vs_length.png (+ budget_curves.png if runs have sweeps) to `out_dir`,
+    and names them under "written"."""
     all_runs = ([base] if base else []) + runs
     names = []
     for _, s in all_runs:
@@ -303,9 +307,11 @@ def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir
         store.write_atomic(out_dir / "compare.csv", _csv(rows))
         store.write_json(out_dir / "compare.json", {"table": rows, "aes": table})
         plot_frontier(all_runs, out_dir / "accuracy_vs_length.png", "Accuracy–efficiency frontier")
+        result["written"] = ["compare.md", "compare.csv", "compare.json", "accuracy_vs_length.png"]
         sweeps = [(lbl, s["budget_sweep"]) for lbl, s in all_runs if s.get("budget_sweep", {}).get("budgets")]
         if sweeps:
             plot_budgets(sweeps, out_dir / "budget_curves.png")
+            result["written"].append("budget_curves.png")
     return result
 
 

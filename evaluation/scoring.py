@@ -50,6 +50,15 @@ class Scorer:
         return self.grader.equivalent_many(pairs)
 
 
+# What each budget-sweep mode does with a response longer than the budget (report.md says it under the table).
+BUDGET_MODES = {
+    "prefix": "a response longer than the budget B is cut to its first B tokens with the tokenizer and graded again, "
+    "which is what a B-token cap would have produced",
+    "cap": "no tokenizer was given, so a response longer than the budget B counts as wrong (a B-token cap would have "
+    "cut it off before its final answer); pass --eval.tokenizer to grade its first B tokens instead",
+}
+
+
 def truncate_to_budget(tokenizer, text: str, budget: int) -> str:
     """The first `budget` tokens of a response, decoded: what the same sample would have been with
     max_new_tokens = budget (sampling is autoregressive, so a shorter cap yields the prefix of the longer run)."""

@@ -558,3 +558,32 @@ def test_replay_takes_its_cap_from_the_file_or_the_flag(shared_data, tmp_path, w
         assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, True, len(rows))
     else:  # samples of 10-24 tokens: the cap is named, not drawn 8,000 tokens away from them
         assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, False, 0)
+
+
+def test_a_file_with_the_first_problems_only_names_limit_and_leaves_no_run_directory(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, k=2)
+    argv = [a for a in _argv(replay, tmp_path / "r", shared_data) if a not in ("--limit", "2")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "aime2024: 2 of 30 problems" in err and "math500: 2 of 500 problems" in err and "--limit 2" in err, err
+    assert not (tmp_path / "r").exists()
+    assert cli.main(argv + ["--limit", "2", "--no-eval.plots_enable"]) == 0
+
+
+def test_compare_says_where_it_wrote_its_files(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "run1", shared_data, "--no-eval.plots_enable")) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "run1"), "--output", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    written = sorted(p.name for p in (tmp_path / "cmp").iterdir())
+    assert written and f"wrote {', '.join(written)} to {tmp_path / 'cmp'}" in out, out
+
+
+def test_the_report_explains_the_budget_sweeps_mode(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert (
+        cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.budgets", "12,20", "--no-eval.plots_enable")) == 0
+    )
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "mode `cap`" in text and "counts as wrong" in text and "--eval.tokenizer" in text
