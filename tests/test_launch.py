@@ -294,3 +294,16 @@ def test_ray_address_submits_a_real_ray_job_that_runs_the_train_command(ray_head
     assert proc.returncode == 0, out[-3000:]
     assert "succeeded" in out and '"method": "lead"' in out  # the job ran `lead-recipes train --run.dry_run_enable`
     assert (tmp_path / "run" / "launch.json").exists()
+
+
+def test_the_printed_resources_are_the_ones_the_flags_resolve_to(capsys):
+    argv = ["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--slurm.partition", "gpu"]
+    argv += ["--slurm.time", "02:00:00", "--slurm.cpus_per_node", "16"]
+    assert launch.main(argv) == 0
+    import yaml
+
+    out = capsys.readouterr().out
+    printed = yaml.safe_load(out.split("\n# command:")[0].split("\n", 1)[1])["resources"]
+    assert (printed["partition"], printed["time"], printed["cpus_per_node"]) == ("gpu", "02:00:00", 16)
+    submit = section(out, "submit")
+    assert {"--partition=gpu", "--time=02:00:00", "--cpus-per-task=16"} <= set(submit)
