@@ -148,10 +148,10 @@ def _pyplot():
     return plt
 
 
-def _finish_png(plt, fig, ax, path: Path) -> None:
+def _finish_png(plt, fig, ax, path: Path, **legend) -> None:
     """Grid, legend, layout, then the PNG written atomically (a killed run never leaves a torn plot)."""
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, **legend)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
@@ -159,26 +159,59 @@ def _finish_png(plt, fig, ax, path: Path) -> None:
     store.write_atomic(path, buf.getvalue())
 
 
-def plot_frontier(points: list[tuple[str, dict]], path: Path, title: str = "Accuracy vs mean length") -> None:
-    """Accuracy–efficiency frontier: one marker per (label, summary) at its benchmark-averaged (length, accuracy),
-    plus small per-benchmark markers."""
+def _overlaps(key, label: str, firsts: dict) -> tuple[int, str]:
+    """How many earlier runs drew exactly `key` (their marker or line is under this one), and this run's legend label,
+    which names the first of them: two identical runs stay visible as a smaller marker in a larger one."""
+    same = firsts.setdefault(key, [])
+    same.append(label)
+    return len(same) - 1, label + (f" (same as {same[0]})" if len(same) > 1 else "")
+
+
+_SHAPES = "sD^vP*Xph"  # per-benchmark markers; the averages are circles
+
+
+def plot_frontier(points: list[tuple[str, dict]], path: Path, title: str = "Accuracy vs mean length") -> dict:
+    """Accuracy–efficiency frontier: per run (one colour) a circle at its benchmark-averaged (length, accuracy) and a
+    small marker per benchmark (one shape per benchmark, named in the legend). Returns the legend labels and the
+    marker sizes drawn, so a test can check the picture."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    for label, s in points:
-        ax.scatter([s["average"]["mean_length"]], [100 * s["average"]["accuracy"]], s=60, label=label, zorder=3)
-        xs = [m["mean_length"] for m in s["benchmarks"].values()]
-        ys = [100 * m["accuracy"] for m in s["benchmarks"].values()]
-        ax.scatter(xs, ys, s=12, alpha=0.5, color=ax.collections[-1].get_facecolor())
+    fig, ax = plt.subplots(figsize=(10, 5))
+    names = list(dict.fromkeys(n for _, s in points for n in s["benchmarks"]))
+    shape = {n: _SHAPES[i % len(_SHAPES)] for i, n in enumerate(names)}
+    firsts, sizes = {}, {}
+    for i, (label, s) in enumerate(points):
+        below, label = _overlaps(json.dumps([s["average"], s["benchmarks"]], sort_keys=True), label, firsts)
+        sizes[label] = size = 150 / (1 + below)
+        colour = f"C{i % 10}"
+        ax.scatter(
+            [s["average"]["mean_length"]],
+            [100 * s["average"]["accuracy"]],
+            s=size,
+            color=colour,
+            edgecolor="black",
+            label=label,
+            zorder=3 + i,
+        )
+        for n, m in s["benchmarks"].items():
+            ax.scatter(
+                [m["mean_length"]], [100 * m["accuracy"]], s=size / 3, marker=shape[n], color=colour, zorder=3 + i
+            )
+    for n in names:  # the benchmark key, in grey: which shape is which benchmark
+        ax.scatter([], [], s=30, marker=shape[n], color="grey", label=f"{n} (per-benchmark markers)")
     ax.set_xlabel("mean response length (tokens, thinking included)")
     ax.set_ylabel("accuracy (avg@n, %)")
     ax.set_title(title)
-    _finish_png(plt, fig, ax, path)
+    labels = ax.get_legend_handles_labels()[1]
+    _finish_png(plt, fig, ax, path, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return {"labels": labels, "sizes": sizes}
 
 
-def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
-    """Budget curves: accuracy vs token budget, one line per benchmark (single run) or per run (average)."""
+def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> dict:
+    """Budget curves: accuracy vs token budget, one line per benchmark (single run) or per run (average), the mode
+    in the title. Returns the legend labels and the line widths drawn, so a test can check the picture."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    firsts, sizes = {}, {}
     for label, sweep in curves:
         bs = sorted(sweep["budgets"], key=int)
         if len(curves) == 1:
@@ -189,16 +222,23 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
                     marker="o",
                     label=name,
                 )
+        below, label = _overlaps(json.dumps(sweep, sort_keys=True), f"{label} average", firsts)
+        sizes[label] = width = 3.5 / (1 + below)
         ax.plot(
             [int(b) for b in bs],
             [100 * sweep["budgets"][b]["average"]["accuracy"] for b in bs],
             marker="s",
-            linewidth=2.5,
-            label=f"{label} average",
+            markersize=3 + width,
+            linewidth=width,
+            label=label,
         )
     ax.set_xlabel("max new tokens (budget)")
     ax.set_ylabel("accuracy (%)")
+    modes = sorted({sweep["mode"] for _, sweep in curves})
+    ax.set_title(f"Accuracy at a token budget ({', '.join(modes)} mode; report.md explains it)", fontsize=10)
+    labels = ax.get_legend_handles_labels()[1]
     _finish_png(plt, fig, ax, path)
+    return {"labels": labels, "sizes": sizes}
 
 
 def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
@@ -260,6 +300,12 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     return drawn
 
 
+def run_label(path: str | Path, summary: dict) -> str:
+    """A run's label in plots and comparisons: the --eval.model it evaluated, else its directory name."""
+    p = Path(path)
+    return summary.get("config", {}).get("model") or (p.name if p.is_dir() else p.parent.name)
+
+
 def write_run_report(run_dir: Path, summary: dict, plots: bool = True, rows: list[dict] | None = None) -> None:
     run_dir = Path(run_dir)
     store.write_atomic(run_dir / "report.md", render_markdown(summary))
@@ -269,7 +315,7 @@ def write_run_report(run_dir: Path, summary: dict, plots: bool = True, rows: lis
             summary, rows if rows is not None else store.read_samples(run_dir / "samples.jsonl"), run_dir / "run.png"
         )
         if summary.get("budget_sweep", {}).get("budgets"):
-            plot_budgets([(run_dir.name, summary["budget_sweep"])], run_dir / "budget_curves.png")
+            plot_budgets([(run_label(run_dir, summary), summary["budget_sweep"])], run_dir / "budget_curves.png")
 
 
 def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir: Path | None = None) -> dict:
@@ -306,9 +352,10 @@ def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir
         store.write_atomic(out_dir / "compare.md", result["markdown"] + "\n")
         store.write_atomic(out_dir / "compare.csv", _csv(rows))
         store.write_json(out_dir / "compare.json", {"table": rows, "aes": table})
-        plot_frontier(all_runs, out_dir / "accuracy_vs_length.png", "Accuracy–efficiency frontier")
+        shown = [(lb + " (base)" if base and s is base[1] else lb, s) for lb, s in all_runs]
+        plot_frontier(shown, out_dir / "accuracy_vs_length.png", "Accuracy–efficiency frontier")
         result["written"] = ["compare.md", "compare.csv", "compare.json", "accuracy_vs_length.png"]
-        sweeps = [(lbl, s["budget_sweep"]) for lbl, s in all_runs if s.get("budget_sweep", {}).get("budgets")]
+        sweeps = [(lbl, s["budget_sweep"]) for lbl, s in shown if s.get("budget_sweep", {}).get("budgets")]
         if sweeps:
             plot_budgets(sweeps, out_dir / "budget_curves.png")
             result["written"].append("budget_curves.png")

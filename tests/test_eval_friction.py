@@ -587,3 +587,31 @@ def test_the_report_explains_the_budget_sweeps_mode(shared_data, tmp_path):
     )
     text = (tmp_path / "r" / "report.md").read_text()
     assert "mode `cap`" in text and "counts as wrong" in text and "--eval.tokenizer" in text
+
+
+def _drawn(monkeypatch, name: str) -> list:
+    """Calls the real report.<name> and keeps what it returns (what the figure shows)."""
+    seen, draw = [], getattr(report, name)
+    monkeypatch.setattr(report, name, lambda *a, **k: seen.append(draw(*a, **k)))
+    return seen
+
+
+def test_budget_curves_are_labelled_by_the_model_not_the_directory(shared_data, tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch, "plot_budgets")
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    argv = _argv(replay, tmp_path / "run-dir", shared_data, "--eval.model", "org/m", "--eval.budgets", "12,20")
+    assert cli.main(argv) == 0
+    assert "org/m average" in seen[-1]["labels"] and not any("run-dir" in x for x in seen[-1]["labels"])
+
+
+def test_frontier_keeps_two_identical_runs_visible_and_names_the_benchmark_markers(shared_data, tmp_path, monkeypatch):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    for folder in ("run1", "run2"):
+        argv = _argv(replay, tmp_path / folder, shared_data, "--eval.model", "m", "--eval.budgets", "12,20")
+        assert cli.main(argv + ["--no-eval.plots_enable"]) == 0
+    frontier, budgets = _drawn(monkeypatch, "plot_frontier"), _drawn(monkeypatch, "plot_budgets")
+    assert cli.main(["compare", str(tmp_path / "run1"), str(tmp_path / "run2"), "--output", str(tmp_path / "c")]) == 0
+    for drawn in (frontier[-1], budgets[-1]):
+        first, second = (next(x for x in drawn["labels"] if x.startswith(f"m ({r})")) for r in ("run1", "run2"))
+        assert "same" in second and "m (run1)" in second and drawn["sizes"][second] < drawn["sizes"][first], drawn
+    assert {"aime2024", "math500"} <= {x.split()[0] for x in frontier[-1]["labels"]}
