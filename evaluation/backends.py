@@ -28,14 +28,15 @@ class GenRequest:
     seed: int
 
 
-def _row(req: GenRequest, response: str, num_tokens: int, finish_reason: str | None, truncated: bool) -> dict:
+def _row(req: GenRequest, response: str, num_tokens: int, finish_reason: str | None, truncated: bool | None) -> dict:
+    """A sample row; `truncated` None = unknown (a replay that carries neither it nor the cap)."""
     return {
         "benchmark": req.benchmark,
         "id": req.id,
         "sample": req.sample,
         "response": response,
         "num_tokens": int(num_tokens),
-        "truncated": bool(truncated),
+        "truncated": None if truncated is None else bool(truncated),
         "finish_reason": finish_reason,
     }
 

@@ -332,19 +332,13 @@ def run_main(argv: list[str]) -> int:
     return 0
 
 
-def _run_label(path: str, summary: dict) -> str:
-    """A run's label in comparisons: the --eval.model it evaluated, else its directory name."""
-    p = Path(path)
-    return summary.get("config", {}).get("model") or (p.name if p.is_dir() else p.parent.name)
-
-
 def compare_main(argv: list[str]) -> int:
     from evaluation import report, run  # noqa: PLC0415
 
     args = build_compare_parser().parse_args(argv)
     try:
         loaded = [(r, run.load_summary(r)) for r in args.runs + ([args.base] if args.base else [])]
-        labels = [_run_label(r, s) for r, s in loaded]
+        labels = [report.run_label(r, s) for r, s in loaded]
         # two runs of one model (e.g. two presets) keep apart by their directory names
         labels = [
             f"{lb} ({Path(r).name if Path(r).is_dir() else Path(r).parent.name})" if labels.count(lb) > 1 else lb
@@ -360,6 +354,8 @@ def compare_main(argv: list[str]) -> int:
     for label, rep in result["aes"].items():
         if rep["overall"]["reason"]:
             print(f"{label}: AES undefined: {rep['overall']['reason']}")
+    if args.output:
+        print(f"wrote {', '.join(sorted(result['written']))} to {args.output}")
     return 0
 
 

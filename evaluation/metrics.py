@@ -162,13 +162,14 @@ def aes(
 def benchmark_metrics(problems: Sequence[Sequence[dict]], equivalent_many, ks: Sequence[int] | None = None) -> dict:
     """All per-benchmark metrics from graded samples. `problems` holds, per problem, its samples in sample order,
     each a dict with "correct" (bool), "status" (grader status), "extracted" (str|None), "num_tokens" (int),
-    "truncated" (bool). Every problem must have the same n ≥ 1 samples.
+    "truncated" (bool, or None when unknown). Every problem must have the same n ≥ 1 samples.
 
     accuracy = avg@n (mean_and_stderr); accuracy_seed_std = sd over sample indices s of the accuracy of the s-th
     sample set (Sober reports the std across seeds); pass_at_k[k] = mean_i pass_at_k(n, c_i, k);
     cons_at_k[k] = mean_i majority_vote(first k samples of i); mean_length = mean over all samples of num_tokens
     (thinking included, truncated ones at the cap) — the mean of per-problem means equals it since n is fixed;
-    truncation_rate, no_answer_rate = fractions of samples."""
+    truncation_rate, no_answer_rate = fractions of samples; truncation_rate is None when some sample's truncation is
+    unknown (a replay without the cap; such a sample votes in Cons@k)."""
     if not problems:
         raise ValueError("benchmark_metrics: no problems")
     n = len(problems[0])
@@ -193,7 +194,9 @@ def benchmark_metrics(problems: Sequence[Sequence[dict]], equivalent_many, ks: S
         "pass_at_k": {str(k): math.fsum(pass_at_k(n, c, k) for c in counts) / len(problems) for k in ks},
         "cons_at_k": cons,
         "mean_length": math.fsum(float(s["num_tokens"]) for s in samples) / total,
-        "truncation_rate": sum(bool(s["truncated"]) for s in samples) / total,
+        "truncation_rate": (
+            None if any(s["truncated"] is None for s in samples) else sum(s["truncated"] for s in samples) / total
+        ),
         "no_answer_rate": sum(s["status"] == "no_answer" for s in samples) / total,
         "n_problems": len(problems),
         "n_samples": n,

@@ -21,7 +21,7 @@ class GenConfig:
     top_p: float
     min_p: float
     top_k: int  # -1 = off
-    max_new_tokens: int
+    max_new_tokens: int | None  # None: unknown (a replay whose file and flags do not say)
     n_per_benchmark: dict = field(default_factory=dict)
     n_default: int = 1
     seed: int = 0  # sample s of every problem uses seed + s (Sober: one seed per run)

@@ -24,7 +24,7 @@ SETTINGS = (
     "prompt_template",
 )
 # GenConfig fields a replay can only know from the file or a flag; "seed" is derived from the rows' seeds.
-_RECORDED = tuple(s for s in SETTINGS if s != "max_new_tokens") + ("seed",)
+_RECORDED = SETTINGS + ("seed",)
 
 
 class ReplayBackend:
@@ -122,7 +122,8 @@ class ReplayBackend:
 
     def resolve(self, gen, explicit_values: dict):
         """`gen` with the file's settings filled in where no flag gave one; a flag that contradicts the file is an
-        error (the generations were made with the file's value)."""
+        error (the generations were made with the file's value). A cap neither gives is None: no sample is clamped
+        to the preset's cap, nor called truncated by it."""
         from dataclasses import replace  # noqa: PLC0415
 
         for name, value in self.settings.items():  # the template's text decides, not what it was called
@@ -131,7 +132,10 @@ class ReplayBackend:
                     f"the flag for {name} ({explicit_values[name]!r}) contradicts {self.path}, "
                     f"whose generations carry {name} = {value!r}"
                 )
-        return replace(gen, **{k: v for k, v in self.settings.items() if k not in explicit_values})
+        known = {k: v for k, v in self.settings.items() if k not in explicit_values}
+        if "max_new_tokens" not in self.settings and "max_new_tokens" not in explicit_values:
+            known["max_new_tokens"] = None
+        return replace(gen, **known)
 
     def info(self) -> dict:
         return {"backend": self.name, "replay_path": self.path}
@@ -140,7 +144,10 @@ class ReplayBackend:
         """Every requested generation is in the file and has a token count (or a tokenizer to count it)."""
         missing = [(r.benchmark, r.id, r.sample) for r in requests if (r.benchmark, r.id, r.sample) not in self.rows]
         if missing:
-            raise ValueError(f"{self.path} lacks {len(missing)} of the requested generations, e.g. {missing[:3]}")
+            raise ValueError(
+                f"{self.path} lacks {len(missing)} of the requested generations, e.g. {missing[:3]}; "
+                + _coverage_hint(requests, set(missing))
+            )
         if self.tokenizer is None:
             for r in requests:
                 if self.rows[(r.benchmark, r.id, r.sample)].get("num_tokens") is None:
@@ -158,13 +165,14 @@ class ReplayBackend:
                 num = row.get("num_tokens")
                 if num is None:
                     num = count_tokens(self.tokenizer, row["response"])
-                reason = row.get("finish_reason")
-                truncated = (
-                    row["truncated"]
-                    if "truncated" in row
-                    else (reason == "length" if reason else int(num) >= gen.max_new_tokens)
-                )
-                out = _row(req, row["response"], min(int(num), gen.max_new_tokens), reason, truncated)
+                reason, cap = row.get("finish_reason"), gen.max_new_tokens
+                if "truncated" in row:
+                    truncated = row["truncated"]
+                elif reason:
+                    truncated = reason == "length"
+                else:  # without a known cap nothing says whether the sample was cut off
+                    truncated = None if cap is None else int(num) >= cap
+                out = _row(req, row["response"], int(num) if cap is None else min(int(num), cap), reason, truncated)
                 # a seed flag given for a file without seeds states them (seed + s, as the other backends use)
                 out["seed"] = row.get("seed", gen.seed + req.sample if "seed" in self.explicit else None)
                 rows.append(out)
@@ -172,3 +180,20 @@ class ReplayBackend:
 
     def close(self) -> None:
         pass
+
+
+def _coverage_hint(requests: list[GenRequest], missing: set) -> str:
+    """Which problems of each benchmark the file covers, and the flag that evaluates just those: `--limit k` when it
+    holds the first k problems of every benchmark (a smoke run's file), else what --limit and --data.benchmarks do."""
+    problems: dict[str, dict[str, bool]] = defaultdict(dict)  # benchmark -> problem id -> all its samples held
+    for r in requests:
+        held = problems[r.benchmark].setdefault(r.id, True)
+        problems[r.benchmark][r.id] = held and (r.benchmark, r.id, r.sample) not in missing
+    counts = {b: sum(ids.values()) for b, ids in problems.items()}
+    text = "it holds " + ", ".join(f"{b}: {counts[b]} of {len(ids)} problems" for b, ids in problems.items())
+    firsts = all(list(ids.values()) == sorted(ids.values(), reverse=True) for ids in problems.values())
+    ks = set(counts.values())
+    if firsts and len(ks) == 1 and ks != {0}:
+        k = ks.pop()
+        return text + f": the first {k} of each, which --limit {k} evaluates"
+    return text + " (--limit N takes the first N problems of each benchmark; --data.benchmarks chooses benchmarks)"

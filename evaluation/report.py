@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from evaluation import metrics, store
+from evaluation.scoring import BUDGET_MODES
 
 
 def _pct(x) -> str:
@@ -95,7 +96,8 @@ def render_markdown(summary: dict) -> str:
         line = (
             f"| {name} | {m['n_problems']} | {m['n_samples']} | {_pct(m['accuracy'])} ± "
             f"{_pct(m['accuracy_stderr'])} | {pk} | {ck} | {m['mean_length']:.1f} | "
-            f"{_pct(m['truncation_rate'])} | {_pct(m['no_answer_rate'])} |"
+            f"{'unknown' if m['truncation_rate'] is None else _pct(m['truncation_rate'])} | "
+            f"{_pct(m['no_answer_rate'])} |"
         )
         if "aes" in summary:
             line += f" {_num(summary['aes']['per_benchmark'].get(name, {}).get('aes'))} |"
@@ -122,6 +124,8 @@ def render_markdown(summary: dict) -> str:
             "",
             f"## Token-budget sweep (mode `{sweep['mode']}`)",
             "",
+            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}. A response within the budget is unchanged.",
+            "",
             "| budget | " + " | ".join(names) + " | average | avg length |",
             "|---|" + "---|" * (len(names) + 2),
         ]
@@ -144,10 +148,10 @@ def _pyplot():
     return plt
 
 
-def _finish_png(plt, fig, ax, path: Path) -> None:
+def _finish_png(plt, fig, ax, path: Path, **legend) -> None:
     """Grid, legend, layout, then the PNG written atomically (a killed run never leaves a torn plot)."""
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, **legend)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
@@ -155,26 +159,59 @@ def _finish_png(plt, fig, ax, path: Path) -> None:
     store.write_atomic(path, buf.getvalue())
 
 
-def plot_frontier(points: list[tuple[str, dict]], path: Path, title: str = "Accuracy vs mean length") -> None:
-    """Accuracy–efficiency frontier: one marker per (label, summary) at its benchmark-averaged (length, accuracy),
-    plus small per-benchmark markers."""
+def _overlaps(key, label: str, firsts: dict) -> tuple[int, str]:
+    """How many earlier runs drew exactly `key` (their marker or line is under this one), and this run's legend label,
+    which names the first of them: two identical runs stay visible as a smaller marker in a larger one."""
+    same = firsts.setdefault(key, [])
+    same.append(label)
+    return len(same) - 1, label + (f" (same as {same[0]})" if len(same) > 1 else "")
+
+
+_SHAPES = "sD^vP*Xph"  # per-benchmark markers; the averages are circles
+
+
+def plot_frontier(points: list[tuple[str, dict]], path: Path, title: str = "Accuracy vs mean length") -> dict:
+    """Accuracy–efficiency frontier: per run (one colour) a circle at its benchmark-averaged (length, accuracy) and a
+    small marker per benchmark (one shape per benchmark, named in the legend). Returns the legend labels and the
+    marker sizes drawn, so a test can check the picture."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    for label, s in points:
-        ax.scatter([s["average"]["mean_length"]], [100 * s["average"]["accuracy"]], s=60, label=label, zorder=3)
-        xs = [m["mean_length"] for m in s["benchmarks"].values()]
-        ys = [100 * m["accuracy"] for m in s["benchmarks"].values()]
-        ax.scatter(xs, ys, s=12, alpha=0.5, color=ax.collections[-1].get_facecolor())
+    fig, ax = plt.subplots(figsize=(10, 5))
+    names = list(dict.fromkeys(n for _, s in points for n in s["benchmarks"]))
+    shape = {n: _SHAPES[i % len(_SHAPES)] for i, n in enumerate(names)}
+    firsts, sizes = {}, {}
+    for i, (label, s) in enumerate(points):
+        below, label = _overlaps(json.dumps([s["average"], s["benchmarks"]], sort_keys=True), label, firsts)
+        sizes[label] = size = 150 / (1 + below)
+        colour = f"C{i % 10}"
+        ax.scatter(
+            [s["average"]["mean_length"]],
+            [100 * s["average"]["accuracy"]],
+            s=size,
+            color=colour,
+            edgecolor="black",
+            label=label,
+            zorder=3 + i,
+        )
+        for n, m in s["benchmarks"].items():
+            ax.scatter(
+                [m["mean_length"]], [100 * m["accuracy"]], s=size / 3, marker=shape[n], color=colour, zorder=3 + i
+            )
+    for n in names:  # the benchmark key, in grey: which shape is which benchmark
+        ax.scatter([], [], s=30, marker=shape[n], color="grey", label=f"{n} (per-benchmark markers)")
     ax.set_xlabel("mean response length (tokens, thinking included)")
     ax.set_ylabel("accuracy (avg@n, %)")
     ax.set_title(title)
-    _finish_png(plt, fig, ax, path)
+    labels = ax.get_legend_handles_labels()[1]
+    _finish_png(plt, fig, ax, path, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return {"labels": labels, "sizes": sizes}
 
 
-def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
-    """Budget curves: accuracy vs token budget, one line per benchmark (single run) or per run (average)."""
+def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> dict:
+    """Budget curves: accuracy vs token budget, one line per benchmark (single run) or per run (average), the mode
+    in the title. Returns the legend labels and the line widths drawn, so a test can check the picture."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    firsts, sizes = {}, {}
     for label, sweep in curves:
         bs = sorted(sweep["budgets"], key=int)
         if len(curves) == 1:
@@ -185,22 +222,29 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> None:
                     marker="o",
                     label=name,
                 )
+        below, label = _overlaps(json.dumps(sweep, sort_keys=True), f"{label} average", firsts)
+        sizes[label] = width = 3.5 / (1 + below)
         ax.plot(
             [int(b) for b in bs],
             [100 * sweep["budgets"][b]["average"]["accuracy"] for b in bs],
             marker="s",
-            linewidth=2.5,
-            label=f"{label} average",
+            markersize=3 + width,
+            linewidth=width,
+            label=label,
         )
     ax.set_xlabel("max new tokens (budget)")
     ax.set_ylabel("accuracy (%)")
+    modes = sorted({sweep["mode"] for _, sweep in curves})
+    ax.set_title(f"Accuracy at a token budget ({', '.join(modes)} mode; report.md explains it)", fontsize=10)
+    labels = ax.get_legend_handles_labels()[1]
     _finish_png(plt, fig, ax, path)
+    return {"labels": labels, "sizes": sizes}
 
 
 def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     """What one run shows: accuracy (± stderr) and mean length per benchmark, and the histogram of response
-    lengths (correct and wrong samples stacked, the cap marked). Returns the values drawn, read back from the
-    figure's own bars, so a test can check the picture."""
+    lengths (correct, wrong and truncated samples stacked, the cap marked or named). Returns the values drawn, read
+    back from the figure's own bars, so a test can check the picture."""
     plt = _pyplot()
     names = list(summary["benchmarks"])
     fig, (ax_acc, ax_len, ax_hist) = plt.subplots(1, 3, figsize=(14, 4.2))
@@ -216,16 +260,31 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     for ax in (ax_acc, ax_len):
         ax.tick_params(axis="x", labelrotation=30)
         ax.grid(alpha=0.3, axis="y")
+    # Truncated samples get their own colour: they pile up at the real cap even when the record does not know it.
+    # The axis ends at the longest sample; the cap is drawn when known and on the axis, else named in the legend.
     cap = summary["config"]["generation"]["max_new_tokens"]
+    cap = cap if isinstance(cap, int) else None
+    longest = max((r["num_tokens"] for r in rows), default=1)
+    on_axis = cap is not None and cap <= 1.05 * longest
+    kinds = (
+        ("correct", "tab:green", lambda r: r["correct"] and not r["truncated"]),
+        ("wrong", "tab:red", lambda r: not r["correct"] and not r["truncated"]),
+        ("truncated", "tab:gray", lambda r: bool(r["truncated"])),
+    )
     counts = ax_hist.hist(
-        [[r["num_tokens"] for r in rows if r["correct"]], [r["num_tokens"] for r in rows if not r["correct"]]],
+        [[r["num_tokens"] for r in rows if keep(r)] for _, _, keep in kinds],
         bins=40,
-        range=(0, cap),
+        range=(0, max(longest, cap) if on_axis else longest),
         stacked=True,
-        label=["correct", "wrong"],
-        color=["tab:green", "tab:red"],
+        label=[name for name, _, _ in kinds],
+        color=[color for _, color, _ in kinds],
     )[0]
-    ax_hist.axvline(cap, color="k", linestyle="--", linewidth=1, label=f"cap {cap}")
+    if cap is None:
+        ax_hist.plot([], [], " ", label="cap unknown")
+    elif on_axis:
+        ax_hist.axvline(cap, color="k", linestyle="--", linewidth=1, label=f"cap {cap}")
+    else:
+        ax_hist.plot([], [], " ", label=f"cap {cap} (beyond the longest sample, {longest})")
     ax_hist.set_xlabel("response length (tokens)")
     ax_hist.set_ylabel("samples")
     fig.suptitle(f"{summary['config'].get('model') or ''} — preset {summary['config']['generation']['preset']}")
@@ -233,9 +292,18 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
         "accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
         "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},
         "histogram_total": int(round(float(counts[-1].sum()))),
+        "histogram_truncated": int(round(float((counts[-1] - counts[-2]).sum()))),
+        "cap": cap,
+        "cap_line": on_axis,
     }
     _finish_png(plt, fig, ax_hist, path)
     return drawn
+
+
+def run_label(path: str | Path, summary: dict) -> str:
+    """A run's label in plots and comparisons: the --eval.model it evaluated, else its directory name."""
+    p = Path(path)
+    return summary.get("config", {}).get("model") or (p.name if p.is_dir() else p.parent.name)
 
 
 def write_run_report(run_dir: Path, summary: dict, plots: bool = True, rows: list[dict] | None = None) -> None:
@@ -247,12 +315,13 @@ def write_run_report(run_dir: Path, summary: dict, plots: bool = True, rows: lis
             summary, rows if rows is not None else store.read_samples(run_dir / "samples.jsonl"), run_dir / "run.png"
         )
         if summary.get("budget_sweep", {}).get("budgets"):
-            plot_budgets([(run_dir.name, summary["budget_sweep"])], run_dir / "budget_curves.png")
+            plot_budgets([(run_label(run_dir, summary), summary["budget_sweep"])], run_dir / "budget_curves.png")
 
 
 def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir: Path | None = None) -> dict:
     """Side-by-side table of runs (and the base), with AES of each run vs the base. Writes compare.md,
-    compare.csv, compare.json and accuracy_vs_length.png (+ budget_curves.png if runs have sweeps) to `out_dir`."""
+    compare.csv, compare.json and accuracy_vs_length.png (+ budget_curves.png if runs have sweeps) to `out_dir`,
+    and names them under "written"."""
     all_runs = ([base] if base else []) + runs
     names = []
     for _, s in all_runs:
@@ -283,10 +352,13 @@ def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir
         store.write_atomic(out_dir / "compare.md", result["markdown"] + "\n")
         store.write_atomic(out_dir / "compare.csv", _csv(rows))
         store.write_json(out_dir / "compare.json", {"table": rows, "aes": table})
-        plot_frontier(all_runs, out_dir / "accuracy_vs_length.png", "Accuracy–efficiency frontier")
-        sweeps = [(lbl, s["budget_sweep"]) for lbl, s in all_runs if s.get("budget_sweep", {}).get("budgets")]
+        shown = [(lb + " (base)" if base and s is base[1] else lb, s) for lb, s in all_runs]
+        plot_frontier(shown, out_dir / "accuracy_vs_length.png", "Accuracy–efficiency frontier")
+        result["written"] = ["compare.md", "compare.csv", "compare.json", "accuracy_vs_length.png"]
+        sweeps = [(lbl, s["budget_sweep"]) for lbl, s in shown if s.get("budget_sweep", {}).get("budgets")]
         if sweeps:
             plot_budgets(sweeps, out_dir / "budget_curves.png")
+            result["written"].append("budget_curves.png")
     return result
 
 

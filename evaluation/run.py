@@ -273,7 +273,6 @@ def run_eval(
     from evaluation.scoring import Scorer  # noqa: PLC0415
 
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     if tokenizer is None and getattr(backend, "prompt_mode", "") == "text":
         tokenizer = getattr(backend, "tokenizer", None)  # vLLM: the engine's own tokenizer
     config = run_config(gen, benchmarks, backend, model, limit, sources, extraction)
@@ -286,6 +285,7 @@ def run_eval(
         )
     store.check_config(run_dir, config)  # a different run here is refused before any other check
     planned = plan(gen, benchmarks, backend, run_dir, tokenizer)
+    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run refused for its input leaves no directory
     resumed = store.check_or_write_config(run_dir, config)
     if scorer is None:
         scorer = Scorer(

@@ -50,6 +50,15 @@ class Scorer:
         return self.grader.equivalent_many(pairs)
 
 
+# What each budget-sweep mode does with a response longer than the budget (report.md says it under the table).
+BUDGET_MODES = {
+    "prefix": "a response longer than the budget B is cut to its first B tokens with the tokenizer and graded again, "
+    "which is what a B-token cap would have produced",
+    "cap": "no tokenizer was given, so a response longer than the budget B counts as wrong (a B-token cap would have "
+    "cut it off before its final answer); pass --eval.tokenizer to grade its first B tokens instead",
+}
+
+
 def truncate_to_budget(tokenizer, text: str, budget: int) -> str:
     """The first `budget` tokens of a response, decoded: what the same sample would have been with
     max_new_tokens = budget (sampling is autoregressive, so a shorter cap yields the prefix of the longer run)."""
@@ -58,16 +67,23 @@ def truncate_to_budget(tokenizer, text: str, budget: int) -> str:
 
 
 def budget_sweep(
-    samples: dict[str, list[list[dict]]], scorer: Scorer, budgets: list[int], max_new_tokens: int, tokenizer=None
+    samples: dict[str, list[list[dict]]],
+    scorer: Scorer,
+    budgets: list[int],
+    max_new_tokens: int | None,
+    tokenizer=None,
 ) -> dict:
     """Accuracy and mean length at each token budget B (GRPO-LEAD Fig. 3), per benchmark and averaged.
 
     A sample with num_tokens ≤ B is unchanged. A longer one is cut at B tokens and re-graded ("prefix" mode, needs
     a tokenizer); without a tokenizer it is counted wrong ("cap" mode: it would have been truncated before
     its final answer, which is where R1-style models put it). Its length counts as B. Budgets above the run's
-    max_new_tokens are dropped (the data cannot say what a longer cap would give)."""
+    max_new_tokens are dropped (the data cannot say what a longer cap would give); with an unknown cap (None, a
+    replay), budgets above the longest sample, which the cap was at least."""
     mode = "prefix" if tokenizer is not None else "cap"
     out = {"mode": mode, "budgets": {}}
+    if max_new_tokens is None:
+        max_new_tokens = max(s["num_tokens"] for problems in samples.values() for p in problems for s in p)
     for budget in sorted({int(b) for b in budgets if 0 < int(b) <= max_new_tokens}):
         per_bench = {}
         for bench, problems in samples.items():

@@ -216,12 +216,29 @@ def replay_figure(lines: list[dict], config, title: str, unit: str):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     steps = [ln["step"] for ln in lines]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(7, 8.5), sharex=True)
     keys = _plot_keys(lines)
+    # LEAD's λ_x is its EMA weight w_x until the floor, so the two lines coincide: λ_x wide and pale, w_x thin,
+    # dashed, in the same colour and on top.
+    colours = {}
     for k in keys:
-        ax1.plot(steps, [ln["controller"][k] for ln in lines], marker=".", label=k)
+        part = k.removeprefix("w_").removeprefix("lambda_")
+        colour = colours.setdefault(part, f"C{len(colours)}")
+        ema = k.startswith("w_")
+        ax1.plot(
+            steps,
+            [ln["controller"][k] for ln in lines],
+            color=colour,
+            linestyle="--" if ema else "-",
+            linewidth=1.2 if ema else 3.5,
+            alpha=1.0 if ema else 0.45,
+            marker="x" if ema else None,
+            zorder=3 if ema else 2,
+            label=f"{k} (EMA weight)" if ema else k,
+        )
     for k, floor in lambda_floors(keys, config).items():
         ax1.axhline(floor, linestyle="--", linewidth=1, color="gray", label=f"{k} floor {floor:g}")
     for i, x in enumerate(epoch_boundaries(lines)):
@@ -249,6 +266,7 @@ def replay_figure(lines: list[dict], config, title: str, unit: str):
         else f"length ({unit[:24]})"
     )
     ax3.set_xlabel("step")
+    ax3.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks on a short replay
     ax3.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -522,3 +522,96 @@ def test_a_key_a_backend_reports_twice_is_written_once(shared_data, tmp_path):
     )
     lines = (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == len({store.sample_key(json.loads(line)) for line in lines}) == 3
+
+
+def test_replay_of_a_file_without_its_cap_records_plots_and_applies_no_cap(shared_data, tmp_path):
+    """docs/evaluation.md: a setting the file does not carry is unknown. The cap is one: not the preset's 32768 in
+    the record, the report or the plot, and no sample is clamped to it (or called truncated by it)."""
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=lambda s: {"num_tokens": 40000 + s})
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 0
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    gen = summary["config"]["generation"]
+    assert gen["max_new_tokens"] == "unknown" and "max_new_tokens" in gen["unknown"]
+    rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
+    assert sorted({r["num_tokens"] for r in rows}) == [40000, 40001, 40002]
+    assert {r["truncated"] for r in rows} == {None}
+    assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {None}
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "max new tokens **unknown**" in text and "32768" not in text
+    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    assert (drawn["cap"], drawn["cap_line"], drawn["histogram_total"]) == (None, False, len(rows))
+
+
+@pytest.mark.parametrize("where", ["file", "flag"])
+def test_replay_takes_its_cap_from_the_file_or_the_flag(shared_data, tmp_path, where):
+    extra = (lambda s: {"max_new_tokens": 8192, "num_tokens": 8192}) if where == "file" else None
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, extra=extra)
+    flags = ("--sampling.max_new_tokens", "8192") if where == "flag" else ()
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, *flags)) == 0
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["config"]["generation"]["max_new_tokens"] == 8192
+    assert "max_new_tokens" not in summary["config"]["generation"]["unknown"]
+    rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
+    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    if where == "file":  # every sample stopped at the cap: truncated, as the file's cap says, and drawn at it
+        assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {1.0}
+        assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, True, len(rows))
+    else:  # samples of 10-24 tokens: the cap is named, not drawn 8,000 tokens away from them
+        assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, False, 0)
+
+
+def test_a_file_with_the_first_problems_only_names_limit_and_leaves_no_run_directory(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data, k=2)
+    argv = [a for a in _argv(replay, tmp_path / "r", shared_data) if a not in ("--limit", "2")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "aime2024: 2 of 30 problems" in err and "math500: 2 of 500 problems" in err and "--limit 2" in err, err
+    assert not (tmp_path / "r").exists()
+    assert cli.main(argv + ["--limit", "2", "--no-eval.plots_enable"]) == 0
+
+
+def test_compare_says_where_it_wrote_its_files(shared_data, tmp_path, capsys):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "run1", shared_data, "--no-eval.plots_enable")) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "run1"), "--output", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    written = sorted(p.name for p in (tmp_path / "cmp").iterdir())
+    assert written and f"wrote {', '.join(written)} to {tmp_path / 'cmp'}" in out, out
+
+
+def test_the_report_explains_the_budget_sweeps_mode(shared_data, tmp_path):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert (
+        cli.main(_argv(replay, tmp_path / "r", shared_data, "--eval.budgets", "12,20", "--no-eval.plots_enable")) == 0
+    )
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "mode `cap`" in text and "counts as wrong" in text and "--eval.tokenizer" in text
+
+
+def _drawn(monkeypatch, name: str) -> list:
+    """Calls the real report.<name> and keeps what it returns (what the figure shows)."""
+    seen, draw = [], getattr(report, name)
+    monkeypatch.setattr(report, name, lambda *a, **k: seen.append(draw(*a, **k)))
+    return seen
+
+
+def test_budget_curves_are_labelled_by_the_model_not_the_directory(shared_data, tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch, "plot_budgets")
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    argv = _argv(replay, tmp_path / "run-dir", shared_data, "--eval.model", "org/m", "--eval.budgets", "12,20")
+    assert cli.main(argv) == 0
+    assert "org/m average" in seen[-1]["labels"] and not any("run-dir" in x for x in seen[-1]["labels"])
+
+
+def test_frontier_keeps_two_identical_runs_visible_and_names_the_benchmark_markers(shared_data, tmp_path, monkeypatch):
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    for folder in ("run1", "run2"):
+        argv = _argv(replay, tmp_path / folder, shared_data, "--eval.model", "m", "--eval.budgets", "12,20")
+        assert cli.main(argv + ["--no-eval.plots_enable"]) == 0
+    frontier, budgets = _drawn(monkeypatch, "plot_frontier"), _drawn(monkeypatch, "plot_budgets")
+    assert cli.main(["compare", str(tmp_path / "run1"), str(tmp_path / "run2"), "--output", str(tmp_path / "c")]) == 0
+    for drawn in (frontier[-1], budgets[-1]):
+        first, second = (next(x for x in drawn["labels"] if x.startswith(f"m ({r})")) for r in ("run1", "run2"))
+        assert "same" in second and "m (run1)" in second and drawn["sizes"][second] < drawn["sizes"][first], drawn
+    assert {"aime2024", "math500"} <= {x.split()[0] for x in frontier[-1]["labels"]}

@@ -305,3 +305,16 @@ def test_each_slurm_flag_of_launch_reaches_train_sbatch_under_its_own_name(capsy
     script_args = sub[sub.index(str(launch.SBATCH_SCRIPT)) :]
     for flag, value in values.items():
         assert script_args[script_args.index(flag) + 1] == value, flag
+
+
+def test_the_printed_resources_are_the_ones_the_flags_resolve_to(capsys):
+    argv = ["lead-1.5b", "--launch.target", "slurm", "--run.dry_run_enable", "--slurm.partition", "gpu"]
+    argv += ["--slurm.time", "02:00:00", "--slurm.cpus_per_node", "16"]
+    assert launch.main(argv) == 0
+    import yaml
+
+    out = capsys.readouterr().out
+    printed = yaml.safe_load(out.split("\n# command:")[0].split("\n", 1)[1])["resources"]
+    assert (printed["partition"], printed["time"], printed["cpus_per_node"]) == ("gpu", "02:00:00", 16)
+    submit = section(out, "submit")
+    assert {"--partition=gpu", "--time=02:00:00", "--cpus-per-task=16"} <= set(submit)

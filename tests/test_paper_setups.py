@@ -5,6 +5,8 @@ draws, the GRPO-LEAD 14B chain (SFT -> stage 1 -> stage 2a -> stage 2b), lengths
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -446,3 +448,87 @@ def test_data_and_eval_write_the_same_prompt_for_every_template_name_and_literal
     assert build_user_text(cfg, problem) == row["prompt"]
     assert problem in row["prompt"]
     assert cfg.prompt_template_name == (template if "{problem}" not in template else "custom")
+
+
+def _stand_in_sbatch(chain_dirs, monkeypatch):
+    """A stand-in sbatch on PATH that records its arguments and answers job ids 101, 102, ... (the real one is in
+    tests/test_slurm.py)."""
+    bin_dir, log = chain_dirs / "bin", chain_dirs / "sbatch.log"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\nn=$(( $(wc -l < "{log}" 2>/dev/null || echo 0) + 101 ))\n'
+        f'printf "%s\\n" "$*" >> "{log}"\necho "$n;cluster"\n'
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    return log
+
+
+def _dry_run_submissions(out: str) -> list[list[str]]:
+    lines = out.splitlines()
+    return [shlex.split(lines[i + 1]) for i, line in enumerate(lines) if line.startswith("# submit")]
+
+
+def test_chain_dry_run_prints_exactly_the_sbatch_commands_it_submits(chain_dirs, monkeypatch, capsys):
+    """Dependency flags included: the dry run names the job each step waits for, the submission fills in its id."""
+    from lead_recipes.recipes import launch
+
+    argv = ["grpo-lead-14b-stage2b", "--launch.chain_enable", "--launch.target", "slurm", "--slurm.partition", "p"]
+    assert launch.main(argv + ["--run.dry_run_enable"]) == 0
+    dry = _dry_run_submissions(capsys.readouterr().out)
+    assert len(dry) == 8
+    assert [a for a in dry[3] if a.startswith("--dependency")] == ["--dependency=afterok:<job of step 3>"]
+    log = _stand_in_sbatch(chain_dirs, monkeypatch)
+    assert launch.main(argv + ["--no-launch.data_check_enable"]) == 0
+    submitted = log.read_text().splitlines()
+    for i, (shown, real) in enumerate(zip(dry, submitted, strict=True)):
+        shown = [a.replace(f"<job of step {i}>", str(100 + i)) for a in shown]
+        assert " ".join(shown[1:]) == real, i
+
+
+def test_chain_data_steps_are_small_cpu_jobs_with_their_own_resources(chain_dirs, capsys):
+    from lead_recipes.recipes import chain, launch
+
+    argv = ["grpo-lead-14b-stage1", "--launch.chain_enable", "--launch.target", "slurm", "--run.dry_run_enable"]
+    argv += ["--slurm.partition", "gpu", "--slurm.account", "acc", "--slurm.time", "40:00:00"]
+    assert launch.main(argv) == 0
+    data, train = _dry_run_submissions(capsys.readouterr().out)[:2]
+    job = chain.DATA_JOB
+    assert {f"--time={job['time']}", f"--cpus-per-task={job['cpus_per_node']}", f"--mem={job['mem']}"} <= set(data)
+    assert "--account=acc" in data and not [a for a in data if a.startswith(("--partition", "--gpus"))], data
+    assert {"--partition=gpu", "--time=40:00:00", "--gpus-per-node=8"} <= set(train)
+    more = ["--slurm.data_partition", "cpu", "--slurm.data_time", "3:00:00", "--slurm.data_cpus_per_node", "2"]
+    assert launch.main(argv + more + ["--slurm.data_mem", "1G"]) == 0
+    data = _dry_run_submissions(capsys.readouterr().out)[0]
+    assert {"--partition=cpu", "--time=3:00:00", "--cpus-per-task=2", "--mem=1G"} <= set(data)
+
+
+def test_curriculum_steps_hash_prompts_with_the_tokenizer_their_records_were_made_with(chain_dirs):
+    """The trainer hashes the prompt it sent, which is chat-templated under data.apply_chat_template; the curriculum
+    matches rows by that hash, so it needs the tokenizer of the stage that wrote the records."""
+    recipes = [load_recipe(n) for n in recipe_names()]
+    curricula = [r for r in recipes if (r.data.get("prepare") or [None])[0] == "curriculum"]
+    assert curricula
+    for r in curricula:
+        records = _flag(r.data["prepare"], "--curriculum.problems")
+        writer = next(w for w in recipes if w.openrlhf.get("ckpt.path") == str(Path(records).parent))
+        assert writer.openrlhf.get("data.apply_chat_template"), writer.name
+        assert _flag(r.data["prepare"], "--curriculum.tokenizer") == writer.openrlhf["actor.model_name_or_path"], r.name
+
+
+def test_chain_names_a_missing_merge_set_before_it_submits_anything(chain_dirs, monkeypatch, capsys):
+    from lead_recipes.recipes import launch
+
+    sources = chain_dirs / "sources"
+    monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(sources))
+    sources.mkdir()
+    for name in ("deepscaler_qwq32b.jsonl", "deepscaler.jsonl"):  # the stage sources are there, the merge set not
+        (sources / name).write_text("{}\n")
+    log = _stand_in_sbatch(chain_dirs, monkeypatch)
+    argv = ["grpo-lead-14b-stage2a", "--launch.chain_enable", "--launch.target", "slurm"]
+    assert launch.main(argv + ["--run.dry_run_enable"]) == 0
+    out, err = capsys.readouterr()
+    merge = str(chain_dirs / "data" / "light_r1_numeric.jsonl")
+    assert f"missing input: {merge}" in out and merge in err and "deepscaler.jsonl" not in err, err
+    assert launch.main(argv) == 2 and merge in capsys.readouterr().err
+    assert not log.exists()

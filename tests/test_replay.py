@@ -353,3 +353,18 @@ def test_the_documented_leash_example_moves_lambda(tmp_path, shared_data, capsys
     out = next(tmp_path.glob("*.jsonl"))
     lams = [json.loads(x)["controller"]["lagrange_lambda"] for x in out.read_text().splitlines()]
     assert lams[-1] >= 0.1 and all(b > a for a, b in zip(lams, lams[1:]))
+
+
+def test_controller_panel_keeps_each_ema_weight_visible_beside_its_lambda_and_steps_are_whole():
+    """LEAD's λ_c equals the EMA weight w_c until the floor, so the two lines coincide: w is drawn dashed, in its λ's
+    colour, on top. The step axis of a short replay has whole steps only."""
+    fig = _figure(*_replayed("lead"))
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    for part in ("c", "l"):
+        w = next(ln for label, ln in lines.items() if label.split()[0] == f"w_{part}")
+        lam = lines[f"lambda_{part}"]
+        assert w.get_color() == lam.get_color() and w.get_linestyle() != lam.get_linestyle()
+        assert w.get_zorder() > lam.get_zorder() and w.get_linewidth() < lam.get_linewidth()
+    low, high = fig.axes[2].get_xlim()
+    shown = [t for t in fig.axes[2].get_xticks() if low <= t <= high]
+    assert shown and all(float(t).is_integer() for t in shown), shown

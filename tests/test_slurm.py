@@ -4,7 +4,7 @@ with the stand-in trainer (the real trainer needs a GPU): a 2-node job (Ray head
 through a USR1 -> checkpoint -> requeue -> resume cycle, the checkpoint-on-USR1 handshake (request -> saved marker ->
 requeue -> --ckpt.load_enable) and its bounded wait; through `lead-recipes launch --launch.target slurm` (the real
 `lead-recipes train` in dry-run mode): clean-up on cancel, a reward server that cannot start, and
---run.dry_run_enable submitting nothing.
+--run.dry_run_enable submitting nothing; a chain's data step as a small CPU job whose failure cancels the rest.
 The failure cases of a real cluster are in tests/test_slurm_requeue.py and tests/test_slurm_jobs.py."""
 
 from __future__ import annotations
@@ -357,3 +357,50 @@ def test_launch_dry_run_submits_nothing(slurm):
     assert proc.returncode == 0 and "# submit:\nsbatch " in proc.stdout
     after = subprocess.run([which("squeue"), "-h", "-o", "%i"], env=slurm.env, capture_output=True, text=True).stdout
     assert after == before and not run_dir.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_chains_data_step_is_a_small_cpu_job_and_its_failure_cancels_every_later_step(slurm):
+    """The chain through real sbatch: the data step gets its own partition (the default one), time, CPUs and memory,
+    no GPU; each later step waits on the one before (afterok), so the data step, which fails on its missing source,
+    takes every later step with it (--kill-on-invalid-dep) instead of leaving them pending."""
+    root = slurm.root_tmp / "chain"
+    env = {
+        **slurm.env,
+        "LEAD_RECIPES_RUNS": str(root / "runs"),
+        "LEAD_RECIPES_DATA": str(root / "data"),
+        "LEAD_RECIPES_SOURCES": str(root / "sources"),  # empty: the data step's --input is missing
+    }
+    argv = ["grpo-lead-14b-stage1", "--launch.chain_enable", "--launch.target", "slurm", "--slurm.partition", "urgent"]
+    argv += ["--slurm.gpus_per_node", "2", "--slurm.cpus_per_node", "2", "--slurm.data_time", "0:30:00"]
+    argv += ["--slurm.data_cpus_per_node", "1", "--slurm.data_mem", "100M", "--no-launch.data_check_enable"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "lead_recipes.cli", "launch", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    jobs = re.findall(r"submitted Slurm job (\d+): (\w+) (\S+)", proc.stdout)
+    assert [(k, n) for _, k, n in jobs] == [
+        ("data", "grpo-lead-14b-sft"),
+        ("train", "grpo-lead-14b-sft"),
+        ("data", "grpo-lead-14b-stage1"),
+        ("train", "grpo-lead-14b-stage1"),
+    ]
+    data = slurm.wait_state(jobs[0][0], ("FAILED",), timeout=120)
+    assert (data["Partition"], data["TimeLimit"], data["NumCPUs"], data["MinMemoryNode"]) == (
+        "debug",
+        "00:30:00",
+        "1",
+        "100M",
+    ), data
+    assert "gpu" not in data.get("TresPerNode", "")
+    log = (root / "runs" / "grpo-lead-14b-sft" / "slurm" / f"grpo-lead-14b-sft-data-{jobs[0][0]}.out").read_text()
+    assert "deepscaler_qwq32b.jsonl" in log, log[-2000:]
+    for job, _, _ in jobs[1:]:
+        info = slurm.wait_state(job, ("CANCELLED",), timeout=60)
+        assert info["Reason"] == "DependencyNeverSatisfied", info
+    assert slurm.job(jobs[1][0])["Partition"] == "urgent"

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from lead_recipes.recipes import RecipeError
-from lead_recipes.recipes.recipe import load_recipe, run_dir_of
+from lead_recipes.recipes.recipe import RESOURCE_DEFAULTS, load_recipe, run_dir_of
 
 
 def chain_of(name: str) -> list:
@@ -41,40 +41,62 @@ def _needs_data(recipe) -> bool:
     return bool(recipe.data.get("prepare")) and path is not None and not Path(path).exists()
 
 
-def _missing_sources(stages) -> list[str]:
-    """`--input` files of data steps that no stage writes (sources are never produced by a stage)."""
-    out = []
-    for recipe in stages:
-        prepare = [str(a) for a in recipe.data.get("prepare") or []]
-        if _needs_data(recipe) and "--input" in prepare[:-1]:
-            source = prepare[prepare.index("--input") + 1]
-            if not Path(source).exists():
-                out.append(f"{recipe.name}: {source}")
+# A data step's job: CPU only, small and short (a DeepScaleR build or a curriculum takes minutes), so not the training
+# partition, time or qos; the training job's account. Each value has its --slurm.data_* flag.
+DATA_JOB = {"partition": None, "time": "02:00:00", "cpus_per_node": 4, "mem": "16G"}
+
+
+def _is_path(arg: str) -> bool:
+    return arg.startswith(("/", ".")) or arg.endswith((".jsonl", ".json", ".parquet"))
+
+
+def missing_inputs(plan) -> dict[int, list[str]]:
+    """{step index: the files its data command reads that neither exist nor come from an earlier step}: an earlier
+    data step's --output, or anything under an earlier stage's run directory (its records, its model)."""
+    made, out = [], {}
+    for i, (kind, _, run_dir, cmd, _) in enumerate(plan):
+        if kind == "train":
+            made.append(str(run_dir))
+            continue
+        writes = {cmd[j + 1] for j, a in enumerate(cmd[:-1]) if a in ("--output", "--data.report")}
+        reads = [a for a in cmd[2:] if _is_path(a) and a not in writes]
+        lacking = [a for a in reads if not any(a == m or a.startswith(m + "/") for m in made) and not Path(a).exists()]
+        if lacking:
+            out[i] = lacking
+        made += sorted(writes)
     return out
 
 
 def _data_sbatch(recipe, args, run_dir: Path, command: list[str]) -> list[str]:
     """A CPU-only job of slurm/train.sbatch (no Ray, no reward server) that runs `lead-recipes data ...`."""
-    res = recipe.resources
+    from lead_recipes.recipes.commands import slurm_seconds
+
+    job = {k: getattr(args, f"data_{k}", None) or v for k, v in DATA_JOB.items()}
+    lead = RESOURCE_DEFAULTS["signal_seconds"]  # the script header's --signal=B:USR1@600
+    if (slurm_seconds(str(job["time"])) or lead + 1) <= lead:
+        raise RecipeError(f"--slurm.data_time {job['time']} is not longer than the script's USR1 lead time ({lead} s)")
+    account = args.account or recipe.resources.get("account")
     sb = [
         "sbatch",
         "--parsable",
         f"--job-name={recipe.name}-data",
         "--nodes=1",
         "--ntasks-per-node=1",
-        f"--time={args.time or res['time']}",
+        f"--time={job['time']}",
+        f"--cpus-per-task={job['cpus_per_node']}",
+        f"--mem={job['mem']}",  # else the script header's --mem=0: a whole node's memory
         f"--output={run_dir / 'slurm'}/%x-%j.out",
     ]
-    for key in ("partition", "account", "qos"):
-        value = getattr(args, key, None) or res.get(key)
-        if value:
-            sb.append(f"--{key}={value}")
+    sb += [f"--partition={job['partition']}"] if job["partition"] else []
+    sb += [f"--account={account}"] if account else []
     return sb + [
         args.sbatch_script,
         "--run.dir",
         str(run_dir),
         "--slurm.gpus_per_node",
         "0",
+        "--slurm.cpus_per_node",
+        str(job["cpus_per_node"]),
         "--slurm.reward_placement",
         "none",
         "--no-sbatch.ray_enable",
@@ -119,36 +141,40 @@ def main(args) -> int:
         return 2
     try:
         stages = chain_of(args.recipe)
+        plan = steps(stages, args)
     except RecipeError as exc:
         print(f"lead-recipes launch: {exc}", file=sys.stderr)
         return 2
-    plan = steps(stages, args)
+    missing = missing_inputs(plan)
+    for i, files in missing.items():  # first, before the plan scrolls by
+        kind, recipe = plan[i][:2]
+        print(f"# missing input of step {i + 1} ({kind} {recipe.name}): {', '.join(files)}", file=sys.stderr)
     print(f"# chain: {' -> '.join(r.name for r in stages)}")
     for i, (kind, recipe, run_dir, cmd, sb) in enumerate(plan):
-        print(f"# step {i + 1}: {kind} {recipe.name} (run dir {run_dir})\n{shlex.join(cmd)}")
-        if sb is not None:
-            print("# submit" + (" (after the previous step's job)" if i else "") + ":\n" + shlex.join(sb))
-    missing = _missing_sources(stages)
-    for item in missing:
-        print(f"# missing source: {item}", file=sys.stderr)
+        lacking = "".join(f"\n# missing input: {f} (no earlier step writes it)" for f in missing.get(i, []))
+        print(f"# step {i + 1}: {kind} {recipe.name} (run dir {run_dir}){lacking}\n{shlex.join(cmd)}")
+        if sb is not None:  # the job id sbatch gives step i, which this one waits for
+            after = f" (after step {i}'s job)" if i else ""
+            print(f"# submit{after}:\n" + shlex.join(_with_dependency(sb, f"<job of step {i}>" if i else None)))
     if args.dry_run or args.target not in ("local", "slurm"):
         return 0
     if missing and args.data_check:
         print(
-            "lead-recipes launch: a data source is missing (see above); --no-launch.data_check_enable to go "
-            "ahead anyway",
+            "lead-recipes launch: an input of a data step is missing (see above); --no-launch.data_check_enable to "
+            "go ahead anyway",
             file=sys.stderr,
         )
         return 2
     job = None
     for kind, recipe, run_dir, cmd, sb in plan:
         (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
+        submit = None if sb is None else _with_dependency(sb, job)
         if kind == "train":
             record = {
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "recipe": recipe.to_dict(),
                 "command": cmd,
-                "submit": sb,
+                "submit": submit,
                 "chain": [r.name for r in stages],
             }
             (run_dir / "launch.json").write_text(json.dumps(record, indent=1))
@@ -161,7 +187,7 @@ def main(args) -> int:
                 )
                 return rc
             continue
-        proc = subprocess.run(_with_dependency(sb, job), capture_output=True, text=True)
+        proc = subprocess.run(submit, capture_output=True, text=True)
         if proc.returncode != 0:
             print(
                 f"lead-recipes launch: sbatch failed for the {kind} step of {recipe.name} ({proc.returncode}): "

@@ -73,7 +73,8 @@ def node_cpus(partition: str | None) -> int | None:
     return min(counts) if counts else None
 
 
-def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
+def resources(recipe, args) -> dict:
+    """The recipe's `resources:` with the --slurm.* flags given on top (what `launch` prints and submits)."""
     res = dict(recipe.resources)
     for key in (
         "nodes",
@@ -91,6 +92,11 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     ):
         if getattr(args, key, None) is not None:
             res[key] = getattr(args, key)
+    return res
+
+
+def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
+    res = resources(recipe, args)
     limit = slurm_seconds(str(res["time"]))
     if limit is not None and limit <= res["signal_seconds"]:
         raise RecipeError(

@@ -20,7 +20,15 @@ import yaml
 
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.recipes import RecipeError
-from lead_recipes.recipes.commands import lead_recipes_exe, missing_data, ray_command, sbatch_command, train_command
+from lead_recipes.recipes.chain import DATA_JOB
+from lead_recipes.recipes.commands import (
+    lead_recipes_exe,
+    missing_data,
+    ray_command,
+    resources,
+    sbatch_command,
+    train_command,
+)
 from lead_recipes.recipes.layout import unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
 
@@ -110,6 +118,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds the job waits for the requested checkpoint on USR1 (default: sized from the model "
         "by slurm/train.sbatch)",
     )
+    for key, meaning in (
+        ("partition", "partition"),
+        ("time", "wall time"),
+        ("cpus_per_node", "CPUs"),
+        ("mem", "--mem"),
+    ):
+        default = DATA_JOB[key] or "the cluster's default partition"
+        s.add_argument(
+            f"--slurm.data_{key}",
+            dest=f"data_{key}",
+            type=int if key == "cpus_per_node" else str,
+            help=f"{meaning} of a chain's data steps (CPU jobs; default: {default})",
+        )
     s.add_argument(
         "--slurm.resume_enable",
         dest="resume",
@@ -189,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# recipe {recipe.name} ({recipe.path}): {recipe.description}")
     print(
         yaml.safe_dump(
-            {"resources": recipe.resources, "openrlhf": recipe.openrlhf, "recipe": recipe.recipe},
+            {"resources": resources(recipe, args), "openrlhf": recipe.openrlhf, "recipe": recipe.recipe},
             sort_keys=False,
             default_flow_style=False,
         ).rstrip()
