@@ -26,9 +26,11 @@ from lead_recipes.grading.repetition import is_repetitive
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, RecipeConfig
+from lead_recipes.recipes import openrlhf_parser
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training import resume
+from lead_recipes.training.args import with_recipe
 
 N = 8  # samples per prompt in the shared rollouts
 CAP = 768  # rollout cap for these tests (tiny tokenizer: many responses exceed it and count as truncated)
@@ -361,12 +363,12 @@ def test_resumed_checkpoint_without_recipe_state_is_an_error():
 
 
 def test_version_guard_names_a_different_version(monkeypatch):
-    real = plugin.importlib.metadata.version
+    real = openrlhf_parser.importlib.metadata.version
     monkeypatch.setattr(
-        plugin.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name)
+        openrlhf_parser.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name)
     )
-    with pytest.raises(plugin.OpenRLHFMismatch, match="0.12.0"):
-        plugin.check_openrlhf()
+    with pytest.raises(openrlhf_parser.OpenRLHFMismatch, match="0.12.0"):
+        openrlhf_parser.check_openrlhf()
 
 
 # ------------------------------------------------------------------ trainer: checkpointed controller state (Ray)
@@ -464,7 +466,7 @@ def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extr
         *(["--ckpt.load_enable"] if load else []),
         *extra,
     ]
-    args = plugin.run_openrlhf(argv, recipe, resolve_only=True)
+    args = with_recipe(openrlhf_parser.openrlhf_args(argv)[0], recipe)
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
     ray.get(group.async_init_model_from_pretrained(strategy))

@@ -1,7 +1,8 @@
 """The command line of `lead-recipes train` as a user types it: the method's reference recipe (or
 `--recipe.name NAME|FILE|none`) as the base, the user's flags replacing its values, the defaults the method implies
 filled in and reported, HTTP reward URLs routed through grading/remote_reward.py, and every still-missing flag
-named at once. It does not parse values (OpenRLHF's parser and lead_recipes.flags do), print or start anything.
+named at once; `with_recipe` attaches the recipe to OpenRLHF's parsed args. It does not parse values (OpenRLHF's
+parser and lead_recipes.flags do), print or start anything.
 See docs/training.md#the-command-line-a-base-recipe-your-flags-on-top.
 """
 
@@ -11,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from lead_recipes.methods.config import entry
+from lead_recipes.training.preemption import save_request_path
 
 NONE = "none"
 DEFAULT_CAP = 4000  # LEAD's B_max, the cap of the reference recipe lead-1.5b
@@ -65,6 +67,14 @@ def flag_values(argv: list[str], name: str) -> list[str] | None:
 def reward_func_path(name: str = "reward_func.py") -> str:
     """The path of a reward-function file of lead_recipes.grading, as OpenRLHF's --reward.remote_url takes it."""
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grading", name)
+
+
+def with_recipe(args, recipe):
+    """OpenRLHF's nested args plus what the plug-in reads from them: `args.recipe` (the RecipeConfig) and
+    `args.recipe_save_request` (the save-on-request file, resolved here: the trainer's Ray actors lack our env)."""
+    args.recipe = recipe
+    args.recipe_save_request = save_request_path(args.ckpt.path)
+    return args
 
 
 def resolve(argv: list[str], parser) -> Resolved:

@@ -272,12 +272,12 @@ def add_preflight_flags(parser) -> None:
 
 
 def _check_openrlhf() -> Check:
-    from lead_recipes.training import openrlhf_plugin as plugin
+    from lead_recipes.recipes.openrlhf_parser import SUPPORTED_OPENRLHF, OpenRLHFMismatch, check_openrlhf
 
     try:
-        plugin.check_openrlhf()
-        return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, the pinned version")
-    except plugin.OpenRLHFMismatch as exc:
+        check_openrlhf()
+        return Check("openrlhf", True, f"openrlhf {SUPPORTED_OPENRLHF}, the pinned version")
+    except OpenRLHFMismatch as exc:
         return Check("openrlhf", False, str(exc))
 
 

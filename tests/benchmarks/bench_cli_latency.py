@@ -92,14 +92,13 @@ def main() -> int:
                     results.setdefault((case, side), []).append(run_once(tree, case, cwd))
     print(f"load average at end: {os.getloadavg()}")
     print()
-    print("| case | before s (median) | after s (median) | after/before | exit before/after | noise lines before/after |")
+    head = ["case", "before s (median)", "after s (median)", "after/before", "exit before/after", "noise lines b/a"]
+    print("| " + " | ".join(head) + " |")
     print("|---|---|---|---|---|---|")
     for case in cases:
         b, a = results[(case, "before")], results[(case, "after")]
         mb, ma = statistics.median(r[0] for r in b), statistics.median(r[0] for r in a)
-        print(
-            f"| {case} | {mb:.2f} | {ma:.2f} | {ma / mb:.2f} | {b[0][1]}/{a[0][1]} | {len(b[0][2])}/{len(a[0][2])} |"
-        )
+        print(f"| {case} | {mb:.2f} | {ma:.2f} | {ma / mb:.2f} | {b[0][1]}/{a[0][1]} | {len(b[0][2])}/{len(a[0][2])} |")
     print()
     for case in cases:
         for side in sides:
