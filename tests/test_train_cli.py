@@ -734,6 +734,20 @@ def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
     assert any(f.startswith(f"--data.max_len {8000 + PROMPT_BUDGET} ") for f in resolved.filled)
 
 
+def test_a_cap_without_a_base_recipe_too_large_for_openrlhfs_max_len_gets_one_that_keeps_the_prompt(capsys):
+    """docs/training.md's `--recipe.name none ... --rollout.max_new_tokens 4000` exited 2: OpenRLHF's default
+    --data.max_len 2048 left -1952 prompt tokens. A cap that fits OpenRLHF's default keeps it."""
+    from lead_recipes.training.args import PROMPT_BUDGET, flag_values, resolve
+
+    argv = [*NO_BASE, "--actor.model_name_or_path", "M", "--data.prompt_dataset", "D", "--rollout.max_new_tokens"]
+    resolved = resolve([*argv, "4000"], train._our_parser())
+    assert flag_values(resolved.argv, "--data.max_len") == [str(4000 + PROMPT_BUDGET)]
+    assert any(f.startswith(f"--data.max_len {4000 + PROMPT_BUDGET} ") for f in resolved.filled)
+    assert flag_values(resolve([*argv, "512"], train._our_parser()).argv, "--data.max_len") is None
+    assert train.main([*argv, "4000", "--run.dry_run_enable"]) == 0
+    assert _config(capsys.readouterr().out)["data"]["max_len"] == 4000 + PROMPT_BUDGET
+
+
 def test_max_len_leaving_no_prompt_room_is_refused_naming_both_flags(capsys):
     argv = ["--rollout.max_new_tokens", "8000", "--data.max_len", "8000", "--run.dry_run_enable"]
     assert train.main(argv) == 2

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from lead_recipes.methods.config import entry
+from lead_recipes.recipes.openrlhf_parser import openrlhf_default
 from lead_recipes.training.preemption import save_request_path
 
 NONE = "none"
@@ -97,7 +98,6 @@ def resolve(argv: list[str], parser) -> Resolved:
     # max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor), so a larger cap would cut the prompt
     used = drop_flags(base, dropped) + list(argv)
     given = flag_names(parser.parse_known_args(used)[1])
-    size_max_len = "--rollout.max_new_tokens" not in given or "--data.max_len" in flag_names(base)
     out = Resolved(argv=used, base=None if name == NONE else name, user_flags=user)
 
     def fill(flag: str, value, why: str) -> None:
@@ -112,7 +112,9 @@ def resolve(argv: list[str], parser) -> Resolved:
     fill("--rollout.n_samples_per_prompt", DEFAULT_SAMPLES, "group methods need several samples per prompt")
     fill("--rollout.max_new_tokens", int(lead_b_max or DEFAULT_CAP), "the rollout cap the methods' length terms use")
     cap = (flag_values(out.argv, "--rollout.max_new_tokens") or [""])[0]
-    if size_max_len and cap.isdigit():  # else OpenRLHF's default stays (train.recipe_conflicts checks the room)
+    # OpenRLHF's own default stays while it leaves the prompt PROMPT_BUDGET tokens (a complete OpenRLHF command
+    # line passes through as it is); a larger cap gets room for the prompt (train.recipe_conflicts checks the rest)
+    if cap.isdigit() and int(cap) + PROMPT_BUDGET > openrlhf_default("data.max_len"):
         fill("--data.max_len", int(cap) + PROMPT_BUDGET, f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")
     fill("--data.input_key", "prompt", "the column `lead-recipes data build` writes")
     fill("--data.label_key", "label", "the column `lead-recipes data build` writes; the grader needs the gold")
