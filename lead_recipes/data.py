@@ -331,15 +331,23 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="select, clean and template a prompt dataset")
     b.add_argument("--input", dest="source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
     b.add_argument("--output", dest="out", required=True, help="output JSONL")
-    b.add_argument("--limit", type=int, help="write at most N rows")
+    b.add_argument("--limit", type=int, help="write at most N rows (default: all)")
     b.add_argument(
         "--seed",
         type=int,
         help="shuffle the rows with this seed (recorded in the report), so that the "
-        "first N rows (OpenRLHF's data.max_samples) are a random draw",
+        "first N rows (OpenRLHF's data.max_samples) are a random draw (default: the source's order)",
     )
     d = b.add_argument_group("data")
-    d.add_argument("--data.preset", dest="preset", choices=PRESETS, required=True)
+    d.add_argument(
+        "--data.preset",
+        dest="preset",
+        choices=PRESETS,
+        required=True,
+        help="the source's layout and selection: math-l35 (SimpleRL MATH level 3-5 as is), math (full MATH, levels "
+        "3,4,5), deepscaler, dapo (DAPO-Math-17k fields, its Answer:-line instruction removed), jsonl (any "
+        "file with the --data.*_key fields)",
+    )
     d.add_argument("--data.split", dest="split", default="train", help="hub split (default train)")
     d.add_argument("--data.report", dest="report", help="JSON report path (default OUTPUT.report.json)")
     d.add_argument(
@@ -354,11 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=BUILD_KEY_DEFAULTS["answer_key"],
         help="field with the gold answer (dotted for nested)",
     )
-    d.add_argument("--data.id_key", dest="id_key", default=BUILD_KEY_DEFAULTS["id_key"])
+    d.add_argument("--data.id_key", dest="id_key", default=BUILD_KEY_DEFAULTS["id_key"], help="field with the id")
     d.add_argument(
         "--data.response_key",
         dest="response_key",
-        help="field copied to `response` (SFT data: the solution to imitate)",
+        help="field copied to `response` (SFT data: the solution to imitate; default: none)",
     )
     d.add_argument(
         "--data.benchmarks",
@@ -387,21 +395,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="remove duplicate problems (the first is kept)",
     )
-    f = b.add_argument_group("filter")
-    f.add_argument("--filter.levels", dest="levels", help="comma-separated MATH levels (preset math: 3,4,5)")
+    f = b.add_argument_group("filter", "row selection (default: every row)")
     f.add_argument(
-        "--filter.subjects", dest="subjects", help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'"
+        "--filter.levels", dest="levels", help="comma-separated MATH levels (default: all; preset math: 3,4,5)"
     )
     f.add_argument(
-        "--filter.split", dest="split_filter", help="keep rows whose `split` field equals this (MATH: train/test)"
+        "--filter.subjects",
+        dest="subjects",
+        help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory' (default: all)",
     )
-    f.add_argument("--filter.min_difficulty", dest="min_difficulty", type=float, help="GRPO-LEAD: 2.5 on DeepScaleR")
-    f.add_argument("--filter.max_difficulty", dest="max_difficulty", type=float)
+    f.add_argument(
+        "--filter.split",
+        dest="split_filter",
+        help="keep rows whose `split` field equals this (MATH: train/test; default: all)",
+    )
+    f.add_argument(
+        "--filter.min_difficulty",
+        dest="min_difficulty",
+        type=float,
+        help="keep difficulty >= this (GRPO-LEAD: 2.5 on DeepScaleR; default: no bound)",
+    )
+    f.add_argument(
+        "--filter.max_difficulty", dest="max_difficulty", type=float, help="keep difficulty <= this (default: no bound)"
+    )
     f.add_argument(
         "--filter.above_difficulty",
         dest="above_difficulty",
         type=float,
-        help="keep difficulty > this (GRPO-LEAD SFT data: > 1)",
+        help="keep difficulty > this (GRPO-LEAD SFT data: > 1; default: no bound)",
     )
     f.add_argument(
         "--filter.numeric_only_enable",
@@ -423,11 +444,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="prompt as text (train with --data.apply_chat_template) or chat messages",
     )
-    t.add_argument("--prompt.system", dest="system", help="system message (messages format only)")
+    t.add_argument("--prompt.system", dest="system", help="system message (messages format only; default: none)")
     c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
     c.add_argument("--output", dest="out", required=True, help="output JSONL")
     c.add_argument(
-        "--seed", type=int, help="write a seeded order (passes reshuffled while --curriculum.rows needs more)"
+        "--seed",
+        type=int,
+        help="write a seeded order (passes reshuffled while --curriculum.rows needs more; default: the "
+        "dataset's order)",
     )
     c.add_argument_group("data").add_argument(
         "--data.report", dest="report", help="JSON report path (default OUTPUT.report.json)"
@@ -473,11 +497,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="drop the first N rows of that order (a later stage's part)",
     )
-    g.add_argument("--curriculum.rows", dest="rows", type=int, help="write exactly N rows of that order")
+    g.add_argument(
+        "--curriculum.rows", dest="rows", type=int, help="write exactly N rows of that order (default: all of it)"
+    )
     g.add_argument(
         "--curriculum.tokenizer",
         dest="tokenizer",
-        help="tokenizer whose chat template the trainer applied (to match its hashes)",
+        help="tokenizer whose chat template the trainer applied (to match its hashes; default: none, prompts "
+        "hashed as written)",
     )
     return p
 

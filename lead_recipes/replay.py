@@ -294,7 +294,7 @@ def main(argv: list[str]) -> int:
         "--replay.from_rollouts",
         dest="from_rollouts",
         metavar="FILE",
-        help="build the input from a rollouts JSONL with responses",
+        help="build the input from a rollouts JSONL with responses (default: none; read INPUT)",
     )
     r.add_argument(
         "--replay.tokenizer",
@@ -320,7 +320,7 @@ def main(argv: list[str]) -> int:
         "--replay.write_input",
         dest="write_input",
         metavar="FILE",
-        help="also save the built input JSONL (--replay.from_rollouts)",
+        help="also save the built input JSONL (--replay.from_rollouts; default: not saved)",
     )
     r.add_argument(
         "--replay.plot", dest="plot", metavar="PNG", help="PNG of the controller trajectory (default: OUTPUT with .png)"

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="final_answer",
         help="how the answer is found in `response`: final_answer = the last \\boxed{} or else the "
         "final-answer statement of the closing part (as math-verify users expect); boxed = the last "
-        "\\boxed{} only (the reward function's default)",
+        "\\boxed{} only (what the reward function uses)",
     )
     g.add_argument(
         "--grade.timeout_s",
