@@ -247,7 +247,7 @@ def curriculum(args) -> int:
     written = write_jsonl(args.out, merged)
     summary = {
         "records": len(records),
-        "problems_with_records": len(acc),
+        "problems_with_records": len({id(entry) for entry in acc.values()}),  # one entry under each of its keys
         "dataset_rows": len(dataset),
         "matched": matched,
         "selected": len(picked),
@@ -309,12 +309,22 @@ def build(args) -> int:
         "removed": removed,
     }
     _report(args, summary)
+    removed_text = _counted(summary["removed_duplicates"], "duplicate")
+    if args.decontaminate:
+        names = ", ".join(f"{name} {n}" for name, n in sorted(by_bench.items()))
+        removed_text += f" and {_counted(summary['removed_benchmark'], 'benchmark problem')}"
+        removed_text += f" ({names})" if names else ""
+    else:
+        removed_text += " (benchmark problems kept: --no-data.decontaminate_enable)"
     print(
-        f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {summary['removed_duplicates']} "
-        f"duplicates and {summary['removed_benchmark']} benchmark problems {dict(by_bench)}, wrote {written} "
-        f"rows to {args.out}"
+        f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {removed_text}, wrote {written} rows "
+        f"to {args.out}"
     )
     return 0
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _report(args, summary: dict) -> None:
