@@ -80,8 +80,10 @@ def _rows(path: str) -> Iterator[tuple[int, dict, str | None]]:
                 continue
             if not isinstance(row, dict):
                 yield n, {"_line": n, "_raw": row}, f"line {n}: not a JSON object"
-            elif row.get("answer") is None:
+            elif "answer" not in row:
                 yield n, row, f"line {n}: no `answer` field"
+            elif row["answer"] is None:
+                yield n, row, f"line {n}: `answer` is null"
             elif label_problem(row["answer"]):
                 yield n, row, f"line {n}: `answer`: {label_problem(row['answer'])}"
             else:
@@ -123,6 +125,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     counts: collections.Counter = collections.Counter()  # graded rows by status; malformed lines are apart
+    fields: collections.Counter = collections.Counter()  # graded rows by the field graded (response, given_answer)
     malformed = 0
     t0 = time.perf_counter()
     tmp = args["output"] + ".tmp"
@@ -136,7 +139,7 @@ def main(argv: list[str]) -> int:
     ):
         batch: list[tuple[dict, str | None]] = []
 
-        def flush() -> None:
+        def flush(last: bool = False) -> None:
             todo = [(i, _item(row, args["grade.use"])) for i, (row, err) in enumerate(batch) if err is None]
             todo_item = dict(todo)
             grades = dict(zip((i for i, _ in todo), grader.grade_many([it for _, it in todo])))
@@ -153,8 +156,11 @@ def main(argv: list[str]) -> int:
                         "extraction": policy if todo_item[i][1] is not None else None,
                     }
                     counts[row["status"]] += 1
+                    fields["response" if todo_item[i][1] is not None else "given_answer"] += 1
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            if bar is not None:
+            if bar is not None and last:  # close() prints the full bar; an update first would print it twice
+                bar.n = read_to
+            elif bar is not None:
                 bar.update(read_to - bar.n)
             batch.clear()
 
@@ -166,7 +172,7 @@ def main(argv: list[str]) -> int:
             if len(batch) >= BATCH:
                 flush()
         read_to = lines  # trailing blank lines
-        flush()
+        flush(last=True)
     if bar is not None:
         bar.close()
     os.replace(tmp, args["output"])
@@ -176,10 +182,20 @@ def main(argv: list[str]) -> int:
     acc = counts.get("correct", 0) / total if total else 0.0
     print(
         f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f} "
-        f"({counts.get('correct', 0)}/{total}); extraction {policy}; {parts}; malformed input lines {malformed} "
-        f"(written as error rows, not in the accuracy) -> {args['output']}"
+        f"({counts.get('correct', 0)}/{total}); {_graded_fields(fields, policy)}; {parts}; malformed input lines "
+        f"{malformed} (written as error rows, not in the accuracy) -> {args['output']}"
     )
     return 1 if malformed else 0
+
+
+def _graded_fields(fields: collections.Counter, policy: str) -> str:
+    """Which field was graded; the extraction policy only where a response was extracted from."""
+    extraction = f"(extraction {policy})"
+    if not fields["given_answer"]:
+        return f"graded response {extraction}"
+    if not fields["response"]:
+        return "graded given_answer (no extraction)"
+    return f"graded response {fields['response']} {extraction}, given_answer {fields['given_answer']}"
 
 
 if __name__ == "__main__":
