@@ -627,12 +627,12 @@ def test_dry_run_masks_reward_url_token_and_wandb_key(tmp_path, capsys, monkeypa
 
 def test_missing_dataset_hint_is_the_prepare_command_of_the_recipe_using_that_path(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
-    hint = train.prepare_hint(str(tmp_path / "dapo_math_r1.jsonl"), embedded=False)
+    hint = train.prepare_hint(str(tmp_path / "dapo_math_r1.jsonl"), recipe=None)
     assert "(recipe leash-1.5b)" in hint
     command = shlex.split(hint.split(" with: ", 1)[1])
     assert command[:3] == ["lead-recipes", "data", "build"]
     assert command[command.index("--output") + 1] == str(tmp_path / "dapo_math_r1.jsonl")
-    assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), embedded=False) is None
+    assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), recipe=None) is None
 
 
 @pytest.mark.slow
@@ -674,10 +674,19 @@ def test_main_job_builds_its_missing_prompt_data_from_the_source_before_the_pref
     assert status["gpu"][0] == "MISSING" and "build the prompt data" not in out.stderr
 
 
+def test_missing_dataset_hint_names_the_recipe_being_run_when_several_share_the_path(tmp_path, monkeypatch):
+    """grpo-lead-14b-stage1 extends grpo-lead-7b's prompt data: the hint named the 14B stage-1 recipe (the first of
+    the two in the recipe folder) to a user running grpo-lead-7b."""
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
+    path = str(tmp_path / "deepscaler_d25.jsonl")
+    assert "(recipe grpo-lead-7b)" in train.prepare_hint(path, recipe="grpo-lead-7b")
+    assert "(recipe grpo-lead-14b-stage1)" in train.prepare_hint(path, recipe="grpo-lead-14b-stage1")
+
+
 def test_missing_source_hint_names_the_file_and_where_sources_are_expected(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path / "no_sources_here"))
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
-    hint = train.prepare_hint(str(tmp_path / "math_l35_lead.jsonl"), embedded=True)
+    hint = train.prepare_hint(str(tmp_path / "math_l35_lead.jsonl"), recipe="lead-1.5b")
     assert "build the prompt data (recipe lead-1.5b) with: lead-recipes data build" in hint
     assert (
         f"math_level3to5.jsonl is missing: expected at {tmp_path / 'no_sources_here' / 'math_level3to5.jsonl'}" in hint
@@ -693,7 +702,7 @@ def test_auto_build_never_writes_a_dataset_path_other_than_the_recipe_prepare_ou
     (tmp_path / "math_level3to5.jsonl").symlink_to(shared_data / "train" / "math_level3to5.jsonl")
     monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path))
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
-    assert train.build_missing_data(str(tmp_path / "mine.jsonl"), embedded=True) is False
+    assert train.build_missing_data(str(tmp_path / "mine.jsonl"), recipe="lead-1.5b") is False
     assert sorted(p.name for p in tmp_path.iterdir()) == ["math_level3to5.jsonl"]
 
 

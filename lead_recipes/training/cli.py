@@ -36,7 +36,6 @@ from lead_recipes.training.args import resolve, reward_func_path, with_recipe
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (
-    DEFAULT_RECIPE,
     PROG,
     add_preflight_flags,
     build_missing_data,
@@ -307,11 +306,6 @@ def main(argv: list[str]) -> int:
         return _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args)
 
 
-def _embedded(resolved) -> bool:
-    """The prompt data path is the default recipe's own (so its data.prepare may build it)."""
-    return resolved.base == DEFAULT_RECIPE and "--data.prompt_dataset" not in resolved.user_flags
-
-
 def _preflight(ours, args, resolved) -> int:
     """The preflight report; 1 with what is missing (and how to build missing prompt data), else 0."""
     with held_output():
@@ -322,14 +316,14 @@ def _preflight(ours, args, resolved) -> int:
     missing = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
     print(mask_secrets(f"{PROG}: cannot start training, missing: {missing}", args), file=sys.stderr)
     if any(c.name == "data" and not c.ok for c in checks):
-        hint = prepare_hint(args.data.prompt_dataset, embedded=_embedded(resolved))
+        hint = prepare_hint(args.data.prompt_dataset, recipe=resolved.base)
         if hint:
             print(hint, file=sys.stderr)
     return 1
 
 
 def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args) -> int:
-    build_missing_data(args.data.prompt_dataset, embedded=_embedded(resolved))  # from the source, when it is there
+    build_missing_data(args.data.prompt_dataset, recipe=resolved.base)  # from the source, when it is there
     failed = _preflight(ours, args, resolved)
     if failed:
         return failed
