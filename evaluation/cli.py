@@ -14,12 +14,11 @@ import sys
 from pathlib import Path
 
 from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
-from lead_recipes.benchmarks import BENCHMARKS
+from lead_recipes.benchmarks import BENCHMARKS, BENCHMARKS_DIR_ENV, LOCAL_BENCHMARKS_DIR, default_benchmarks_dir
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.prompts import PROMPT_TEMPLATES
 
-BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
 _GEN_FLAGS = {
     "temperature": "temperature",
@@ -115,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--data.benchmarks_dir",
         dest="data.benchmarks_dir",
-        default=os.environ.get(BENCHMARKS_DIR_ENV) or None,
-        help=f"directory with <benchmark>.jsonl files (default ${BENCHMARKS_DIR_ENV}, else the HF hub)",
+        default=default_benchmarks_dir(),
+        help=f"directory with <benchmark>.jsonl files (default: ${BENCHMARKS_DIR_ENV}, else ./{LOCAL_BENCHMARKS_DIR} "
+        "if it exists, else the HF hub)",
     )
     d.add_argument(
         "--data.field_map",
@@ -227,6 +227,9 @@ def make_backend(args, gen, tok, replay=None):
     if args.backend == "vllm":
         if not args.model:
             raise ValueError("--eval.backend vllm needs --eval.model")
+        if not os.path.isdir(args.model) and (args.model.count("/") > 1 or args.model.startswith((".", "/", "~"))):
+            # not a hub id (owner/name) either: vLLM would pass it to the hub client and end in its traceback
+            raise FileNotFoundError(f"--eval.model {args.model}: no such model directory")
         engine = dict(
             dtype=a["vllm.dtype"],
             tensor_parallel_size=a["vllm.tensor_parallel_size"],

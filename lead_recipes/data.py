@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
+from lead_recipes.benchmarks import default_benchmarks_dir
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.jsonl import parse_jsonl
@@ -387,9 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--data.benchmarks_dir",
         dest="benchmarks_dir",
-        default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
-        help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
-        "same flag and variable as lead-recipes eval",
+        default=default_benchmarks_dir(),
+        help="directory of <benchmark>.jsonl (default: $LEAD_RECIPES_BENCHMARKS_DIR, else ./data/benchmarks if "
+        "it exists, else the hub); the same flag and variable as lead-recipes eval",
     )
     d.add_argument(
         "--data.decontaminate_enable",

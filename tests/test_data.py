@@ -120,6 +120,21 @@ def test_build_summary_counts_in_words_not_a_dict(shared_data, tmp_path, capsys,
     assert f"jsonl: read 4, selected 4, {summary} to {tmp_path / 'o.jsonl'}" in out
 
 
+def test_build_reads_benchmarks_from_data_benchmarks_offline_without_a_flag(shared_data, tmp_path, monkeypatch):
+    """docs/launch.md's `data build` failed offline without --data.benchmarks_dir: ./data/benchmarks (beside
+    ./data/sources) is now the default when it exists."""
+    monkeypatch.delenv("LEAD_RECIPES_BENCHMARKS_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "benchmarks").symlink_to(shared_data / "benchmarks")
+    amc = read(shared_data / "benchmarks" / "amc2023.jsonl")[0]
+    rows = [{"id": "a", "problem": "What is 1+1?", "answer": "2"}, {"id": "b", **amc}]
+    (tmp_path / "src.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run("build", "--data.preset", "jsonl", "--input", "src.jsonl", "--output", "data/o.jsonl") == 0
+    assert [r["id"] for r in read(tmp_path / "data" / "o.jsonl")] == ["a"]
+
+
 def test_full_math_levels_3_to_5_removes_every_math500_problem_of_those_levels(shared_data, tmp_path):
     out = tmp_path / "math.jsonl"
     assert (
