@@ -298,6 +298,21 @@ def test_dapo_overlong_penalty_is_added_to_method_advantage(rollouts):
             assert e.info["recipe_advantage"][b].item() == pytest.approx(expected[sid][0] + penalty, abs=1e-5)
 
 
+def test_the_trainer_logs_steps_prompts_and_eta_after_each_step_counted_from_its_start(monkeypatch):
+    """`lead-recipes train` showed OpenRLHF's per-episode bar only: no run total, no ETA across episodes."""
+    logged = []
+    monkeypatch.setattr(plugin.logger, "info", logged.append)
+    clock = iter([1000.0, 1090.0])  # the start of fit(), then the end of the first step after the resume
+    monkeypatch.setattr("lead_recipes.progress.time.monotonic", lambda: next(clock))
+    trainer = NS(args=NS(train=NS(num_episodes=2)), prompts_dataloader=[None] * 100, recipe_progress=None)
+    mixin = plugin._RecipeTrainerMixin
+    mixin._log_progress(trainer, 11, {"total_consumed_prompts": 88})  # before fit() started: nothing
+    mixin._start_progress(trainer, {"global_step": 10, "total_consumed_prompts": 80})
+    mixin._log_progress(trainer, 11, {"total_consumed_prompts": 88})
+    # 112 prompts left at 8 per 90 s step: 14 more steps, 21 minutes
+    assert logged == ["lead-recipes: step 11/~25, 88/200 prompts (44.0%), 1m 30s/step, ETA 21m 00s"]
+
+
 def test_mixed_prompt_group_is_rejected(rollouts):
     args = make_args("grpo")
     exps = micro_batches(rollouts[: 2 * N], args)

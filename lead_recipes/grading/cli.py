@@ -18,6 +18,7 @@ from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
 from lead_recipes.grading.labels import gold_answer, label_problem
 from lead_recipes.help_format import ArgumentParser
+from lead_recipes.progress import Bar
 
 BATCH = 512
 
@@ -113,10 +114,6 @@ def main(argv: list[str]) -> int:
         print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
         return 2
     try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a base dependency; degrade to no bar rather than fail
-        tqdm = None
-    try:
         os.makedirs(os.path.dirname(os.path.abspath(args["output"])), exist_ok=True)
     except OSError as e:
         print(
@@ -129,8 +126,8 @@ def main(argv: list[str]) -> int:
     malformed = 0
     t0 = time.perf_counter()
     tmp = args["output"] + ".tmp"
-    lines = _count_lines(args["input"]) if tqdm and args["grade.progress_enable"] else 0
-    bar = tqdm(desc="grading", unit="line", file=sys.stderr, total=lines) if lines else None
+    lines = _count_lines(args["input"]) if args["grade.progress_enable"] else 0
+    bar = Bar(lines, "grading", "line")
     read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]
     with (
@@ -139,7 +136,7 @@ def main(argv: list[str]) -> int:
     ):
         batch: list[tuple[dict, str | None]] = []
 
-        def flush(last: bool = False) -> None:
+        def flush() -> None:
             todo = [(i, _item(row, args["grade.use"])) for i, (row, err) in enumerate(batch) if err is None]
             todo_item = dict(todo)
             grades = dict(zip((i for i, _ in todo), grader.grade_many([it for _, it in todo])))
@@ -158,10 +155,7 @@ def main(argv: list[str]) -> int:
                     counts[row["status"]] += 1
                     fields["response" if todo_item[i][1] is not None else "given_answer"] += 1
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            if bar is not None and last:  # close() prints the full bar; an update first would print it twice
-                bar.n = read_to
-            elif bar is not None:
-                bar.update(read_to - bar.n)
+            bar.advance_to(read_to)
             batch.clear()
 
         for read_to, row, err in _rows(args["input"]):  # noqa: B007 (read after the loop)
@@ -172,9 +166,8 @@ def main(argv: list[str]) -> int:
             if len(batch) >= BATCH:
                 flush()
         read_to = lines  # trailing blank lines
-        flush(last=True)
-    if bar is not None:
-        bar.close()
+        flush()
+    bar.close()
     os.replace(tmp, args["output"])
     total = sum(counts.values())
     dt = time.perf_counter() - t0

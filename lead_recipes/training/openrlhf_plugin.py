@@ -30,6 +30,7 @@ from openrlhf.utils.logging_utils import init_logger
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.progress import StepProgress
 from lead_recipes.recipes.openrlhf_parser import check_openrlhf
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training.args import with_recipe
@@ -235,14 +236,33 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
         if self.recipe_step_skipped:  # logs only: no checkpoint (nor a pending save request) after a failed step
             with _patched(self.args.ckpt, "save_steps", float("inf")):
-                return BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
+                logged = BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
+            self._log_progress(global_step, client_states)
+            return logged
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
         client_states["recipe"] = recipe_client_state(
             self.recipe_method, self.recipe_wandb_run_id, self._recipe_settings()
         )
         # a pending save request makes the save happen now (SaveOnRequestMixin, then OpenRLHF's own save path)
-        return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        saved = super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        self._log_progress(global_step, client_states)
+        return saved
+
+    recipe_progress: StepProgress | None = None  # set when fit() restores (or starts) the run
+
+    def _start_progress(self, checkpoint_states) -> None:
+        """Counted from here: a resumed run's time per step and ETA are its own, not the checkpoint's run's."""
+        loader = getattr(self, "prompts_dataloader", None)  # the async trainer's loader lives in its generator
+        total = len(loader) * int(self.args.train.num_episodes) if loader is not None else None
+        states = checkpoint_states or {}
+        self.recipe_progress = StepProgress(
+            total, int(states.get("global_step", 0)), int(states.get("total_consumed_prompts", 0))
+        )
+
+    def _log_progress(self, global_step, client_states) -> None:
+        if self.recipe_progress is not None and "total_consumed_prompts" in (client_states or {}):
+            logger.info(self.recipe_progress.line(int(global_step), int(client_states["total_consumed_prompts"])))
 
     def save_best_checkpoint(self, eval_metrics, global_step, client_states=None):
         if not self.recipe_step_skipped:
@@ -253,6 +273,7 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
+        self._start_progress(checkpoint_states)
         tb = getattr(self, "tensorboard_logger", None)
         if tb is not None and checkpoint_states and checkpoint_states.get("global_step", 0) > 0:
             purge_tensorboard_from(tb, int(checkpoint_states["global_step"]) + 1)  # the steps logged again
