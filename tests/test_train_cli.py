@@ -173,6 +173,18 @@ def test_a_value_openrlhfs_parser_refuses_is_one_line_not_its_usage_page(tmp_pat
     assert "usage:" not in err
 
 
+def test_what_openrlhf_printed_before_refusing_is_shown_with_its_refusal(tmp_path, capsys):
+    """Its validation turns packing on and then asserts on it: the first message explains the second (both in
+    today's flag names)."""
+    flags = base_flags(tmp_path, extra=["--ds.packing_samples", "--ds.attn_implementation", "sdpa"])
+    assert train.main([*flags, "--vllm.num_engines", "0", "--run.dry_run_enable"]) == 2
+    err = capsys.readouterr().err
+    assert "OpenRLHF: [Warning] Please use --ds.attn_implementation with flash_attention" in err
+    assert err.strip().splitlines()[-1] == (
+        "lead-recipes train: error: OpenRLHF rejected the configuration: Only support `--ds.packing_samples` with vLLM."
+    )
+
+
 def test_openrlhfs_old_flag_names_map_to_flags_it_parses():
     from lead_recipes.recipes.openrlhf_parser import _old_names, current_flag_names, openrlhf_parser
 

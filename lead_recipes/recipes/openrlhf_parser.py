@@ -144,11 +144,18 @@ def openrlhf_args(argv: list[str], entrypoint: str = "train") -> tuple[SimpleNam
     scope.update(hierarchize=_hierarchize(), train=stop)
     printed, saved = io.StringIO(), sys.argv
     sys.argv = [ENTRYPOINTS[entrypoint], *argv]
+
+    def messages() -> list[str]:
+        return [current_flag_names(line) for line in printed.getvalue().splitlines() if line.strip()]
+
     try:
         with contextlib.redirect_stdout(printed):
             _run(path, rest, scope)
     except _Validated as done:
-        return done.args_, [current_flag_names(line) for line in printed.getvalue().splitlines() if line.strip()]
+        return done.args_, messages()
+    except Exception:  # what it printed before refusing may be why (e.g. packing it turned on)
+        sys.stderr.write("".join(f"OpenRLHF: {m}\n" for m in messages()))
+        raise
     finally:
         sys.argv = saved
     raise RecipeError(f"{path}: its __main__ block ended without calling train(args) (OpenRLHF layout changed?)")

@@ -27,6 +27,7 @@ from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.openrlhf_parser import (
     OpenRLHFArgumentError,
     OpenRLHFMismatch,
+    current_flag_names,
     openrlhf_args,
     openrlhf_default,
     openrlhf_parser,
@@ -286,7 +287,7 @@ def main(argv: list[str]) -> int:
         print(mask_secrets(f"{PROG}: error: {exc}"), file=sys.stderr)
         return 2
     except AssertionError as exc:
-        print(f"{PROG}: error: OpenRLHF rejected the configuration: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: OpenRLHF rejected the configuration: {current_flag_names(str(exc))}", file=sys.stderr)
         return 2
     args = with_recipe(args, recipe)
     for message in messages:  # what OpenRLHF's validation changed or advises, in today's flag names
