@@ -14,12 +14,11 @@ import sys
 from pathlib import Path
 
 from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
-from lead_recipes.benchmarks import BENCHMARKS
+from lead_recipes.benchmarks import BENCHMARKS, BENCHMARKS_DIR_ENV, LOCAL_BENCHMARKS_DIR, default_benchmarks_dir
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.prompts import PROMPT_TEMPLATES
 
-BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
 _GEN_FLAGS = {
     "temperature": "temperature",
@@ -62,11 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", required=True, help="run directory (rerun the same command to resume)")
     p.add_argument("--seed", type=int, help="sampling seed (default: the preset's)")
-    p.add_argument("--limit", type=int, help="first N problems of each benchmark (smoke runs)")
+    p.add_argument("--limit", type=int, help="first N problems of each benchmark (smoke runs; default: all)")
     e = p.add_argument_group("eval")
     e.add_argument("--eval.backend", dest="backend", required=True, choices=("vllm", "openai", "replay"))
     e.add_argument(
-        "--eval.model", dest="model", help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label)"
+        "--eval.model",
+        dest="model",
+        help="model path/name (vllm: loaded; openai: sent as `model`; replay: a label); no default: the vllm and "
+        "openai backends need it",
     )
     e.add_argument(
         "--eval.preset",
@@ -75,14 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(PRESETS),
         help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size",
     )
-    e.add_argument("--eval.base", dest="base", help="base-model run directory or summary.json: adds AES to the summary")
+    e.add_argument(
+        "--eval.base",
+        dest="base",
+        help="base-model run directory or summary.json: adds AES to the summary (default: none, no AES)",
+    )
     e.add_argument(
         "--eval.tokenizer",
         dest="tokenizer",
-        help="tokenizer for chat templates / token counts (replay, openai completions)",
+        help="tokenizer for chat templates / token counts (replay, openai completions; default: none, the vllm "
+        "backend uses the model's)",
     )
     e.add_argument(
-        "--eval.budgets", dest="budgets", type=_int_list, help="token budgets for the sweep, e.g. 1024,2048,4096"
+        "--eval.budgets",
+        dest="budgets",
+        type=_int_list,
+        help="token budgets for the sweep, e.g. 1024,2048,4096 (default: no sweep)",
     )
     e.add_argument(
         "--eval.progress_enable",
@@ -104,36 +114,39 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--data.benchmarks_dir",
         dest="data.benchmarks_dir",
-        default=os.environ.get(BENCHMARKS_DIR_ENV) or None,
-        help=f"directory with <benchmark>.jsonl files (default ${BENCHMARKS_DIR_ENV}, else the HF hub)",
+        default=default_benchmarks_dir(),
+        help=f"directory with <benchmark>.jsonl files (default: ${BENCHMARKS_DIR_ENV}, else ./{LOCAL_BENCHMARKS_DIR} "
+        "if it exists, else the HF hub)",
     )
     d.add_argument(
         "--data.field_map",
         dest="field_map",
         type=_field_map,
-        help="column names for custom/hub sources, e.g. problem=question,answer=final_answer,id=unique_id",
+        help="column names for custom/hub sources, e.g. problem=question,answer=final_answer,id=unique_id "
+        "(default: id, problem, answer; the known columns of a named benchmark's hub copy)",
     )
     g = p.add_argument_group(
         "sampling", "protocol overrides (default: the preset's value; all recorded in summary.json)"
     )
-    g.add_argument("--sampling.max_new_tokens", dest="max_new_tokens", type=int)
+    preset = "default: the preset's"
+    g.add_argument("--sampling.max_new_tokens", dest="max_new_tokens", type=int, help=preset)
     g.add_argument(
         "--sampling.n",
         dest="n",
         type=int,
         help="samples per problem for every benchmark (replay: default from the file)",
     )
-    g.add_argument("--sampling.temperature", dest="temperature", type=float)
-    g.add_argument("--sampling.top_p", dest="top_p", type=float)
-    g.add_argument("--sampling.min_p", dest="min_p", type=float)
-    g.add_argument("--sampling.top_k", dest="top_k", type=int)
+    g.add_argument("--sampling.temperature", dest="temperature", type=float, help=preset)
+    g.add_argument("--sampling.top_p", dest="top_p", type=float, help=preset)
+    g.add_argument("--sampling.min_p", dest="min_p", type=float, help=preset)
+    g.add_argument("--sampling.top_k", dest="top_k", type=int, help=preset)
     t = p.add_argument_group("prompt", "protocol overrides (default: the preset's value)")
     t.add_argument(
         "--prompt.template",
         dest="prompt_template",
-        help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}}",
+        help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}} ({preset})",
     )
-    t.add_argument("--prompt.system", dest="system_prompt", help="system message")
+    t.add_argument("--prompt.system", dest="system_prompt", help=f"system message ({preset})")
     t.add_argument(
         "--prompt.chat_template_enable",
         dest="chat_template_enable",
@@ -151,11 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         "training reward); default %(default)s; part of the run identity",
     )
     r = p.add_argument_group("replay", "replay backend")
-    r.add_argument("--replay.path", dest="replay.path", help="JSONL of saved generations")
+    r.add_argument(
+        "--replay.path", dest="replay.path", help="JSONL of saved generations; no default: the replay backend needs it"
+    )
     o = p.add_argument_group("openai", "openai backend")
     o.add_argument("--openai.base_url", dest="openai.base_url", default="http://127.0.0.1:8000")
     o.add_argument("--openai.endpoint", dest="openai.endpoint", default="chat", choices=("chat", "completions"))
-    o.add_argument("--openai.api_key", dest="openai.api_key", default=os.environ.get("OPENAI_API_KEY"))
+    # resolved when used: a default read from the environment would print the key in --help
+    o.add_argument("--openai.api_key", dest="openai.api_key", help="default: $OPENAI_API_KEY, else none")
     o.add_argument("--openai.concurrency", dest="openai.concurrency", type=int, default=16)
     o.add_argument("--openai.retries", dest="openai.retries", type=int, default=5)
     o.add_argument("--openai.timeout_s", dest="openai.timeout_s", type=float, default=3600.0)
@@ -175,7 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="default 0.9 on GPU, 0.3 on CPU (there it is a fraction of NUMA-node memory)",
     )
-    v.add_argument("--vllm.max_model_len", dest="vllm.max_model_len", type=int)
+    v.add_argument(
+        "--vllm.max_model_len", dest="vllm.max_model_len", type=int, help="default: vLLM's, the model's context length"
+    )
     v.add_argument(
         "--vllm.max_num_seqs",
         dest="vllm.max_num_seqs",
@@ -194,9 +212,11 @@ def build_compare_parser() -> argparse.ArgumentParser:
         prog="lead-recipes eval compare", description="side-by-side table of finished runs with AES against a base run"
     )
     p.add_argument("runs", nargs="+", help="run directories (or summary.json files)")
-    p.add_argument("--output", help="directory for compare.md/.csv/.json and the frontier plot")
+    p.add_argument(
+        "--output", help="directory for compare.md/.csv/.json and the frontier plot (default: none, only printed)"
+    )
     e = p.add_argument_group("eval")
-    e.add_argument("--eval.base", dest="base", help="base-model run (AES reference)")
+    e.add_argument("--eval.base", dest="base", help="base-model run (AES reference; default: none, no AES)")
     return p
 
 
@@ -207,6 +227,9 @@ def make_backend(args, gen, tok, replay=None):
     if args.backend == "vllm":
         if not args.model:
             raise ValueError("--eval.backend vllm needs --eval.model")
+        if not os.path.isdir(args.model) and (args.model.count("/") > 1 or args.model.startswith((".", "/", "~"))):
+            # not a hub id (owner/name) either: vLLM would pass it to the hub client and end in its traceback
+            raise FileNotFoundError(f"--eval.model {args.model}: no such model directory")
         engine = dict(
             dtype=a["vllm.dtype"],
             tensor_parallel_size=a["vllm.tensor_parallel_size"],
@@ -232,7 +255,7 @@ def make_backend(args, gen, tok, replay=None):
             a["openai.base_url"],
             args.model,
             endpoint=a["openai.endpoint"],
-            api_key=a["openai.api_key"],
+            api_key=a["openai.api_key"] or os.environ.get("OPENAI_API_KEY"),
             concurrency=a["openai.concurrency"],
             retries=a["openai.retries"],
             timeout_s=a["openai.timeout_s"],

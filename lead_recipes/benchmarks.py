@@ -1,6 +1,7 @@
 """Benchmark loading (AIME 2024, AIME 2025, AMC 2023, MATH-500, OlympiadBench) from a directory of `<name>.jsonl`
-files, a single JSONL file (`name=path`) or a Hugging Face hub dataset, with the expected counts checked for the
-five named benchmarks. It does not build prompts, generate or grade. See docs/evaluation.md#benchmarks.
+files (by default $LEAD_RECIPES_BENCHMARKS_DIR or ./data/benchmarks), a single JSONL file (`name=path`) or a Hugging
+Face hub dataset, with the expected counts checked for the five named benchmarks. It does not build prompts,
+generate or grade. See docs/evaluation.md#benchmarks.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from urllib.parse import urlparse
 
 from lead_recipes.jsonl import read_jsonl as read_jsonl_file  # also used by evaluation.backends
 
+BENCHMARKS_DIR_ENV = "LEAD_RECIPES_BENCHMARKS_DIR"
+LOCAL_BENCHMARKS_DIR = os.path.join("data", "benchmarks")  # beside ./data/sources, which `lead-recipes data` reads
 EXPECTED_COUNTS = {"aime2024": 30, "aime2025": 30, "amc2023": 40, "math500": 500, "olympiadbench": 675}
 BENCHMARKS = tuple(EXPECTED_COUNTS)
 _MATH_DOLLAR = re.compile(r"(?<!\\)\$")
@@ -169,9 +172,17 @@ def _hub_reachable(timeout_s: float = 3.0) -> bool:
 
 def _hub_hint(name: str, reason: str) -> str:
     return (
-        f"{name}: {reason}; pass --data.benchmarks_dir DIR (or set LEAD_RECIPES_BENCHMARKS_DIR) to a directory "
-        f"holding {name}.jsonl with id, problem, answer"
+        f"{name}: {reason}; pass --data.benchmarks_dir DIR (or set {BENCHMARKS_DIR_ENV}, or use "
+        f"./{LOCAL_BENCHMARKS_DIR}) for a directory holding {name}.jsonl with id, problem, answer"
     )
+
+
+def default_benchmarks_dir() -> str | None:
+    """The benchmark directory when --data.benchmarks_dir is not given: $LEAD_RECIPES_BENCHMARKS_DIR, else
+    ./data/benchmarks when it is a directory (offline clusters keep them there), else None: the hub copies."""
+    if os.environ.get(BENCHMARKS_DIR_ENV):
+        return os.environ[BENCHMARKS_DIR_ENV]
+    return LOCAL_BENCHMARKS_DIR if os.path.isdir(LOCAL_BENCHMARKS_DIR) else None
 
 
 def load_benchmarks(specs, data_dir=None, limit=None, field_map=None) -> dict[str, list[Problem]]:

@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
+from lead_recipes.benchmarks import default_benchmarks_dir
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.jsonl import parse_jsonl
@@ -247,7 +248,7 @@ def curriculum(args) -> int:
     written = write_jsonl(args.out, merged)
     summary = {
         "records": len(records),
-        "problems_with_records": len(acc),
+        "problems_with_records": len({id(entry) for entry in acc.values()}),  # one entry under each of its keys
         "dataset_rows": len(dataset),
         "matched": matched,
         "selected": len(picked),
@@ -309,12 +310,22 @@ def build(args) -> int:
         "removed": removed,
     }
     _report(args, summary)
+    removed_text = _counted(summary["removed_duplicates"], "duplicate")
+    if args.decontaminate:
+        names = ", ".join(f"{name} {n}" for name, n in sorted(by_bench.items()))
+        removed_text += f" and {_counted(summary['removed_benchmark'], 'benchmark problem')}"
+        removed_text += f" ({names})" if names else ""
+    else:
+        removed_text += " (benchmark problems kept: --no-data.decontaminate_enable)"
     print(
-        f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {summary['removed_duplicates']} "
-        f"duplicates and {summary['removed_benchmark']} benchmark problems {dict(by_bench)}, wrote {written} "
-        f"rows to {args.out}"
+        f"{args.preset}: read {len(rows)}, selected {len(selected)}, removed {removed_text}, wrote {written} rows "
+        f"to {args.out}"
     )
     return 0
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _report(args, summary: dict) -> None:
@@ -331,15 +342,23 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="select, clean and template a prompt dataset")
     b.add_argument("--input", dest="source", required=True, help="local .jsonl/.json/.parquet, or a hub dataset id")
     b.add_argument("--output", dest="out", required=True, help="output JSONL")
-    b.add_argument("--limit", type=int, help="write at most N rows")
+    b.add_argument("--limit", type=int, help="write at most N rows (default: all)")
     b.add_argument(
         "--seed",
         type=int,
         help="shuffle the rows with this seed (recorded in the report), so that the "
-        "first N rows (OpenRLHF's data.max_samples) are a random draw",
+        "first N rows (OpenRLHF's data.max_samples) are a random draw (default: the source's order)",
     )
     d = b.add_argument_group("data")
-    d.add_argument("--data.preset", dest="preset", choices=PRESETS, required=True)
+    d.add_argument(
+        "--data.preset",
+        dest="preset",
+        choices=PRESETS,
+        required=True,
+        help="the source's layout and selection: math-l35 (SimpleRL MATH level 3-5 as is), math (full MATH, levels "
+        "3,4,5), deepscaler, dapo (DAPO-Math-17k fields, its Answer:-line instruction removed), jsonl (any "
+        "file with the --data.*_key fields)",
+    )
     d.add_argument("--data.split", dest="split", default="train", help="hub split (default train)")
     d.add_argument("--data.report", dest="report", help="JSON report path (default OUTPUT.report.json)")
     d.add_argument(
@@ -354,11 +373,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=BUILD_KEY_DEFAULTS["answer_key"],
         help="field with the gold answer (dotted for nested)",
     )
-    d.add_argument("--data.id_key", dest="id_key", default=BUILD_KEY_DEFAULTS["id_key"])
+    d.add_argument("--data.id_key", dest="id_key", default=BUILD_KEY_DEFAULTS["id_key"], help="field with the id")
     d.add_argument(
         "--data.response_key",
         dest="response_key",
-        help="field copied to `response` (SFT data: the solution to imitate)",
+        help="field copied to `response` (SFT data: the solution to imitate; default: none)",
     )
     d.add_argument(
         "--data.benchmarks",
@@ -369,9 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--data.benchmarks_dir",
         dest="benchmarks_dir",
-        default=os.environ.get("LEAD_RECIPES_BENCHMARKS_DIR") or None,
-        help="directory of <benchmark>.jsonl (default $LEAD_RECIPES_BENCHMARKS_DIR, else the hub); the "
-        "same flag and variable as lead-recipes eval",
+        default=default_benchmarks_dir(),
+        help="directory of <benchmark>.jsonl (default: $LEAD_RECIPES_BENCHMARKS_DIR, else ./data/benchmarks if "
+        "it exists, else the hub); the same flag and variable as lead-recipes eval",
     )
     d.add_argument(
         "--data.decontaminate_enable",
@@ -387,21 +406,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="remove duplicate problems (the first is kept)",
     )
-    f = b.add_argument_group("filter")
-    f.add_argument("--filter.levels", dest="levels", help="comma-separated MATH levels (preset math: 3,4,5)")
+    f = b.add_argument_group("filter", "row selection (default: every row)")
     f.add_argument(
-        "--filter.subjects", dest="subjects", help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory'"
+        "--filter.levels", dest="levels", help="comma-separated MATH levels (default: all; preset math: 3,4,5)"
     )
     f.add_argument(
-        "--filter.split", dest="split_filter", help="keep rows whose `split` field equals this (MATH: train/test)"
+        "--filter.subjects",
+        dest="subjects",
+        help="comma-separated MATH subjects, e.g. 'Algebra,Number Theory' (default: all)",
     )
-    f.add_argument("--filter.min_difficulty", dest="min_difficulty", type=float, help="GRPO-LEAD: 2.5 on DeepScaleR")
-    f.add_argument("--filter.max_difficulty", dest="max_difficulty", type=float)
+    f.add_argument(
+        "--filter.split",
+        dest="split_filter",
+        help="keep rows whose `split` field equals this (MATH: train/test; default: all)",
+    )
+    f.add_argument(
+        "--filter.min_difficulty",
+        dest="min_difficulty",
+        type=float,
+        help="keep difficulty >= this (GRPO-LEAD: 2.5 on DeepScaleR; default: no bound)",
+    )
+    f.add_argument(
+        "--filter.max_difficulty", dest="max_difficulty", type=float, help="keep difficulty <= this (default: no bound)"
+    )
     f.add_argument(
         "--filter.above_difficulty",
         dest="above_difficulty",
         type=float,
-        help="keep difficulty > this (GRPO-LEAD SFT data: > 1)",
+        help="keep difficulty > this (GRPO-LEAD SFT data: > 1; default: no bound)",
     )
     f.add_argument(
         "--filter.numeric_only_enable",
@@ -423,11 +455,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="prompt as text (train with --data.apply_chat_template) or chat messages",
     )
-    t.add_argument("--prompt.system", dest="system", help="system message (messages format only)")
+    t.add_argument("--prompt.system", dest="system", help="system message (messages format only; default: none)")
     c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
     c.add_argument("--output", dest="out", required=True, help="output JSONL")
     c.add_argument(
-        "--seed", type=int, help="write a seeded order (passes reshuffled while --curriculum.rows needs more)"
+        "--seed",
+        type=int,
+        help="write a seeded order (passes reshuffled while --curriculum.rows needs more; default: the "
+        "dataset's order)",
     )
     c.add_argument_group("data").add_argument(
         "--data.report", dest="report", help="JSON report path (default OUTPUT.report.json)"
@@ -473,11 +508,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="drop the first N rows of that order (a later stage's part)",
     )
-    g.add_argument("--curriculum.rows", dest="rows", type=int, help="write exactly N rows of that order")
+    g.add_argument(
+        "--curriculum.rows", dest="rows", type=int, help="write exactly N rows of that order (default: all of it)"
+    )
     g.add_argument(
         "--curriculum.tokenizer",
         dest="tokenizer",
-        help="tokenizer whose chat template the trainer applied (to match its hashes)",
+        help="tokenizer whose chat template the trainer applied (to match its hashes; default: none, prompts "
+        "hashed as written)",
     )
     return p
 

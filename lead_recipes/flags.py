@@ -31,7 +31,7 @@ def add_recipe_flags(parser: argparse.ArgumentParser) -> None:
             kw: dict[str, Any] = {
                 "dest": f"recipe.{section}.{f.name}",
                 "default": f.default,
-                "help": f"{f.metadata.get('help', '')} (default: {f.default})",
+                "help": f.metadata.get("help", ""),  # the formatter shows the default, once
             }
             if typ is bool:  # a recipe may turn a switch on, so the command line can turn it off: --no-recipe.…
                 kw["action"] = argparse.BooleanOptionalAction

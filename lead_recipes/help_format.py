@@ -1,24 +1,37 @@
-"""The argparse layer every lead-recipes command shares: each flag's default shown in `--help`, text wrapped at
+"""The argparse layer every lead-recipes command shares: each flag's default shown once in `--help`, text wrapped at
 spaces only (recipe names such as `grpo-lead-14b-stage2` are never split at a hyphen), no abbreviated flags, and an
 unknown flag's error naming the closest real one. The flag rules: CONTRIBUTING.md, Conventions."""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import difflib
+import re
 import textwrap
 from typing import Iterable
 
+_DEFAULT = re.compile(r"\bdefault\b", re.I)  # a word: `eval_default_pass1` is not one
+
 
 class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter with defaults appended and hyphen-safe wrapping."""
+    """argparse's formatter with every flag's default shown once (also for a flag without help text) and
+    hyphen-safe wrapping."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        shown = "default" in text.lower() or "%(default)" in text
-        if shown or action.default in (None, argparse.SUPPRESS, False) or not action.option_strings:
+        if not action.option_strings or action.required or action.default is argparse.SUPPRESS:
+            return text
+        if _DEFAULT.search(text):  # the text says it (in words where None needs them)
             return text
         return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+    def _format_action(self, action: argparse.Action) -> str:
+        # argparse prints no help column at all for a flag without help text, so its default would stay unshown
+        if not action.help and action.option_strings and self._get_help_string(action):
+            action = copy.copy(action)
+            action.help = self._get_help_string(action)
+        return super()._format_action(action)
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)

@@ -6,17 +6,20 @@ train`'s `--recipe.*`. It does not train, sample or touch OpenRLHF. See docs/met
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from lead_recipes.flags import add_recipe_flags, recipe_config
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.jsonl import read_jsonl
+from lead_recipes.progress import Bar
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
+GRADE_CHUNK = 512  # responses graded between two progress updates
 
 
 def _flags(group: dict, key: str, q: int, step: Any, kind, g: int | None) -> list | None:
@@ -90,10 +93,16 @@ def length_counter(tokenizer: str | None):
 
 
 def records_from_rollouts(
-    path: Path, prompts_per_step: int, max_new_tokens: int, tokenizer: str | None, epochs: int = 1, grader=None
+    path: Path,
+    prompts_per_step: int,
+    max_new_tokens: int,
+    tokenizer: str | None,
+    epochs: int = 1,
+    grader=None,
+    progress: bool = False,
 ) -> tuple[list[dict], str]:
-    """Grade a rollouts file and chunk its groups into steps. Lengths above the cap count at the cap and are
-    marked truncated. Returns (records, length unit label)."""
+    """Grade a rollouts file (a progress bar on stderr with `progress`) and chunk its groups into steps. Lengths
+    above the cap count at the cap and are marked truncated. Returns (records, length unit label)."""
     from lead_recipes.grading.repetition import is_repetitive
 
     rows = read_jsonl(path)
@@ -112,7 +121,12 @@ def records_from_rollouts(
         from lead_recipes.grading.grader import get_grader
 
         grader = get_grader()
-    grades = iter(grader.grade_many(items))
+    graded = []
+    with Bar(len(items), "grading", "response", progress) as bar:
+        for start in range(0, len(items), GRADE_CHUNK):
+            graded += grader.grade_many(items[start : start + GRADE_CHUNK])
+            bar.advance_to(len(graded))
+    grades = iter(graded)
     groups = []
     for texts in shape:
         lengths = [count(t) for t in texts]
@@ -145,29 +159,34 @@ def logged_unit(records: list) -> str:
     return unit or "as logged"
 
 
-def replay(records: Iterable[dict], method, max_new_tokens: int) -> list[dict]:
-    """Run every step through `method` (advancing its controller). Returns the output lines."""
+def replay(records: list[dict], method, max_new_tokens: int, progress: bool = False) -> list[dict]:
+    """Run every step through `method` (advancing its controller), a progress bar on stderr with `progress`.
+    Returns the output lines."""
     out = []
-    for rec in records:
-        batch = batch_from_record(rec, max_new_tokens)
-        try:
-            res = method.step(batch)
-        except ValueError as e:
-            raise ValueError(f"step {rec['step']}: {e}") from None
-        epoch = rec.get("epoch")
-        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-            raise ValueError(f"step {rec['step']}: 'epoch' must be an integer, got {epoch!r}")
-        out.append(
-            {
-                "step": rec["step"],
-                **({"epoch": epoch} if epoch is not None else {}),
-                "rewards": res.rewards.tolist(),
-                "advantages": res.advantages.tolist(),
-                "controller": method.state_dict() or {},
-                "stats": res.stats,
-            }
-        )
+    with Bar(len(records), "replay", "step", progress) as bar:
+        for rec in records:
+            out.append(_replay_step(rec, method, max_new_tokens))
+            bar.advance_to(len(out))
     return out
+
+
+def _replay_step(rec: dict, method, max_new_tokens: int) -> dict:
+    batch = batch_from_record(rec, max_new_tokens)
+    try:
+        res = method.step(batch)
+    except ValueError as e:
+        raise ValueError(f"step {rec['step']}: {e}") from None
+    epoch = rec.get("epoch")
+    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+        raise ValueError(f"step {rec['step']}: 'epoch' must be an integer, got {epoch!r}")
+    return {
+        "step": rec["step"],
+        **({"epoch": epoch} if epoch is not None else {}),
+        "rewards": res.rewards.tolist(),
+        "advantages": res.advantages.tolist(),
+        "controller": method.state_dict() or {},
+        "stats": res.stats,
+    }
 
 
 def _plot_keys(lines: list[dict]) -> list[str]:
@@ -312,7 +331,7 @@ def main(argv: list[str]) -> int:
         "--replay.from_rollouts",
         dest="from_rollouts",
         metavar="FILE",
-        help="build the input from a rollouts JSONL with responses",
+        help="build the input from a rollouts JSONL with responses (default: none; read INPUT)",
     )
     r.add_argument(
         "--replay.tokenizer",
@@ -338,10 +357,17 @@ def main(argv: list[str]) -> int:
         "--replay.write_input",
         dest="write_input",
         metavar="FILE",
-        help="also save the built input JSONL (--replay.from_rollouts)",
+        help="also save the built input JSONL (--replay.from_rollouts; default: not saved)",
     )
     r.add_argument(
         "--replay.plot", dest="plot", metavar="PNG", help="PNG of the controller trajectory (default: OUTPUT with .png)"
+    )
+    r.add_argument(
+        "--replay.progress_enable",
+        dest="progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="progress bars on stderr (grading, steps)",
     )
     ro = p.add_argument_group("rollout")
     ro.add_argument(
@@ -364,7 +390,12 @@ def main(argv: list[str]) -> int:
         method = build_method(config)
         if args.from_rollouts:
             records, unit = records_from_rollouts(
-                Path(args.from_rollouts), args.prompts_per_step, args.max_new_tokens, args.tokenizer, args.epochs
+                Path(args.from_rollouts),
+                args.prompts_per_step,
+                args.max_new_tokens,
+                args.tokenizer,
+                args.epochs,
+                progress=args.progress,
             )
             if args.write_input:
                 Path(args.write_input).write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -373,7 +404,7 @@ def main(argv: list[str]) -> int:
             unit = logged_unit(records)
         if not records:
             raise ValueError(f"{args.input or args.from_rollouts}: no steps to replay")
-        lines = replay(records, method, args.max_new_tokens)
+        lines = replay(records, method, args.max_new_tokens, progress=args.progress)
     except (ValueError, OSError) as e:
         print(f"lead-recipes replay: {e}", file=sys.stderr)
         return 2

@@ -94,6 +94,47 @@ def test_duplicates_keep_the_first_occurrence_and_are_reported(l35):
     assert len({data.normalize_problem(r["problem"]) for r in rows}) == len(rows)
 
 
+@pytest.mark.parametrize(
+    "extra, summary",
+    [
+        ([], "removed 1 duplicate and 1 benchmark problem (amc2023 1), wrote 2 rows"),
+        (
+            ["--no-data.decontaminate_enable"],
+            "removed 1 duplicate (benchmark problems kept: --no-data.decontaminate_enable), wrote 3 rows",
+        ),
+    ],
+)
+def test_build_summary_counts_in_words_not_a_dict(shared_data, tmp_path, capsys, extra, summary):
+    """It printed `removed 1 duplicates and 0 benchmark problems {}`."""
+    amc = read(shared_data / "benchmarks" / "amc2023.jsonl")[0]
+    rows = [
+        {"id": "a", "problem": "What is 1+1?", "answer": "2"},
+        {"id": "b", "problem": "What is  1+1?", "answer": "2"},
+        {"id": "c", "problem": amc["problem"], "answer": amc["answer"]},
+        {"id": "d", "problem": "What is 2+2?", "answer": "4"},
+    ]
+    (tmp_path / "src.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["build", "--data.preset", "jsonl", "--input", tmp_path / "src.jsonl", "--output", tmp_path / "o.jsonl"]
+    assert run(*argv, "--data.benchmarks_dir", shared_data / "benchmarks", *extra) == 0
+    out = capsys.readouterr().out
+    assert f"jsonl: read 4, selected 4, {summary} to {tmp_path / 'o.jsonl'}" in out
+
+
+def test_build_reads_benchmarks_from_data_benchmarks_offline_without_a_flag(shared_data, tmp_path, monkeypatch):
+    """docs/launch.md's `data build` failed offline without --data.benchmarks_dir: ./data/benchmarks (beside
+    ./data/sources) is now the default when it exists."""
+    monkeypatch.delenv("LEAD_RECIPES_BENCHMARKS_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "benchmarks").symlink_to(shared_data / "benchmarks")
+    amc = read(shared_data / "benchmarks" / "amc2023.jsonl")[0]
+    rows = [{"id": "a", "problem": "What is 1+1?", "answer": "2"}, {"id": "b", **amc}]
+    (tmp_path / "src.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run("build", "--data.preset", "jsonl", "--input", "src.jsonl", "--output", "data/o.jsonl") == 0
+    assert [r["id"] for r in read(tmp_path / "data" / "o.jsonl")] == ["a"]
+
+
 def test_full_math_levels_3_to_5_removes_every_math500_problem_of_those_levels(shared_data, tmp_path):
     out = tmp_path / "math.jsonl"
     assert (
@@ -320,6 +361,20 @@ def test_curriculum_picks_problems_at_or_below_the_threshold_and_merges(stage1, 
     )
     got = [r.get("id", r["prompt"]) for r in read(out)]
     assert got == [rows[0]["id"], rows[2]["id"], rows[3]["id"], rows[4]["id"], "new problem"]
+
+
+def test_curriculum_report_counts_each_problem_with_records_once(stage1, tmp_path):
+    """Each record carries two keys (prompt_sha1 and its 16-hex `problem` prefix): the report counted keys, 2 x 5."""
+    rows, path = stage1
+    recs = records(rows, {i: [(1, 4, 8), (2, 5, 8)] for i in range(5)})
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "s2.jsonl"
+    assert (
+        run("curriculum", "--curriculum.problems", tmp_path / "p.jsonl", "--curriculum.dataset", path, "--output", out)
+        == 0
+    )
+    report = json.loads(open(f"{out}.report.json").read())
+    assert (report["records"], report["problems_with_records"], report["matched"]) == (10, 5, 5)
 
 
 def test_curriculum_since_step_uses_only_later_records(stage1, tmp_path):

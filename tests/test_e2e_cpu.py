@@ -68,6 +68,16 @@ def test_lead_trained_advantage_equals_the_methods_advantage(lead):
 # In e2e_full, not CI: on one fresh fixture model (CI run, 2026-12-01) step 2 logged vllm_kl 0.0186 with the sync
 # on (steps 3-4: 5e-5, 1.5e-4; with the sync off it is ~5.5), so 1e-2 is marginal for this tiny, sharp policy at
 # lr 1e-2 and would make CI flaky; the sync-off control in test_e2e_full.py shows the check can fail.
+def test_the_log_shows_each_steps_progress_toward_the_runs_total(lead):
+    """The trainer's per-step line (lead_recipes.progress.StepProgress) through OpenRLHF's loop and Ray's log
+    forwarding: each global step once, prompts counted up to episodes x dataset, the last step at 100%."""
+    found = re.findall(r"lead-recipes: step (\d+)/~(\d+), (\d+)/(\d+) prompts \(([\d.]+)%\), .+/step, ETA", lead.text())
+    assert [int(f[0]) for f in found] == list(range(1, len(found) + 1)) and len(found) >= 2, found
+    prompts = [int(f[2]) for f in found]
+    assert prompts == sorted(prompts) and {int(f[3]) for f in found} == {prompts[-1]}
+    assert found[-1][4] == "100.0" and int(found[-1][1]) == len(found)
+
+
 @pytest.mark.e2e_full
 def test_lead_vllm_is_in_sync_with_the_actor_after_a_real_gradient_step(lead):
     checked = vllm_kl_after_gradient_steps(lead.scalars())

@@ -382,6 +382,37 @@ def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):
         assert vars(cli.build_parser().parse_args(run + extra))["data.benchmarks_dir"] == "D"
 
 
+def test_data_benchmarks_in_the_working_directory_is_the_default_offline(shared_data, tmp_path, monkeypatch, capsys):
+    """docs/evaluation.md's commands without --data.benchmarks_dir failed offline; ./data/benchmarks (where
+    `lead-recipes data` looks too) is now the default when it exists."""
+    from lead_recipes import data
+
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    monkeypatch.delenv("LEAD_RECIPES_BENCHMARKS_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    assert (
+        vars(cli.build_parser().parse_args(["--eval.backend", "replay", "--output", "o"]))["data.benchmarks_dir"]
+        is None
+    )
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "benchmarks").symlink_to(shared_data / "benchmarks")
+    build = ["build", "--data.preset", "jsonl", "--input", "s.jsonl", "--output", "o.jsonl"]
+    assert data.build_parser().parse_args(build).benchmarks_dir == os.path.join("data", "benchmarks")
+    argv = ["--eval.backend", "replay", "--replay.path", str(replay), "--output", "r", "--limit", "2"]
+    assert cli.main([*argv, "--no-eval.progress_enable", "--no-eval.plots_enable"]) == 0, capsys.readouterr().err
+
+
+def test_a_vllm_model_path_that_does_not_exist_is_one_line_naming_it(shared_data, tmp_path, capsys):
+    """A checkpoint path that does not exist reached transformers as a hub id: a traceback ending in `Repo id must be
+    in the form 'repo_name' or 'namespace/repo_name'`."""
+    model = str(tmp_path / "runs" / "lead-1.5b" / "ckpt" / "global_step200_hf")
+    argv = ["--eval.backend", "vllm", "--eval.model", model, "--output", str(tmp_path / "r"), "--limit", "1"]
+    assert cli.main([*argv, "--data.benchmarks_dir", str(shared_data / "benchmarks")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"lead-recipes eval: error: --eval.model {model}: no such model directory"]
+
+
 def test_the_chat_template_stays_the_presets_unless_a_flag_sets_it():
     # None = not given: the preset's value (on), or what a replay file recorded; either flag is an explicit value
     base = ["--eval.backend", "replay", "--output", "o"]

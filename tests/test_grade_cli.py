@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -158,3 +159,39 @@ def test_the_progress_bar_is_on_by_default_and_off_with_its_no_flag(flags, bars,
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "1", "given_answer": "1"})])
     assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"), *flags]) == 0
     assert len(made) == bars
+
+
+def test_the_full_progress_bar_is_printed_once(tmp_path):
+    """The last batch's update printed the 100% bar and close() printed it again (seen whenever that batch took
+    longer than tqdm's 0.1 s refresh interval; TQDM_MININTERVAL=0 TQDM_MINITERS=1 makes every update print)."""
+    inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": str(i), "given_answer": str(i)}) for i in range(3)])
+    env = {**os.environ, "TQDM_MININTERVAL": "0", "TQDM_MINITERS": "1"}
+    cmd = [sys.executable, "-m", "lead_recipes.cli", "grade", "--input", str(inp), "--output", str(tmp_path / "o")]
+    err = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stderr
+    assert err.replace("\r", "\n").count("3/3 [") == 1, err
+
+
+@pytest.mark.parametrize(
+    "rows, said",
+    [
+        ([{"answer": "1", "given_answer": "1"}], "graded given_answer (no extraction)"),
+        ([{"answer": "1", "response": "\\boxed{1}"}], "graded response (extraction final_answer)"),
+        (
+            [{"answer": "1", "response": "\\boxed{1}"}, {"answer": "2", "given_answer": "2"}],
+            "graded response 1 (extraction final_answer), given_answer 1",
+        ),
+    ],
+)
+def test_the_summary_names_the_extraction_only_for_responses(rows, said, tmp_path, capsys):
+    """`--grade.use given_answer` reported `extraction final_answer`, though nothing was extracted."""
+    inp = _write(tmp_path / "in.jsonl", [json.dumps(r) for r in rows])
+    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o"), "--no-grade.progress_enable"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert said in summary and summary.count("extraction") == ("extraction" in said)
+
+
+def test_a_null_answer_is_named_as_null_not_as_missing(tmp_path, capsys):
+    inp = _write(tmp_path / "in.jsonl", ['{"answer": null, "given_answer": "3"}', '{"given_answer": "3"}'])
+    assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o"), "--no-grade.progress_enable"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lead-recipes grade: line 1: `answer` is null", "lead-recipes grade: line 2: no `answer` field"]

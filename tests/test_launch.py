@@ -175,6 +175,26 @@ def test_broken_override_exits_2_naming_the_key(capsys):
     assert "'actor.adam.lrate'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "recipe.lead.aggregatr=median_correct",
+            "unknown key 'lead.aggregatr' in recipe; did you mean 'lead.aggregator'?",
+        ),
+        ("actor.adam.lrate=1", "unknown key 'actor.adam.lrate' in openrlhf; did you mean 'actor.adam.lr'"),
+        ("recipe.lead.aggregator=median", "key 'lead.aggregator': 'median' is not one of"),
+        ("resources.nodez=2", "unknown key 'nodez' in resources; did you mean 'nodes'?"),
+    ],
+)
+def test_a_bad_override_blames_the_set_flag_not_the_recipe_file(override, message, capsys):
+    """A typo in `--set recipe.lead.aggregatr=...` was reported as `.../lead-1.5b.yaml: unknown key ...`."""
+    assert launch.main(["lead-1.5b", "--run.dry_run_enable", "--set", override]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"lead-recipes launch: --set {override}: ") and message in err
+    assert ".yaml" not in err
+
+
 def test_missing_dataset_refuses_to_run_and_prints_the_data_command(capsys, tmp_path):
     assert launch.main(["lead-1.5b", "--launch.target", "local"]) == 2
     err = capsys.readouterr().err

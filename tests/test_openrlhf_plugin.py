@@ -26,9 +26,11 @@ from lead_recipes.grading.repetition import is_repetitive
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, RecipeConfig
+from lead_recipes.recipes import openrlhf_parser
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training import resume
+from lead_recipes.training.args import with_recipe
 
 N = 8  # samples per prompt in the shared rollouts
 CAP = 768  # rollout cap for these tests (tiny tokenizer: many responses exceed it and count as truncated)
@@ -296,6 +298,21 @@ def test_dapo_overlong_penalty_is_added_to_method_advantage(rollouts):
             assert e.info["recipe_advantage"][b].item() == pytest.approx(expected[sid][0] + penalty, abs=1e-5)
 
 
+def test_the_trainer_logs_steps_prompts_and_eta_after_each_step_counted_from_its_start(monkeypatch):
+    """`lead-recipes train` showed OpenRLHF's per-episode bar only: no run total, no ETA across episodes."""
+    logged = []
+    monkeypatch.setattr(plugin.logger, "info", logged.append)
+    clock = iter([1000.0, 1090.0])  # the start of fit(), then the end of the first step after the resume
+    monkeypatch.setattr("lead_recipes.progress.time.monotonic", lambda: next(clock))
+    trainer = NS(args=NS(train=NS(num_episodes=2)), prompts_dataloader=[None] * 100, recipe_progress=None)
+    mixin = plugin._RecipeTrainerMixin
+    mixin._log_progress(trainer, 11, {"total_consumed_prompts": 88})  # before fit() started: nothing
+    mixin._start_progress(trainer, {"global_step": 10, "total_consumed_prompts": 80})
+    mixin._log_progress(trainer, 11, {"total_consumed_prompts": 88})
+    # 112 prompts left at 8 per 90 s step: 14 more steps, 21 minutes
+    assert logged == ["lead-recipes: step 11/~25, 88/200 prompts (44.0%), 1m 30s/step, ETA 21m 00s"]
+
+
 def test_mixed_prompt_group_is_rejected(rollouts):
     args = make_args("grpo")
     exps = micro_batches(rollouts[: 2 * N], args)
@@ -361,12 +378,12 @@ def test_resumed_checkpoint_without_recipe_state_is_an_error():
 
 
 def test_version_guard_names_a_different_version(monkeypatch):
-    real = plugin.importlib.metadata.version
+    real = openrlhf_parser.importlib.metadata.version
     monkeypatch.setattr(
-        plugin.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name)
+        openrlhf_parser.importlib.metadata, "version", lambda name: "0.12.0" if name == "openrlhf" else real(name)
     )
-    with pytest.raises(plugin.OpenRLHFMismatch, match="0.12.0"):
-        plugin.check_openrlhf()
+    with pytest.raises(openrlhf_parser.OpenRLHFMismatch, match="0.12.0"):
+        openrlhf_parser.check_openrlhf()
 
 
 # ------------------------------------------------------------------ trainer: checkpointed controller state (Ray)
@@ -464,7 +481,7 @@ def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extr
         *(["--ckpt.load_enable"] if load else []),
         *extra,
     ]
-    args = plugin.run_openrlhf(argv, recipe, resolve_only=True)
+    args = with_recipe(openrlhf_parser.openrlhf_args(argv)[0], recipe)
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
     ray.get(group.async_init_model_from_pretrained(strategy))

@@ -1,6 +1,6 @@
 """The installed OpenRLHF still has every seam the plug-in patches or relies on: the parameter names of the methods
 it overrides or calls, the Ray actor classes it subclasses, and the lines of OpenRLHF's source it patches around.
-At start-up only the version pin is checked (openrlhf_plugin.check_openrlhf); an OpenRLHF upgrade fails here,
+At start-up only the version pin is checked (openrlhf_parser.check_openrlhf); an OpenRLHF upgrade fails here,
 naming what changed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
-from lead_recipes.training import openrlhf_plugin as plugin
+from lead_recipes.recipes.openrlhf_parser import SUPPORTED_OPENRLHF, check_openrlhf
 
 # (owner, method) -> the parameter names the plug-in relies on
 SIGNATURES = {
@@ -80,8 +80,8 @@ SOURCE_LINES = [
 
 def test_the_plugin_is_pinned_to_the_openrlhf_version_the_project_installs():
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
-    assert re.search(rf'"openrlhf\[vllm\]=={re.escape(plugin.SUPPORTED_OPENRLHF)}"', pyproject)
-    plugin.check_openrlhf()
+    assert re.search(rf'"openrlhf\[vllm\]=={re.escape(SUPPORTED_OPENRLHF)}"', pyproject)
+    check_openrlhf()
 
 
 @pytest.mark.parametrize("owner,name", SIGNATURES, ids=[f"{o.__qualname__}.{n}" for o, n in SIGNATURES])

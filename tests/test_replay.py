@@ -368,3 +368,42 @@ def test_controller_panel_keeps_each_ema_weight_visible_beside_its_lambda_and_st
     low, high = fig.axes[2].get_xlim()
     shown = [t for t in fig.axes[2].get_xticks() if low <= t <= high]
     assert shown and all(float(t).is_integer() for t in shown), shown
+
+
+@pytest.mark.parametrize(
+    "flags, bars", [([], True), (["--replay.progress_enable"], True), (["--no-replay.progress_enable"], False)]
+)
+def test_replay_shows_grading_and_step_progress_on_stderr_unless_turned_off(tmp_path, capsys, flags, bars):
+    """Replay of a long rollouts file showed nothing until the end (grade and eval show a bar)."""
+    argv = ["replay", "--replay.from_rollouts", str(_tiny_rollouts(tmp_path)), "--replay.prompts_per_step", "1"]
+    assert cli_main([*argv, "--replay.epochs", "2", "--output", str(tmp_path / "o.jsonl"), *flags]) == 0
+    err = capsys.readouterr().err.replace("\r", "\n")
+    if not bars:
+        assert err == ""
+        return
+    shown = [line for line in err.splitlines() if line.strip()]
+    grading = [line for line in shown if line.startswith("grading:")]
+    steps = [line for line in shown if line.startswith("replay:")]
+    assert grading and "6/6" in grading[-1] and sum("6/6" in line for line in grading) == 1
+    assert steps and "6/6" in steps[-1] and sum("6/6" in line for line in steps) == 1
+
+
+def test_a_step_progress_line_gives_steps_prompts_time_per_step_and_eta():
+    from lead_recipes.progress import StepProgress
+
+    fresh = StepProgress(total_prompts=1000, start_step=0, start_prompts=0, started=0.0)
+    assert fresh.line(1, 128, now=100.0) == (
+        "lead-recipes: step 1/~8, 128/1000 prompts (12.8%), 1m 40s/step, ETA 11m 21s"
+    )  # 872 prompts left at 1.28/s; 7 more steps of 128
+    resumed = StepProgress(total_prompts=1000, start_step=5, start_prompts=640, started=10.0)
+    assert resumed.line(6, 768, now=60.0) == (
+        "lead-recipes: step 6/~8, 768/1000 prompts (76.8%), 50s/step, ETA 1m 31s"
+    )  # measured from the resume, not from step 0
+    assert StepProgress(None, 0, 0, started=0.0).line(3, 384, now=99.0) == (
+        "lead-recipes: step 3, 384 prompts, 33s/step"
+    )
+    assert (
+        StepProgress(1000, 0, 0, started=0.0)
+        .line(2, 1000, now=7200.0)
+        .endswith("1000/1000 prompts (100.0%), 1h 00m/step, ETA 0s")
+    )

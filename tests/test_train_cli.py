@@ -95,14 +95,17 @@ def openrlhf_own_parse(argv):
 
 
 def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
-    from lead_recipes.training import openrlhf_plugin as plugin
+    """openrlhf_args runs OpenRLHF's __main__ block compiled from its file, without importing its trainer: it must
+    give exactly what OpenRLHF's own script hands to train()."""
+    from lead_recipes.recipes.openrlhf_parser import openrlhf_args
+    from lead_recipes.training.args import with_recipe
 
     flags = base_flags(tmp_path, extra=["--train.colocate_all", "--vllm.num_engines", "1", "--ds.packing_samples"])
     ours, recipe, rest, _ = train.parse_command_line(
         flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:]
     )
     assert rest == flags[:-2]
-    args = plugin.run_openrlhf(rest, recipe, resolve_only=True)
+    args = with_recipe(openrlhf_args(rest)[0], recipe)
     theirs = openrlhf_own_parse(flags[:-2])
     got = train.plain(args)
     assert got.pop("recipe") == train.plain(recipe)
@@ -111,14 +114,111 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
     assert recipe.method == "leash" and recipe.leash.target_length == 3000.0
 
 
-def _run_cli(*argv):
+HEAVY = ("openrlhf", "ray", "vllm", "deepspeed", "torch")
+
+
+def _run_cli(*argv, cwd=ROOT, with_stdout=False):
+    """(exit code and heavy modules imported, stderr[, stdout without the result line]) of main(argv) in a fresh
+    interpreter."""
     code = (
         "import sys, json; from lead_recipes.training.cli import main; rc = main(sys.argv[1:]); "
-        "print(json.dumps({'rc': rc, 'heavy': [m for m in ('openrlhf', 'ray', 'vllm', 'deepspeed') "
-        "if m in sys.modules]}))"
+        f"print(json.dumps({{'rc': rc, 'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))"
     )
-    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
+    lines = out.stdout.strip().splitlines()
+    result = json.loads(lines[-1])
+    return (result, out.stderr, "\n".join(lines[:-1])) if with_stdout else (result, out.stderr)
+
+
+def _only_our_lines(err: str) -> list[str]:
+    """stderr lines that are not `lead-recipes train…` or an indented continuation of one (third-party noise)."""
+    foreign, ours = [], False
+    for line in err.splitlines():
+        ours = line.startswith(train.PROG) or (ours and line.startswith(" "))
+        if not ours and line.strip():
+            foreign.append(line)
+    return foreign
+
+
+def test_help_prints_only_the_help_and_imports_nothing_heavy():
+    """--help built and validated the method first, importing torch (1.7 s and torch's pynvml FutureWarning)."""
+    result, err, out = _run_cli("--help", with_stdout=True)
+    assert result == {"rc": 0, "heavy": []}
+    assert err == "" and out.startswith("usage: lead-recipes train")
+
+
+def test_dry_run_imports_no_trainer_and_prints_only_our_lines_with_openrlhfs_messages_in_todays_flag_names(tmp_path):
+    """The dry run imported OpenRLHF's trainer (~10 s of torch, DeepSpeed, vLLM) and printed their banners and
+    OpenRLHF's `[Warning] Set --rollout_max_tokens_per_gpu ...` (a pre-0.11 flag name) on stdout, before the
+    resolved command."""
+    result, err, out = _run_cli("--run.dry_run_enable", cwd=tmp_path, with_stdout=True)
+    assert result == {"rc": 0, "heavy": []}
+    assert out.startswith("# resolved command\n")
+    assert _only_our_lines(err) == []
+    assert (
+        "lead-recipes train: OpenRLHF: Set --rollout.max_tokens_per_gpu to --train.max_tokens_per_gpu." in err
+    )  # the embedded recipe turns on dynamic batching without a rollout token budget
+    assert "rollout_max_tokens_per_gpu" not in out + err
+
+
+def test_a_value_openrlhfs_parser_refuses_is_one_line_not_its_usage_page(tmp_path):
+    result, err = _run_cli(*base_flags(tmp_path), "--rollout.batch_size", "many", "--run.dry_run_enable")
+    assert result == {"rc": 2, "heavy": []}
+    assert err.strip().splitlines()[-1] == (
+        "lead-recipes train: error: argument --rollout.batch_size: invalid int value: 'many'"
+    )
+    assert "usage:" not in err
+
+
+def test_what_openrlhf_printed_before_refusing_is_shown_with_its_refusal(tmp_path, capsys):
+    """Its validation turns packing on and then asserts on it: the first message explains the second (both in
+    today's flag names)."""
+    flags = base_flags(tmp_path, extra=["--ds.packing_samples", "--ds.attn_implementation", "sdpa"])
+    assert train.main([*flags, "--vllm.num_engines", "0", "--run.dry_run_enable"]) == 2
+    err = capsys.readouterr().err
+    assert "OpenRLHF: [Warning] Please use --ds.attn_implementation with flash_attention" in err
+    assert err.strip().splitlines()[-1] == (
+        "lead-recipes train: error: OpenRLHF rejected the configuration: Only support `--ds.packing_samples` with vLLM."
+    )
+
+
+def test_openrlhfs_old_flag_names_map_to_flags_it_parses():
+    from lead_recipes.recipes.openrlhf_parser import _old_names, current_flag_names, openrlhf_parser
+
+    flags = {f for a in openrlhf_parser()._actions for f in a.option_strings}
+    assert {f"--{new}" for new in _old_names().values()} <= flags
+    assert not {f"--{old}" for old in _old_names()} & flags
+    assert current_flag_names("[Warning] --ring_attn_size > 1 requires --packing_samples.") == (
+        "[Warning] --ds.ring_attn_size > 1 requires --ds.packing_samples."
+    )
+    assert current_flag_names("--use_dynamic_batch, --local_rank, --no_such_flag") == (
+        "--train.dynamic_batch_enable, --local_rank, --no_such_flag"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_preflight_failure_prints_only_our_lines_and_no_checkpoint_notice(tmp_path):
+    """The preflight printed torch's, DeepSpeed's, vLLM's and Ray's start-up lines, and the SIGUSR1 checkpoint
+    notice although --preflight.only_enable never trains."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lead_recipes.cli", "train", "--preflight.only_enable"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=280,
+    )
+    assert proc.returncode == 1
+    assert all(re.match(r"\[\s*(ok|MISSING)\] ", line) for line in proc.stdout.splitlines()), proc.stdout
+    assert _only_our_lines(proc.stderr) == []
+    assert "cannot start training, missing: gpu: no CUDA GPU visible" in proc.stderr
+    assert "request a checkpoint" not in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -235,11 +335,16 @@ def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_q
     assert "cannot start training, missing: gpu: no CUDA GPU visible" in captured.err
 
 
-def test_dry_run_of_unrunnable_configuration_prints_it_and_exits_2(tmp_path, capsys):
+def test_dry_run_of_unrunnable_configuration_prints_only_the_error_and_exits_2(tmp_path, capsys):
+    """It printed the whole configuration, ending in `# warning: ERROR ...`, which buried the answer."""
     assert train.main(base_flags(tmp_path, extra=["--ckpt.disable_ds"]) + ["--run.dry_run_enable"]) == 2
     captured = capsys.readouterr()
-    assert "# configuration after OpenRLHF's validation" in captured.out
-    assert "--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint" in captured.err
+    assert captured.out == ""
+    assert (
+        captured.err.strip()
+        .splitlines()[-1]
+        .startswith("lead-recipes train: error: --ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint")
+    )
 
 
 def test_ckpt_disable_ds_is_refused_before_the_preflight_even_without_a_resume(tmp_path, capsys, monkeypatch):
@@ -530,7 +635,7 @@ def _driver_in_preflight(tmp_path, env):
     flags = base_flags(tmp_path, extra=["--ckpt.path", str(tmp_path / "ckpt")])
     flags[flags.index("--reward.remote_url") + 1] = f"http://127.0.0.1:{silent.getsockname()[1]}/get_reward"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lead_recipes.cli", "train", *flags, "--preflight.only_enable"],
+        [sys.executable, "-m", "lead_recipes.cli", "train", *flags],  # a real run; it stops in the preflight
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -594,12 +699,12 @@ def test_dry_run_masks_reward_url_token_and_wandb_key(tmp_path, capsys, monkeypa
 
 def test_missing_dataset_hint_is_the_prepare_command_of_the_recipe_using_that_path(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
-    hint = train.prepare_hint(str(tmp_path / "dapo_math_r1.jsonl"), embedded=False)
+    hint = train.prepare_hint(str(tmp_path / "dapo_math_r1.jsonl"), recipe=None)
     assert "(recipe leash-1.5b)" in hint
     command = shlex.split(hint.split(" with: ", 1)[1])
     assert command[:3] == ["lead-recipes", "data", "build"]
     assert command[command.index("--output") + 1] == str(tmp_path / "dapo_math_r1.jsonl")
-    assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), embedded=False) is None
+    assert train.prepare_hint(str(tmp_path / "no_recipe_uses_this.jsonl"), recipe=None) is None
 
 
 @pytest.mark.slow
@@ -641,10 +746,19 @@ def test_main_job_builds_its_missing_prompt_data_from_the_source_before_the_pref
     assert status["gpu"][0] == "MISSING" and "build the prompt data" not in out.stderr
 
 
+def test_missing_dataset_hint_names_the_recipe_being_run_when_several_share_the_path(tmp_path, monkeypatch):
+    """grpo-lead-14b-stage1 extends grpo-lead-7b's prompt data: the hint named the 14B stage-1 recipe (the first of
+    the two in the recipe folder) to a user running grpo-lead-7b."""
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
+    path = str(tmp_path / "deepscaler_d25.jsonl")
+    assert "(recipe grpo-lead-7b)" in train.prepare_hint(path, recipe="grpo-lead-7b")
+    assert "(recipe grpo-lead-14b-stage1)" in train.prepare_hint(path, recipe="grpo-lead-14b-stage1")
+
+
 def test_missing_source_hint_names_the_file_and_where_sources_are_expected(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path / "no_sources_here"))
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
-    hint = train.prepare_hint(str(tmp_path / "math_l35_lead.jsonl"), embedded=True)
+    hint = train.prepare_hint(str(tmp_path / "math_l35_lead.jsonl"), recipe="lead-1.5b")
     assert "build the prompt data (recipe lead-1.5b) with: lead-recipes data build" in hint
     assert (
         f"math_level3to5.jsonl is missing: expected at {tmp_path / 'no_sources_here' / 'math_level3to5.jsonl'}" in hint
@@ -660,7 +774,7 @@ def test_auto_build_never_writes_a_dataset_path_other_than_the_recipe_prepare_ou
     (tmp_path / "math_level3to5.jsonl").symlink_to(shared_data / "train" / "math_level3to5.jsonl")
     monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path))
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
-    assert train.build_missing_data(str(tmp_path / "mine.jsonl"), embedded=True) is False
+    assert train.build_missing_data(str(tmp_path / "mine.jsonl"), recipe="lead-1.5b") is False
     assert sorted(p.name for p in tmp_path.iterdir()) == ["math_level3to5.jsonl"]
 
 
@@ -677,13 +791,16 @@ def test_a_grading_failure_in_the_trainer_ends_the_driver_with_its_message_and_e
             cause = GradingFailure("grading failed for 100% of the samples (64 error, 0 timeout of 64)")
             raise RayTaskError("RecipeTrainer.fit", "Traceback ...", cause).as_instanceof_cause()
 
+    import lead_recipes.training
+
+    monkeypatch.setattr(lead_recipes.training, "openrlhf_plugin", FakeSeam, raising=False)
     monkeypatch.setattr(train, "build_missing_data", lambda *a, **k: False)
     monkeypatch.setattr(train, "run_preflight", lambda args, skip=(): [])
     monkeypatch.setattr(train, "forward_env_to_actors", contextlib.nullcontext)
     ours = NS(preflight=False, preflight_skip=())
     resolved = NS(base=None, user_flags=set())
     args = NS(data=NS(prompt_dataset="p.jsonl"), logger=NS(wandb=NS(key=None)))
-    assert train._preflight_and_train(ours, RecipeConfig(), [], resolved, args, FakeSeam) == 1
+    assert train._preflight_and_train(ours, RecipeConfig(), [], resolved, args) == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == (
         "lead-recipes train: error: grading failed for 100% of the samples (64 error, 0 timeout of 64)"
@@ -696,6 +813,20 @@ def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
     resolved = resolve(["--rollout.max_new_tokens", "8000"], train._our_parser())  # over lead-1.5b (max_len 5024)
     assert flag_values(resolved.argv, "--data.max_len") == [str(8000 + PROMPT_BUDGET)]
     assert any(f.startswith(f"--data.max_len {8000 + PROMPT_BUDGET} ") for f in resolved.filled)
+
+
+def test_a_cap_without_a_base_recipe_too_large_for_openrlhfs_max_len_gets_one_that_keeps_the_prompt(capsys):
+    """docs/training.md's `--recipe.name none ... --rollout.max_new_tokens 4000` exited 2: OpenRLHF's default
+    --data.max_len 2048 left -1952 prompt tokens. A cap that fits OpenRLHF's default keeps it."""
+    from lead_recipes.training.args import PROMPT_BUDGET, flag_values, resolve
+
+    argv = [*NO_BASE, "--actor.model_name_or_path", "M", "--data.prompt_dataset", "D", "--rollout.max_new_tokens"]
+    resolved = resolve([*argv, "4000"], train._our_parser())
+    assert flag_values(resolved.argv, "--data.max_len") == [str(4000 + PROMPT_BUDGET)]
+    assert any(f.startswith(f"--data.max_len {4000 + PROMPT_BUDGET} ") for f in resolved.filled)
+    assert flag_values(resolve([*argv, "512"], train._our_parser()).argv, "--data.max_len") is None
+    assert train.main([*argv, "4000", "--run.dry_run_enable"]) == 0
+    assert _config(capsys.readouterr().out)["data"]["max_len"] == 4000 + PROMPT_BUDGET
 
 
 def test_max_len_leaving_no_prompt_room_is_refused_naming_both_flags(capsys):

@@ -18,6 +18,7 @@ from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
 from lead_recipes.grading.labels import gold_answer, label_problem
 from lead_recipes.help_format import ArgumentParser
+from lead_recipes.progress import Bar
 
 BATCH = 512
 
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="final_answer",
         help="how the answer is found in `response`: final_answer = the last \\boxed{} or else the "
         "final-answer statement of the closing part (as math-verify users expect); boxed = the last "
-        "\\boxed{} only (the reward function's default)",
+        "\\boxed{} only (what the reward function uses)",
     )
     g.add_argument(
         "--grade.timeout_s",
@@ -80,8 +81,10 @@ def _rows(path: str) -> Iterator[tuple[int, dict, str | None]]:
                 continue
             if not isinstance(row, dict):
                 yield n, {"_line": n, "_raw": row}, f"line {n}: not a JSON object"
-            elif row.get("answer") is None:
+            elif "answer" not in row:
                 yield n, row, f"line {n}: no `answer` field"
+            elif row["answer"] is None:
+                yield n, row, f"line {n}: `answer` is null"
             elif label_problem(row["answer"]):
                 yield n, row, f"line {n}: `answer`: {label_problem(row['answer'])}"
             else:
@@ -111,10 +114,6 @@ def main(argv: list[str]) -> int:
         print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
         return 2
     try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a base dependency; degrade to no bar rather than fail
-        tqdm = None
-    try:
         os.makedirs(os.path.dirname(os.path.abspath(args["output"])), exist_ok=True)
     except OSError as e:
         print(
@@ -123,11 +122,12 @@ def main(argv: list[str]) -> int:
         )
         return 2
     counts: collections.Counter = collections.Counter()  # graded rows by status; malformed lines are apart
+    fields: collections.Counter = collections.Counter()  # graded rows by the field graded (response, given_answer)
     malformed = 0
     t0 = time.perf_counter()
     tmp = args["output"] + ".tmp"
-    lines = _count_lines(args["input"]) if tqdm and args["grade.progress_enable"] else 0
-    bar = tqdm(desc="grading", unit="line", file=sys.stderr, total=lines) if lines else None
+    lines = _count_lines(args["input"]) if args["grade.progress_enable"] else 0
+    bar = Bar(lines, "grading", "line")
     read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]
     with (
@@ -153,9 +153,9 @@ def main(argv: list[str]) -> int:
                         "extraction": policy if todo_item[i][1] is not None else None,
                     }
                     counts[row["status"]] += 1
+                    fields["response" if todo_item[i][1] is not None else "given_answer"] += 1
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            if bar is not None:
-                bar.update(read_to - bar.n)
+            bar.advance_to(read_to)
             batch.clear()
 
         for read_to, row, err in _rows(args["input"]):  # noqa: B007 (read after the loop)
@@ -167,8 +167,7 @@ def main(argv: list[str]) -> int:
                 flush()
         read_to = lines  # trailing blank lines
         flush()
-    if bar is not None:
-        bar.close()
+    bar.close()
     os.replace(tmp, args["output"])
     total = sum(counts.values())
     dt = time.perf_counter() - t0
@@ -176,10 +175,20 @@ def main(argv: list[str]) -> int:
     acc = counts.get("correct", 0) / total if total else 0.0
     print(
         f"graded {total} rows in {dt:.1f}s ({total / dt if dt > 0 else 0:.0f} rows/s): accuracy {acc:.4f} "
-        f"({counts.get('correct', 0)}/{total}); extraction {policy}; {parts}; malformed input lines {malformed} "
-        f"(written as error rows, not in the accuracy) -> {args['output']}"
+        f"({counts.get('correct', 0)}/{total}); {_graded_fields(fields, policy)}; {parts}; malformed input lines "
+        f"{malformed} (written as error rows, not in the accuracy) -> {args['output']}"
     )
     return 1 if malformed else 0
+
+
+def _graded_fields(fields: collections.Counter, policy: str) -> str:
+    """Which field was graded; the extraction policy only where a response was extracted from."""
+    extraction = f"(extraction {policy})"
+    if not fields["given_answer"]:
+        return f"graded response {extraction}"
+    if not fields["response"]:
+        return "graded given_answer (no extraction)"
+    return f"graded response {fields['response']} {extraction}, given_answer {fields['given_answer']}"
 
 
 if __name__ == "__main__":

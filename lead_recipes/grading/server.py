@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--serve.job_id",
         dest="serve.job_id",
         default=None,
-        help="batch job this server belongs to, reported by GET /health (slurm/train.sbatch sets it)",
+        help="batch job this server belongs to, reported by GET /health (slurm/train.sbatch sets it; default: none)",
     )
     g = p.add_argument_group("grade")
     g.add_argument(

@@ -97,7 +97,8 @@ class LeadConfig:
     lambda_min: float = _f(0.3, "floor on λ_c (code: 0.3)", ge=0, le=1)
     static_lambda_c: float | None = _f(
         None,
-        "constant λ_c (λ_l = 1-λ_c), no controller: the 'LEAD static' ablation (code: lead_static_lambda_corr)",
+        "constant λ_c (λ_l = 1-λ_c), no controller: the 'LEAD static' ablation (code: lead_static_lambda_corr); "
+        "default: none, the PSI controller",
         ge=0,
         le=1,
     )

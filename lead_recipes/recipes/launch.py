@@ -93,15 +93,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--run.dir", dest="run_dir", help="run directory (default ${run}: $LEAD_RECIPES_RUN_DIR or ./runs/<recipe>)"
     )
     s = p.add_argument_group("slurm", "target slurm (default: the recipe's resources section)")
-    s.add_argument("--slurm.nodes", dest="nodes", type=int)
-    s.add_argument("--slurm.gpus_per_node", dest="gpus_per_node", type=int)
-    s.add_argument("--slurm.cpus_per_node", dest="cpus_per_node", type=int)
-    s.add_argument("--slurm.partition", dest="partition")
-    s.add_argument("--slurm.account", dest="account")
-    s.add_argument("--slurm.time", dest="time", help="wall time, e.g. 48:00:00")
-    s.add_argument("--slurm.qos", dest="qos")
-    s.add_argument("--slurm.reward_placement", dest="reward_placement", choices=("every_node", "head", "none"))
-    s.add_argument("--slurm.reward_port", dest="reward_port", type=int)
+
+    def recipe_value(key: str, what: str = "") -> str:
+        return f"{what} (default: the recipe's resources.{key})".strip()
+
+    s.add_argument("--slurm.nodes", dest="nodes", type=int, help=recipe_value("nodes"))
+    s.add_argument("--slurm.gpus_per_node", dest="gpus_per_node", type=int, help=recipe_value("gpus_per_node"))
+    s.add_argument(
+        "--slurm.cpus_per_node",
+        dest="cpus_per_node",
+        type=int,
+        help=recipe_value("cpus_per_node", "unset there: the smallest node of the partition, all its CPUs"),
+    )
+    s.add_argument("--slurm.partition", dest="partition", help=recipe_value("partition", "unset: the cluster's"))
+    s.add_argument("--slurm.account", dest="account", help=recipe_value("account", "unset: your Slurm account"))
+    s.add_argument("--slurm.time", dest="time", help=recipe_value("time", "wall time, e.g. 48:00:00"))
+    s.add_argument("--slurm.qos", dest="qos", help=recipe_value("qos", "unset: the cluster's"))
+    s.add_argument(
+        "--slurm.reward_placement",
+        dest="reward_placement",
+        choices=("every_node", "head", "none"),
+        help=recipe_value("reward_placement", "where `lead-recipes serve` runs"),
+    )
+    s.add_argument(
+        "--slurm.reward_port",
+        dest="reward_port",
+        type=int,
+        help=recipe_value("reward_port", "unset: 29000 + job id mod 3000, chosen by slurm/train.sbatch"),
+    )
     s.add_argument(
         "--slurm.reward_workers", dest="reward_workers", type=int, help="grading processes per reward server"
     )
@@ -109,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--slurm.signal_seconds",
         dest="signal_seconds",
         type=int,
-        help="USR1 this many seconds before the time limit (checkpoint)",
+        help=recipe_value("signal_seconds", "USR1 this many seconds before the time limit (checkpoint)"),
     )
     s.add_argument(
         "--slurm.save_timeout",
@@ -153,7 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r = p.add_argument_group("ray", "target ray (ray job submit)")
     r.add_argument(
-        "--ray.address", dest="ray_address", metavar="ADDR", help="the cluster: ray job submit --address ADDR"
+        "--ray.address",
+        dest="ray_address",
+        metavar="ADDR",
+        help="the cluster: ray job submit --address ADDR; no default: --launch.target ray needs it",
     )
     r.add_argument(
         "--ray.wait_enable",

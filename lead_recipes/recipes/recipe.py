@@ -278,12 +278,18 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     path = _find(name_or_path)
     raw = _read(path)
     where = str(path)
+    given: dict[tuple[str, str], str] = {}  # (section, key) -> the --set that gave it: errors blame the flag
     for text in overrides:
         section, key, value = parse_override(text)
         if section in ("description", "entrypoint"):
             raw[section] = value
         else:
             raw.setdefault(section, {})[key] = value
+        given[section, key] = f"--set {text}"
+
+    def origin(section: str, key: str) -> str:
+        return given.get((section, key), where)
+
     name = path.stem
     entrypoint = raw.get("entrypoint", "train")
     if entrypoint not in ENTRYPOINTS:
@@ -293,9 +299,10 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     known = _actions(openrlhf_parser(entrypoint))
     openrlhf_values = {}
     for key, value in (raw.get("openrlhf") or {}).items():
+        at = origin("openrlhf", key)
         if key not in known:
-            raise _unknown(key, known, "openrlhf", where)
-        openrlhf_values[key] = _coerce(known[key], key, _expand(value, env, key, where), where)
+            raise _unknown(key, known, "openrlhf", at)
+        openrlhf_values[key] = _coerce(known[key], key, _expand(value, env, key, at), at)
 
     recipe_values = {}
     if raw.get("recipe"):
@@ -303,17 +310,21 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
             raise RecipeError(f"{where}: section 'recipe' only applies to entrypoint 'train'")
         known_recipe = {k.removeprefix("recipe."): a for k, a in _actions(recipe_parser()).items()}
         for key, value in raw["recipe"].items():
+            at = origin("recipe", key)
             if key not in known_recipe:
-                raise _unknown(key, known_recipe, "recipe", where)
-            recipe_values[key] = _coerce(known_recipe[key], key, _expand(value, env, key, where), where)
+                raise _unknown(key, known_recipe, "recipe", at)
+            recipe_values[key] = _coerce(known_recipe[key], key, _expand(value, env, key, at), at)
 
     resources = dict(RESOURCE_DEFAULTS)
     for key, value in (raw.get("resources") or {}).items():
         if key not in RESOURCE_KEYS:
-            raise _unknown(key, RESOURCE_KEYS, "resources", where)
+            raise _unknown(key, RESOURCE_KEYS, "resources", origin("resources", key))
         typ = RESOURCE_KEYS[key]
         if value is not None and (not isinstance(value, typ) or (typ is int and isinstance(value, bool))):
-            raise RecipeError(f"{where}: key 'resources.{key}' must be {RESOURCE_KEYS[key].__name__}, got {value!r}")
+            raise RecipeError(
+                f"{origin('resources', key)}: key 'resources.{key}' must be {RESOURCE_KEYS[key].__name__}, got "
+                f"{value!r}"
+            )
         resources[key] = value
     after = raw.get("after")
     if after is not None and str(after) not in recipe_names():
@@ -321,7 +332,7 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     data = dict(raw.get("data") or {})
     for key in data:
         if key not in DATA_KEYS:
-            raise _unknown(key, DATA_KEYS, "data", where)
+            raise _unknown(key, DATA_KEYS, "data", origin("data", key))
     if data.get("prepare") is not None:
         data["prepare"] = [str(_expand(str(v), env, "data.prepare", where)) for v in data["prepare"]]
 

@@ -1,7 +1,8 @@
 """The command line of `lead-recipes train` as a user types it: the method's reference recipe (or
 `--recipe.name NAME|FILE|none`) as the base, the user's flags replacing its values, the defaults the method implies
 filled in and reported, HTTP reward URLs routed through grading/remote_reward.py, and every still-missing flag
-named at once. It does not parse values (OpenRLHF's parser and lead_recipes.flags do), print or start anything.
+named at once; `with_recipe` attaches the recipe to OpenRLHF's parsed args. It does not parse values (OpenRLHF's
+parser and lead_recipes.flags do), print or start anything.
 See docs/training.md#the-command-line-a-base-recipe-your-flags-on-top.
 """
 
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 
 from lead_recipes.methods import sections_read
 from lead_recipes.methods.config import entry
+from lead_recipes.recipes.openrlhf_parser import openrlhf_default
+from lead_recipes.training.preemption import save_request_path
 
 NONE = "none"
 DEFAULT_CAP = 4000  # LEAD's B_max, the cap of the reference recipe lead-1.5b
@@ -68,6 +71,14 @@ def reward_func_path(name: str = "reward_func.py") -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grading", name)
 
 
+def with_recipe(args, recipe):
+    """OpenRLHF's nested args plus what the plug-in reads from them: `args.recipe` (the RecipeConfig) and
+    `args.recipe_save_request` (the save-on-request file, resolved here: the trainer's Ray actors lack our env)."""
+    args.recipe = recipe
+    args.recipe_save_request = save_request_path(args.ckpt.path)
+    return args
+
+
 def resolve(argv: list[str], parser) -> Resolved:
     """Overlay `argv` on its base recipe and fill in the method's defaults. `parser` is the train command's own
     parser (its flags are told apart from OpenRLHF's with it). lead_recipes.recipes.recipe.RecipeError for a bad base
@@ -88,7 +99,6 @@ def resolve(argv: list[str], parser) -> Resolved:
     # max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor), so a larger cap would cut the prompt
     used = drop_flags(base, dropped) + list(argv)
     given = flag_names(parser.parse_known_args(used)[1])
-    size_max_len = "--rollout.max_new_tokens" not in given or "--data.max_len" in flag_names(base)
     out = Resolved(argv=used, base=None if name == NONE else name, user_flags=user)
 
     def fill(flag: str, value, why: str) -> None:
@@ -105,7 +115,9 @@ def resolve(argv: list[str], parser) -> Resolved:
         cap = b_max if b_max and "lead" in sections_read(method) else DEFAULT_CAP
         fill("--rollout.max_new_tokens", int(cap), "the rollout cap the methods' length terms use")
     cap = (flag_values(out.argv, "--rollout.max_new_tokens") or [""])[0]
-    if size_max_len and cap.isdigit():  # else OpenRLHF's default stays (train.recipe_conflicts checks the room)
+    # OpenRLHF's own default stays while it leaves the prompt PROMPT_BUDGET tokens (a complete OpenRLHF command
+    # line passes through as it is); a larger cap gets room for the prompt (train.recipe_conflicts checks the rest)
+    if cap.isdigit() and int(cap) + PROMPT_BUDGET > openrlhf_default("data.max_len"):
         fill("--data.max_len", int(cap) + PROMPT_BUDGET, f"the rollout cap plus {PROMPT_BUDGET} prompt tokens")
     fill("--data.input_key", "prompt", "the column `lead-recipes data build` writes")
     fill("--data.label_key", "label", "the column `lead-recipes data build` writes; the grader needs the gold")

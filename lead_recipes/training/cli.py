@@ -1,13 +1,15 @@
 """`lead-recipes train`: OpenRLHF's `train_ppo_ray` with a lead-recipes method in the group step. Our flags
 (`--recipe.*`, `--run.*`, `--preflight.*`) overlay a base recipe and are checked, with every flag's spelling, before
-anything heavy is imported; then OpenRLHF validates its own, the preflight checks what it can, and training starts.
-Secrets are masked in everything printed. It never imports OpenRLHF itself (lead_recipes.training.openrlhf_plugin
-does) and never starts Ray before the preflight. See docs/training.md.
+anything heavy is imported; then OpenRLHF validates its own (its code, read from its file), the preflight checks what
+it can, and training starts. Secrets are masked in everything printed, third-party import banners are not printed.
+It never imports OpenRLHF itself (lead_recipes.training.openrlhf_plugin does) and never starts Ray before the
+preflight. See docs/training.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -15,19 +17,27 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 from types import SimpleNamespace
 
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.help_format import ArgumentParser, HelpFormatter, did_you_mean, option_strings
 from lead_recipes.methods import sections_read
+from lead_recipes.methods.config import validate
 from lead_recipes.recipes import RecipeError
-from lead_recipes.recipes.openrlhf_parser import openrlhf_default, openrlhf_parser
+from lead_recipes.recipes.openrlhf_parser import (
+    OpenRLHFArgumentError,
+    OpenRLHFMismatch,
+    current_flag_names,
+    openrlhf_args,
+    openrlhf_default,
+    openrlhf_parser,
+)
 from lead_recipes.training.actor_env import forward_env_to_actors
-from lead_recipes.training.args import REQUIRED, resolve, reward_func_path
+from lead_recipes.training.args import REQUIRED, resolve, reward_func_path, with_recipe
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (
-    DEFAULT_RECIPE,
     PROG,
     add_preflight_flags,
     build_missing_data,
@@ -104,9 +114,7 @@ def parse_command_line(argv: list[str]):
         )
     try:
         recipe = recipe_config(ours)
-        from lead_recipes.methods import build_method
-
-        build_method(recipe)
+        validate(recipe)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return ours, recipe, rest, resolved
@@ -205,6 +213,7 @@ def plain(x):
 
 
 def dry_run_text(openrlhf_argv: list[str], recipe, args, warnings: list[str]) -> str:
+    """The resolved command, OpenRLHF's equivalent and the validated configuration, then the warnings."""
     command = ["lead-recipes", "train", *openrlhf_argv, *recipe_argv(recipe, only_changed=False)]
     lines = [
         "# resolved command",
@@ -231,6 +240,34 @@ def _help(parser: argparse.ArgumentParser) -> str:
     return text
 
 
+@contextlib.contextmanager
+def held_output():
+    """File descriptors 1 and 2 held in a temporary file while third-party code imports or starts: their banners
+    (torch's pynvml FutureWarning, DeepSpeed's accelerator line, vLLM's Triton INFO, Ray's start-up lines) are not
+    ours to print. Printed after all when the block fails, so nothing of a failure is lost."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as hold:
+        os.dup2(hold.fileno(), 1)
+        os.dup2(hold.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            if failed:
+                hold.seek(0)
+                sys.stderr.write(hold.read().decode(errors="replace"))
+                sys.stderr.flush()
+
+
 def main(argv: list[str]) -> int:
     try:
         ours, recipe, openrlhf_argv, resolved = parse_command_line(list(argv))
@@ -248,57 +285,55 @@ def main(argv: list[str]) -> int:
     )
     for line in resolved.filled:
         print(mask_secrets(f"{PROG}: default {line}"), file=sys.stderr)
-
-    from lead_recipes.training import (
-        openrlhf_plugin as plugin,  # imports OpenRLHF (several seconds); only after our own flags are valid
-    )
-
     try:
-        args = plugin.run_openrlhf(openrlhf_argv, recipe, resolve_only=True)
-    except plugin.OpenRLHFMismatch as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        args, messages = openrlhf_args(openrlhf_argv)
+    except (OpenRLHFMismatch, OpenRLHFArgumentError) as exc:
+        print(mask_secrets(f"{PROG}: error: {exc}"), file=sys.stderr)
         return 2
-    except SystemExit as exc:  # OpenRLHF's argparse already printed the reason
-        return int(exc.code or 2) if isinstance(exc.code, int) else 2
     except AssertionError as exc:
-        print(f"{PROG}: error: OpenRLHF rejected the configuration: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: OpenRLHF rejected the configuration: {current_flag_names(str(exc))}", file=sys.stderr)
         return 2
+    args = with_recipe(args, recipe)
+    for message in messages:  # what OpenRLHF's validation changed or advises, in today's flag names
+        print(mask_secrets(f"{PROG}: OpenRLHF: {message.removeprefix('[Warning] ')}", args), file=sys.stderr)
     errors, warnings = recipe_conflicts(args)
-    if ours.dry_run:
-        print(mask_secrets(dry_run_text(openrlhf_argv, recipe, args, warnings + [f"ERROR {e}" for e in errors]), args))
-        if errors:  # still printed in full, but a dry run of an unrunnable configuration is not a success
-            print(mask_secrets(f"{PROG}: error: " + "\n  ".join(errors), args), file=sys.stderr)
-        return 2 if errors else 0
-    for w in warnings:
-        print(mask_secrets(f"{PROG}: warning: {w}", args), file=sys.stderr)
-    if errors:
+    if errors:  # the answer, alone: a dry run's whole configuration would bury it
         print(mask_secrets(f"{PROG}: error: " + "\n  ".join(errors), args), file=sys.stderr)
         return 2
-
-    with SaveOnSignal(args.recipe_save_request).installed():
-        return _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, plugin)
-
-
-def _embedded(resolved) -> bool:
-    """The prompt data path is the default recipe's own (so its data.prepare may build it)."""
-    return resolved.base == DEFAULT_RECIPE and "--data.prompt_dataset" not in resolved.user_flags
-
-
-def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args, plugin) -> int:
-    if not ours.preflight:  # a real run builds its missing prompt data when the source is there
-        build_missing_data(args.data.prompt_dataset, embedded=_embedded(resolved))
-    checks = run_preflight(args, skip=ours.preflight_skip)
-    print(mask_secrets(report(checks), args), flush=True)
-    if any(not c.ok for c in checks):
-        missing = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
-        print(mask_secrets(f"{PROG}: cannot start training, missing: {missing}", args), file=sys.stderr)
-        if any(c.name == "data" and not c.ok for c in checks):
-            hint = prepare_hint(args.data.prompt_dataset, embedded=_embedded(resolved))
-            if hint:
-                print(hint, file=sys.stderr)
-        return 1
-    if ours.preflight:
+    if ours.dry_run:
+        print(mask_secrets(dry_run_text(openrlhf_argv, recipe, args, warnings), args))
         return 0
+    for w in warnings:
+        print(mask_secrets(f"{PROG}: warning: {w}", args), file=sys.stderr)
+    if ours.preflight:  # nothing trains, so no checkpoint to request: SIGUSR1/SIGTERM keep their defaults
+        return _preflight(ours, args, resolved)
+    with SaveOnSignal(args.recipe_save_request).installed():
+        return _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args)
+
+
+def _preflight(ours, args, resolved) -> int:
+    """The preflight report; 1 with what is missing (and how to build missing prompt data), else 0."""
+    with held_output():
+        checks = run_preflight(args, skip=ours.preflight_skip)
+    print(mask_secrets(report(checks), args), flush=True)
+    if all(c.ok for c in checks):
+        return 0
+    missing = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
+    print(mask_secrets(f"{PROG}: cannot start training, missing: {missing}", args), file=sys.stderr)
+    if any(c.name == "data" and not c.ok for c in checks):
+        hint = prepare_hint(args.data.prompt_dataset, recipe=resolved.base)
+        if hint:
+            print(hint, file=sys.stderr)
+    return 1
+
+
+def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args) -> int:
+    build_missing_data(args.data.prompt_dataset, recipe=resolved.base)  # from the source, when it is there
+    failed = _preflight(ours, args, resolved)
+    if failed:
+        return failed
+    with held_output():
+        from lead_recipes.training import openrlhf_plugin as plugin  # torch, Ray, DeepSpeed, vLLM: seconds
     try:
         with forward_env_to_actors():
             plugin.run_openrlhf(openrlhf_argv, recipe)

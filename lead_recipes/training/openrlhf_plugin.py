@@ -1,8 +1,8 @@
 """The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork; with grading_gate the only OpenRLHF importers):
 `RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the `--recipe.method`
 Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`, log its statistics
-and per-problem records; `check_openrlhf()` checks the version pin and `run_openrlhf()` runs OpenRLHF's own
-`train_ppo_ray`. No method math, grading or --recipe.* parsing.
+and per-problem records; `run_openrlhf()` runs OpenRLHF's own `train_ppo_ray` (after the version pin check of
+lead_recipes.recipes.openrlhf_parser). No method math, grading or --recipe.* parsing.
 See docs/training.md#what-the-openrlhf-plug-in-changes-in-openrlhf-and-what-it-does-not.
 """
 
@@ -30,7 +30,10 @@ from openrlhf.utils.logging_utils import init_logger
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
 from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.progress import StepProgress
+from lead_recipes.recipes.openrlhf_parser import check_openrlhf
 from lead_recipes.training import preemption as preempt
+from lead_recipes.training.args import with_recipe
 from lead_recipes.training.grading_gate import (
     GradingStepSkipped,
     RecipeGenerateSamplesActorRemote,
@@ -38,7 +41,7 @@ from lead_recipes.training.grading_gate import (
     use_recipe_generator,
 )
 from lead_recipes.training.guard import logged_share
-from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_path
+from lead_recipes.training.preemption import SaveOnRequestMixin
 from lead_recipes.training.resume import (
     ALLOW_FLAG,
     StepOnceWandbLogger,
@@ -63,25 +66,9 @@ logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
 init_logger(restore_recipe_state.__module__)  # so do lead_recipes.training.resume's
 
-SUPPORTED_OPENRLHF = "0.11.2"
 GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening upstream: the method owns the step
 PROBLEMS_FILE = "recipe_problems.jsonl"
 CHUNK_ROWS = 512  # rows per batched compute_reward/returns call: 512 x 4k tokens x 4 B = 8 MiB per tensor
-
-
-class OpenRLHFMismatch(RuntimeError):
-    """The installed OpenRLHF is not the version this plug-in is pinned to."""
-
-
-def check_openrlhf() -> None:
-    """OpenRLHFMismatch unless openrlhf==SUPPORTED_OPENRLHF is installed (the seams this plug-in patches are checked
-    against that version by tests/test_openrlhf_seams.py)."""
-    version = importlib.metadata.version("openrlhf")
-    if version != SUPPORTED_OPENRLHF:
-        raise OpenRLHFMismatch(
-            f"openrlhf=={version} is installed; lead-recipes' plug-in is pinned to "
-            f"openrlhf=={SUPPORTED_OPENRLHF}\n(pip install 'openrlhf=={SUPPORTED_OPENRLHF}')"
-        )
 
 
 class RecipeExperienceMaker(RemoteExperienceMaker):
@@ -249,14 +236,33 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
         if self.recipe_step_skipped:  # logs only: no checkpoint (nor a pending save request) after a failed step
             with _patched(self.args.ckpt, "save_steps", float("inf")):
-                return BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
+                logged = BasePPOTrainer.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
+            self._log_progress(global_step, client_states)
+            return logged
         # same dict object flows on to save_best_checkpoint in fit(), so best checkpoints carry it too
         client_states = {} if client_states is None else client_states
         client_states["recipe"] = recipe_client_state(
             self.recipe_method, self.recipe_wandb_run_id, self._recipe_settings()
         )
         # a pending save request makes the save happen now (SaveOnRequestMixin, then OpenRLHF's own save path)
-        return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        saved = super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
+        self._log_progress(global_step, client_states)
+        return saved
+
+    recipe_progress: StepProgress | None = None  # set when fit() restores (or starts) the run
+
+    def _start_progress(self, checkpoint_states) -> None:
+        """Counted from here: a resumed run's time per step and ETA are its own, not the checkpoint's run's."""
+        loader = getattr(self, "prompts_dataloader", None)  # the async trainer's loader lives in its generator
+        total = len(loader) * int(self.args.train.num_episodes) if loader is not None else None
+        states = checkpoint_states or {}
+        self.recipe_progress = StepProgress(
+            total, int(states.get("global_step", 0)), int(states.get("total_consumed_prompts", 0))
+        )
+
+    def _log_progress(self, global_step, client_states) -> None:
+        if self.recipe_progress is not None and "total_consumed_prompts" in (client_states or {}):
+            logger.info(self.recipe_progress.line(int(global_step), int(client_states["total_consumed_prompts"])))
 
     def save_best_checkpoint(self, eval_metrics, global_step, client_states=None):
         if not self.recipe_step_skipped:
@@ -267,6 +273,7 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
+        self._start_progress(checkpoint_states)
         tb = getattr(self, "tensorboard_logger", None)
         if tb is not None and checkpoint_states and checkpoint_states.get("global_step", 0) > 0:
             purge_tensorboard_from(tb, int(checkpoint_states["global_step"]) + 1)  # the steps logged again
@@ -330,14 +337,6 @@ class RecipeAsyncTrainer(PPOTrainerAsync.__ray_actor_class__):
 RecipePPOTrainerAsync = ray.remote(RecipeAsyncTrainer)
 
 
-class StopBeforeTrain(Exception):
-    """Raised at the first line of OpenRLHF's train() when only the resolved arguments are wanted."""
-
-    def __init__(self, resolved):
-        super().__init__("OpenRLHF arguments resolved")
-        self.resolved = resolved
-
-
 @contextlib.contextmanager
 def _patched(obj, name, value):
     old = getattr(obj, name)
@@ -348,24 +347,20 @@ def _patched(obj, name, value):
         setattr(obj, name, old)
 
 
-def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig, resolve_only: bool = False):
+def _reported_already(*_args, **_kwargs) -> None:
+    """`print` for train_ppo_ray's module code: its validation messages were printed (in current flag names) when
+    lead-recipes train resolved the same argv (lead_recipes.recipes.openrlhf_parser.openrlhf_args)."""
+
+
+def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig):
     """Run `openrlhf.cli.train_ppo_ray` as __main__ on `openrlhf_argv` (its own parser and validation) with
-    `args.recipe = recipe` attached by hierarchize and our trainer classes installed. With `resolve_only`, stop at
-    the first line of `train()` (before Ray starts) and return the validated nested args."""
+    `args.recipe = recipe` attached by hierarchize and our trainer classes installed."""
     check_openrlhf()
     config = importlib.import_module("openrlhf.utils.config")
     original = config.hierarchize
-    captured = {}
 
     def hierarchize_with_recipe(flat):
-        args = original(flat)
-        args.recipe = recipe
-        args.recipe_save_request = save_request_path(args.ckpt.path)  # resolved here: actors lack our env
-        captured["args"] = args
-        return args
-
-    def stop(*_a, **_k):
-        raise StopBeforeTrain(captured.get("args"))
+        return with_recipe(original(flat), recipe)
 
     pt, pta = (
         importlib.import_module("openrlhf.trainer.ppo_trainer"),
@@ -375,13 +370,7 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig, resolve_only: b
     with contextlib.ExitStack() as stack:
         stack.enter_context(_patched(config, "hierarchize", hierarchize_with_recipe))
         stack.enter_context(_patched(sys, "argv", argv))
-        if resolve_only:
-            stack.enter_context(_patched(ray, "is_initialized", stop))
-        else:
-            stack.enter_context(_patched(pt, "PPOTrainer", RecipePPOTrainer))
-            stack.enter_context(_patched(pta, "PPOTrainerAsync", RecipePPOTrainerAsync))
-        try:
-            runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=False)
-        except StopBeforeTrain as done:
-            return done.resolved
-    return captured.get("args")
+        stack.enter_context(_patched(pt, "PPOTrainer", RecipePPOTrainer))
+        stack.enter_context(_patched(pta, "PPOTrainerAsync", RecipePPOTrainerAsync))
+        quiet = {"print": _reported_already}
+        runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=False, init_globals=quiet)

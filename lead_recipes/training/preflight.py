@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from lead_recipes.grading.labels import label_problem
 
-DEFAULT_RECIPE = "lead-1.5b"
 PROG = "lead-recipes train"
 
 
@@ -272,12 +271,12 @@ def add_preflight_flags(parser) -> None:
 
 
 def _check_openrlhf() -> Check:
-    from lead_recipes.training import openrlhf_plugin as plugin
+    from lead_recipes.recipes.openrlhf_parser import SUPPORTED_OPENRLHF, OpenRLHFMismatch, check_openrlhf
 
     try:
-        plugin.check_openrlhf()
-        return Check("openrlhf", True, f"openrlhf {plugin.SUPPORTED_OPENRLHF}, the pinned version")
-    except plugin.OpenRLHFMismatch as exc:
+        check_openrlhf()
+        return Check("openrlhf", True, f"openrlhf {SUPPORTED_OPENRLHF}, the pinned version")
+    except OpenRLHFMismatch as exc:
         return Check("openrlhf", False, str(exc))
 
 
@@ -306,20 +305,21 @@ def _dataset_paths(spec: str | None) -> list[str]:
     return [os.path.abspath(p.split("@")[0].strip()) for p in (spec or "").split(",") if p.strip()]
 
 
-def _prepare_of(prompt_dataset: str | None, embedded: bool) -> tuple[str, list[str]] | None:
-    """(recipe name, its `data.prepare` argv) that builds the prompt data: the embedded default recipe's, else that
-    of the first recipe whose prompt dataset is this path."""
+def _prepare_of(prompt_dataset: str | None, recipe: str | None) -> tuple[str, list[str]] | None:
+    """(recipe name, its `data.prepare` argv) that builds the prompt data: that of the first recipe whose
+    `data.prompt_dataset` is this path, `recipe` (the run's base recipe) tried first since several may share it."""
     from lead_recipes.recipes.recipe import load_recipe, recipe_names
 
     wanted = set(_dataset_paths(prompt_dataset))
-    for name in [DEFAULT_RECIPE] if embedded else recipe_names():
+    names = recipe_names()
+    for name in ([recipe] if recipe in names else []) + [n for n in names if n != recipe]:
         try:
-            recipe = load_recipe(name)
+            found = load_recipe(name)
         except ValueError:  # a broken recipe file is the launcher's to report, not this hint's
             continue
-        path = recipe.openrlhf.get("data.prompt_dataset")
-        if recipe.data.get("prepare") and (embedded or (path and os.path.abspath(str(path)) in wanted)):
-            return name, [str(a) for a in recipe.data["prepare"]]
+        path = found.openrlhf.get("data.prompt_dataset")
+        if found.data.get("prepare") and path and os.path.abspath(str(path)) in wanted:
+            return name, [str(a) for a in found.data["prepare"]]
     return None
 
 
@@ -327,10 +327,10 @@ def _flag(argv: list[str], name: str) -> str | None:
     return argv[argv.index(name) + 1] if name in argv[:-1] else None
 
 
-def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
+def prepare_hint(prompt_dataset: str | None, recipe: str | None) -> str | None:
     """The `lead-recipes data ...` command that builds the missing prompt data, and where its source is expected
     when that is missing too (`${sources}` = $LEAD_RECIPES_SOURCES, default ./data/sources)."""
-    found = _prepare_of(prompt_dataset, embedded)
+    found = _prepare_of(prompt_dataset, recipe)
     if found is None:
         return None
     name, prepare = found
@@ -344,12 +344,12 @@ def prepare_hint(prompt_dataset: str | None, embedded: bool) -> str | None:
     return hint
 
 
-def build_missing_data(prompt_dataset: str | None, embedded: bool) -> bool:
+def build_missing_data(prompt_dataset: str | None, recipe: str | None) -> bool:
     """A real run whose prompt dataset is missing builds it first, in-process (lead_recipes.data.main), when the
     recipe's `data.prepare` is a `build` that writes exactly that missing path from a source file that exists.
     True if it built it; on failure its partial output is removed and the preflight reports the data missing."""
     missing = [p for p in _dataset_paths(prompt_dataset) if not os.path.exists(p)]
-    found = _prepare_of(prompt_dataset, embedded) if missing else None
+    found = _prepare_of(prompt_dataset, recipe) if missing else None
     if found is None:
         return False
     name, prepare = found
