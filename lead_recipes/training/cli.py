@@ -187,11 +187,12 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             "method's advantage (un-normalised), logged as recipe/length_penalty_mean"
         )
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
+    # sections_read builds the method (imports torch), so it is asked last, only when the two caps differ
     if (
-        "lead" in sections_read(args.recipe.method)
-        and b_max
+        b_max
         and args.rollout.max_new_tokens
         and b_max != args.rollout.max_new_tokens
+        and "lead" in sections_read(args.recipe.method)
     ):
         warnings.append(
             f"--recipe.lead.b_max {b_max} differs from --rollout.max_new_tokens {args.rollout.max_new_tokens}"
