@@ -122,7 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=recipe_value("reward_port", "unset: 29000 + job id mod 3000, chosen by slurm/train.sbatch"),
     )
     s.add_argument(
-        "--slurm.reward_workers", dest="reward_workers", type=int, help="grading processes per reward server"
+        "--slurm.reward_workers",
+        dest="reward_workers",
+        type=int,
+        help=recipe_value("reward_workers", "grading processes per reward server; unset: serve's --grade.workers"),
     )
     s.add_argument(
         "--slurm.signal_seconds",
@@ -143,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("cpus_per_node", "CPUs"),
         ("mem", "--mem"),
     ):
-        default = DATA_JOB[key] or "the cluster's default partition"
+        default = DATA_JOB[key] or "the partition Slurm picks when none is named"
         s.add_argument(
             f"--slurm.data_{key}",
             dest=f"data_{key}",

@@ -69,7 +69,7 @@ def run_once(tree: Path, case: str, cwd: Path) -> tuple[float, int, list[str]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--before", default=None, help="git ref of the BEFORE checkout (default: see above)")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
