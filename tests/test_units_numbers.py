@@ -131,6 +131,10 @@ def test_separators_are_read_by_what_the_other_side_is(gold, pred, same):
         ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{bmatrix}1&2\\\\3&5\\end{bmatrix}", False),
         ("(1, 2, 3)", "\\begin{pmatrix}1 & 2 & 3\\end{pmatrix}", True),
         ("(1, 2, 3)", "\\begin{pmatrix}1 & 3 & 2\\end{pmatrix}", False),
+        ("[1, 2, 3]", "\\begin{pmatrix}1\\\\2\\\\3\\end{pmatrix}", True),
+        ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1, 2)^T", True),
+        ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "[1, 2]^{\\top}", True),
+        ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(2, 1)^T", False),
     ],
 )
 def test_a_vector_or_matrix_in_another_notation_is_the_same_entries_in_the_same_places(gold, pred, same):
@@ -193,6 +197,14 @@ def test_the_grader_takes_the_relative_precision():
 def test_words_that_change_the_value_are_not_dropped_but_units_and_count_nouns_are(gold, wrong, right):
     assert not verdict(gold, wrong) and not verdict(wrong, gold)
     assert verdict(gold, right)
+
+
+# Issue 21 (false positive): a two-item bracket gold is the closed interval, not a vector, whatever the answer.
+@pytest.mark.parametrize(
+    "pred", ["\\begin{pmatrix}1\\\\2\\end{pmatrix}", "\\begin{pmatrix}1 & 2\\end{pmatrix}", "(1, 2)"]
+)
+def test_a_two_item_bracket_gold_is_an_interval_not_a_vector(pred):
+    assert not verdict("[1, 2]", pred) and verdict("[1, 2]", "[1,2]")
 
 
 # Issue 21: a decimal comma is read in the prediction only; a gold written with one is the list it reads as.
