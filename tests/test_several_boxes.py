@@ -93,6 +93,8 @@ def test_a_box_wins_over_a_later_different_statement_under_both_policies(policy)
         (r"f(x, y)", False),
         ("1,000", False),
         ("12,345.5", False),
+        ("900,\\!000,\\!000", False),
+        ("10{,}000", False),
     ],
 )
 def test_a_gold_is_a_list_only_when_it_holds_several_values(gold, many):
@@ -130,6 +132,7 @@ def test_a_box_with_value_changing_words_is_wrong_and_one_with_a_unit_is_right(g
         ("3, 3", "Both parts give $\\boxed{3}$.", False),
         ("3, 3", "Part (a) gives $\\boxed{3}$ and part (b) gives $\\boxed{3}$.", True),
         (r"\sqrt{2}, \sqrt{2}", "So $\\boxed{\\sqrt{2}}$.", False),
+        ("900,\\!000,\\!000", "So $\\boxed{900000000}$.", True),  # one number: repeated groups are no multiset
     ],
 )
 def test_a_gold_that_repeats_a_value_keeps_its_multiplicity(grader, gold, response, correct):

@@ -12,6 +12,7 @@ from lead_recipes.grading.answers import fast_verdict, rational
 from lead_recipes.grading.brackets import is_tuple, top_items
 from lead_recipes.grading.forms import align_forms
 from lead_recipes.grading.numbers import DEFAULT_REL_TOL, PLAIN_RE, align_numbers, approx_verdict
+from lead_recipes.grading.pairing import is_list
 from lead_recipes.grading.units import align_units
 
 _SET_RE = re.compile(r"\s*(?:\\left)?\\\{(.*?)(?:\\right)?\\\}\s*", re.S)
@@ -32,7 +33,7 @@ def multiset_verdict(gold: str, pred: str) -> bool | None:
     """A bare gold list that repeats a value (`1, 1, 2`: roots counted with multiplicity) is a multiset, which
     math-verify would compare as a set: an answer with another number of items is wrong, and lists of plain numbers
     compare as sorted values (`1, 2, 2` is wrong). None when the gold is no such list or math-verify decides."""
-    if len(gold) > 400 or len(pred) > 400 or is_tuple(gold) or _SET_RE.fullmatch(gold):
+    if len(gold) > 400 or len(pred) > 400 or is_tuple(gold) or _SET_RE.fullmatch(gold) or not is_list(gold):
         return None
     gi = _items(gold)
     if len(gi) < 2 or len(set(gi)) == len(gi):

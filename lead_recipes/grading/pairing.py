@@ -102,8 +102,8 @@ def is_list(gold: str) -> bool:
     body = m.group(1) if m else gold
     if "\\pm" in body or "\\mp" in body:
         return True
-    if re.fullmatch(r"\s*-?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*", body):
-        return False  # `1,000` is one number
+    if re.fullmatch(r"\s*-?\d{1,3}(?:(?:,|\{,\})(?:\\!)?\d{3})+(?:\.\d+)?\s*", body):
+        return False  # `1,000`, `900,\!000` are one number
     return len(top_items(body)) > 1 or len(_OR_ITEM_RE.split(body)) > 1
 
 
