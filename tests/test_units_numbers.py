@@ -26,6 +26,12 @@ def verdict(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> bool:
 
 
 UNIT_FORMS = [
+    "{v} \\mathrm{~cm}^{2}",
+    "{v} \\mathrm{~km} / \\mathrm{h}",
+    "\\text{{v} weeks}",
+    "{v}\\text{''}",
+    "{v} \\text{ miles per hour}",
+    "{v} \\text{ percent}",
     "{v} weeks",
     "{v}weeks",
     "{v} cm^2",
@@ -59,6 +65,9 @@ def test_a_different_number_with_the_same_unit_stays_wrong(form):
         ("3\\text{ hours}", "3 minutes"),
         ("5 kg", "5 g"),
         ("12\\text{ cm}", "120\\text{ mm}"),
+        ("60 \\mathrm{~km} / \\mathrm{h}", "60\\text{ m/s}"),
+        ("10 \\mathrm{~cm}^{2}", "10\\text{ cm}"),
+        ("8\\text{''}", "8\\text{ cm}"),
     ],
 )
 def test_two_different_units_are_wrong_even_for_equal_lengths(gold, pred):
