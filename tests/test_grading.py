@@ -458,7 +458,7 @@ def test_sigkill_of_a_worker_mid_batch_loses_no_item():
 def test_what_crosses_the_process_boundary_pickles():
     g = Grade(True, "correct", r"\frac12", 0.1)
     assert pickle.loads(pickle.dumps(g)) == g
-    args = ([("1", "x \ud800"), (r"\frac{1}{2}", "0.5")], 2.0, 0.25)
+    args = ([("1", "x \ud800", ("rel", 1e-4)), (r"\frac{1}{2}", "0.5", ("places", 2))], 2.0, 0.25)
     assert pickle.loads(pickle.dumps(args)) == args
     assert pickle.loads(pickle.dumps(_worker_chunk)) is _worker_chunk
     results = [("correct", True), ("timeout", False)]
@@ -468,7 +468,10 @@ def test_what_crosses_the_process_boundary_pickles():
 def test_worker_function_grades_in_process_with_its_own_alarm():
     old = signal.getsignal(signal.SIGALRM)
     try:
-        got = _worker_chunk([("1", "1"), ("1", r"9^{9^{9^{9^{9^{9}}}}}"), (r"\frac{1}{2}", "0.5")], 1.0, 60.0)
+        rel = ("rel", 1e-4)
+        got = _worker_chunk(
+            [("1", "1", rel), ("1", r"9^{9^{9^{9^{9^{9}}}}}", rel), (r"\frac{1}{2}", "0.5", rel)], 1.0, 60.0
+        )
     finally:
         signal.signal(signal.SIGALRM, old)
     assert got == [("correct", True), ("timeout", False), ("correct", True)]

@@ -1,5 +1,6 @@
 """The in-process half of comparing an extracted answer with its gold: `prepare` applies the answer-form rewrites in
-order (units, number forms, the other forms) and returns the verdicts that need no math-verify. The Grader and the
+order (units, number forms, the other forms) and returns the verdicts that need no math-verify (exact paths, a
+multiset gold, two numbers under the precision). The Grader and the
 tests call this one function, so they cannot drift apart. No math-verify, sympy or cache.
 See docs/grading.md#answer-forms.
 """
@@ -11,8 +12,9 @@ import re
 from lead_recipes.grading.answers import fast_verdict, rational
 from lead_recipes.grading.brackets import is_tuple, top_items
 from lead_recipes.grading.forms import align_forms
-from lead_recipes.grading.numbers import DEFAULT_REL_TOL, PLAIN_RE, align_numbers, approx_verdict
+from lead_recipes.grading.numbers import PLAIN_RE, align_numbers
 from lead_recipes.grading.pairing import is_list
+from lead_recipes.grading.precision import DEFAULT_REL_TOL, Precision, number_verdict
 from lead_recipes.grading.units import align_units
 
 _SET_RE = re.compile(r"\s*(?:\\left)?\\\{(.*?)(?:\\right)?\\\}\s*", re.S)
@@ -47,10 +49,14 @@ def multiset_verdict(gold: str, pred: str) -> bool | None:
     return sorted(gv) == sorted(pv)
 
 
-def prepare(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> tuple[tuple[str, str], bool | None]:
-    """((gold, pred) rewritten for math-verify, a verdict known without it or None); see the module docstring."""
+def prepare(
+    gold: str, pred: str, precision: Precision = ("rel", DEFAULT_REL_TOL)
+) -> tuple[tuple[str, str], bool | None]:
+    """((gold, pred) rewritten for math-verify, a verdict known without it or None); see the module docstring.
+    `precision`: `lead_recipes.grading.precision.Precision` (stated by the problem, else the relative default)."""
     if gold == pred or (PLAIN_RE.fullmatch(gold) and PLAIN_RE.fullmatch(pred)):
-        return (gold, pred), fast_verdict(gold, pred)  # most rewards: no rewrite can apply
+        verdict = number_verdict(gold, pred, precision) if gold != pred else None
+        return (gold, pred), fast_verdict(gold, pred) if verdict is None else verdict  # most rewards
     verdict = multiset_verdict(gold, pred)
     if verdict is not None:
         return (gold, pred), verdict
@@ -58,5 +64,5 @@ def prepare(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> tuple[tup
     if units is None:
         return (gold, pred), False
     key = align_forms(*align_numbers(*units))
-    verdict = approx_verdict(*key, rel_tol)
+    verdict = number_verdict(*key, precision)
     return key, fast_verdict(*key) if verdict is None else verdict

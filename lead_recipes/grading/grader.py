@@ -26,8 +26,8 @@ from lead_recipes.grading.answers import (
     normalize_answer,
 )
 from lead_recipes.grading.compare import prepare
-from lead_recipes.grading.numbers import DEFAULT_REL_TOL
 from lead_recipes.grading.pairing import gold_text
+from lead_recipes.grading.precision import DEFAULT_REL_TOL, Precision, stated_precision
 from lead_recipes.grading.worker import _worker_chunk, _worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
@@ -58,11 +58,12 @@ class Grade:
 
 # ---------------------------------------------------------------------------------------------------- parent side
 class _Job:
-    """One distinct (gold, pred) pair waiting for a worker verdict; every caller asking for it shares `future`."""
+    """One distinct (gold, pred, precision) item waiting for a worker verdict; every caller asking for it shares
+    `future`."""
 
     __slots__ = ("key", "future", "solo", "crashes")
 
-    def __init__(self, key: tuple[str, str]):
+    def __init__(self, key: tuple[str, str, Precision]):
         self.key = key
         self.future: cf.Future = cf.Future()
         # Heavy jobs (long answers, or re-runs after their chunk failed) go alone and through at most workers - 1
@@ -86,8 +87,10 @@ class Grader:
     (for asyncio: `asyncio.wrap_future`). `timeout_s` is the per-answer limit counted from when the work starts in
     a worker: soft (SIGALRM in the worker) at `timeout_s`, hard (process killed and replaced) at `timeout_s` + 0.5 s.
     `extraction` is the default policy for responses (`boxed` or `final_answer`); `grade`, `grade_many` and
-    `submit` take `extraction=` to override it per call. `rel_tol` is the stated relative precision of a decimal
-    against a fraction whose expansion does not end (`lead_recipes.grading.numbers.approx_verdict`).
+    `submit` take `extraction=` to override it per call. `rel_tol` is the relative precision of a decimal against a
+    value whose expansion does not end (`\\frac13`, `\\pi`) when the problem states none; `problem=` (per call, or the
+    4th element of a `grade_many` item) is the problem text, whose stated precision ("to the nearest hundredth")
+    then applies (`lead_recipes.grading.precision`).
     """
 
     def __init__(
@@ -115,14 +118,14 @@ class Grader:
         self.memory_limit_mb = memory_limit_mb
         self.start_method = start_method
         self.result_timeout_s = result_timeout_s
-        self._cache: "collections.OrderedDict[tuple[str, str], bool]" = collections.OrderedDict()
+        self._cache: "collections.OrderedDict[tuple[str, str, Precision], bool]" = collections.OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.RLock()
         self._pool = None
         self._pending: collections.deque[_Job] = collections.deque()  # normal jobs, chunked
         self._heavy: collections.deque[_Job] = collections.deque()  # solo jobs, at most workers - 1 at once
         self._heavy_inflight = 0
-        self._jobs: dict[tuple[str, str], _Job] = {}  # pending or in flight, by key (shared by equal requests)
+        self._jobs: dict[tuple[str, str, Precision], _Job] = {}  # pending or in flight, by key (shared)
         self._live: dict[int, _Job] = {}  # every unanswered job, so close() can answer them all
         self._inflight = 0
         self._closed = False
@@ -132,14 +135,24 @@ class Grader:
 
     # ------------------------------------------------------------------ public API
     def grade(
-        self, gold: Any, response: str | None = None, *, given_answer: str | None = None, extraction: str | None = None
+        self,
+        gold: Any,
+        response: str | None = None,
+        *,
+        given_answer: str | None = None,
+        extraction: str | None = None,
+        problem: str | None = None,
     ) -> Grade:
-        return self._wait(self.submit(gold, response, given_answer=given_answer, extraction=extraction))
+        return self._wait(
+            self.submit(gold, response, given_answer=given_answer, extraction=extraction, problem=problem)
+        )
 
-    def grade_many(
-        self, items: Sequence[tuple[Any, str | None, str | None]], *, extraction: str | None = None
-    ) -> list[Grade]:
-        futures = [self.submit(g, r, given_answer=a, extraction=extraction) for g, r, a in items]
+    def grade_many(self, items: Sequence[tuple], *, extraction: str | None = None) -> list[Grade]:
+        """Items are (gold, response, given_answer) or (gold, response, given_answer, problem)."""
+        futures = [
+            self.submit(g, r, given_answer=a, extraction=extraction, problem=rest[0] if rest else None)
+            for g, r, a, *rest in items
+        ]
         return [self._wait(f) for f in futures]
 
     def equivalent_many(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
@@ -155,7 +168,13 @@ class Grader:
             return Grade(False, "error", None, self.result_timeout_s)
 
     def submit(
-        self, gold: Any, response: str | None = None, *, given_answer: str | None = None, extraction: str | None = None
+        self,
+        gold: Any,
+        response: str | None = None,
+        *,
+        given_answer: str | None = None,
+        extraction: str | None = None,
+        problem: str | None = None,
     ) -> cf.Future:
         policy = self.extraction if extraction is None else check_extraction(extraction)  # bad name: ValueError
         t0 = time.perf_counter()
@@ -179,7 +198,9 @@ class Grader:
             if not gold_n or len(gold_n) > MAX_ANSWER_CHARS or len(extracted) > MAX_ANSWER_CHARS:
                 return self._done(out, "error", extracted, t0)
             # `10 weeks` vs `10`, `1 1/2`, `T(4)=9, T(5)=2` vs `9, 2`, `0.3333` vs `\frac13`, integers, ...
-            key, verdict = prepare(gold_n, extracted, self.rel_tol)
+            precision = stated_precision(_to_text(problem)) or ("rel", self.rel_tol)
+            pair, verdict = prepare(gold_n, extracted, precision)
+            key = (*pair, precision)
             if verdict is None and key[1] != key[0] and explosive(key[1]):
                 return self._done(out, "timeout", extracted, t0)
             if verdict is None:
@@ -244,7 +265,11 @@ class Grader:
         with self._lock:
             pool = self._ensure_pool()
         futures = [
-            pool.schedule(_worker_chunk, args=([("x+1", "1+x")], self.timeout_s, _CHUNK_BUDGET_S), timeout=wait_s)
+            pool.schedule(
+                _worker_chunk,
+                args=([("x+1", "1+x", ("rel", self.rel_tol))], self.timeout_s, _CHUNK_BUDGET_S),
+                timeout=wait_s,
+            )
             for _ in range(self.workers)
         ]
         for f in futures:
@@ -297,7 +322,7 @@ class Grader:
             )
         return self._pool
 
-    def _enqueue(self, key: tuple[str, str]) -> _Job:
+    def _enqueue(self, key: tuple[str, str, Precision]) -> _Job:
         with self._lock:
             job = self._jobs.get(key) if self._cache_size else None
             if job is None:

@@ -189,6 +189,11 @@ def _canonical(words: str, power: str | None) -> str | None:
     return None if canon is None else canon + (f"^{exp}" if exp else "")
 
 
+def is_unit(words: str) -> bool:
+    """True when `words` name a known unit (`dollar`, `square centimeters`, `km/h`)."""
+    return _canonical(words, None) is not None
+
+
 def _words_kind(words: str, power: str | None, spaced: bool = True) -> str | None:
     """ "unit" / "count" when `words` may be dropped (a known unit; count nouns), "refuse" when a word changes the
     value (`_REFUSE_WORDS`) or is a lone letter that is not a known unit, else None (unknown words: kept)."""
