@@ -289,7 +289,9 @@ def run_eval(
     resumed = store.check_or_write_config(run_dir, config)
     if scorer is None:
         scorer = Scorer(
-            {(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs}, extraction=extraction
+            {(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs},
+            extraction=extraction,
+            problems={(name, p.id): p.problem for name, probs in benchmarks.items() for p in probs},
         )
     t0 = time.monotonic()
     rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)

@@ -262,28 +262,27 @@ def test_the_precision_a_problem_states_is_read_from_it(problem, precision):
     assert stated_precision(problem) == precision
 
 
-# Issue 21: a decimal equals the gold when both round to the stated places, and to every further place both are
-# written to (0.3349 is wrong for 1/3: it is wrong at its own 4th place); each right value next to nearby wrong ones.
+# Issue 21: an answer is right when it rounds to the gold at the stated places; digits written beyond them must be
+# checkable against the gold and right (0.3349 is wrong for 1/3, 3.1416 for a gold 3.14 given to 2 places, and
+# 6287000 — a real rollout — for 6290000 to the nearest ten thousand). Each right value next to nearby wrong ones.
+NEAREST_H = "Express it as a decimal to the nearest hundredth."
+
+
 @pytest.mark.parametrize(
     "gold,problem,right,wrongs",
     [
-        ("\\frac13", "Express it as a decimal to the nearest hundredth.", ["0.33", "0.333"], ["0.34", "0.3", "0.335"]),
-        (
-            "\\frac13",
-            "Express it as a decimal to the nearest hundredth.",
-            ["0.33"],
-            ["0.3349", "0.330", "\\frac{33}{100}"],
-        ),
-        ("\\frac23", "Round to the nearest thousandth.", ["0.667"], ["0.666", "0.67", "0.6667 1"]),
-        ("3.14", "Give your answer to two decimal places.", ["3.14", "3.1416"], ["3.15", "3.1", "3.13"]),
+        ("\\frac13", NEAREST_H, ["0.33", "0.333", "0.330"], ["0.34", "0.3", "0.335", "0.3349", "\\frac{33}{100}"]),
+        ("\\frac23", "Round to the nearest thousandth.", ["0.667", "0.6667"], ["0.666", "0.67", "0.6666"]),
+        ("3.14", "Give your answer to two decimal places.", ["3.14", "3.140"], ["3.15", "3.1", "3.13", "3.1416"]),
         ("0.78", "Rounded to 2 decimal places, what is $\\frac{7}{9}$?", ["\\frac{7}{9}", "0.78"], ["0.77", "0.8"]),
-        ("\\frac17", "Give your answer to 3 significant figures.", ["0.143"], ["0.142", "0.14", "0.1428"]),
-        ("1230", "Round to the nearest ten.", ["1230", "1234"], ["1240", "1200"]),
-        ("\\$12.35", "Round to the nearest cent.", ["12.35", "\\$12.35"], ["12.3", "12.36"]),
-        ("42", "Round your answer to the nearest whole number.", ["42", "41.6"], ["43", "41.4"]),
+        ("\\frac17", "Give your answer to 3 significant figures.", ["0.143", "0.1429"], ["0.142", "0.14", "0.1428"]),
+        ("6290000", "Round $6287215$ to the nearest ten thousand.", ["6290000", "6,290,000"], ["6287000", "6280000"]),
+        ("1230", "Round to the nearest ten.", ["1230"], ["1240", "1200", "1234"]),
+        ("\\$12.35", "Round to the nearest cent.", ["12.35", "\\$12.35"], ["12.3", "12.36", "12.354"]),
+        ("42", "Round your answer to the nearest whole number.", ["42", "42.0"], ["43", "41.6", "41"]),
         ("\\pi", "Round to 2 decimal places.", ["3.14", "3.142", "3.1416"], ["3.15", "3.1415", "3.1"]),
         ("2\\sqrt{2}", "Round your answer to the nearest tenth.", ["2.8", "2.83"], ["2.9", "2.82", "3"]),
-        ("24.5", "Round to the nearest tenth.", ["10\\sqrt{6}", "24.49"], ["10\\sqrt{5}", "24.4"]),
+        ("24.5", "Round to the nearest tenth.", ["10\\sqrt{6}", "24.5"], ["10\\sqrt{5}", "24.4", "24.49"]),
     ],
 )
 def test_a_decimal_to_the_stated_precision_is_right_and_a_nearby_one_is_wrong(grader, gold, problem, right, wrongs):

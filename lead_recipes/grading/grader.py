@@ -90,7 +90,7 @@ class Grader:
     `submit` take `extraction=` to override it per call. `rel_tol` is the relative precision of a decimal against a
     value whose expansion does not end (`\\frac13`, `\\pi`) when the problem states none; `problem=` (per call, or the
     4th element of a `grade_many` item) is the problem text, whose stated precision ("to the nearest hundredth")
-    then applies (`lead_recipes.grading.precision`).
+    then applies unless `problem_precision=False` (`lead_recipes.grading.precision`).
     """
 
     def __init__(
@@ -105,12 +105,14 @@ class Grader:
         result_timeout_s: float = 600.0,
         extraction: str = "boxed",
         rel_tol: float = DEFAULT_REL_TOL,
+        problem_precision: bool = True,
     ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if not 0 <= rel_tol < 1:
             raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol}")
         self.rel_tol = float(rel_tol)
+        self.problem_precision = bool(problem_precision)
         self.extraction = check_extraction(extraction)
         self.timeout_s = float(timeout_s)
         self.workers = int(workers) if workers else _default_workers()
@@ -198,7 +200,8 @@ class Grader:
             if not gold_n or len(gold_n) > MAX_ANSWER_CHARS or len(extracted) > MAX_ANSWER_CHARS:
                 return self._done(out, "error", extracted, t0)
             # `10 weeks` vs `10`, `1 1/2`, `T(4)=9, T(5)=2` vs `9, 2`, `0.3333` vs `\frac13`, integers, ...
-            precision = stated_precision(_to_text(problem)) or ("rel", self.rel_tol)
+            stated = stated_precision(_to_text(problem)) if self.problem_precision else None
+            precision = stated or ("rel", self.rel_tol)
             pair, verdict = prepare(gold_n, extracted, precision)
             key = (*pair, precision)
             if verdict is None and key[1] != key[0] and explosive(key[1]):
@@ -419,6 +422,8 @@ class Grader:
         self._pump()
 
 
+REL_TOL_ENV = "LEAD_RECIPES_GRADE_REL_TOL"
+PROBLEM_PRECISION_ENV = "LEAD_RECIPES_GRADE_PROBLEM_PRECISION"
 _SHARED: Grader | None = None
 _SHARED_LOCK = threading.Lock()
 
@@ -426,18 +431,36 @@ _SHARED_LOCK = threading.Lock()
 def get_grader() -> Grader:
     """This process's shared Grader (created on first use; its pool starts with the first graded answer).
     Env: LEAD_RECIPES_GRADE_TIMEOUT_S (default 5), LEAD_RECIPES_GRADE_WORKERS (default: usable CPUs, at most 8),
-    LEAD_RECIPES_EXTRACTION (`boxed`, the default, or `final_answer`; another value is a ValueError)."""
+    LEAD_RECIPES_EXTRACTION (`boxed`, the default, or `final_answer`; another value is a ValueError),
+    LEAD_RECIPES_GRADE_REL_TOL (default 1e-4) and LEAD_RECIPES_GRADE_PROBLEM_PRECISION (`1`, the default, or `0`:
+    ignore a precision stated in the problem; a value that is neither, or a bad number, is a ValueError)."""
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None or _SHARED._closed:
             workers = os.environ.get("LEAD_RECIPES_GRADE_WORKERS")
+            flag = os.environ.get(PROBLEM_PRECISION_ENV, "").strip() or "1"
+            if flag not in ("0", "1"):
+                raise ValueError(f"{PROBLEM_PRECISION_ENV} must be 0 or 1, got {flag!r}")
             _SHARED = Grader(
                 timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")),
                 workers=int(workers) if workers else None,
                 extraction=extraction_from_env(),
+                rel_tol=_rel_tol_from_env(),
+                problem_precision=flag == "1",
             )
             atexit.register(_SHARED.close)
         return _SHARED
+
+
+def _rel_tol_from_env() -> float:
+    raw = os.environ.get(REL_TOL_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_REL_TOL
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise ValueError(f"{REL_TOL_ENV} must be a number in [0, 1), got {raw!r}")
+    return value
 
 
 def extraction_from_env() -> str:

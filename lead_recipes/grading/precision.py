@@ -95,13 +95,17 @@ def stated_precision(problem: str | None) -> Precision | None:
 
 
 def written_places(s: str) -> int | None:
-    """Decimal places a number literal is written to (`3.14` → 2, `1230` → -1), None for an exact fraction."""
-    s = s.strip().lstrip("-")
-    if "." in s:
-        return len(s.split(".", 1)[1])
-    if s.isdigit():
-        return -(len(s) - len(s.rstrip("0"))) if s.strip("0") else 0
-    return None
+    """The last decimal place a number literal states, trailing zeros aside (`3.14` → 2, `3.140` → 2, `1230` → -1,
+    `5` → 0); None for a fraction (exact)."""
+    v = rational(s.strip())
+    if v is None or "/" in s or "frac" in s:
+        return None
+    k = 0
+    while (v * Fraction(10) ** k).denominator != 1:
+        k += 1
+    while v and k > -18 and (v * Fraction(10) ** (k - 1)).denominator == 1:
+        k -= 1
+    return k
 
 
 def _round(x: Fraction, places: int) -> Fraction:
@@ -125,8 +129,10 @@ def values_verdict(
 ) -> bool | None:
     """Verdict for gold value `g` and answer value `p`, each written to `…_places` decimal places (None: exact).
     ("rel", t): a decimal against a value whose expansion does not end is equal within relative precision t, None
-    otherwise (exact paths decide). ("places", d) / ("sig", n): both rounded to d places (n significant figures of the
-    gold) — and to as many more as both sides are written to (`0.3349` is not `\\frac13` to 2 places) — are equal.
+    otherwise (exact paths decide). ("places", d) / ("sig", n): equal when both round to the same value at d places
+    (n significant figures of the gold), half away from zero; an answer written to more places is right only where
+    the gold is known that far and agrees (`0.333` is `\\frac13` to 2 places, `0.3349` is not; `3.1416` is not
+    `3.14` to 2 places: its extra digits cannot be checked, as `6287000` is not `6290000` to the nearest ten thousand).
     `irrational`: the exact side is an irrational constant given to 30 digits (the workers), never terminating."""
     if g == p:
         return True
@@ -144,11 +150,11 @@ def values_verdict(
         places = int(amount) - 1 - math.floor(math.log10(abs(g)))
     else:
         places = int(amount)
-    written = [x for x in (g_places, p_places) if x is not None]
-    if not written:
+    if g_places is None and p_places is None:
         return False  # two different exact values
-    m = max(places, min(written))
-    return _round(g, m) == _round(p, m)
+    if p_places is not None and p_places > places:  # digits beyond the stated place: right only if checkable
+        return (g_places is None or g_places >= p_places) and _round(g, p_places) == p
+    return _round(g, places) == _round(p, places)
 
 
 _PERCENT_RE = re.compile(r"\\?%")
