@@ -136,6 +136,8 @@ def test_a_negation_in_an_earlier_clause_does_not_refuse_the_asserted_value(text
         "Since no other value works, the answer is not 5.",
         "No other integer satisfies both conditions, so we cannot say the answer is $12$.",
         "It is not the case that the answer is $7$.",
+        "It is not true, however, that the answer is $7$.",
+        "I doubt, given the constraints, that the answer is $7$.",
         "If $a > 0$, the answer is $7$.",
         "Since $a > 0$, perhaps the answer is $7$.",
         "Unless $a = 0$, the answer is $10$.",

@@ -78,9 +78,12 @@ def hedged_subject(subject: str, verb: str = "is") -> bool:
 def negated_lead(lead: str) -> bool:
     """True when the words before an answer marker (same sentence) deny, doubt or condition it: a negation or doubt
     in the marker's own clause (after the last `,` `;` `:` outside math: "Since no other value works, the answer is
-    5" is asserted), a condition or uncertainty anywhere ("If $a=1$, then the answer is 3")."""
+    5" is asserted; a clause opening with "that" belongs to what precedes it), a condition or uncertainty anywhere
+    ("If $a=1$, then the answer is 3")."""
     plain = outside_math(lead)
     clause = re.split(r"[,;:]", plain)[-1]
+    if re.match(r"(?i)\s*(?:that|whether)\b", clause):  # "It is not true, however, that the answer is"
+        clause = plain  # a "that" clause is the object of a verb before it
     return bool(_LEAD_NEGATION_RE.search(clause) or hedged_subject(lead))
 
 
