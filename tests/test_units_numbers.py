@@ -1,7 +1,8 @@
 """Units and words after a number, and number forms (lead_recipes.grading.units, numbers, matrices, via
 compare.prepare and the real math-verify): each right form equals the gold, and the same form holding a nearby
-wrong value stays wrong; two different units are wrong; a decimal equals a fraction whose expansion does not end
-only to the stated or default relative precision (1e-4)."""
+wrong value stays wrong; two different units are wrong; a decimal equals an exact value (a fraction, a constant)
+only to the precision the problem states (lead_recipes.grading.precision, through the real Grader) or else the
+default relative precision 1e-4."""
 
 from __future__ import annotations
 
