@@ -42,9 +42,11 @@ def run_config(
     limit: int | None,
     sources: dict | None = None,
     extraction: str = "final_answer",
+    precision: dict | None = None,
 ) -> dict:
     """The generation identity stored in config.json (and in summary.json["config"]). A backend that did not
-    generate (replay) records only the settings it knows; the others are "unknown"."""
+    generate (replay) records only the settings it knows; the others are "unknown". `precision`: the grader's
+    `rel_tol` and `problem_precision`, recorded with the extraction policy (they change verdicts too)."""
     record = getattr(backend, "generation_record", None)
     config = {
         "generation": record(gen) if record else gen.to_dict(),
@@ -57,7 +59,7 @@ def run_config(
         "limit": limit,
         "versions": library_versions(),
     }
-    config["grading"] = {"extraction": extraction}  # changes verdicts, so part of the run's identity
+    config["grading"] = {"extraction": extraction, **(precision or {})}  # changes verdicts: part of the identity
     return config
 
 
@@ -275,7 +277,15 @@ def run_eval(
     run_dir = Path(run_dir)
     if tokenizer is None and getattr(backend, "prompt_mode", "") == "text":
         tokenizer = getattr(backend, "tokenizer", None)  # vLLM: the engine's own tokenizer
-    config = run_config(gen, benchmarks, backend, model, limit, sources, extraction)
+    if scorer is None:
+        scorer = Scorer(
+            {(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs},
+            extraction=extraction,
+            problems={(name, p.id): p.problem for name, probs in benchmarks.items() for p in probs},
+        )
+    grader = getattr(scorer, "grader", None)
+    precision = {k: getattr(grader, k) for k in ("rel_tol", "problem_precision") if hasattr(grader, k)}
+    config = run_config(gen, benchmarks, backend, model, limit, sources, extraction, precision)
     first = next((p for probs in benchmarks.values() for p in probs), None)
     if first is not None and getattr(backend, "prompt_mode", "") != "none":
         config["prompt_example"] = (
@@ -287,10 +297,6 @@ def run_eval(
     planned = plan(gen, benchmarks, backend, run_dir, tokenizer)
     run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run refused for its input leaves no directory
     resumed = store.check_or_write_config(run_dir, config)
-    if scorer is None:
-        scorer = Scorer(
-            {(name, p.id): p.answer for name, probs in benchmarks.items() for p in probs}, extraction=extraction
-        )
     t0 = time.monotonic()
     rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
     t_gen = time.monotonic() - t0

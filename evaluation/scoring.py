@@ -8,29 +8,36 @@ from __future__ import annotations
 
 class Scorer:
     """Adds "extracted", "status", "correct" and "grade_latency_s" to result rows. `grader` defaults to the
-    process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer; `extraction` is the answer-extraction
+    process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer; `problems` (benchmark, id) → problem
+    text, whose stated precision ("to the nearest tenth") the grader applies; `extraction` is the answer-extraction
     policy (`lead_recipes.grading.answers.EXTRACTION_POLICIES`: `final_answer`, the default here as in `lead-recipes
     grade`, takes an unboxed final-answer statement when there is no box; `boxed` only the box)."""
 
-    def __init__(self, golds: dict[tuple[str, str], str], grader=None, extraction: str = "final_answer"):
+    def __init__(
+        self,
+        golds: dict[tuple[str, str], str],
+        grader=None,
+        extraction: str = "final_answer",
+        problems: dict[tuple[str, str], str] | None = None,
+    ):
         from lead_recipes.grading.answers import check_extraction  # noqa: PLC0415
         from lead_recipes.grading.grader import get_grader  # noqa: PLC0415
 
-        self.golds, self.extraction = golds, check_extraction(extraction)
+        self.golds, self.extraction, self.problems = golds, check_extraction(extraction), problems or {}
         self.grader = grader if grader is not None else get_grader()
-        self.cache: dict[tuple[str, str], tuple] = {}
+        self.cache: dict[tuple[str, str, str | None], tuple] = {}
 
-    def verdicts(self, pairs: list[tuple[str, str | None]]) -> list[tuple[bool, str, float, str | None]]:
-        """(gold, raw extracted answer) → (correct, status, latency_s, normalized answer as the grader saw it),
-        grading each distinct pair once."""
-        todo = sorted({p for p in pairs if p[1] is not None and p not in self.cache})
+    def verdicts(self, items: list[tuple[str, str | None, str | None]]) -> list[tuple[bool, str, float, str | None]]:
+        """(gold, raw extracted answer, problem or None) → (correct, status, latency_s, normalized answer as the
+        grader saw it), grading each distinct item once."""
+        todo = sorted({p for p in items if p[1] is not None and p not in self.cache}, key=lambda p: (p[0], p[1]))
         if todo:
-            grades = self.grader.grade_many([(gold, None, ans) for gold, ans in todo])
+            grades = self.grader.grade_many([(gold, None, ans, problem) for gold, ans, problem in todo])
             if len(grades) != len(todo):
                 raise RuntimeError(f"grader returned {len(grades)} grades for {len(todo)} items")
             for pair, g in zip(todo, grades):
                 self.cache[pair] = (bool(g.correct), str(g.status), float(g.latency_s), g.extracted)
-        return [self.cache[p] if p[1] is not None else (False, "no_answer", 0.0, None) for p in pairs]
+        return [self.cache[p] if p[1] is not None else (False, "no_answer", 0.0, None) for p in items]
 
     def extract(self, text: str, gold: str | None = None) -> str | None:
         """The final answer of `text` under the policy; with `gold`, a list gold joins several boxes into one answer
@@ -40,9 +47,12 @@ class Scorer:
         return extract_final_answer(text, self.extraction, gold)
 
     def score_rows(self, rows: list[dict]) -> list[dict]:
-        golds = [self.golds[(r["benchmark"], r["id"])] for r in rows]
-        pairs = [(gold, self.extract(r["response"], gold)) for gold, r in zip(golds, rows)]
-        for r, (correct, status, latency, extracted) in zip(rows, self.verdicts(pairs)):
+        keys = [(r["benchmark"], r["id"]) for r in rows]
+        items = [
+            (self.golds[k], self.extract(r["response"], self.golds[k]), self.problems.get(k))
+            for k, r in zip(keys, rows)
+        ]
+        for r, (correct, status, latency, extracted) in zip(rows, self.verdicts(items)):
             r["extracted"], r["correct"], r["status"], r["grade_latency_s"] = extracted, correct, status, latency
         return rows
 
@@ -92,9 +102,12 @@ def budget_sweep(
             cut = {}
             if over and mode == "prefix":
                 texts = [truncate_to_budget(tokenizer, s["response"], budget) for s in over]
-                golds = [scorer.golds[(s["benchmark"], s["id"])] for s in over]
-                pairs = [(gold, scorer.extract(t, gold)) for gold, t in zip(golds, texts)]
-                cut = {id(s): v[0] for s, v in zip(over, scorer.verdicts(pairs))}
+                keys = [(s["benchmark"], s["id"]) for s in over]
+                items = [
+                    (scorer.golds[k], scorer.extract(t, scorer.golds[k]), scorer.problems.get(k))
+                    for k, t in zip(keys, texts)
+                ]
+                cut = {id(s): v[0] for s, v in zip(over, scorer.verdicts(items))}
             correct = sum(bool(s["correct"]) if s["num_tokens"] <= budget else cut.get(id(s), False) for s in flat)
             per_bench[bench] = {
                 "accuracy": correct / len(flat),

@@ -115,7 +115,8 @@ def records_from_rollouts(
         texts = [s.get("response") if isinstance(s, dict) else None for s in samples]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError(f"{path}: row {i}: every sample needs a 'response' string")
-        items += [(row["answer"], t, None) for t in texts]
+        problem = row.get("problem") if isinstance(row.get("problem"), str) else None  # its stated precision
+        items += [(row["answer"], t, None, problem) for t in texts]
         shape.append(texts)
     if grader is None:
         from lead_recipes.grading.grader import get_grader

@@ -356,8 +356,9 @@ def test_extraction_policy_is_recorded_and_changes_verdicts_on_unboxed_answers(s
         out = tmp_path / policy
         assert cli.main(_argv(replay, out, shared_data, "--grade.extraction", policy, "--no-eval.plots_enable")) == 0
         s = json.loads((out / "summary.json").read_text())
-        assert s["config"]["grading"] == {"extraction": policy}
-        assert json.loads((out / "config.json").read_text())["grading"] == {"extraction": policy}
+        grading = {"extraction": policy, "rel_tol": 1e-4, "problem_precision": True}
+        assert s["config"]["grading"] == grading
+        assert json.loads((out / "config.json").read_text())["grading"] == grading
         acc[policy] = s["benchmarks"]["aime2024"]["accuracy"]
     assert (acc["final_answer"], acc["boxed"]) == (1.0, 0.5)  # problem 1 boxes its answer
 
@@ -367,6 +368,24 @@ def test_a_run_cannot_be_resumed_under_another_extraction_policy(shared_data, tm
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable")) == 0
     assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--grade.extraction", "boxed")) == 2
     assert "differs in: grading" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "env,value", [("LEAD_RECIPES_GRADE_REL_TOL", "0.01"), ("LEAD_RECIPES_GRADE_PROBLEM_PRECISION", "0")]
+)
+def test_a_run_cannot_be_resumed_under_another_grading_precision(
+    shared_data, tmp_path, capsys, monkeypatch, env, value
+):
+    from lead_recipes.grading import grader as grading
+
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    monkeypatch.setattr(grading, "_SHARED", None)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable")) == 0
+    grading.get_grader().close()
+    monkeypatch.setenv(env, value)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data, "--no-eval.plots_enable")) == 2
+    assert "differs in: grading" in capsys.readouterr().err
+    grading.get_grader().close()
 
 
 def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):

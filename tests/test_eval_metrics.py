@@ -174,3 +174,16 @@ def test_benchmark_metrics_lengths_truncation_and_no_answer(grader):
 def test_benchmark_metrics_rejects_ragged_sample_counts(grader):
     with pytest.raises(ValueError, match="same number"):
         metrics.benchmark_metrics([[_s(True)], [_s(True), _s(False)]], grader.equivalent_many)
+
+
+def test_the_scorer_applies_the_precision_each_problem_states(grader):
+    from evaluation.scoring import Scorer
+
+    golds = {("b", "stated"): "\\frac13", ("b", "none"): "\\frac13"}
+    problems = {("b", "stated"): "What is 1/3 to the nearest hundredth?", ("b", "none"): "What is 1/3?"}
+    scorer = Scorer(golds, grader, problems=problems)
+    rows = [
+        {"benchmark": "b", "id": i, "response": f"So \\boxed{{{a}}}."}
+        for i, a in (("stated", "0.33"), ("none", "0.33"), ("stated", "0.34"))
+    ]
+    assert [r["correct"] for r in scorer.score_rows(rows)] == [True, False, False]

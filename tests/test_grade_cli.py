@@ -195,3 +195,26 @@ def test_a_null_answer_is_named_as_null_not_as_missing(tmp_path, capsys):
     assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o"), "--no-grade.progress_enable"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["lead-recipes grade: line 1: `answer` is null", "lead-recipes grade: line 2: no `answer` field"]
+
+
+@pytest.mark.parametrize(
+    "flags,status",
+    [
+        ([], "correct"),  # the row's problem states the nearest hundredth
+        (["--no-grade.problem_precision_enable"], "wrong"),  # 1e-4 relative: 0.33 is not 1/3
+        (["--no-grade.problem_precision_enable", "--grade.rel_tol", "0.02"], "correct"),
+    ],
+)
+def test_a_precision_stated_in_the_rows_problem_applies_and_the_flags_change_it(tmp_path, flags, status):
+    row = {"problem": "What is 1/3 to the nearest hundredth?", "answer": "\\frac13", "given_answer": "0.33"}
+    inp = _write(tmp_path / "in.jsonl", [json.dumps(row)])
+    out = tmp_path / "out.jsonl"
+    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable", *flags]) == 0
+    assert json.loads(out.read_text())["status"] == status
+
+
+def test_a_rel_tol_outside_0_1_is_a_usage_error(tmp_path, capsys):
+    inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": "1", "given_answer": "1"})])
+    with pytest.raises(SystemExit) as e:
+        grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o.jsonl"), "--grade.rel_tol", "2"])
+    assert e.value.code == 2 and "--grade.rel_tol" in capsys.readouterr().err

@@ -95,8 +95,11 @@ PITFALLS = [  # (gold, model answer, expected status) — math-verify 0.9.0's ve
 ]
 
 
-def test_math_verify_pitfalls_keep_their_pinned_verdicts(grader):
-    got = grader.grade_many([(g, None, a) for g, a, _ in PITFALLS])
+def test_math_verify_pitfalls_keep_their_pinned_verdicts():
+    # The verdicts are the property, not the speed: a generous per-answer limit keeps a loaded CI machine (first
+    # parses of a construct in a fresh worker take 10x longer there) from turning a verdict into `timeout`.
+    with Grader(timeout_s=30.0, workers=2) as g:
+        got = g.grade_many([(gold, None, a) for gold, a, _ in PITFALLS])
     assert [(g, a, x.status) for (g, a, _), x in zip(PITFALLS, got)] == [(g, a, s) for g, a, s in PITFALLS]
 
 
@@ -375,17 +378,20 @@ def test_bomb_in_a_batch_does_not_change_its_neighbours(grader):
 
 
 def test_a_stream_of_bombs_never_blocks_normal_answers():
-    g = Grader(timeout_s=1.0, workers=2).start()
+    g = Grader(timeout_s=2.0, workers=2).start()
     try:
         g.grade("1", given_answer="1.0")
-        bombs = [g.submit(f"(1, x^{{{k}}})", given_answer=f"(1, {SUM_300}+{k})") for k in range(6)]
+        bombs = [g.submit(f"(1, x^{{{k}}})", given_answer=f"(1, {SUM_300}+{k})") for k in range(12)]
         normal = [g.submit(f"x+{i}", rf"\boxed{{{i}+x}}") for i in range(1, 31)]  # no shortcut: workers grade
-        got = [f.result(timeout=30) for f in normal]
+        got = [f.result(timeout=60) for f in normal]
+        bombs_done = sum(f.done() for f in bombs)
         assert all(x.status == "correct" for x in got)
-        # The 6 bombs need >= 6 s one after the other in the heavy lane (>= 3 s even spread over both workers);
-        # the normal answers must not wait for them.
-        assert max(x.latency_s for x in got) < 2.5
-        assert sum(f.done() for f in bombs) < len(bombs)
+        # Each bomb holds a worker for its full 2 s limit: >= 24 s one after the other in the heavy lane, >= 12 s
+        # if they took both workers. Normal answers that waited behind them would finish after most bombs; they
+        # must finish while most are still pending, and well inside the time the bombs need (a timing bound loose
+        # enough for a loaded machine, still far below a blocked run).
+        assert bombs_done <= len(bombs) // 2, bombs_done
+        assert max(x.latency_s for x in got) < 12.0
     finally:
         g.close()
 
@@ -437,13 +443,18 @@ def _children(pid: int) -> list[int]:
 
 
 def test_sigkill_of_a_worker_mid_batch_loses_no_item():
-    g = Grader(timeout_s=TIMEOUT_S, workers=2).start()
+    # A generous per-answer limit: on a loaded machine a slow item must not turn into `timeout` (the property is
+    # that no item is lost or changed by the kill, not speed).
+    g = Grader(timeout_s=30.0, workers=2).start()
     try:
         g.grade("1", given_answer="1+0")  # pool is up
         # ~300 distinct symbolic pairs (not fast-pathed) keep both workers busy for a while.
         items = [(f"x^{{{i}}}+{i}", None, f"{i}+x^{{{i}}}" if i % 3 else f"x^{{{i + 1}}}") for i in range(300)]
         futures = [g.submit(*it[:2], given_answer=it[2]) for it in items]
-        time.sleep(0.3)
+        deadline = time.monotonic() + 60
+        while sum(f.done() for f in futures) < 10 and time.monotonic() < deadline:
+            time.sleep(0.01)  # kill once the workers are grading, whatever the machine's load
+        assert sum(f.done() for f in futures) < len(futures)  # mid-batch
         victims = g.worker_pids()
         assert len(victims) == 2 and set(victims) <= set(_children(os.getpid()))
         os.kill(victims[0], signal.SIGKILL)
@@ -458,7 +469,7 @@ def test_sigkill_of_a_worker_mid_batch_loses_no_item():
 def test_what_crosses_the_process_boundary_pickles():
     g = Grade(True, "correct", r"\frac12", 0.1)
     assert pickle.loads(pickle.dumps(g)) == g
-    args = ([("1", "x \ud800"), (r"\frac{1}{2}", "0.5")], 2.0, 0.25)
+    args = ([("1", "x \ud800", ("rel", 1e-4)), (r"\frac{1}{2}", "0.5", ("places", 2))], 2.0, 0.25)
     assert pickle.loads(pickle.dumps(args)) == args
     assert pickle.loads(pickle.dumps(_worker_chunk)) is _worker_chunk
     results = [("correct", True), ("timeout", False)]
@@ -468,7 +479,10 @@ def test_what_crosses_the_process_boundary_pickles():
 def test_worker_function_grades_in_process_with_its_own_alarm():
     old = signal.getsignal(signal.SIGALRM)
     try:
-        got = _worker_chunk([("1", "1"), ("1", r"9^{9^{9^{9^{9^{9}}}}}"), (r"\frac{1}{2}", "0.5")], 1.0, 60.0)
+        rel = ("rel", 1e-4)
+        got = _worker_chunk(
+            [("1", "1", rel), ("1", r"9^{9^{9^{9^{9^{9}}}}}", rel), (r"\frac{1}{2}", "0.5", rel)], 1.0, 60.0
+        )
     finally:
         signal.signal(signal.SIGALRM, old)
     assert got == [("correct", True), ("timeout", False), ("correct", True)]

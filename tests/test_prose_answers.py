@@ -109,3 +109,74 @@ def test_a_bound_is_not_the_value_but_approximately_still_is(wrong, right):
 )
 def test_a_value_first_sentence_names_an_answer_and_is_not_denied_after_it(wrong, right):
     assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"
+
+
+# Issue 21 (false negatives): a negation binds to its own clause. One before the answer marker's clause (a premise,
+# an earlier remark) does not refuse the asserted value; one in the marker's clause, or a condition or doubt
+# anywhere before it, still does.
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("Since no other value works, the answer is 5.", "5"),
+        ("Since $x$ cannot be negative, the answer is $x = 4$.", "4"),
+        ("No other integer satisfies both conditions, so the answer is $12$.", "12"),
+        ("We do not need to check larger values, so the answer is $7$.", "7"),
+        ("No, the answer is $10$.", "10"),
+        ("Although $x$ is not an integer, $y$ is, and the answer is $10$.", "10"),
+        ("Because the discriminant is not zero, the number of real roots is $2$.", "2"),
+    ],
+)
+def test_a_negation_in_an_earlier_clause_does_not_refuse_the_asserted_value(text, value):
+    assert extract_statement(W + text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Since no other value works, the answer is not 5.",
+        "No other integer satisfies both conditions, so we cannot say the answer is $12$.",
+        "It is not the case that the answer is $7$.",
+        "It is not true, however, that the answer is $7$.",
+        "I doubt, given the constraints, that the answer is $7$.",
+        "If $a > 0$, the answer is $7$.",
+        "Since $a > 0$, perhaps the answer is $7$.",
+        "Unless $a = 0$, the answer is $10$.",
+        "Because the discriminant is zero, the number of real roots is not $2$.",
+    ],
+)
+def test_a_negation_in_the_asserting_clause_or_a_condition_anywhere_still_refuses(text):
+    assert extract_statement(W + text) is None
+
+
+# Issue 21: what follows a value decides whether it was asserted alone.
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("So the probability is $\\frac{5}{36}$, or about $0.139$.", "\\frac{5}{36}"),
+        ("The answer is $\\frac{5}{36}$ (approximately $0.139$).", "\\frac{5}{36}"),
+        ("The answer is $P = \\frac{5}{36} \\approx 0.139$.", "\\frac{5}{36}"),
+        ("The answer is $5$, and the remainder is $2$.", "5"),
+        ("The answer is $5$ and $6$.", "5, 6"),
+        ("So the answer is 34, not 35.", "34"),
+        ("Therefore $(1, 2)$ is the only pair that works.", "(1, 2)"),
+        ("The minimum value is $10$, attained when $x = 2$.", "10"),
+    ],
+)
+def test_a_restatement_a_new_clause_or_a_contrast_after_the_value_keeps_it(text, value):
+    assert extract_statement(W + text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "So the probability is $\\frac{5}{36}$ or $\\frac{1}{6}$.",
+        "The answer is $5$ or $6$.",
+        "The answer is $5$ and also $6$, depending on the case.",
+        "Therefore $(1, 2)$ is the only pair that fails.",
+        "Therefore $x = 2$ is the first root.",
+        "Therefore $x = 2$ is the only candidate.",
+        "The answer is $10$ only when $a$ is even.",
+    ],
+)
+def test_an_alternative_a_denial_or_a_condition_after_the_value_still_refuses(text):
+    assert extract_statement(W + text) is None

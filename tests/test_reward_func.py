@@ -168,3 +168,51 @@ def test_an_unboxed_answer_statement_gets_no_reward_under_the_default_boxed_poli
     monkeypatch.delenv("LEAD_RECIPES_EXTRACTION", raising=False)
     out = _call(executor, PROMPT + "6 * 7 = 42.\n\nThe answer is 42.<|im_end|>", "42")
     assert out["rewards"].tolist() == [0.0] and out["extra_logs"]["status_no_answer"] == 1.0
+
+
+ROUNDING = (
+    "<|im_start|>user\nWhat is 1/3? Express your answer to the nearest hundredth.<|im_end|>\n<|im_start|>assistant\n"
+)
+
+
+def test_a_precision_stated_in_the_prompt_applies_to_the_reward(executor, monkeypatch):
+    from lead_recipes.grading import grader as grading
+
+    monkeypatch.setattr(grading, "_SHARED", None)
+    monkeypatch.delenv("LEAD_RECIPES_GRADE_PROBLEM_PRECISION", raising=False)
+    right = _call(executor, ROUNDING + "So \\boxed{0.33}.", "\\frac13", prompt=ROUNDING)
+    near = _call(executor, ROUNDING + "So \\boxed{0.34}.", "\\frac13", prompt=ROUNDING)
+    plain = _call(executor, PROMPT + "So \\boxed{0.33}.", "\\frac13")  # no precision stated: 1e-4 relative
+    assert (right["rewards"].tolist(), near["rewards"].tolist(), plain["rewards"].tolist()) == ([1.0], [0.0], [0.0])
+    grading.get_grader().close()
+
+
+@pytest.mark.parametrize(
+    "env,value,reward",
+    [
+        ("LEAD_RECIPES_GRADE_PROBLEM_PRECISION", "0", 0.0),  # the prompt's precision ignored: 1e-4 relative
+        ("LEAD_RECIPES_GRADE_REL_TOL", "0.02", 1.0),  # 0.33 is within 2% of 1/3
+    ],
+)
+def test_the_precision_env_variables_reach_the_shared_grader(executor, monkeypatch, env, value, reward):
+    from lead_recipes.grading import grader as grading
+
+    monkeypatch.setattr(grading, "_SHARED", None)
+    monkeypatch.setenv(env, value)
+    prompt = ROUNDING if env == "LEAD_RECIPES_GRADE_PROBLEM_PRECISION" else PROMPT
+    assert _call(executor, prompt + "So \\boxed{0.33}.", "\\frac13", prompt=prompt)["rewards"].tolist() == [reward]
+    grading.get_grader().close()
+
+
+@pytest.mark.parametrize(
+    "env,value", [("LEAD_RECIPES_GRADE_REL_TOL", "abc"), ("LEAD_RECIPES_GRADE_PROBLEM_PRECISION", "yes")]
+)
+def test_a_bad_precision_env_value_grades_error_and_names_the_variable(monkeypatch, env, value):
+    from lead_recipes.grading import grader as grading
+
+    monkeypatch.setattr(grading, "_SHARED", None)
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ValueError, match=env):
+        grading.get_grader()
+    out = rf_module.reward_func([PROMPT + "\\boxed{42}"], [PROMPT], ["42"])
+    assert out["extra_logs"]["status_error"] == 1.0

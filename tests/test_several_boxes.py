@@ -93,6 +93,8 @@ def test_a_box_wins_over_a_later_different_statement_under_both_policies(policy)
         (r"f(x, y)", False),
         ("1,000", False),
         ("12,345.5", False),
+        ("900,\\!000,\\!000", False),
+        ("10{,}000", False),
     ],
 )
 def test_a_gold_is_a_list_only_when_it_holds_several_values(gold, many):
@@ -115,3 +117,47 @@ def test_a_gold_with_a_thousands_separator_reads_the_last_box(grader):
 )
 def test_a_box_with_value_changing_words_is_wrong_and_one_with_a_unit_is_right(grader, gold, wrong, right):
     assert not grader.grade(gold, "So " + wrong).correct and grader.grade(gold, "So " + right).correct
+
+
+# Issue 21 (false positives): a gold list that repeats a value is a multiset (roots with multiplicity, two parts
+# with equal answers); math-verify compares lists as sets, so the count and the multiplicity are checked here.
+@pytest.mark.parametrize(
+    "gold,response,correct",
+    [
+        ("1, 1, 2", "The roots are $\\boxed{1}$ and $\\boxed{2}$.", False),
+        ("1, 1, 2", "The roots are $\\boxed{1}$, $\\boxed{1}$ and $\\boxed{2}$.", True),
+        ("1, 1, 2", "The roots are $\\boxed{1, 2, 2}$.", False),
+        ("1, 1, 2", "The roots are $\\boxed{2, 1, 1}$.", True),
+        ("1, 1, 2", "The roots are $\\boxed{x = 2, x = 1, x = 1}$.", True),
+        ("3, 3", "Both parts give $\\boxed{3}$.", False),
+        ("3, 3", "Part (a) gives $\\boxed{3}$ and part (b) gives $\\boxed{3}$.", True),
+        (r"\sqrt{2}, \sqrt{2}", "So $\\boxed{\\sqrt{2}}$.", False),
+        ("900,\\!000,\\!000", "So $\\boxed{900000000}$.", True),  # one number: repeated groups are no multiset
+    ],
+)
+def test_a_gold_that_repeats_a_value_keeps_its_multiplicity(grader, gold, response, correct):
+    assert grader.grade(gold, "Work.\n\n" + response).correct is correct
+
+
+def test_a_list_restated_under_a_final_answer_heading_is_read_once(grader):
+    text = "The solutions are $\\boxed{2}$ and $\\boxed{4}$.\n\n**Final Answer**\n$\\boxed{2}$, $\\boxed{4}$"
+    assert extract_final_answer(text, "boxed", gold="2, 4") == "2, 4"
+    assert grader.grade("2, 4", text).correct and not grader.grade("2, 4, 4", text).correct
+
+
+@pytest.mark.parametrize(
+    "response,correct",
+    [
+        ("So $y = \\boxed{3}$ and $x = \\boxed{2}$.", True),
+        ("So $x = \\boxed{2}$ and $y = \\boxed{3}$.", True),
+        ("So $y = \\boxed{2}$ and $x = \\boxed{3}$.", False),
+    ],
+)
+def test_labels_written_before_the_boxes_are_matched_label_by_label(grader, response, correct):
+    assert grader.grade("x=2, y=3", "Work.\n\n" + response).correct is correct
+
+
+def test_a_list_gold_in_one_text_box_reads_every_box(grader):
+    assert is_list(r"\text{A, C}") and not is_list(r"\text{A}")
+    assert grader.grade(r"\text{A, C}", "The correct options are $\\boxed{A}$ and $\\boxed{C}$.").correct
+    assert not grader.grade(r"\text{A, C}", "The correct options are $\\boxed{A}$ and $\\boxed{D}$.").correct

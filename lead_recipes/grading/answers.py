@@ -9,7 +9,17 @@ import math
 import re
 from typing import Any
 
-from lead_recipes.grading.pairing import BOX_RE, BRACE_RE, box_spans, final_run, gold_text, is_list, join, last_box
+from lead_recipes.grading.pairing import (
+    BOX_RE,
+    BRACE_RE,
+    box_spans,
+    final_run,
+    gold_text,
+    is_labelled,
+    is_list,
+    join,
+    last_box,
+)
 from lead_recipes.grading.statement import extract_statement
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
@@ -69,8 +79,9 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
             except Exception:  # noqa: BLE001 - a closing part we cannot read states no answer
                 return None
         return None
-    if gold is not None and BOX_RE.search(body, 0, last[0]) and is_list(normalize_answer(gold_text(_to_text(gold)))):
-        return join(final_run(body, box_spans(body)))
+    gold_n = normalize_answer(gold_text(_to_text(gold))) if gold is not None else ""
+    if gold_n and BOX_RE.search(body, 0, last[0]) and is_list(gold_n):
+        return join(final_run(body, box_spans(body), is_labelled(gold_n)))
     return last[2]
 
 

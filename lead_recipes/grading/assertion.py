@@ -32,17 +32,26 @@ _LEAD_NEGATION_RE = re.compile(
 _SUBJECT_START_RE = re.compile(r"(?i)\s*(?:the|a|an|that|there|this|our|its|their|each|every|it|all)\b")
 # "is the (only) solution", "is the largest such $n$", "is the solution set": the span before it is the answer only
 # when the noun names one ("is the wrong answer", "is the extraneous root" are not).
+_ADJ = (
+    r"only|unique|sole|final|desired|required|correct|exact|real|positive|such|largest|smallest|greatest|least|"
+    r"maximum|minimum|possible"
+)
+# Nouns that name no answer: "$5$ is the only candidate", "$x = 2$ is the first root" (of several).
+_NOT_ANSWER = (
+    r"candidate|guess|estimate|assumption|hypothesis|conjecture|claim|case|step|first|second|third|other|one|last|"
+    r"next|previous"
+)
 _IS_THE_RE = re.compile(
-    r"(?i)\s*(?:is|are)\s+(?:the|our)\s+(?:(?:only|unique|sole|final|desired|required|correct|"
-    r"exact|real|positive|such|largest|smallest|greatest|least|maximum|minimum|possible)\s+){0,3}"
-    r"(?:solutions?|answers?|values?|results?|range|interval|(?<=such\s)(?=\$)|(?<=[a-z]st\s)(?=\$))"
+    rf"(?i)\s*(?:is|are)\s+(?:the|our)\s+(?:(?:{_ADJ})\s+){{0,3}}"
+    r"(?:solutions?|answers?|values?|results?|range|interval|(?<=such\s)(?=\$)|(?<=[a-z]st\s)(?=\$)|"
+    rf"(?!(?:{_NOT_ANSWER}|{_ADJ})s?\b)[a-z]+\b)"
     r"(?:\s+(?:set|range|interval))?"
 )
 # After "is the solution" / after a value, these deny it or make it conditional ("… is the solution we must
 # reject", "… only if $a=1$", "$5$ (assuming $a>0$)").
 _AFTER_DENIAL_RE = re.compile(
     r"(?i)\b(?:wrong|incorrect|invalid|extraneous|spurious|reject\w*|discard\w*|"
-    r"exclude\w*|fails?|not|never|only\s+if|if|unless|assuming|provided|supposing|"
+    r"exclude\w*|fails?|not|never|only\s+(?:if|when|for)|if|unless|assuming|provided|supposing|"
     r"except|but)\b|n't\b"
 )
 
@@ -67,9 +76,15 @@ def hedged_subject(subject: str, verb: str = "is") -> bool:
 
 
 def negated_lead(lead: str) -> bool:
-    """True when the words before an answer marker (same sentence) deny, doubt or condition it, anywhere in them."""
+    """True when the words before an answer marker (same sentence) deny, doubt or condition it: a negation or doubt
+    in the marker's own clause (after the last `,` `;` `:` outside math: "Since no other value works, the answer is
+    5" is asserted; a clause opening with "that" belongs to what precedes it), a condition or uncertainty anywhere
+    ("If $a=1$, then the answer is 3")."""
     plain = outside_math(lead)
-    return bool(_LEAD_NEGATION_RE.search(plain) or hedged_subject(lead))
+    clause = re.split(r"[,;:]", plain)[-1]
+    if re.match(r"(?i)\s*(?:that|whether)\b", clause):  # "It is not true, however, that the answer is"
+        clause = plain  # a "that" clause is the object of a verb before it
+    return bool(_LEAD_NEGATION_RE.search(clause) or hedged_subject(lead))
 
 
 def denied_after(rest: str) -> bool:
@@ -82,7 +97,7 @@ def value_first(sentence: str) -> str | None:
     m = re.match(r"[\s,:]*(?:that\s+)?", sentence)
     span = SPAN_RE.match(sentence, m.end())
     is_the = _IS_THE_RE.match(sentence, span.end()) if span is not None else None
-    if is_the is None or denied_after(sentence[is_the.end() :]):
+    if is_the is None or denied_after(sentence[span.end() :]):
         return None
     return next(g for g in span.groups() if g is not None).strip() or None
 

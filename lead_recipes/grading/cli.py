@@ -1,7 +1,8 @@
 """`lead-recipes grade --input IN.jsonl --output OUT.jsonl`: grade a JSONL file of model answers (a `response` to
-extract from, or a `given_answer`) against each row's `answer`, streamed in batches; each output row is the input
-row plus `correct`, `status`, `extracted` and `extraction`. A malformed line is written as an error row and makes the
-exit code 1. It calls no model and changes no input field. See docs/grading.md.
+extract from, or a `given_answer`) against each row's `answer` (and its `problem`'s stated precision), streamed in
+batches; each output row is the input row plus `correct`, `status`, `extracted` and `extraction`. A malformed line
+is written as an error row and makes the exit code 1. It calls no model and changes no input field.
+See docs/grading.md.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Iterator
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import STATUSES, Grader
 from lead_recipes.grading.labels import gold_answer, label_problem
+from lead_recipes.grading.precision import DEFAULT_REL_TOL
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.progress import Bar
 
@@ -57,6 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="worker processes (default: usable CPUs, at most 8)",
+    )
+    g.add_argument(
+        "--grade.rel_tol",
+        dest="grade.rel_tol",
+        type=float,
+        default=DEFAULT_REL_TOL,
+        help="relative precision of a decimal against a value whose expansion does not end (1/3, pi) when the "
+        "row's `problem` states none",
+    )
+    g.add_argument(
+        "--grade.problem_precision_enable",
+        dest="grade.problem_precision_enable",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help='read a precision stated in the row\'s `problem` ("to the nearest hundredth", "to 3 decimal places")',
     )
     g.add_argument(
         "--grade.progress_enable",
@@ -101,15 +118,19 @@ def _count_lines(path: str) -> int:
     return n + (last != b"\n")
 
 
-def _item(row: dict, use: str) -> tuple[object, str | None, str | None]:
+def _item(row: dict, use: str) -> tuple[object, str | None, str | None, str | None]:
+    problem = row.get("problem") if isinstance(row.get("problem"), str) else None
     if use == "response" or (use == "auto" and isinstance(row.get("response"), str)):
-        return gold_answer(row["answer"]), row.get("response") or "", None
-    return gold_answer(row["answer"]), None, row.get("given_answer") if row.get("given_answer") is not None else ""
+        return gold_answer(row["answer"]), row.get("response") or "", None, problem
+    given = row.get("given_answer") if row.get("given_answer") is not None else ""
+    return gold_answer(row["answer"]), None, given, problem
 
 
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
+    if not 0 <= args["grade.rel_tol"] < 1:
+        parser.error(f"--grade.rel_tol must be in [0, 1), got {args['grade.rel_tol']}")
     if not os.path.isfile(args["input"]):
         print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
         return 2
@@ -131,7 +152,13 @@ def main(argv: list[str]) -> int:
     read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]
     with (
-        Grader(timeout_s=args["grade.timeout_s"], workers=args["grade.workers"], extraction=policy) as grader,
+        Grader(
+            timeout_s=args["grade.timeout_s"],
+            workers=args["grade.workers"],
+            extraction=policy,
+            rel_tol=args["grade.rel_tol"],
+            problem_precision=args["grade.problem_precision_enable"],
+        ) as grader,
         open(tmp, "w", encoding="utf-8") as out,
     ):
         batch: list[tuple[dict, str | None]] = []

@@ -26,8 +26,8 @@ from lead_recipes.grading.answers import (
     normalize_answer,
 )
 from lead_recipes.grading.compare import prepare
-from lead_recipes.grading.numbers import DEFAULT_REL_TOL
 from lead_recipes.grading.pairing import gold_text
+from lead_recipes.grading.precision import DEFAULT_REL_TOL, Precision, stated_precision
 from lead_recipes.grading.worker import _worker_chunk, _worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
@@ -58,11 +58,12 @@ class Grade:
 
 # ---------------------------------------------------------------------------------------------------- parent side
 class _Job:
-    """One distinct (gold, pred) pair waiting for a worker verdict; every caller asking for it shares `future`."""
+    """One distinct (gold, pred, precision) item waiting for a worker verdict; every caller asking for it shares
+    `future`."""
 
     __slots__ = ("key", "future", "solo", "crashes")
 
-    def __init__(self, key: tuple[str, str]):
+    def __init__(self, key: tuple[str, str, Precision]):
         self.key = key
         self.future: cf.Future = cf.Future()
         # Heavy jobs (long answers, or re-runs after their chunk failed) go alone and through at most workers - 1
@@ -86,8 +87,10 @@ class Grader:
     (for asyncio: `asyncio.wrap_future`). `timeout_s` is the per-answer limit counted from when the work starts in
     a worker: soft (SIGALRM in the worker) at `timeout_s`, hard (process killed and replaced) at `timeout_s` + 0.5 s.
     `extraction` is the default policy for responses (`boxed` or `final_answer`); `grade`, `grade_many` and
-    `submit` take `extraction=` to override it per call. `rel_tol` is the stated relative precision of a decimal
-    against a fraction whose expansion does not end (`lead_recipes.grading.numbers.approx_verdict`).
+    `submit` take `extraction=` to override it per call. `rel_tol` is the relative precision of a decimal against a
+    value whose expansion does not end (`\\frac13`, `\\pi`) when the problem states none; `problem=` (per call, or the
+    4th element of a `grade_many` item) is the problem text, whose stated precision ("to the nearest hundredth")
+    then applies unless `problem_precision=False` (`lead_recipes.grading.precision`).
     """
 
     def __init__(
@@ -102,12 +105,14 @@ class Grader:
         result_timeout_s: float = 600.0,
         extraction: str = "boxed",
         rel_tol: float = DEFAULT_REL_TOL,
+        problem_precision: bool = True,
     ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if not 0 <= rel_tol < 1:
             raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol}")
         self.rel_tol = float(rel_tol)
+        self.problem_precision = bool(problem_precision)
         self.extraction = check_extraction(extraction)
         self.timeout_s = float(timeout_s)
         self.workers = int(workers) if workers else _default_workers()
@@ -115,14 +120,14 @@ class Grader:
         self.memory_limit_mb = memory_limit_mb
         self.start_method = start_method
         self.result_timeout_s = result_timeout_s
-        self._cache: "collections.OrderedDict[tuple[str, str], bool]" = collections.OrderedDict()
+        self._cache: "collections.OrderedDict[tuple[str, str, Precision], bool]" = collections.OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.RLock()
         self._pool = None
         self._pending: collections.deque[_Job] = collections.deque()  # normal jobs, chunked
         self._heavy: collections.deque[_Job] = collections.deque()  # solo jobs, at most workers - 1 at once
         self._heavy_inflight = 0
-        self._jobs: dict[tuple[str, str], _Job] = {}  # pending or in flight, by key (shared by equal requests)
+        self._jobs: dict[tuple[str, str, Precision], _Job] = {}  # pending or in flight, by key (shared)
         self._live: dict[int, _Job] = {}  # every unanswered job, so close() can answer them all
         self._inflight = 0
         self._closed = False
@@ -132,14 +137,24 @@ class Grader:
 
     # ------------------------------------------------------------------ public API
     def grade(
-        self, gold: Any, response: str | None = None, *, given_answer: str | None = None, extraction: str | None = None
+        self,
+        gold: Any,
+        response: str | None = None,
+        *,
+        given_answer: str | None = None,
+        extraction: str | None = None,
+        problem: str | None = None,
     ) -> Grade:
-        return self._wait(self.submit(gold, response, given_answer=given_answer, extraction=extraction))
+        return self._wait(
+            self.submit(gold, response, given_answer=given_answer, extraction=extraction, problem=problem)
+        )
 
-    def grade_many(
-        self, items: Sequence[tuple[Any, str | None, str | None]], *, extraction: str | None = None
-    ) -> list[Grade]:
-        futures = [self.submit(g, r, given_answer=a, extraction=extraction) for g, r, a in items]
+    def grade_many(self, items: Sequence[tuple], *, extraction: str | None = None) -> list[Grade]:
+        """Items are (gold, response, given_answer) or (gold, response, given_answer, problem)."""
+        futures = [
+            self.submit(g, r, given_answer=a, extraction=extraction, problem=rest[0] if rest else None)
+            for g, r, a, *rest in items
+        ]
         return [self._wait(f) for f in futures]
 
     def equivalent_many(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
@@ -155,7 +170,13 @@ class Grader:
             return Grade(False, "error", None, self.result_timeout_s)
 
     def submit(
-        self, gold: Any, response: str | None = None, *, given_answer: str | None = None, extraction: str | None = None
+        self,
+        gold: Any,
+        response: str | None = None,
+        *,
+        given_answer: str | None = None,
+        extraction: str | None = None,
+        problem: str | None = None,
     ) -> cf.Future:
         policy = self.extraction if extraction is None else check_extraction(extraction)  # bad name: ValueError
         t0 = time.perf_counter()
@@ -179,7 +200,10 @@ class Grader:
             if not gold_n or len(gold_n) > MAX_ANSWER_CHARS or len(extracted) > MAX_ANSWER_CHARS:
                 return self._done(out, "error", extracted, t0)
             # `10 weeks` vs `10`, `1 1/2`, `T(4)=9, T(5)=2` vs `9, 2`, `0.3333` vs `\frac13`, integers, ...
-            key, verdict = prepare(gold_n, extracted, self.rel_tol)
+            stated = stated_precision(_to_text(problem)) if self.problem_precision else None
+            precision = stated or ("rel", self.rel_tol)
+            pair, verdict = prepare(gold_n, extracted, precision)
+            key = (*pair, precision)
             if verdict is None and key[1] != key[0] and explosive(key[1]):
                 return self._done(out, "timeout", extracted, t0)
             if verdict is None:
@@ -244,7 +268,11 @@ class Grader:
         with self._lock:
             pool = self._ensure_pool()
         futures = [
-            pool.schedule(_worker_chunk, args=([("x+1", "1+x")], self.timeout_s, _CHUNK_BUDGET_S), timeout=wait_s)
+            pool.schedule(
+                _worker_chunk,
+                args=([("x+1", "1+x", ("rel", self.rel_tol))], self.timeout_s, _CHUNK_BUDGET_S),
+                timeout=wait_s,
+            )
             for _ in range(self.workers)
         ]
         for f in futures:
@@ -297,7 +325,7 @@ class Grader:
             )
         return self._pool
 
-    def _enqueue(self, key: tuple[str, str]) -> _Job:
+    def _enqueue(self, key: tuple[str, str, Precision]) -> _Job:
         with self._lock:
             job = self._jobs.get(key) if self._cache_size else None
             if job is None:
@@ -394,6 +422,8 @@ class Grader:
         self._pump()
 
 
+REL_TOL_ENV = "LEAD_RECIPES_GRADE_REL_TOL"
+PROBLEM_PRECISION_ENV = "LEAD_RECIPES_GRADE_PROBLEM_PRECISION"
 _SHARED: Grader | None = None
 _SHARED_LOCK = threading.Lock()
 
@@ -401,18 +431,36 @@ _SHARED_LOCK = threading.Lock()
 def get_grader() -> Grader:
     """This process's shared Grader (created on first use; its pool starts with the first graded answer).
     Env: LEAD_RECIPES_GRADE_TIMEOUT_S (default 5), LEAD_RECIPES_GRADE_WORKERS (default: usable CPUs, at most 8),
-    LEAD_RECIPES_EXTRACTION (`boxed`, the default, or `final_answer`; another value is a ValueError)."""
+    LEAD_RECIPES_EXTRACTION (`boxed`, the default, or `final_answer`; another value is a ValueError),
+    LEAD_RECIPES_GRADE_REL_TOL (default 1e-4) and LEAD_RECIPES_GRADE_PROBLEM_PRECISION (`1`, the default, or `0`:
+    ignore a precision stated in the problem; a value that is neither, or a bad number, is a ValueError)."""
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None or _SHARED._closed:
             workers = os.environ.get("LEAD_RECIPES_GRADE_WORKERS")
+            flag = os.environ.get(PROBLEM_PRECISION_ENV, "").strip() or "1"
+            if flag not in ("0", "1"):
+                raise ValueError(f"{PROBLEM_PRECISION_ENV} must be 0 or 1, got {flag!r}")
             _SHARED = Grader(
                 timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")),
                 workers=int(workers) if workers else None,
                 extraction=extraction_from_env(),
+                rel_tol=_rel_tol_from_env(),
+                problem_precision=flag == "1",
             )
             atexit.register(_SHARED.close)
         return _SHARED
+
+
+def _rel_tol_from_env() -> float:
+    raw = os.environ.get(REL_TOL_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_REL_TOL
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise ValueError(f"{REL_TOL_ENV} must be a number in [0, 1), got {raw!r}")
+    return value
 
 
 def extraction_from_env() -> str:

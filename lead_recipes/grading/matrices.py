@@ -1,6 +1,7 @@
-"""Vectors and matrices written in different notations (pmatrix, bracket lists, tuples, angle brackets):
-`align_vectors` rewrites a pair of the same shape into one notation, entries moved verbatim; a bracket list alone is
-never rewritten (it may be an interval). No parsing of entries, no verdicts. See docs/grading.md#answer-forms.
+"""Vectors and matrices written in different notations (pmatrix, bracket lists, tuples, angle brackets, a transposed
+row `(1, 2)^T`): `align_vectors` rewrites a pair of the same shape into one notation, entries moved verbatim; a
+bracket list alone is never rewritten, and a two-item bracket gold is an interval, never a vector. No parsing of
+entries, no verdicts. See docs/grading.md#answer-forms.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from lead_recipes.grading.brackets import is_tuple, top_items
 _ENV_RE = re.compile(r"\\begin\{([pbB]?matrix)\}(.*?)\\end\{\1\}", re.S)
 _ANGLE_RE = re.compile(r"\\(?:left)?\\?langle(.*?)\\(?:right)?\\?rangle", re.S)
 _LR_RE = re.compile(r"\\(?:left|right)(?=[\[\]()])")
+_TRANSPOSED_RE = re.compile(r"(.+?)\s*\^\s*(?:\{\s*(?:T|\\top|\\intercal)\s*\}|T|\\top|\\intercal)\s*", re.S)
 
 
 def _env_rows(s: str) -> list[list[str]] | None:
@@ -57,12 +59,25 @@ def _pmatrix(rows: list[list[str]]) -> str:
     return "\\begin{pmatrix}" + " \\\\ ".join(" & ".join(r) for r in rows) + "\\end{pmatrix}"
 
 
+def _transposed(s: str) -> str:
+    """`(1, 2)^T` / `[1, 2]^{T}` / a one-row matrix with `^\\top` → the column vector it is; else `s`."""
+    m = _TRANSPOSED_RE.fullmatch(s.strip())
+    if m is None:
+        return s
+    rows = _env_rows(m.group(1))
+    row = rows[0] if rows and len(rows) == 1 else _tuple_items(m.group(1)) or (_bracket_rows(m.group(1)) or [None])[0]
+    return _pmatrix([[x] for x in row]) if row and len(row) >= 2 else s
+
+
 def align_vectors(gold: str, pred: str) -> tuple[str, str] | None:
     """(gold, pred) in one notation when they are a matrix or vector in two notations of the same kind, else None."""
     if not any(t in gold or t in pred for t in ("matrix", "langle")):
         return None  # no vector notation: nothing to align (the common case)
+    gold, pred = _transposed(gold), _transposed(pred)
     ge, pe = _env_rows(gold), _env_rows(pred)
     gb, pb = _bracket_rows(gold), _bracket_rows(pred)
+    if gb and len(gb) == 1 and len(gb[0]) == 2:
+        gb = None  # a gold `[1, 2]` is the interval, whatever the answer
     g_mat = ge if ge and len(ge) >= 2 and len(ge[0]) >= 2 else gb if gb and len(gb) >= 2 else None
     p_mat = pe if pe and len(pe) >= 2 and len(pe[0]) >= 2 else pb if pb and len(pb) >= 2 else None
     if g_mat and p_mat and (ge is None) != (pe is None):

@@ -1,6 +1,6 @@
-"""Number forms: mixed numbers, thousands separators and decimal commas (`align_numbers`), and a decimal against an
-exact fraction that does not terminate at a relative precision (`approx_verdict`, `DEFAULT_REL_TOL`). No sympy;
-constants go to math-verify. See docs/grading.md#answer-forms.
+"""Number forms: mixed numbers, thousands separators and decimal commas (`align_numbers`), written the one way
+the exact paths and math-verify read. No values compared (`precision` does that), no sympy.
+See docs/grading.md#answer-forms.
 """
 
 from __future__ import annotations
@@ -8,9 +8,6 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from lead_recipes.grading.answers import rational
-
-DEFAULT_REL_TOL = 1e-4
 _MIXED_RE = re.compile(
     r"(-?)(\d{1,9})\s*(?:\\[dt]?frac\{(\d{1,9})\}\{(\d{1,9})\}|\\[dt]?frac(\d)(\d)|\s(\d{1,9})/(\d{1,9}))"
 )
@@ -65,24 +62,3 @@ def align_numbers(gold: str, pred: str) -> tuple[str, str]:
     g2, p2 = [_plain(a, b, decimal_comma=False) for a, b in zip(gi, pi)], [_plain(b, a) for a, b in zip(gi, pi)]
     sep = "; " if ";" in gold or ";" in pred else ", "
     return (gold if g2 == _items(gold) else sep.join(g2)), (pred if p2 == _items(pred) else sep.join(p2))
-
-
-def _terminates(q: Fraction) -> bool:
-    d = q.denominator
-    for p in (2, 5):
-        while d % p == 0:
-            d //= p
-    return d == 1
-
-
-def approx_verdict(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL) -> bool | None:
-    """Decimal vs non-terminating exact fraction at relative precision `rel_tol` (see the module docstring)."""
-    if len(gold) > 40 or len(pred) > 40 or ("." in gold) == ("." in pred):
-        return None
-    a, b = rational(gold), rational(pred)
-    if a is None or b is None:
-        return None
-    exact = b if "." in gold else a
-    if _terminates(exact):
-        return None
-    return abs(a - b) <= Fraction(repr(rel_tol)) * max(abs(a), abs(b))  # repr: 1e-4 is exactly 1/10000

@@ -17,8 +17,10 @@ BOX_RE = re.compile(r"\\(?:boxed|fbox)")
 BRACE_RE = re.compile(r"(?<!\\)[{}]")
 _MOVES_ON_RE = re.compile(
     r"(?i)\b(?:so|then|therefore|thus|hence|wait|actually|instead|but|however|substitut\w*|"
-    r"plug\w*|using|now|next|not)\b"
+    r"plug\w*|using|now|next|not|final\s+answers?)\b"
 )
+# `x = \boxed{2}`: the label written just before a box, inside the same math span.
+_LABEL_BEFORE_RE = re.compile(r"(?<![\\A-Za-z])([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*\Z")
 
 
 def box_content(text: str, start: int) -> tuple[str, int] | None:
@@ -71,35 +73,49 @@ def last_box(text: str) -> tuple[int, int, str] | None:
     return None
 
 
-def final_run(text: str, spans: list[tuple[int, int, str]]) -> list[str]:
-    """Contents of the last box and of the boxes before it in the same closing statement (see the docstring)."""
+def final_run(text: str, spans: list[tuple[int, int, str]], labelled: bool = False) -> list[str]:
+    """Contents of the last box and of the boxes before it in the same closing statement (see the docstring). With
+    `labelled` (the gold names its values) a label written just before every box is kept: `y = \boxed{3}` is
+    `y = 3`."""
     run = [spans[-1]]
     for prev in reversed(spans[:-1]):
         gap = text[prev[1] : run[0][0]]
         if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap):
             break
         run.insert(0, prev)
+    labels = [_LABEL_BEFORE_RE.search(text, max(0, start - 40), start) for start, _, _ in run]
+    if labelled and all(labels) and len({m.group(1) for m in labels}) == len(run) > 1:
+        return [f"{m.group(1)} = {c}" for m, (_, _, c) in zip(labels, run)]
     return [c for _, _, c in run]
 
 
 _SET_RE = re.compile(r"\s*(?:\\left)?\\\{(.*)(?:\\right)?\\\}\s*", re.S)
+_TEXT_LIST_RE = re.compile(r"\s*\\(?:text|textbf|mathrm|textrm|mbox)\{([^{}]*)\}\s*")
 _OR_ITEM_RE = re.compile(r"\\text\{\s*or\s*\}|\bor\b")
+_ITEM_LABEL_RE = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)")
 
 
 def is_list(gold: str) -> bool:
-    """True when `gold` holds several values: a list, a set in braces, values joined by "or", or `\\pm`."""
-    m = _SET_RE.fullmatch(gold)
+    """True when `gold` holds several values: a list (also inside one `\\text{}`), a set in braces, values joined
+    by "or", or `\\pm`."""
+    m = _SET_RE.fullmatch(gold) or _TEXT_LIST_RE.fullmatch(gold)
     body = m.group(1) if m else gold
     if "\\pm" in body or "\\mp" in body:
         return True
-    if re.fullmatch(r"\s*-?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*", body):
-        return False  # `1,000` is one number
+    if re.fullmatch(r"\s*-?\d{1,3}(?:(?:,|\{,\})(?:\\!)?\d{3})+(?:\.\d+)?\s*", body):
+        return False  # `1,000`, `900,\!000` are one number
     return len(top_items(body)) > 1 or len(_OR_ITEM_RE.split(body)) > 1
 
 
+def is_labelled(gold: str) -> bool:
+    """True when `gold` is a list whose every item carries its own label (`x=1, y=2`)."""
+    labels = [_ITEM_LABEL_RE.match(x) for x in top_items(gold)]
+    return len(labels) > 1 and all(labels) and len({m.group(1) for m in labels}) == len(labels)
+
+
 def join(values: list[str]) -> str:
-    """`a, b, c` from several values, repeats dropped (first occurrence kept)."""
-    return ", ".join(dict.fromkeys(v for v in values if v))
+    """`a, b, c` from several values, repeats kept (`1, 1, 2`: a root of multiplicity two)."""
+    return ", ".join(v for v in values if v)
 
 
 def gold_text(gold: str) -> str:

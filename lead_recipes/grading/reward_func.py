@@ -1,6 +1,7 @@
 """OpenRLHF reward function: pass this file's path as `--reward.remote_url`. It strips the prompt, grades the response
-with the process's shared Grader under $LEAD_RECIPES_EXTRACTION (default `boxed`) and returns rewards, scores and
-`REWARD_LOG_KEYS`; it never raises, never returns None and does not use CUDA.
+with the process's shared Grader under $LEAD_RECIPES_EXTRACTION (default `boxed`), the prompt as the problem text
+(a precision it states applies), and returns rewards, scores and `REWARD_LOG_KEYS`; it never raises, never returns
+None and does not use CUDA.
 See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
 
@@ -54,7 +55,7 @@ def _log_once(e: Exception) -> None:
         logging.getLogger(__name__).error("lead_recipes reward function: %s", e)
 
 
-def _submit(grader, label, text):
+def _submit(grader, label, text, prompt):
     """The grader's future for one sample, or None (graded `error`, a grading failure the guard counts) when the
     label is an object without its answer: never its string form, which would grade a silent `wrong`."""
     try:
@@ -62,7 +63,7 @@ def _submit(grader, label, text):
     except LabelError as e:
         _log_once(e)
         return None
-    return grader.submit(gold, text)
+    return grader.submit(gold, text, problem=prompt if isinstance(prompt, str) else None)
 
 
 def grade_samples(
@@ -75,7 +76,10 @@ def grade_samples(
     texts = [response_text(queries[i], prompts[i] if i < len(prompts) else "") for i in range(n)]
     try:
         grader = get_grader()
-        futures = [_submit(grader, labels[i] if i < len(labels) else None, texts[i]) for i in range(n)]
+        futures = [
+            _submit(grader, labels[i] if i < len(labels) else None, texts[i], prompts[i] if i < len(prompts) else None)
+            for i in range(n)
+        ]
         grades = [f.result() if f is not None else Grade(False, "error", None, 0.0) for f in futures]
     except Exception as e:  # noqa: BLE001
         _log_once(e)

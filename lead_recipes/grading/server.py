@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.grader import REWARD_LOG_KEYS, STATUSES, Grade, Grader, reward_extra_logs
 from lead_recipes.grading.labels import gold_answer, label_problem
+from lead_recipes.grading.precision import DEFAULT_REL_TOL
 from lead_recipes.grading.reward_func import _is_repetitive, response_text
 from lead_recipes.help_format import ArgumentParser
 
@@ -141,6 +142,8 @@ class RewardServer:
             "workers": self.grader.workers,
             "timeout_s": self.grader.timeout_s,
             "extraction": self.grader.extraction,
+            "rel_tol": self.grader.rel_tol,
+            "problem_precision": self.grader.problem_precision,
         }
         if self.job_id:  # which batch job owns this server: a job polling its port must not accept another's
             body["job_id"] = self.job_id
@@ -230,7 +233,10 @@ class RewardServer:
         prompts = prompts or [""] * n
         texts = [response_text(queries[i], prompts[i]) for i in range(n)]
         futures = [
-            asyncio.wait_for(asyncio.wrap_future(self.grader.submit(golds[i], texts[i])), self.grader.result_timeout_s)
+            asyncio.wait_for(
+                asyncio.wrap_future(self.grader.submit(golds[i], texts[i], problem=prompts[i])),
+                self.grader.result_timeout_s,
+            )
             for i in range(n)
         ]
         grades: list[Grade] = []
@@ -321,6 +327,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer extraction: boxed = the last \\boxed{} only (rewards teach the format); "
         "final_answer = the box, else the final-answer statement of the closing part",
     )
+    g.add_argument(
+        "--grade.rel_tol",
+        dest="grade.rel_tol",
+        type=float,
+        default=DEFAULT_REL_TOL,
+        help="relative precision of a decimal against a value whose expansion does not end (1/3, pi) when the "
+        "prompt states none",
+    )
+    g.add_argument(
+        "--grade.problem_precision_enable",
+        dest="grade.problem_precision_enable",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help='read a precision stated in the prompt ("to the nearest hundredth", "to 3 decimal places")',
+    )
     return p
 
 
@@ -374,6 +395,8 @@ def exposure_warning(host: str, token: str | None) -> str | None:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
+    if not 0 <= args["grade.rel_tol"] < 1:
+        parser.error(f"--grade.rel_tol must be in [0, 1), got {args['grade.rel_tol']}")
     host, port = args["serve.host"], args["serve.port"]
     token = args["serve.token"] or os.environ.get(TOKEN_ENV) or None
     warning = exposure_warning(host, token)
@@ -391,7 +414,11 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     grader = Grader(
-        timeout_s=args["grade.timeout_s"], workers=args["grade.workers"], extraction=args["grade.extraction"]
+        timeout_s=args["grade.timeout_s"],
+        workers=args["grade.workers"],
+        extraction=args["grade.extraction"],
+        rel_tol=args["grade.rel_tol"],
+        problem_precision=args["grade.problem_precision_enable"],
     )
 
     async def make_app() -> web.Application:

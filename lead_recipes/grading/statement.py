@@ -30,7 +30,7 @@ _MARKER_RE = re.compile(
 )
 _CONCLUDE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
-    r"in\s+summary|finally|we\s+conclude\s+that|(?=the\b))\b[,:]?",
+    r"in\s+summary|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
     re.I,
 )
 _DISPLAY_RE = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$|\\begin\{(equation|align|gather)\*?\}(.+?)\\end\{\3\*?\}", re.S)
@@ -51,9 +51,17 @@ _BOUND_AFTER_RE = re.compile(
     r"above|below|over|under|up|down|beyond)\b|\s*(?:at\s+(?:most|least)|or\s+so)\b"
 )
 # After the value these make it conditional ("$5$ (assuming $a>0$)").
-_CONDITION_AFTER_RE = re.compile(r"(?i)\b(?:assuming|provided|supposing|unless|only\s+if)\b")
+_CONDITION_AFTER_RE = re.compile(r"(?i)\b(?:assuming|provided|supposing|unless|only\s+(?:if|when|for))\b")
 # A value followed, in the same sentence, by a joiner and another value is one of several candidates.
-_ALTERNATIVE_RE = re.compile(r"(?i)\b(?:or|and|nor|otherwise|but|if)\b.*?(?:\d|\$|\\\()", re.S)
+# "and" only joins values when one follows within two words ("$5$ and $6$", not "$5$, and the remainder is $2$").
+_ALTERNATIVE_RE = re.compile(
+    r"(?i)\b(?:(?:or|nor|otherwise|but|if)\b.*?|and\s+(?:[a-z]+\s+){0,2}?)(?:\d|\$|\\\()", re.S
+)
+# The same value again, approximately: a restatement, not an alternative ("$\frac{5}{36}$, or about $0.139$").
+_RESTATED_RE = re.compile(
+    r"(?i)\s*,?\s*\(?\s*(?:or|i\.\s*e\.|that\s+is|which\s+is)?\s*,?\s*(?:about|approximately|roughly|"
+    r"around|nearly|≈|\\approx)\s*(?:\$[^$]*\$|\\\(.*?\\\)|-?[\d.,]+)\s*\)?"
+)
 _RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
 
 
@@ -70,7 +78,12 @@ def _has_variables(expr: str) -> bool:
 
 
 def _rhs(expr: str) -> str:
-    """Right-hand side of the last top-level `=` when it is a plain value, else the whole expression."""
+    """Right-hand side of the last top-level `=` when it is a plain value, else the whole expression; an approximation
+    after it is dropped (`P = \\frac{5}{36} \\approx 0.139` → `\\frac{5}{36}`)."""
+    exact, approx, _ = expr.partition("\\approx")
+    if approx and exact.strip():
+        left = _rhs(exact)
+        return left if not _has_variables(left) else _rhs(expr[len(exact) + len(approx) :])
     depth, last = 0, -1
     for i, ch in enumerate(expr):
         if ch in "{([":
@@ -114,18 +127,24 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         m = SPAN_RE.search(sentence)  # "probably $5$", "about $20$ cm": a math span after a few words
         if m is not None and (len(sentence) > 120 or len(sentence[: m.start()]) > 15 or "," in sentence[: m.start()]):
             m = None
-    if m is not None and m.start() == 0:  # "$x = 3$ and $y = -2$": one list of assignments
-        run = [m]
+    if m is not None and m.start() == 0:  # "$x = 3$ and $y = -2$", "$5$ and $6$": one list
+        run, joiners = [m], ""
         for nxt in SPAN_RE.finditer(sentence, m.end()):
             if not re.fullmatch(r"\s*,?\s*(?:and|or)?\s*", sentence[run[-1].end() : nxt.start()]):
                 break
+            joiners += sentence[run[-1].end() : nxt.start()]
             run.append(nxt)
-        listed = _assigned_list(run, labelled_only=True) if sentence[run[-1].end() :].strip(" .") == "" else None
+        # After a marker, "$5$ or $6$" are alternatives unless each is an assignment ("$x = 5$ or $x = 6$").
+        or_joined = re.search(r"\bor\b", joiners) is not None
+        ends = sentence[run[-1].end() :].strip(" .") == ""
+        listed = _assigned_list(run, labelled_only=or_joined) if ends else None
         if listed is not None:
             return listed
     if m is not None:
         val = next(g for g in m.groups() if g is not None)
         tail = rest[m.end() :]
+        restated = _RESTATED_RE.match(tail)
+        tail = tail[restated.end() :] if restated else tail
         if (
             _RETRACT_RE.match(tail)
             or _ALTERNATIVE_RE.search(tail[: _sentence_len(tail)])
@@ -146,6 +165,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1 : end.start() + 2]):
         end = _SENTENCE_END_RE.search(rest, end.start() + 1)  # a decimal point does not end the sentence
     val = (rest[: end.start()] if end else rest).strip().rstrip("*_ ").strip()
+    val = re.split(r",\s*not\b", val)[0].strip()  # "34, not 35" asserts 34
     num = re.search(r"\d", val)
     if num and (
         _ALTERNATIVE_RE.search(val[num.end() :])
@@ -243,7 +263,11 @@ def _closing_remark(after: str) -> bool:
 def _conclusion_value(sentence: str) -> str | None:
     """The value of a concluding sentence: what follows its last " is " / " are " / " gives ", else the right-hand
     side of its last equation; several values joined only by "and" / "or" / commas (`$k=-1$ or $k=-9$`) are all
-    kept, as a list."""
+    kept, as a list; an approximate restatement after a value is dropped."""
+    for span in reversed(list(SPAN_RE.finditer(sentence))):
+        restated = _RESTATED_RE.match(sentence, span.end())
+        if restated and restated.end() > span.end():
+            sentence = sentence[: span.end()] + sentence[restated.end() :]
     spans = list(SPAN_RE.finditer(sentence))
     verbs = r"\b(?:is|are|equals|gives|was|be)\b\s*(?:equal\s+to\s+|exactly\s+|approximately\s+)?"
     is_m = next(reversed(list(re.finditer(verbs, sentence))), None)
@@ -276,8 +300,9 @@ def _conclusion_value(sentence: str) -> str | None:
             return listed
         run = run[-1:]
         span = spans[-1]
-        if is_m is not None and span.start() >= is_m.end() and sentence[is_m.end() : span.start()].strip() == "":
-            return _value(sentence[is_m.end() :], equation_rhs=True)
+        after_verb = next((x for x in spans if is_m is not None and x.start() >= is_m.end()), None)
+        if after_verb is not None and sentence[is_m.end() : after_verb.start()].strip() == "":
+            return _value(sentence[is_m.end() :], equation_rhs=True)  # "… is $10$, attained when $x = 2$"
         expr = _span_text(span)
         return _rhs(expr) if _TOP_EQ_RE.search(expr) else None
     if is_m is not None:

@@ -37,9 +37,9 @@ _GROUPS = {
     "deg": "deg degree degrees",
     "rad": "rad radian radians",
     "unit": "unit units",
-    "mph": "mph",
-    "km/h": "km/h kph kmh",
-    "m/s": "m/s",
+    "mi/h": "mph",  # a rate written `a/b` or `a per b` is composed from the units above
+    "km/h": "kph kmh",
+    "%": "percent percents pct",
 }
 _UNITS = {w: canon for canon, words in _GROUPS.items() for w in words.split()}
 _NOT_WORDS = {
@@ -149,8 +149,24 @@ _MANY_WORDS_RE = re.compile(
     r"(\s*\^\s*\{?\s*[23]\s*\}?)?\s*\.?",
     re.S,
 )
+# Spellings models use for a unit after a number: `\mathrm{~cm}` (a tie inside the box), `\mathrm{km}/\mathrm{h}` (one
+# box per part), `\text{10 weeks}` (the number in the box too), `8''` / `8\text{''}` (inches).
+_TIE_RE = re.compile(r"(\\(?:text|mathrm|textrm|mbox|rm)\s*\{)\s*(?:~|\\[,;: !])+")
+_SPLIT_BOX_RE = re.compile(r"\}\s*/\s*\\(?:text|mathrm|textrm|mbox|rm)\s*\{")
+_NUMBER_IN_BOX_RE = re.compile(r"\\(?:text|mathrm|textrm|mbox)\{\s*(-?\d+(?:\.\d+)?)\s+([A-Za-z][^{}]*)\}")
+_INCHES_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:\\text\{\s*''\s*\}|''|\"|″|\^\s*\{?\s*\\prime\s*\\prime\s*\}?)")
+_PER_RE = re.compile(r"(?i)\s+per\s+(?=[a-z])|\s*/\s*")
 _SQUARE_RE = re.compile(r"(?i)\A(?:square|sq\.?)\s+(.+)\Z")
 _CUBIC_RE = re.compile(r"(?i)\A(?:cubic|cu\.?)\s+(.+)\Z")
+
+
+def _respell(s: str) -> str:
+    """`s` with the unit spellings above written the one way the patterns below read."""
+    s = _SPLIT_BOX_RE.sub("/", _TIE_RE.sub(r"\1 ", s.strip()))
+    m = _NUMBER_IN_BOX_RE.fullmatch(s) or _INCHES_RE.fullmatch(s)
+    if m is not None:
+        return f"{m.group(1)}\\text{{ {m.group(2) if m.re is _NUMBER_IN_BOX_RE else 'in'}}}"
+    return s
 
 
 def _plain_value(s: str) -> bool:
@@ -160,14 +176,22 @@ def _plain_value(s: str) -> bool:
 
 def _canonical(words: str, power: str | None) -> str | None:
     """The unit `words` stand for (`square centimeters` → `cm^2`), or None when they are not a known unit."""
-    w = " ".join(words.lower().split())
+    w = _PER_RE.sub("/", " ".join(words.lower().split()))  # `km / h`, `miles per hour`
     exp = re.sub(r"\D", "", power or "")
     for rx, e in ((_SQUARE_RE, "2"), (_CUBIC_RE, "3")):
         m = rx.match(w)
         if m:
             w, exp = m.group(1), e
     canon = _UNITS.get(w) or _UNITS.get(w.rstrip("."))
+    parts = w.split("/")
+    if canon is None and len(parts) == 2 and all(x.strip(".") in _UNITS for x in parts):
+        canon = "/".join(_UNITS[x.strip(".")] for x in parts)
     return None if canon is None else canon + (f"^{exp}" if exp else "")
+
+
+def is_unit(words: str) -> bool:
+    """True when `words` name a known unit (`dollar`, `square centimeters`, `km/h`)."""
+    return _canonical(words, None) is not None
 
 
 def _words_kind(words: str, power: str | None, spaced: bool = True) -> str | None:
@@ -186,7 +210,7 @@ def _words_kind(words: str, power: str | None, spaced: bool = True) -> str | Non
 
 def refused_words(s: str) -> bool:
     """True when `s` is a plain value followed by words that change it (`5 million`, `3\\text{ or more}`)."""
-    s = s.strip()
+    s = _respell(s)
     if len(s) > _MAX_CHARS:
         return False
     m = _TEXT_RE.fullmatch(s)
@@ -201,7 +225,7 @@ def refused_words(s: str) -> bool:
 def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | None:
     """(value, canonical unit or None, is_unit) when `s` is a plain value followed by a unit or words, else None; a
     single known letter after a space (`5 g`) counts only with `letter`."""
-    s = s.strip()
+    s = _respell(s)
     if len(s) > _MAX_CHARS:
         return None
     m = _TEXT_RE.fullmatch(s)

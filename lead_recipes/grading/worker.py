@@ -1,7 +1,8 @@
 """The worker-process side of the grader, run inside the pebble pool's spawned workers: the initializer (memory
-limit, warm-up parse) and `_worker_chunk` (math-verify `verify(gold, pred)` per pair under a soft timeout, gold
-parses cached). Top-level functions so the spawn pool pickles them by reference; pool management, hard timeouts and
-retries are the parent's (`grader`). LaTeX extraction only. See docs/grading.md#how-an-answer-is-graded.
+limit, warm-up parse) and `_worker_chunk` (math-verify `verify(gold, pred)` per item under a soft timeout, gold
+parses cached; a number against a real constant under the item's precision). Top-level functions so the spawn pool
+pickles them by reference; pool management, hard timeouts and retries are the parent's (`grader`). LaTeX
+extraction only. See docs/grading.md#how-an-answer-is-graded.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 import collections
 import math
 import time
+from fractions import Fraction
 from typing import Any
+
+from lead_recipes.grading.answers import rational
+from lead_recipes.grading.precision import DEFAULT_REL_TOL, Precision, values_verdict, written_places
 
 # Everything below runs in the worker processes (spawned: they import this module, never the caller's state).
 _GOLD_CACHE: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
@@ -127,7 +132,41 @@ def _certainly_unequal(g: list, p: list) -> bool:
     return False
 
 
-def _judge(gold: str, pred: str) -> bool:
+_NOT_PLAIN_CONSTANT = ("\\circ", "°", "%", "\\degree")
+
+
+def _constant_verdict(gold: str, pred: str, g: list, p: list, precision: Precision) -> bool | None:
+    """A number literal (`3.1416`, `2.8`, `\\frac{7}{9}`) against a real constant with no symbols (`\\pi`,
+    `2\\sqrt{2}`, `\\frac{\\sqrt3}{2}`), evaluated to 30 digits, under `precision` (`precision.values_verdict`);
+    None otherwise (degrees and percentages too: math-verify reads their units). Two literals were decided by the
+    parent."""
+    import sympy
+
+    for lit, other, parsed, lit_is_gold in ((pred, gold, g, False), (gold, pred, p, True)):
+        value = rational(lit.strip())
+        if value is None:
+            continue
+        if rational(other.strip()) is not None or any(t in other for t in _NOT_PLAIN_CONSTANT):
+            return None
+        e = parsed[0] if len(parsed) == 2 else None
+        if not isinstance(e, sympy.Expr) or e.free_symbols or not e.is_number:
+            return None
+        try:
+            v = complex(sympy.N(e, 30))
+        except (TypeError, ValueError, ArithmeticError, AttributeError):
+            return None
+        if abs(v.imag) > 1e-12 or not math.isfinite(v.real):
+            return None
+        irrational = not e.is_Rational
+        exact = Fraction(str(sympy.N(e, 30))) if irrational else Fraction(int(e.p), int(e.q))
+        places = written_places(lit)
+        if lit_is_gold:
+            return values_verdict(value, places, exact, None, precision, irrational)
+        return values_verdict(exact, None, value, places, precision, irrational)
+    return None
+
+
+def _judge(gold: str, pred: str, precision: Precision = ("rel", DEFAULT_REL_TOL)) -> bool:
     from math_verify import verify
 
     g = _GOLD_CACHE.get(gold)
@@ -139,26 +178,31 @@ def _judge(gold: str, pred: str) -> bool:
     else:
         _GOLD_CACHE.move_to_end(gold)
     p = _parse(pred)
+    verdict = _constant_verdict(gold, pred, g, p, precision)
+    if verdict is not None:
+        return verdict
     if _certainly_unequal(g, p):
         return False
     return bool(verify(g, p, timeout_seconds=None))
 
 
-def _worker_chunk(pairs: list[tuple[str, str]], item_timeout_s: float, budget_s: float) -> list[tuple[str, bool]]:
-    """Grade (gold, pred) pairs in order; stop starting new ones after `budget_s` (the caller re-queues the rest).
-    Returns (status, correct) per graded pair."""
+def _worker_chunk(
+    items: list[tuple[str, str, Precision]], item_timeout_s: float, budget_s: float
+) -> list[tuple[str, bool]]:
+    """Grade (gold, pred, precision) items in order; stop starting new ones after `budget_s` (the caller re-queues
+    the rest). Returns (status, correct) per graded item."""
     import signal
 
     signal.signal(signal.SIGALRM, _on_alarm)
     start = time.monotonic()
     out: list[tuple[str, bool]] = []
-    for gold, pred in pairs:
+    for gold, pred, precision in items:
         if out and time.monotonic() - start > budget_s:
             break
         try:
             try:
                 signal.setitimer(signal.ITIMER_REAL, item_timeout_s)
-                ok = _judge(gold, pred)
+                ok = _judge(gold, pred, precision)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             res = ("correct" if ok else "wrong", ok)

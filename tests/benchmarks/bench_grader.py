@@ -3,8 +3,8 @@ targets, and a per-category table of hand-written hard answer forms (tests/bench
 
 Compares, in one run, on full responses:
   ours            lead_recipes.grading.grader.Grader, extraction `final_answer` (the `lead-recipes grade` default;
-  workers=2,
-                  pool started and warmed before timing)
+                  workers=2, pool started and warmed before timing), given each row's `problem` (its stated precision)
+                  as `grade` reads it
   ours-boxed      the same pool with extraction `boxed` (the reward function's default)
   ours-nocache    `final_answer` with the verdict cache and duplicate sharing off (every pair goes to math-verify)
   math-verify     anchor (a): parse(gold)+parse(response)+verify per pair, sequential, main thread, default timeouts
@@ -15,7 +15,8 @@ on each set and on the union; the table shows the first timed pass and the media
 (as in a server) but its verdict cache is cleared before every timed run. Start-up is excluded.
 Targets (printed with PASS/FAIL): `ours` agrees with the labels at least as often as math-verify on every set, and
 grades the union at >= 5x math-verify's answers/s (medians). The hard-form table grades every case once per grader
-(ours = `final_answer`) and counts agreement with the hand label per category. Load average printed at both ends.
+(ours = `final_answer`) and counts agreement with the hand label per category, and over the cases written after
+the issue-21 fixes (`held`, measured once). Load average printed at both ends.
 
     .venv/bin/python tests/benchmarks/bench_grader.py [--repeats 3]
 """
@@ -66,7 +67,7 @@ def run_ours(rows, cache: bool, policy: str = "final_answer") -> tuple[list[bool
         g.grade_many([(a, None, b) for a, b in warmup_pairs()])
     g.clear_cache()
     t = time.perf_counter()
-    out = g.grade_many([(r["answer"], r["response"], None) for r in rows], extraction=policy)
+    out = g.grade_many([(r["answer"], r["response"], None, r.get("problem")) for r in rows], extraction=policy)
     dt = time.perf_counter() - t
     return [x.correct for x in out], dt
 
@@ -179,22 +180,25 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
     (each case graded once; ours = the warmed `final_answer` pool, cache cleared)."""
     from hard_forms import CASES, response
 
-    rows = [{"answer": gold, "response": response(c)} for c in CASES for gold in [c[1]]]
+    rows = [{"answer": c.gold, "response": response(c), "problem": c.problem} for c in CASES]
     verdicts = {
         "ours": run_ours(rows, True)[0],
         "math-verify": run_math_verify(rows)[0],
         "openrlhf": run_openrlhf(rows)[0],
     }
     out: dict[str, tuple[int, collections.Counter]] = {}
-    for i, (cat, _, _, label) in enumerate(CASES):
-        n, counts = out.get(cat, (0, collections.Counter()))
+    held = collections.Counter()
+    for i, c in enumerate(CASES):
+        n, counts = out.get(c.category, (0, collections.Counter()))
         for k, v in verdicts.items():
-            counts[k] += v[i] == label
-        out[cat] = (n + 1, counts)
+            counts[k] += v[i] == c.correct
+            held[k] += c.held and v[i] == c.correct
+        out[c.category] = (n + 1, counts)
     total = collections.Counter()
     for _n, counts in out.values():
         total.update(counts)
     out["all"] = (len(CASES), total)
+    out["held (written after the issue-21 fixes)"] = (sum(c.held for c in CASES), held)
     return out
 
 

@@ -1,9 +1,9 @@
 """Caller-side grading cost (not a test): per answer, what `Grader.submit` does in the calling process before any
-worker — extraction under `final_answer` and `boxed`, normalisation and `compare.prepare` (rewrites and exact
-verdicts) — on the labelled grader-validation responses, against the anchor math-verify `parse` of the same
-responses (main thread), in the same run. Prints medians over --repeats and the ratio. Runs on any checkout (an
-older one without `compare.prepare` times `align_forms` + `fast_verdict`, what its Grader did), so a before/after
-pair of runs compares the same work.
+worker — extraction under `final_answer` and `boxed`, normalisation, the problem's stated precision (where the
+checkout reads it) and `compare.prepare` (rewrites and exact verdicts) — on the labelled grader-validation
+responses, against the anchor math-verify `parse` of the same responses (main thread), in the same run. Prints
+medians over --repeats and the ratio. Runs on any checkout (an older one without `compare.prepare` times
+`align_forms` + `fast_verdict`, what its Grader did), so a before/after pair of runs compares the same work.
 
     .venv/bin/python tests/benchmarks/bench_parent_side.py [--repeats 5]
 """
@@ -33,12 +33,20 @@ def _caller_side():
             key = align_forms(g, p)
             return key, fast_verdict(*key)
 
-    def one(gold: str, response: str, policy: str):
+    try:
+        from lead_recipes.grading.precision import DEFAULT_REL_TOL, stated_precision
+    except ImportError:  # a checkout from before precision.py: no precision argument
+        stated_precision = None
+
+    def one(gold: str, response: str, policy: str, problem: str | None = None):
         try:
             ans = extract_final_answer(response, policy, gold)
         except TypeError:  # a checkout whose extraction takes no gold
             ans = extract_final_answer(response, policy)
-        if ans is not None:
+        if ans is not None and stated_precision is not None:
+            precision = stated_precision(problem) or ("rel", DEFAULT_REL_TOL)
+            prepare(normalize_answer(gold), normalize_answer(ans), precision)
+        elif ans is not None:
             prepare(normalize_answer(gold), normalize_answer(ans))
 
     return one
@@ -56,7 +64,7 @@ def main() -> int:
     rows = load_sets()["union"]
     one = _caller_side()
     for r in rows[:50]:  # warm regex caches and math-verify's parser
-        one(r["answer"], r["response"], "final_answer")
+        one(r["answer"], r["response"], "final_answer", r.get("problem"))
         parse(r["response"])
     print(f"# load average at start: {os.getloadavg()}")
     times: dict[str, list[float]] = {"final_answer": [], "boxed": [], "math-verify parse": []}
@@ -64,7 +72,7 @@ def main() -> int:
         for policy in ("final_answer", "boxed"):
             t = time.perf_counter()
             for r in rows:
-                one(r["answer"], r["response"], policy)
+                one(r["answer"], r["response"], policy, r.get("problem"))
             times[policy].append(time.perf_counter() - t)
         t = time.perf_counter()
         for r in rows:

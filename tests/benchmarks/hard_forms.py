@@ -1,15 +1,29 @@
-"""Hard answer forms for the grader benchmark (not a test): (category, gold, model answer, correct?) written by hand,
-each right form next to the same form with a wrong value, so a grader that says "wrong" to everything scores about
-half. `response(case)` is the full model text graders see: the answer in `\\boxed{}` after a short solution, except
-in the `stated, no box` and `prose statement` categories, whose answers are stated without a box ("Therefore the
-rope is 20 cm."), and `several boxes`, whose answer is the whole response.
+"""Hard answer forms for the grader benchmark (not a test): `Case`s written by hand, each right form next to the same
+form with a wrong value, so a grader that says "wrong" to everything scores about half. `response(case)` is the full
+model text graders see: the answer in `\\boxed{}` after a short solution, except in the `stated, no box` and `prose
+statement` categories, whose answers are stated without a box ("Therefore the rope is 20 cm."), and `several
+boxes`, whose answer is the whole response. `problem` is the problem text where its stated precision matters (our
+grader reads it, as `lead-recipes grade` does; the anchors take no problem); `held` marks cases written after the
+issue-21 fixes and measured once.
 
     from hard_forms import CASES, response
 """
 
 from __future__ import annotations
 
-CASES: list[tuple[str, str, str, bool]] = [
+from typing import NamedTuple
+
+
+class Case(NamedTuple):
+    category: str
+    gold: str
+    answer: str
+    correct: bool
+    problem: str | None = None
+    held: bool = False
+
+
+_ROWS: list[tuple] = [
     # ---- units and words on one side
     ("units/words", r"4\sqrt{2}\text{ cm}", r"4\sqrt2", True),
     ("units/words", r"4\sqrt{2}\text{ cm}", r"4\sqrt3", False),
@@ -162,11 +176,400 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("matrix notation", "(1, 2, 3)", r"\begin{pmatrix}1 & 2 & 3\end{pmatrix}", True),
     ("matrix notation", "(1, 2, 3)", r"\begin{pmatrix}1 & 3 & 2\end{pmatrix}", False),
 ]
+CASES: list[Case] = [Case(*row) for row in _ROWS] + [
+    # ---- issue 21, second pass: adversarial cases written before the fixes (the fixes were made against them)
+    Case("several boxes", "1, 1, 2", r"The roots, with multiplicity, are $\boxed{1}$ and $\boxed{2}$.", False),
+    Case(
+        "several boxes", "1, 1, 2", r"The roots, with multiplicity, are $\boxed{1}$, $\boxed{1}$ and $\boxed{2}$.", True
+    ),
+    Case("several boxes", "1, 1, 2", r"The roots are $\boxed{1, 2, 2}$.", False),
+    Case("several boxes", "1, 1, 2", r"The roots are $\boxed{2, 1, 1}$.", True),
+    Case("several boxes", "3, 3", r"Both parts give $\boxed{3}$.", False),
+    Case(
+        "several boxes",
+        "3, 5",
+        r"We get $x=\boxed{3}$ first. Checking, $x=5$ also works, so the solutions are $\boxed{3}$ and $\boxed{5}$.",
+        True,
+    ),
+    Case(
+        "several boxes",
+        "3, 5",
+        r"We get $x=\boxed{3}$ first. Checking, $x=5$ fails, so the only solution is $\boxed{3}$.",
+        False,
+    ),
+    Case("several boxes", "x=2, y=3", r"So $y = \boxed{3}$ and $x = \boxed{2}$.", True),
+    Case("several boxes", "x=2, y=3", r"So $y = \boxed{2}$ and $x = \boxed{3}$.", False),
+    Case("several boxes", "x=2, y=3", r"So $x = \boxed{2}$ and $y = \boxed{3}$.", True),
+    Case("several boxes", "1, 2, 3", r"The values are $\boxed{1, 2}$ and $\boxed{3}$.", True),
+    Case("several boxes", "1, 2, 3", r"The values are $\boxed{1, 2}$ and $\boxed{4}$.", False),
+    Case("several boxes", r"\text{A, C}", r"The correct options are $\boxed{A}$ and $\boxed{C}$.", True),
+    Case("several boxes", r"\text{A, C}", r"The correct options are $\boxed{A}$ and $\boxed{D}$.", False),
+    Case("several boxes", "(1,2), (2,1)", r"The pairs are $\boxed{(1,2)}$, $\boxed{(2,1)}$.", True),
+    Case("several boxes", "(1,2), (2,1)", r"The pairs are $\boxed{(1,2)}$, $\boxed{(1,2)}$.", False),
+    Case("several boxes", "-1, 1", r"Therefore $x = \boxed{\pm 1}$.", True),
+    Case("several boxes", "-1, 1", r"Therefore $x = \boxed{\pm 2}$.", False),
+    Case("several boxes", "12", r"Part (a): $\boxed{5}$. Hence the total is $\boxed{12}$.", True),
+    Case("several boxes", "5", "We get $\\boxed{5}$.\n\nFinal Answer: 7", True),
+    Case(
+        "several boxes",
+        "2, 4",
+        "The solutions are $\\boxed{2}$ and $\\boxed{4}$.\n\n**Final Answer**\n$\\boxed{2}$, $\\boxed{4}$",
+        True,
+    ),
+    Case(
+        "several boxes",
+        "2, 4, 4",
+        "The solutions are $\\boxed{2}$ and $\\boxed{4}$.\n\n**Final Answer**\n$\\boxed{2}$, $\\boxed{4}$",
+        False,
+    ),
+    Case("several boxes", r"\{2, 4\}", r"So the set is $\boxed{4}$, $\boxed{2}$.", True),
+    Case("several boxes", "[1, 2]", r"So $\boxed{\begin{pmatrix}1\\2\end{pmatrix}}$.", False),
+    Case("several boxes", "[1, 2]", r"So the interval is $\boxed{[1, 2]}$.", True),
+    Case(
+        "several boxes", "1, 2", r"So $x=\boxed{1}$ or $x=\boxed{2}$... wait, $x=2$ fails, so $x = \boxed{1}$.", False
+    ),
+    Case("prose statement", "5", "Since no other value works, the answer is 5.", True),
+    Case("prose statement", "5", "Since no other value works, the answer is 6.", False),
+    Case("prose statement", "4", "Since $x$ cannot be negative, the answer is $x = 4$.", True),
+    Case("prose statement", "12", "No other integer satisfies both conditions, so the answer is $12$.", True),
+    Case("prose statement", "12", "No other integer satisfies both conditions, so the answer is not $12$.", False),
+    Case("prose statement", "2", "Because the discriminant is not zero, the number of real roots is $2$.", True),
+    Case("prose statement", "2", "Because the discriminant is zero, the number of real roots is not $2$.", False),
+    Case("prose statement", "7", "We do not need to check larger values, so the answer is $7$.", True),
+    Case("prose statement", "7", "I don't think the answer is $7$.", False),
+    Case("prose statement", "7", "It is not the case that the answer is $7$.", False),
+    Case("prose statement", "7", "If $a > 0$, the answer is $7$.", False),
+    Case("prose statement", r"\frac{5}{36}", r"So the probability is $\frac{5}{36}$, or about $0.139$.", True),
+    Case("prose statement", r"\frac{5}{36}", r"So the probability is $\frac{5}{36}$ or $\frac{1}{6}$.", False),
+    Case("prose statement", "5", "The answer is $5$, and the remainder is $2$.", True),
+    Case("prose statement", "5, 6", "The answer is $5$ and $6$.", True),
+    Case("prose statement", "34", "So the answer is 34, not 35.", True),
+    Case("prose statement", "34", "Final Answer: $n = 34$", True),
+    Case("prose statement", "34", "Final Answer: $n = 35$", False),
+    Case("prose statement", "24", "The number of ways we could arrange them is $24$.", True),
+    Case("prose statement", "24", "The number of ways could be $24$.", False),
+    Case("prose statement", "9", "The greatest value that $g(x)$ can attain is $9$.", True),
+    Case("prose statement", "9", "The greatest value of $g(x)$ may be $9$.", False),
+    Case("prose statement", "(1, 2)", "Therefore $(1, 2)$ is the only pair that works.", True),
+    Case("prose statement", "(1, 2)", "Therefore $(1, 2)$ is the only pair that fails.", False),
+    Case("prose statement", r"[5, \infty)", r"Hence $x \ge 5$ is the solution.", True),
+    Case("prose statement", r"[5, \infty)", r"Therefore, the solution is $x \ge 5$.", True),
+    Case("prose statement", r"[5, \infty)", r"Therefore, the solution is $x \ge 6$.", False),
+    Case("prose statement", "3", "Final Answer: The final answer is $3$. I hope it is correct.", True),
+    Case("prose statement", "3", "Final Answer: The final answer is $4$. I hope it is correct.", False),
+    Case("prose statement", "-3", r"Therefore, the sum of the roots is $-\frac{b}{a} = -3$.", True),
+    Case("prose statement", "10", "No, the answer is $10$.", True),
+    Case("prose statement", "10", "The answer is $10$. Wait, no, it should be $12$.", False),
+    Case("prose statement", "10", "Although $x$ is not an integer, $y$ is, and the answer is $10$.", True),
+    Case("prose statement", "10", "Unless $a = 0$, the answer is $10$.", False),
+    Case("prose statement", "10", "The answer is $10$ only when $a$ is even.", False),
+    Case("units, no gold unit", "10", r"10 \mathrm{~cm}^{2}", True),
+    Case("units, no gold unit", "10", r"11 \mathrm{~cm}^{2}", False),
+    Case("units, no gold unit", "60", r"60 \mathrm{~km} / \mathrm{h}", True),
+    Case("units, no gold unit", "60", r"50 \mathrm{~km} / \mathrm{h}", False),
+    Case("units, no gold unit", "10", r"10\,\text{m/s}", True),
+    Case("units, no gold unit", "10", r"\text{10 weeks}", True),
+    Case("units, no gold unit", "10", r"\text{11 weeks}", False),
+    Case("units, no gold unit", "10", r"10\ \text{km}", True),
+    Case("units, no gold unit", "10", r"10~\text{cm}", True),
+    Case("units, no gold unit", "10", r"10\text{cm}", True),
+    Case("units, no gold unit", "10", r"10\mathrm{cm}", True),
+    Case("units, no gold unit", "10", r"10 \text{ sq units}", True),
+    Case("units, no gold unit", "10", r"10 \text{ square feet}", True),
+    Case("units, no gold unit", "10", r"10\text{ ft}^2", True),
+    Case("units, no gold unit", "10", r"10\text{ ft}^3", True),
+    Case("units, no gold unit", "10", r"10 \text{ dollars}", True),
+    Case("units, no gold unit", "10", r"\$10.00", True),
+    Case("units, no gold unit", "10", r"\$11.00", False),
+    Case("units, no gold unit", "10", r"10^\circ", True),
+    Case("units, no gold unit", "10", r"10 \text{ degrees}", True),
+    Case("units, no gold unit", "10", r"100 \text{ cm}", False),
+    Case("units, no gold unit", r"\$10", "10", True),
+    Case("units, no gold unit", r"10\%", "10", True),
+    Case("units, no gold unit", r"10\%", "11", False),
+    Case("units, no gold unit", r"10 \text{ cm}", r"10 \text{ m}", False),
+    Case("units, no gold unit", r"6\text{ cm}^2", r"6 \text{ square centimeters}", True),
+    Case("units, no gold unit", r"6\text{ cm}^2", r"6 \text{ cm}", False),
+    Case("units, no gold unit", r"\frac{3}{2}", r"1.5 \text{ hours}", True),
+    Case("units, no gold unit", "5", r"x = 5 \text{ cm}", True),
+    Case("units, no gold unit", "5", r"x = 6 \text{ cm}", False),
+    Case("units, no gold unit", "5", r"5 \text{ thousand}", False),
+    Case("units, no gold unit", "30", r"30 \text{ miles per hour}", True),
+    Case("units, no gold unit", "8", r"8 \text{ inches}", True),
+    Case("units, no gold unit", "8", r"8\text{''}", True),
+    Case("units, no gold unit", "25", r"25 \text{ cents}", True),
+    Case("number forms", r"\frac{7}{3}", r"2\frac{1}{3}", True),
+    Case("number forms", r"\frac{7}{3}", r"2\frac{2}{3}", False),
+    Case("number forms", r"\frac{3}{2}", r"1 \frac{1}{2}", True),
+    Case("number forms", "1.5", "1 1/2", True),
+    Case("number forms", "-1.5", r"-1\tfrac12", True),
+    Case("number forms", "-1.5", r"-1\tfrac13", False),
+    Case("number forms", r"\frac{1}{2}", r"1\frac12", False),
+    Case("number forms", r"\frac{2\pi}{3}", r"2\frac{\pi}{3}", True),
+    Case("number forms", r"3\frac{1}{2}", "3.5", True),
+    Case("number forms", r"3\frac{1}{2}", "1.5", False),
+    Case("number forms", "1000000", "1,000,000", True),
+    Case("number forms", "1000000", "1,000,001", False),
+    Case("number forms", "12345", r"12\,345", True),
+    Case("number forms", "10000", "10{,}000", True),
+    Case("number forms", "1000.5", "1,000.5", True),
+    Case("number forms", "32348", r"32,\!348", True),
+    Case("number forms", "32348", r"32,\!349", False),
+    Case("number forms", "1, 2", "1,2", True),
+    Case("number forms", "1.2", "1,2", True),
+    Case("number forms", "12", "1,2", False),
+    Case("number forms", "3, 5, 7", "3,5,7", True),
+    Case("number forms", "1000, 2000", "1000,2000", True),
+    Case("number forms", "1,234", "1234", True),
+    Case("number forms", "1,234", "1243", False),
+    Case("matrix notation", "[1, 2, 3]", r"\begin{pmatrix}1\\2\\3\end{pmatrix}", True),
+    Case("matrix notation", "[1, 2, 3]", r"\begin{pmatrix}1\\3\\2\end{pmatrix}", False),
+    Case("matrix notation", "(1, 2)", r"\begin{bmatrix}1\\2\end{bmatrix}", True),
+    Case("matrix notation", r"\begin{pmatrix}1\\2\end{pmatrix}", "(2, 1)", False),
+    Case(
+        "matrix notation", r"\begin{pmatrix}1\\2\end{pmatrix}", r"\mathbf{v} = \begin{pmatrix}1\\2\end{pmatrix}", True
+    ),
+    Case(
+        "matrix notation",
+        r"\begin{pmatrix}1&2\\3&4\end{pmatrix}",
+        r"\left[\begin{array}{cc}1&2\\3&4\end{array}\right]",
+        True,
+    ),
+    Case(
+        "matrix notation",
+        r"\begin{pmatrix}1&2\\3&4\end{pmatrix}",
+        r"\left[\begin{array}{cc}1&2\\4&3\end{array}\right]",
+        False,
+    ),
+    Case("matrix notation", r"\begin{pmatrix}1\\2\end{pmatrix}", "(1, 2)^T", True),
+    Case("matrix notation", r"\begin{pmatrix}1\\2\end{pmatrix}", r"\begin{pmatrix}1 & 2\end{pmatrix}^T", True),
+    Case("matrix notation", r"\begin{pmatrix}1&0\\0&1\end{pmatrix}", r"\begin{bmatrix}1&0\\0&1\end{bmatrix}", True),
+    Case("matrix notation", r"\begin{pmatrix}1&0\\0&1\end{pmatrix}", r"\begin{vmatrix}1&0\\0&1\end{vmatrix}", False),
+    Case("precision, default", r"\pi", "3.1416", True),
+    Case("precision, default", r"\pi", "3.14", False),
+    Case("precision, default", r"\pi", "3.1516", False),
+    Case("precision, default", r"\sqrt{2}", "1.4142", True),
+    Case("precision, default", r"\sqrt{2}", "1.4124", False),
+    Case("precision, default", r"\frac{\sqrt{3}}{2}", "0.8660", True),
+    Case("precision, default", r"\frac{1}{7}", "0.142857", True),
+    Case("precision, default", r"\frac{1}{7}", "0.1428", False),
+    Case(
+        "precision, stated", r"\frac{1}{3}", "0.33", True, "Express your answer as a decimal to the nearest hundredth."
+    ),
+    Case(
+        "precision, stated", r"\frac{1}{3}", "0.34", False, "Express your answer as a decimal to the nearest hundredth."
+    ),
+    Case(
+        "precision, stated", r"\frac{1}{3}", "0.3", False, "Express your answer as a decimal to the nearest hundredth."
+    ),
+    Case("precision, stated", r"2\sqrt{2}", "2.8", True, "Round your answer to the nearest tenth."),
+    Case("precision, stated", r"2\sqrt{2}", "2.9", False, "Round your answer to the nearest tenth."),
+    Case("precision, stated", "3.14", "3.14", True, "Give your answer to two decimal places."),
+    Case("precision, stated", "3.14", "3.1416", False, "Give your answer to two decimal places."),
+    Case("precision, stated", "3.14", "3.15", False, "Give your answer to two decimal places."),
+    Case("precision, stated", r"\frac{1}{7}", "0.143", True, "Give your answer to 3 significant figures."),
+    Case("precision, stated", r"\frac{1}{7}", "0.142", False, "Give your answer to 3 significant figures."),
+    Case(
+        "precision, stated",
+        r"\frac{2}{3}",
+        "0.667",
+        True,
+        "Express your answer as a decimal rounded to the nearest thousandth.",
+    ),
+    Case(
+        "precision, stated",
+        r"\frac{2}{3}",
+        "0.666",
+        False,
+        "Express your answer as a decimal rounded to the nearest thousandth.",
+    ),
+    Case("precision, stated", r"\pi", "3.14", True, "Round to 2 decimal places."),
+    Case("precision, stated", r"\pi", "3.15", False, "Round to 2 decimal places."),
+    Case("precision, stated", "42", "42", True, "Round your answer to the nearest whole number."),
+    Case("precision, stated", "42", "43", False, "Round your answer to the nearest whole number."),
+    Case("precision, stated", r"\$12.35", "12.35", True, "Round to the nearest cent."),
+    Case("precision, stated", r"\$12.35", "12.3", False, "Round to the nearest cent."),
+    Case("precision, stated", "0.78", r"\frac{7}{9}", True, r"Rounded to 2 decimal places, what is $\frac{7}{9}$?"),
+    Case("precision, stated", "0.78", "0.77", False, r"Rounded to 2 decimal places, what is $\frac{7}{9}$?"),
+    Case(
+        "precision, stated", "24.2", "24.2", True, "What is the length of $AC$, to the nearest tenth of a centimeter?"
+    ),
+    Case(
+        "precision, stated", "24.2", "24.3", False, "What is the length of $AC$, to the nearest tenth of a centimeter?"
+    ),
+    Case("precision, stated", "1230", "1230", True, "Round to the nearest ten."),
+    Case("precision, stated", "1230", "1240", False, "Round to the nearest ten."),
+    Case("precision, default", "3.14", "3.1416", False),
+    Case("precision, stated", "7", "7.07", False, r"What is the nearest integer to $\sqrt{50}$?"),
+    # ---- issue 21, second pass, held out: written after the fixes and measured once (`held`)
+    Case(
+        "several boxes", "2, 2, 3", r"The roots are $x=\boxed{2}$ (double) and $x=\boxed{3}$.", False, None, held=True
+    ),
+    Case(
+        "several boxes",
+        "2, 2, 3",
+        r"Counting multiplicity: $\boxed{2}$, $\boxed{2}$, $\boxed{3}$.",
+        True,
+        None,
+        held=True,
+    ),
+    Case("several boxes", "0, 0", r"Both coordinates are $\boxed{0}$.", False, None, held=True),
+    Case("several boxes", "a=3, b=-1", r"Thus $b = \boxed{-1}$ and $a = \boxed{3}$.", True, None, held=True),
+    Case("several boxes", "a=3, b=-1", r"Thus $b = \boxed{3}$ and $a = \boxed{-1}$.", False, None, held=True),
+    Case("several boxes", "4, 9", r"The two values are $\boxed{9}$ and $\boxed{4}$.", True, None, held=True),
+    Case("several boxes", "4, 9", r"The two values are $\boxed{9}$ and $\boxed{5}$.", False, None, held=True),
+    Case("several boxes", "4, 9", r"First $\boxed{4}$. Now the second part: $\boxed{9}$.", False, None, held=True),
+    Case("several boxes", "[2, 5]", r"So $\boxed{\langle 2, 5\rangle}$.", False, None, held=True),
+    Case("several boxes", "[2, 5]", r"So $x \in \boxed{[2, 5]}$.", True, None, held=True),
+    Case("several boxes", r"\text{B, D}", r"Options $\boxed{B}$ and $\boxed{D}$ are correct.", True, None, held=True),
+    Case("several boxes", r"\text{B, D}", r"Options $\boxed{B}$ and $\boxed{C}$ are correct.", False, None, held=True),
+    Case(
+        "prose statement",
+        "8",
+        "Since none of the smaller cases work, the smallest such $n$ is $8$.",
+        True,
+        None,
+        held=True,
+    ),
+    Case(
+        "prose statement",
+        "8",
+        "Since none of the smaller cases work, the smallest such $n$ is $9$.",
+        False,
+        None,
+        held=True,
+    ),
+    Case("prose statement", "8", "There is no need to go further, so the answer is $8$.", True, None, held=True),
+    Case("prose statement", "8", "We cannot be sure the answer is $8$.", False, None, held=True),
+    Case("prose statement", "8", "If we ignore the boundary, the answer is $8$.", False, None, held=True),
+    Case(
+        "prose statement",
+        r"\frac{2}{9}",
+        r"Thus the probability is $\frac{2}{9}$, approximately $0.222$.",
+        True,
+        None,
+        held=True,
+    ),
+    Case(
+        "prose statement",
+        r"\frac{2}{9}",
+        r"Thus the probability is $\frac{2}{9}$ or $\frac{1}{3}$.",
+        False,
+        None,
+        held=True,
+    ),
+    Case("prose statement", "15", "The total is $15$, and the average is $3$.", True, None, held=True),
+    Case("prose statement", "15", "The answer is 15, not 16.", True, None, held=True),
+    Case("prose statement", "15", "The answer is 16, not 15.", False, None, held=True),
+    Case("prose statement", "(3, 4)", "Therefore $(3, 4)$ is the unique point of intersection.", True, None, held=True),
+    Case(
+        "prose statement",
+        "(3, 4)",
+        "Therefore $(3, 4)$ is the extraneous point, so there is no intersection.",
+        False,
+        None,
+        held=True,
+    ),
+    Case("prose statement", "12", "Answer: 12", True, None, held=True),
+    Case("prose statement", "12", "The maximum is $12$, achieved when $a = b$.", True, None, held=True),
+    Case("prose statement", "12", "The maximum is $12$ only if $a = b$.", False, None, held=True),
+    Case(
+        "prose statement",
+        "6",
+        "Because no two of them share a color, the number of colorings is $6$.",
+        True,
+        None,
+        held=True,
+    ),
+    Case("units, no gold unit", "45", r"45 \mathrm{~m}", True, None, held=True),
+    Case("units, no gold unit", "45", r"54 \mathrm{~m}", False, None, held=True),
+    Case("units, no gold unit", "45", r"45\ \text{mph}", True, None, held=True),
+    Case("units, no gold unit", "45", r"\text{45 minutes}", True, None, held=True),
+    Case("units, no gold unit", "45", r"\text{54 minutes}", False, None, held=True),
+    Case("units, no gold unit", r"45 \text{ minutes}", r"45 \text{ seconds}", False, None, held=True),
+    Case("units, no gold unit", "72", r"72 \mathrm{~cm}^{3}", True, None, held=True),
+    Case("units, no gold unit", "72", r"72 \text{ cubic centimeters}", True, None, held=True),
+    Case("units, no gold unit", "3", r"3 \mathrm{~m} / \mathrm{s}", True, None, held=True),
+    Case("units, no gold unit", r"3 \text{ m/s}", r"3 \text{ km/h}", False, None, held=True),
+    Case("units, no gold unit", "7", r"7\text{''}", True, None, held=True),
+    Case("units, no gold unit", "15", r"15\%", True, None, held=True),
+    Case("units, no gold unit", "15", r"\$15", True, None, held=True),
+    Case("units, no gold unit", "15", r"\$51", False, None, held=True),
+    Case("number forms", r"\frac{9}{4}", r"2\frac{1}{4}", True, None, held=True),
+    Case("number forms", r"\frac{9}{4}", r"2\frac{1}{2}", False, None, held=True),
+    Case("number forms", "2.25", "2 1/4", True, None, held=True),
+    Case("number forms", "250000", "250,000", True, None, held=True),
+    Case("number forms", "250000", "25,000", False, None, held=True),
+    Case("number forms", "2.5", "2,5", True, None, held=True),
+    Case("number forms", "2, 5", "2,5", True, None, held=True),
+    Case("number forms", "25", "2,5", False, None, held=True),
+    Case("matrix notation", r"\begin{pmatrix}3\\-1\\2\end{pmatrix}", "[3, -1, 2]", True, None, held=True),
+    Case("matrix notation", r"\begin{pmatrix}3\\-1\\2\end{pmatrix}", "[3, 1, 2]", False, None, held=True),
+    Case("matrix notation", r"\begin{pmatrix}3\\-1\end{pmatrix}", "(3, -1)^{T}", True, None, held=True),
+    Case("matrix notation", r"\begin{pmatrix}2&0\\1&3\end{pmatrix}", "[[2, 0], [1, 3]]", True, None, held=True),
+    Case("matrix notation", r"\begin{pmatrix}2&0\\1&3\end{pmatrix}", "[[2, 1], [0, 3]]", False, None, held=True),
+    Case("precision, default", r"\sqrt{3}", "1.7321", True, None, held=True),
+    Case("precision, default", r"\sqrt{3}", "1.73", False, None, held=True),
+    Case("precision, default", r"\frac{5}{7}", "0.7143", True, None, held=True),
+    Case("precision, default", r"\frac{5}{7}", "0.7142", False, None, held=True),
+    Case(
+        "precision, stated",
+        r"\frac{5}{7}",
+        "0.71",
+        True,
+        "Express your answer as a decimal to the nearest hundredth.",
+        held=True,
+    ),
+    Case(
+        "precision, stated",
+        r"\frac{5}{7}",
+        "0.72",
+        False,
+        "Express your answer as a decimal to the nearest hundredth.",
+        held=True,
+    ),
+    Case(
+        "precision, stated",
+        r"\frac{5}{7}",
+        "0.714",
+        True,
+        "Express your answer as a decimal to the nearest hundredth.",
+        held=True,
+    ),
+    Case(
+        "precision, stated",
+        r"\frac{5}{7}",
+        "0.7",
+        False,
+        "Express your answer as a decimal to the nearest hundredth.",
+        held=True,
+    ),
+    Case(
+        "precision, stated", "17.3", "17.3", True, "To the nearest tenth of a meter, how far did it travel?", held=True
+    ),
+    Case(
+        "precision, stated",
+        "17.3",
+        "17.32",
+        False,
+        "To the nearest tenth of a meter, how far did it travel?",
+        held=True,
+    ),
+    Case(
+        "precision, stated", "17.3", "17.4", False, "To the nearest tenth of a meter, how far did it travel?", held=True
+    ),
+    Case("precision, stated", "e", "2.72", True, "Give $e$ to 3 significant figures.", held=True),
+    Case("precision, stated", "e", "2.71", False, "Give $e$ to 3 significant figures.", held=True),
+    Case("precision, stated", "350", "350", True, "Round 347 to the nearest ten.", held=True),
+    Case("precision, stated", "350", "347", False, "Round 347 to the nearest ten.", held=True),
+    Case("precision, stated", r"\frac{22}{7}", "3", True, r"Round $\frac{22}{7}$ to the nearest integer.", held=True),
+    Case("precision, stated", r"\frac{22}{7}", "4", False, r"Round $\frac{22}{7}$ to the nearest integer.", held=True),
+]
 
 
-def response(case: tuple[str, str, str, bool]) -> str:
+def response(case: Case) -> str:
     """The model text a grader sees for `case`."""
-    category, _, answer, _ = case
-    if category in ("stated, no box", "several boxes", "prose statement"):
-        return answer
+    if case.category in ("stated, no box", "several boxes", "prose statement"):
+        return case.answer
+    answer = case.answer
     return f"We work it out step by step and check the result.\n\nThe answer is $\\boxed{{{answer}}}$."

@@ -7,7 +7,9 @@ CASES are (split, gold, response, asserts the gold?). Over half are False. The `
 grader's prose rules were changed for issue 21 and measured before tuning (after the dev-tuned change it had 3 false
 positives: a hedge before "the answer is" and a retraction after the sentence, both then fixed in general, so it is
 no longer unseen); `held2` was written after the change and measured once; `dev` is what the rules were written
-against. Each statement follows a line of work, as models write them.
+against. `dev21` are the issue-21 second pass's adversarial cases (negation in an earlier clause, restatements,
+lists, contrasts) written before its fixes and tuned on; `held21` was written after them and measured once. Each
+statement follows a line of work, as models write them.
 
     .venv/bin/python tests/benchmarks/prose_answers.py
 """
@@ -174,6 +176,59 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("held2", "6", W + "Thus the count is not $6$.", False),
     ("held2", "-1", W + "Final Answer: the value of $\\cos\\pi$ is $-1$.", True),
     ("held2", "-1", W + "Final Answer: the value of $\\cos\\pi$ is $1$.", False),
+    # ---- issue 21, second pass: written before the fixes that bound a negation to its clause (dev: tuned on)
+    ("dev21", "5", W + "Since no other value works, the answer is 5.", True),
+    ("dev21", "5", W + "Since no other value works, the answer is 6.", False),
+    ("dev21", "4", W + "Since $x$ cannot be negative, the answer is $x = 4$.", True),
+    ("dev21", "12", W + "No other integer satisfies both conditions, so the answer is $12$.", True),
+    ("dev21", "12", W + "No other integer satisfies both conditions, so the answer is not $12$.", False),
+    ("dev21", "2", W + "Because the discriminant is not zero, the number of real roots is $2$.", True),
+    ("dev21", "2", W + "Because the discriminant is zero, the number of real roots is not $2$.", False),
+    ("dev21", "7", W + "We do not need to check larger values, so the answer is $7$.", True),
+    ("dev21", "7", W + "I don't think the answer is $7$.", False),
+    ("dev21", "7", W + "It is not the case that the answer is $7$.", False),
+    ("dev21", "7", W + "If $a > 0$, the answer is $7$.", False),
+    ("dev21", r"\frac{5}{36}", W + r"So the probability is $\frac{5}{36}$, or about $0.139$.", True),
+    ("dev21", r"\frac{5}{36}", W + r"So the probability is $\frac{5}{36}$ or $\frac{1}{6}$.", False),
+    ("dev21", "5", W + "The answer is $5$, and the remainder is $2$.", True),
+    ("dev21", "5, 6", W + "The answer is $5$ and $6$.", True),
+    ("dev21", "34", W + "So the answer is 34, not 35.", True),
+    ("dev21", "34", W + "Final Answer: $n = 34$", True),
+    ("dev21", "34", W + "Final Answer: $n = 35$", False),
+    ("dev21", "24", W + "The number of ways we could arrange them is $24$.", True),
+    ("dev21", "24", W + "The number of ways could be $24$.", False),
+    ("dev21", "9", W + "The greatest value that $g(x)$ can attain is $9$.", True),
+    ("dev21", "9", W + "The greatest value of $g(x)$ may be $9$.", False),
+    ("dev21", "(1, 2)", W + "Therefore $(1, 2)$ is the only pair that works.", True),
+    ("dev21", "(1, 2)", W + "Therefore $(1, 2)$ is the only pair that fails.", False),
+    ("dev21", r"[5, \infty)", W + r"Hence $x \ge 5$ is the solution.", True),
+    ("dev21", r"[5, \infty)", W + r"Therefore, the solution is $x \ge 5$.", True),
+    ("dev21", r"[5, \infty)", W + r"Therefore, the solution is $x \ge 6$.", False),
+    ("dev21", "3", W + "Final Answer: The final answer is $3$. I hope it is correct.", True),
+    ("dev21", "3", W + "Final Answer: The final answer is $4$. I hope it is correct.", False),
+    ("dev21", "-3", W + r"Therefore, the sum of the roots is $-\frac{b}{a} = -3$.", True),
+    ("dev21", "10", W + "No, the answer is $10$.", True),
+    ("dev21", "10", W + "The answer is $10$. Wait, no, it should be $12$.", False),
+    ("dev21", "10", W + "Although $x$ is not an integer, $y$ is, and the answer is $10$.", True),
+    ("dev21", "10", W + "Unless $a = 0$, the answer is $10$.", False),
+    ("dev21", "10", W + "The answer is $10$ only when $a$ is even.", False),
+    # ---- issue 21, second pass, held out: written after those fixes, measured once
+    ("held21", "8", W + "Since none of the smaller cases work, the smallest such $n$ is $8$.", True),
+    ("held21", "8", W + "Since none of the smaller cases work, the smallest such $n$ is $9$.", False),
+    ("held21", "8", W + "There is no need to go further, so the answer is $8$.", True),
+    ("held21", "8", W + "We cannot be sure the answer is $8$.", False),
+    ("held21", "8", W + "If we ignore the boundary, the answer is $8$.", False),
+    ("held21", r"\frac{2}{9}", W + r"Thus the probability is $\frac{2}{9}$, approximately $0.222$.", True),
+    ("held21", r"\frac{2}{9}", W + r"Thus the probability is $\frac{2}{9}$ or $\frac{1}{3}$.", False),
+    ("held21", "15", W + "The total is $15$, and the average is $3$.", True),
+    ("held21", "15", W + "The answer is 15, not 16.", True),
+    ("held21", "15", W + "The answer is 16, not 15.", False),
+    ("held21", "(3, 4)", W + "Therefore $(3, 4)$ is the unique point of intersection.", True),
+    ("held21", "(3, 4)", W + "Therefore $(3, 4)$ is the extraneous point, so there is no intersection.", False),
+    ("held21", "12", W + "Answer: 12", True),
+    ("held21", "12", W + "The maximum is $12$, achieved when $a = b$.", True),
+    ("held21", "12", W + "The maximum is $12$ only if $a = b$.", False),
+    ("held21", "6", W + "Because no two of them share a color, the number of colorings is $6$.", True),
 ]
 
 
@@ -200,7 +255,7 @@ def main() -> int:
     t_mv = time.perf_counter() - t
     print("| split | grader | responses | false positives | false negatives | agreement |")
     print("|---|---|---:|---:|---:|---:|")
-    for split in ("dev", "held", "held2", "all"):
+    for split in ("dev", "held", "held2", "dev21", "held21", "all"):
         idx = [i for i, c in enumerate(CASES) if split in ("all", c[0])]
         neg = sum(not CASES[i][3] for i in idx)
         pos = len(idx) - neg
@@ -214,7 +269,7 @@ def main() -> int:
     print(f"\nours {t_ours:.2f}s, math-verify {t_mv:.2f}s for {len(CASES)} responses")
     if "-v" in sys.argv:
         for i, c in enumerate(CASES):
-            if ours[i] != c[3] and c[0] == "dev":  # held misses are not shown: not for tuning
+            if ours[i] != c[3] and c[0] in ("dev", "dev21"):  # held misses are not shown: not for tuning
                 print(f"MISS ours={ours[i]} label={c[3]} [{c[0]}] gold={c[1]!r} :: {c[2][len(W) :]!r}")
     return 0
 
