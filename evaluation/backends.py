@@ -11,6 +11,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from evaluation.reaper import guard
+
 Sink = Callable[[list[dict]], None]
 _REQUEST_IDS = itertools.count()  # engine request ids, unique in the process
 
@@ -102,6 +104,7 @@ class VLLMBackend:
             import torch  # noqa: PLC0415
             from vllm import LLM  # noqa: PLC0415
 
+            guard()  # vLLM's engine processes die with this one, however it ends
             args = {k: v for k, v in self.engine_args.items() if v is not None}
             if self.max_num_seqs is not None:
                 args["max_num_seqs"] = self.max_num_seqs

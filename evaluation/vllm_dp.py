@@ -15,6 +15,7 @@ import subprocess
 import traceback
 
 from evaluation.backends import GenRequest, Sink, VLLMBackend
+from evaluation.reaper import guard
 
 # engine settings that change the batching, not a sample's text: a run may be resumed with other values
 _NOT_IDENTITY = ("max_num_seqs", "window")
@@ -156,6 +157,7 @@ class DataParallelVLLM:
         if self._procs:
             return
         ctx = mp.get_context("spawn")  # CUDA and vLLM cannot be forked into
+        guard()  # the engines die with this process, however it ends (each engine's own vLLM processes with it)
         atexit.register(self.close)  # non-daemon children would otherwise hold the exit forever
         self._outbox = ctx.Queue()
         for rank in range(self.size):
