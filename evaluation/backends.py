@@ -168,7 +168,8 @@ class VLLMBackend:
             from vllm.exceptions import VLLMClientError as refusal  # noqa: PLC0415 - a request's own fault
         except ImportError:
             refusal = ValueError
-        engine, window = self.llm.llm_engine, self.window
+        llm, window = self.llm, self.window
+        engine = llm.llm_engine
         in_flight: dict[str, GenRequest] = {}
         refused: BaseException | None = None
         exhausted = False
@@ -180,8 +181,9 @@ class VLLMBackend:
                         exhausted = True
                     for req in batch or ():
                         rid = f"lead-eval-{next(_REQUEST_IDS)}"
-                        try:
-                            engine.add_request(rid, self._prompt(req.prompt, gen), self.sampling_params(req, gen))
+                        try:  # rendered first: vLLM 0.29 deprecates raw prompts in add_request
+                            (prompt,) = llm.renderer.render_cmpl([self._prompt(req.prompt, gen)])
+                            engine.add_request(rid, prompt, self.sampling_params(req, gen))
                         except (ValueError, TypeError, refusal) as e:
                             refused = ValueError(f"vLLM refused {req.benchmark}/{req.id} sample {req.sample}: {e}")
                             break
@@ -210,12 +212,13 @@ class VLLMBackend:
         if refused is not None:
             raise refused
 
-    def _prompt(self, text: str, gen):
-        """A chat-templated prompt already holds the template's BOS (e.g. DeepSeek-R1-Distill's); letting vLLM
-        tokenize the string would add a second one, so it is tokenized here without special tokens."""
+    def _prompt(self, text: str, gen) -> dict:
+        """The prompt as vLLM takes it. A chat-templated prompt already holds the template's BOS (e.g.
+        DeepSeek-R1-Distill's); letting vLLM tokenize the string would add a second one, so it is tokenized here
+        without special tokens."""
         if gen.chat_template_enable:
             return {"prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
-        return text
+        return {"prompt": text}
 
     def close(self) -> None:
         self._llm = None
