@@ -5,6 +5,7 @@ SIGKILLed mid-run and resumed. One in-process engine for the whole module."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +131,88 @@ def test_two_data_parallel_engines_resume_and_give_one_engines_samples_and_summa
     assert min(dp.requests_per_engine) >= 1 and sum(dp.requests_per_engine) == 16
     for name in sub:
         assert summary["benchmarks"][name] == sober_run[1]["benchmarks"][name], name
+
+
+def _dp(tiny_qwen2, size: int, monkeypatch):
+    from evaluation.vllm_dp import DataParallelVLLM
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine; the engine processes inherit it
+    return DataParallelVLLM(
+        str(tiny_qwen2), size, gpus=[], dtype="float32", enforce_eager=True, max_model_len=2048, seed=0, max_num_seqs=2
+    )
+
+
+def _toy_requests(count: int) -> list:
+    from evaluation.backends import GenRequest
+
+    return [GenRequest("toy", f"p{i}", 0, f"What is {i} + 1?", (), i) for i in range(count)]
+
+
+def _marked_by(pid: int) -> list[int]:
+    """Live processes started under evaluation/reaper.py's mark of process `pid` (its value starts with the pid)."""
+    needle = f"LEAD_EVAL_OWNER={pid}-".encode()
+    found = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if any(item.startswith(needle) for item in env.read_bytes().split(b"\0")):
+                found.append(int(env.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_data_parallel_engine_that_dies_stops_the_intake_and_takes_its_vllm_processes_along(tiny_qwen2, monkeypatch):
+    """SIGKILL of one of two engine processes mid-run (as the OOM killer would): the intake stops at once (the
+    survivor is not fed the rest of the run), the error names the engine, every row that arrived is one sample,
+    and the dead engine's own vLLM processes (which vLLM leaves running) die with it."""
+    import os
+    import signal
+    import time
+
+    reqs, rows, victim = _toy_requests(400), [], []
+    dp = _dp(tiny_qwen2, 2, monkeypatch)
+
+    def sink(batch: list[dict]) -> None:
+        rows.extend(batch)
+        if len(rows) >= 8 and not victim:
+            victim.append(dp._procs[1].pid)
+            assert _marked_by(victim[0]), "the engine's vLLM processes carry its mark"
+            os.kill(victim[0], signal.SIGKILL)
+
+    try:
+        with pytest.raises(RuntimeError, match="vLLM engine 1 exited with code -9"):
+            dp.generate(reqs, resolve("sober", max_new_tokens=MAX_NEW), sink)
+        sent = sum(dp.requests_per_engine)
+    finally:
+        dp.close()
+    deadline = time.monotonic() + 30
+    while _marked_by(victim[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _marked_by(victim[0])
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    print(f"requests sent before the intake stopped: {sent} of {len(reqs)}; rows {len(rows)}")
+    assert sent < len(reqs) // 2, "the surviving engine was fed the rest of the run"
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert not left, f"the dead engine's vLLM processes outlived it: {left}"
+
+
+def test_an_error_of_the_sink_closes_the_data_parallel_engines(tiny_qwen2, monkeypatch):
+    """A sink that fails (the writer's error) ends generate with that error and closes the engines: none keeps
+    generating what it held, or waits for a next job that never comes."""
+    dp = _dp(tiny_qwen2, 1, monkeypatch)
+    dp.start()
+    procs = list(dp._procs)
+
+    def sink(batch: list[dict]) -> None:
+        raise OSError("disk full")
+
+    try:
+        with pytest.raises(OSError, match="disk full"):
+            dp.generate(_toy_requests(64), resolve("sober", max_new_tokens=MAX_NEW), sink)
+        assert dp._procs == [] and all(p.exitcode is not None for p in procs)
+    finally:
+        dp.close()
 
 
 def test_a_request_the_engine_refuses_stops_the_intake_after_the_in_flight_ones_finish(backend, tiny_qwen2):
