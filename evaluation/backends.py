@@ -11,6 +11,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from evaluation.reaper import guard
+
 Sink = Callable[[list[dict]], None]
 _REQUEST_IDS = itertools.count()  # engine request ids, unique in the process
 
@@ -103,6 +105,7 @@ class VLLMBackend:
             import torch  # noqa: PLC0415
             from vllm import LLM  # noqa: PLC0415
 
+            guard()  # vLLM's engine processes die with this one, however it ends
             args = {k: v for k, v in self.engine_args.items() if v is not None}
             if self.max_num_seqs is not None:
                 args["max_num_seqs"] = self.max_num_seqs
@@ -166,7 +169,8 @@ class VLLMBackend:
             from vllm.exceptions import VLLMClientError as refusal  # noqa: PLC0415 - a request's own fault
         except ImportError:
             refusal = ValueError
-        engine, window = self.llm.llm_engine, self.window
+        llm, window = self.llm, self.window
+        engine = llm.llm_engine
         in_flight: dict[str, GenRequest] = {}
         refused: BaseException | None = None
         exhausted = False
@@ -178,8 +182,9 @@ class VLLMBackend:
                         exhausted = True
                     for req in batch or ():
                         rid = f"lead-eval-{next(_REQUEST_IDS)}"
-                        try:
-                            engine.add_request(rid, self._prompt(req.prompt, gen), self.sampling_params(req, gen))
+                        try:  # rendered first: vLLM 0.29 deprecates raw prompts in add_request
+                            (prompt,) = llm.renderer.render_cmpl([self._prompt(req.prompt, gen)])
+                            engine.add_request(rid, prompt, self.sampling_params(req, gen))
                         except (ValueError, TypeError, refusal) as e:
                             refused = ValueError(f"vLLM refused {req.benchmark}/{req.id} sample {req.sample}: {e}")
                             break
@@ -208,12 +213,13 @@ class VLLMBackend:
         if refused is not None:
             raise refused
 
-    def _prompt(self, text: str, gen):
-        """A chat-templated prompt already holds the template's BOS (e.g. DeepSeek-R1-Distill's); letting vLLM
-        tokenize the string would add a second one, so it is tokenized here without special tokens."""
+    def _prompt(self, text: str, gen) -> dict:
+        """The prompt as vLLM takes it. A chat-templated prompt already holds the template's BOS (e.g.
+        DeepSeek-R1-Distill's); letting vLLM tokenize the string would add a second one, so it is tokenized here
+        without special tokens."""
         if gen.chat_template_enable:
             return {"prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
-        return text
+        return {"prompt": text}
 
     def close(self) -> None:
         self._llm = None

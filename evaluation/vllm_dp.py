@@ -15,6 +15,7 @@ import subprocess
 import traceback
 
 from evaluation.backends import GenRequest, Sink, VLLMBackend
+from evaluation.reaper import guard
 
 # engine settings that change the batching, not a sample's text: a run may be resumed with other values
 _NOT_IDENTITY = ("max_num_seqs", "window")
@@ -50,17 +51,21 @@ def data_parallel_size(flag: int | None, tensor_parallel_size: int, gpus: list[s
     return flag
 
 
+class _Shutdown(Exception):
+    """close() asked the engine process to stop: what its engine holds is aborted."""
+
+
 def _engine_main(rank: int, model: str, engine: dict, env: dict, inbox, outbox) -> None:
     """One engine process: load, then run jobs. A job is ("job", gen), then ("reqs", [...]) batches as the parent
     feeds them, then ("end",); every step's finished rows go back at once as (rank, "rows", rows), and the job
     ends with (rank, "done", None) or (rank, "error", traceback) after the requests in the engine have finished.
-    None shuts the process down."""
+    None (close()) shuts the process down, aborting what its engine holds."""
     os.environ.update(env)
     try:
         backend = VLLMBackend(model, **engine)
         outbox.put((rank, "ready", backend.window))
         while (item := inbox.get()) is not None:
-            gen, local, state = item[1], collections.deque(), {"ended": False, "shutdown": False}
+            gen, local, state = item[1], collections.deque(), {"ended": False}
 
             def take(k: int, block: bool, local=local, state=state):
                 while not state["ended"]:
@@ -68,8 +73,10 @@ def _engine_main(rank: int, model: str, engine: dict, env: dict, inbox, outbox) 
                         msg = inbox.get(block=block and not local)
                     except queue.Empty:
                         break
-                    if msg is None or msg[0] == "end":
-                        state.update(ended=True, shutdown=msg is None)
+                    if msg is None:
+                        raise _Shutdown
+                    if msg[0] == "end":
+                        state["ended"] = True
                     else:
                         local.extend(msg[1])
                     block = False
@@ -79,17 +86,17 @@ def _engine_main(rank: int, model: str, engine: dict, env: dict, inbox, outbox) 
 
             try:
                 backend.run_loop(take, gen, lambda rows: outbox.put((rank, "rows", rows)))
+            except _Shutdown:
+                return
             except Exception:  # noqa: BLE001 - reported to the parent, which raises it
                 outbox.put((rank, "error", traceback.format_exc()))
-                local.clear()
                 while not state["ended"]:  # the job's remaining messages are not for the next job
                     msg = inbox.get()
-                    if msg is None or msg[0] == "end":
-                        state.update(ended=True, shutdown=msg is None)
+                    if msg is None:
+                        return
+                    state["ended"] = msg[0] == "end"
             else:
                 outbox.put((rank, "done", None))
-            if state["shutdown"]:
-                return
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
         outbox.put((rank, "error", traceback.format_exc()))
 
@@ -140,22 +147,21 @@ class DataParallelVLLM:
         return {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus[rank * tp : (rank + 1) * tp])} if self.gpus else {}
 
     def _get(self, timeout: float):
-        """The next engine message; an engine that died without one is an error."""
-        while True:
-            try:
-                return self._outbox.get(timeout=min(timeout, 5.0))
-            except queue.Empty:
-                timeout -= 5.0
-                dead = [(r, p.exitcode) for r, p in enumerate(self._procs) if p.exitcode is not None]
-                if dead:
-                    raise RuntimeError(f"vLLM engine {dead[0][0]} exited with code {dead[0][1]}") from None
-                if timeout <= 0:
-                    raise RuntimeError("vLLM engines did not answer in time") from None
+        """The next engine message, or None after `timeout` seconds without one."""
+        try:
+            return self._outbox.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _dead(self) -> dict[int, int]:
+        """{rank: exit code} of the engine processes that have exited (only close() ends a live one)."""
+        return {r: p.exitcode for r, p in enumerate(self._procs) if p.exitcode is not None}
 
     def start(self) -> None:
         if self._procs:
             return
         ctx = mp.get_context("spawn")  # CUDA and vLLM cannot be forked into
+        guard()  # the engines die with this process, however it ends (each engine's own vLLM processes with it)
         atexit.register(self.close)  # non-daemon children would otherwise hold the exit forever
         self._outbox = ctx.Queue()
         for rank in range(self.size):
@@ -170,9 +176,18 @@ class DataParallelVLLM:
             self._procs.append(proc)
             self._inboxes.append(inbox)
         self._windows = [0] * self.size
-        ready = 0
+        ready, waited = 0, 0.0
         while ready < self.size:
-            rank, kind, payload = self._get(self.start_timeout_s)
+            msg = self._get(5.0)
+            if msg is None:
+                waited += 5.0
+                dead = self._dead()
+                if dead or waited >= self.start_timeout_s:
+                    self.close()
+                    why = f"exited with code {next(iter(dead.values()))}" if dead else "did not start in time"
+                    raise RuntimeError(f"vLLM engine {next(iter(dead), 0)} {why}")
+                continue
+            rank, kind, payload = msg
             if kind == "error":
                 self.close()
                 raise RuntimeError(f"vLLM engine {rank} failed to start:\n{payload}")
@@ -181,12 +196,13 @@ class DataParallelVLLM:
 
     def generate(self, requests: list[GenRequest], gen, sink: Sink) -> None:
         """Feed `requests` to the engines as they finish others; hand each engine step's finished rows to `sink`
-        as they arrive (finish order). On an engine error the intake stops, the other engines finish what they
-        hold (it reaches the sink), then the error is raised."""
+        as they arrive (finish order). When an engine fails or its process dies, the intake stops, the other
+        engines finish what they hold (it reaches the sink), then the error is raised. Any other exception (the
+        sink's, an interrupt) closes the engines, aborting what they hold."""
         if not requests:
             return
         self.start()
-        pos, outstanding, ended, errors, finished = 0, [0] * self.size, False, [], 0
+        pos, outstanding, ended, errors, finished = 0, [0] * self.size, False, [], set()
 
         def feed(rank: int) -> None:
             nonlocal pos
@@ -204,24 +220,43 @@ class DataParallelVLLM:
                 for inbox in self._inboxes:
                     inbox.put(("end",))
 
-        for rank in range(self.size):
-            self._inboxes[rank].put(("job", gen))
-            feed(rank)
-        if pos == len(requests):
-            end_all()
-        while finished < self.size:
-            rank, kind, payload = self._get(float("inf"))
+        def handle(msg) -> None:
+            rank, kind, payload = msg
             if kind == "rows":
                 outstanding[rank] -= len(payload)
                 sink(payload)
                 feed(rank)
                 if pos == len(requests):
                     end_all()
-            else:
-                finished += 1
+            elif rank not in finished:
+                finished.add(rank)
                 if kind == "error":
                     errors.append(f"vLLM engine {rank} failed:\n{payload}")
                     end_all()
+
+        try:
+            for rank in range(self.size):
+                self._inboxes[rank].put(("job", gen))
+                feed(rank)
+            if pos == len(requests):
+                end_all()
+            while len(finished) < self.size:
+                msg = self._get(5.0)
+                if msg is not None:
+                    handle(msg)
+                for rank, code in self._dead().items():  # checked at every message: a death stops the intake now
+                    if rank not in finished:
+                        finished.add(rank)
+                        errors.append(
+                            f"vLLM engine {rank} exited with code {code}; its {outstanding[rank]} unfinished samples "
+                            "are generated again on resume"
+                        )
+                        end_all()
+            while self._dead() and (msg := self._get(0.5)) is not None:  # rows an engine sent before it died
+                handle(msg)
+        except BaseException:
+            self.close()
+            raise
         if errors:
             raise RuntimeError(errors[0])
 

@@ -200,7 +200,12 @@ def test_completions_endpoint_sends_the_raw_template_without_chat_template(tmp_p
 
 
 @pytest.mark.timeout(180)
-def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
+def test_resume_after_sigkill_regenerates_only_what_was_not_on_disk(tmp_path):
+    """SIGKILL mid-run, then the same command: the rerun asks the server for exactly the samples that were not on
+    disk at the kill, each once (none on disk again; of the killed run's requests, only the unanswered or unwritten
+    ones), loses and duplicates nothing, and leaves the earlier rows untouched. The server counts the requests."""
+    from collections import Counter
+
     bench, out = make_bench(tmp_path / "toy.jsonl", 12), tmp_path / "run"
     with FakeLLMServer(delay_s=0.05) as srv:
         argv = argv_for(srv, bench, out, 6, "--openai.concurrency", "2")
@@ -215,8 +220,27 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
         proc.wait(10)
         before = store.read_samples(samples)
         assert 16 <= len(before) < 72, "the kill must land mid-run"
+        time.sleep(1.0)  # requests the killed client sent reach the handler before the rerun starts
+        while srv.in_flight:
+            time.sleep(0.05)
+        asked = len(srv.bodies)
         res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr[-2000:]
+
+    def key(body: dict) -> tuple:
+        problem = re.search(r"Problem (\d+)", body["messages"][-1]["content"]).group(1)
+        return ("toy", f"p{problem}", body["seed"])
+
+    durable = {store.sample_key(r) for r in before}
+    started = {key(b) for b in srv.bodies[:asked]}
+    generated = Counter(key(b) for b in srv.bodies[asked:])
+    wanted = {("toy", f"p{k}", s) for k in range(12) for s in range(6)}
+    assert durable <= started and set(generated) == wanted - durable and max(generated.values()) == 1
+    assert set(generated) & started == started - durable
+    print(
+        f"durable at the kill {len(durable)}, asked by the killed run {len(started)}, regenerated "
+        f"{len(started - durable)}"
+    )
     lines = samples.read_text().splitlines()
     keys = [store.sample_key(json.loads(l)) for l in lines]
     assert len(keys) == len(set(keys)) == 72

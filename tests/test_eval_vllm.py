@@ -5,6 +5,7 @@ SIGKILLed mid-run and resumed. One in-process engine for the whole module."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -132,6 +133,88 @@ def test_two_data_parallel_engines_resume_and_give_one_engines_samples_and_summa
         assert summary["benchmarks"][name] == sober_run[1]["benchmarks"][name], name
 
 
+def _dp(tiny_qwen2, size: int, monkeypatch):
+    from evaluation.vllm_dp import DataParallelVLLM
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine; the engine processes inherit it
+    return DataParallelVLLM(
+        str(tiny_qwen2), size, gpus=[], dtype="float32", enforce_eager=True, max_model_len=2048, seed=0, max_num_seqs=2
+    )
+
+
+def _toy_requests(count: int) -> list:
+    from evaluation.backends import GenRequest
+
+    return [GenRequest("toy", f"p{i}", 0, f"What is {i} + 1?", (), i) for i in range(count)]
+
+
+def _marked_by(pid: int) -> list[int]:
+    """Live processes started under evaluation/reaper.py's mark of process `pid` (its value starts with the pid)."""
+    needle = f"LEAD_EVAL_OWNER={pid}-".encode()
+    found = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if any(item.startswith(needle) for item in env.read_bytes().split(b"\0")):
+                found.append(int(env.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_data_parallel_engine_that_dies_stops_the_intake_and_takes_its_vllm_processes_along(tiny_qwen2, monkeypatch):
+    """SIGKILL of one of two engine processes mid-run (as the OOM killer would): the intake stops at once (the
+    survivor is not fed the rest of the run), the error names the engine, every row that arrived is one sample,
+    and the dead engine's own vLLM processes (which vLLM leaves running) die with it."""
+    import os
+    import signal
+    import time
+
+    reqs, rows, victim = _toy_requests(400), [], []
+    dp = _dp(tiny_qwen2, 2, monkeypatch)
+
+    def sink(batch: list[dict]) -> None:
+        rows.extend(batch)
+        if len(rows) >= 8 and not victim:
+            victim.append(dp._procs[1].pid)
+            assert _marked_by(victim[0]), "the engine's vLLM processes carry its mark"
+            os.kill(victim[0], signal.SIGKILL)
+
+    try:
+        with pytest.raises(RuntimeError, match="vLLM engine 1 exited with code -9"):
+            dp.generate(reqs, resolve("sober", max_new_tokens=MAX_NEW), sink)
+        sent = sum(dp.requests_per_engine)
+    finally:
+        dp.close()
+    deadline = time.monotonic() + 30
+    while _marked_by(victim[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _marked_by(victim[0])
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    print(f"requests sent before the intake stopped: {sent} of {len(reqs)}; rows {len(rows)}")
+    assert sent < len(reqs) // 2, "the surviving engine was fed the rest of the run"
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert not left, f"the dead engine's vLLM processes outlived it: {left}"
+
+
+def test_an_error_of_the_sink_closes_the_data_parallel_engines(tiny_qwen2, monkeypatch):
+    """A sink that fails (the writer's error) ends generate with that error and closes the engines: none keeps
+    generating what it held, or waits for a next job that never comes."""
+    dp = _dp(tiny_qwen2, 1, monkeypatch)
+    dp.start()
+    procs = list(dp._procs)
+
+    def sink(batch: list[dict]) -> None:
+        raise OSError("disk full")
+
+    try:
+        with pytest.raises(OSError, match="disk full"):
+            dp.generate(_toy_requests(64), resolve("sober", max_new_tokens=MAX_NEW), sink)
+        assert dp._procs == [] and all(p.exitcode is not None for p in procs)
+    finally:
+        dp.close()
+
+
 def test_a_request_the_engine_refuses_stops_the_intake_after_the_in_flight_ones_finish(backend, tiny_qwen2):
     """A prompt over max_model_len in the middle: the requests already in the engine finish and reach the sink,
     none after it is sent, the error names the request, and the engine is left with nothing unfinished."""
@@ -148,17 +231,46 @@ def test_a_request_the_engine_refuses_stops_the_intake_after_the_in_flight_ones_
     assert not backend.llm.llm_engine.has_unfinished_requests()
 
 
+# The same command as `python -m evaluation.cli ARGV`, with one line per request handed to the engine written to LOG
+# (its key), so a test sees what each run generated: the backend's per-request hook, wrapped; nothing else changes.
+_LOGGED_CLI = """
+import json, sys
+from evaluation import backends, cli
+log, hook = open(sys.argv[1], "a", buffering=1), backends.VLLMBackend.sampling_params
+def logged(self, req, gen):
+    log.write(json.dumps([req.benchmark, req.id, req.sample]) + "\\n")
+    return hook(self, req, gen)
+backends.VLLMBackend.sampling_params = logged
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Live processes of session `sid` (from /proc: field 6 of stat, after the command name)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
 def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, shared_data, tmp_path):
-    """SIGKILL of a real `python -m evaluation.cli --eval.backend vllm` (its whole process group, vLLM's engine
-    process included) mid-run, then the same command again: no duplicate keys, the rows written before the kill
-    untouched, the resumed run generates only the missing keys, and the summary equals that of an uninterrupted
-    run of the same protocol."""
+    """SIGKILL of the main process of a real `lead-recipes eval --eval.backend vllm` run mid-run (as `kill -9` or the
+    OOM killer would: vLLM's engine processes get no signal), then the same command again. Nothing of the killed run
+    may outlive it (its engine would hold the GPU against the rerun); the rerun generates exactly the samples that
+    were not durable at the kill (each once: none on disk is regenerated, and of those the killed run had started,
+    only the ones not yet written), writes no duplicate, leaves the rows written before the kill untouched, and
+    reaches the summary of an uninterrupted run. Both runs log the requests they hand to the engine (_LOGGED_CLI)."""
     import os
     import signal
     import subprocess
     import sys
     import time
-    from pathlib import Path
+    from collections import Counter
 
     root = Path(__file__).resolve().parents[1]
     n, max_new, total = 4, 48, 30 * 4
@@ -166,10 +278,7 @@ def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, s
     benchmarks = load_benchmarks(["aime2024"], shared_data / "benchmarks")
     reference = run_eval(gen, benchmarks, backend, tmp_path / "whole", progress=False, plots=False)
     out = tmp_path / "killed"
-    cmd = [
-        sys.executable,
-        "-m",
-        "evaluation.cli",
+    argv = [
         "--eval.backend",
         "vllm",
         "--eval.model",
@@ -195,9 +304,15 @@ def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, s
         "--no-eval.plots_enable",
     ]
     env = dict(os.environ, PYTHONPATH=str(root))
-    proc = subprocess.Popen(
-        cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
+    logs = [tmp_path / "killed-requests.jsonl", tmp_path / "resumed-requests.jsonl"]
+
+    def command(log: Path) -> list[str]:
+        return [sys.executable, "-c", _LOGGED_CLI, str(log), *argv]
+
+    with open(tmp_path / "killed.log", "wb") as log:  # stdout too: vLLM logs there
+        proc = subprocess.Popen(
+            command(logs[0]), cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     samples = out / "samples.jsonl"
     deadline = time.monotonic() + 400
     while (
@@ -206,13 +321,32 @@ def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, s
         and (not samples.exists() or samples.read_bytes().count(b"\n") < 12)
     ):
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    _, err = proc.communicate(timeout=30)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    deadline = time.monotonic() + 30
+    while _session_pids(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _session_pids(proc.pid)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    killed_log = (tmp_path / "killed.log").read_text(errors="replace")
+    assert not left, f"processes of the killed run still alive 30 s after the kill: {left}"
     data = samples.read_bytes()
     before = data[: data.rfind(b"\n") + 1].decode().splitlines()  # complete lines (a torn one is redone)
-    assert 12 <= len(before) < total, f"the kill must land mid-run ({len(before)} rows); stderr: {err[-2000:]!r}"
-    res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=400)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert 12 <= len(before) < total, f"the kill must land mid-run ({len(before)} rows); log: {killed_log[-2000:]!r}"
+    durable = {store.sample_key(r) for r in store.read_samples(samples)}
+    started = {tuple(json.loads(line)) for line in logs[0].read_text().splitlines()}
+    res = subprocess.run(
+        command(logs[1]), cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400
+    )
+    assert res.returncode == 0, res.stdout[-3000:]
+    generated = Counter(tuple(json.loads(line)) for line in logs[1].read_text().splitlines())
+    wanted = {("aime2024", p.id, s) for p in benchmarks["aime2024"] for s in range(n)}
+    lost = started - durable  # in the engine (or finished, not yet written) at the kill
+    print(f"durable at the kill {len(durable)}, started by the killed run {len(started)}, regenerated {len(lost)}")
+    assert durable <= started and set(generated) == wanted - durable and max(generated.values()) == 1
+    assert sum(generated.values()) <= total - len(durable)
+    assert set(generated) & started == lost  # of the killed run's samples, only the ones not on disk again
     lines = samples.read_text().splitlines()
     keys = [store.sample_key(json.loads(line)) for line in lines]
     assert len(keys) == len(set(keys)) == total
@@ -221,3 +355,5 @@ def test_vllm_run_killed_mid_run_resumes_to_the_uninterrupted_summary(backend, s
     assert resumed["config"]["resumed"] is True
     for part in ("benchmarks", "average"):
         assert resumed[part] == json.loads(json.dumps(reference[part])), part
+    for text in (killed_log, res.stdout):  # vLLM 0.29 deprecates handing it raw prompts
+        assert "Passing raw prompts" not in text
