@@ -14,6 +14,13 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from lead_recipes.methods.baseline_config import (
+    AroraZanetteConfig,
+    KimiConfig,
+    L1ExactConfig,
+    L1MaxConfig,
+    ThinkPruneConfig,
+)
 from lead_recipes.methods.fields import BOUNDS, option
 
 DEFAULT_METHOD = "lead"
@@ -262,6 +269,16 @@ REGISTRY = (
         ShorterBetterConfig,
         "shorter-better-1.5b",
     ),
+    MethodEntry(
+        "arora-zanette",
+        "lead_recipes.methods.arora_zanette:AroraZanetteMethod",
+        AroraZanetteConfig,
+        "arora-zanette-1.5b",
+    ),
+    MethodEntry("l1-exact", "lead_recipes.methods.l1:L1ExactMethod", L1ExactConfig, "l1-exact-1.5b"),
+    MethodEntry("l1-max", "lead_recipes.methods.l1:L1MaxMethod", L1MaxConfig, "l1-max-1.5b"),
+    MethodEntry("kimi", "lead_recipes.methods.kimi:KimiMethod", KimiConfig, "kimi-1.5b"),
+    MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
     MethodEntry("composed", "lead_recipes.methods.composed:ComposedMethod", ComposedConfig, "composed-1.5b"),
 )
 METHODS = tuple(e.name for e in REGISTRY)
