@@ -95,7 +95,7 @@ class L1MaxMethod(Method):
             raise ValueError(
                 "--recipe.method l1-max needs each prompt's mode (l1_max: 'Think for maximum N tokens.' or "
                 "'Think for N tokens.'), and this batch has n_gold without it: the labels must carry the mode "
-                "(docs/methods.md#equations-l1); a replay input gives each group an 'l1_max'"
+                "(l1_mode, docs/methods.md#equations-l1)"
             )
         ok = b.correct & ~b.truncated
         c = self.config
