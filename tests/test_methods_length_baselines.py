@@ -58,13 +58,13 @@ def test_arora_rloo_before_whitening_matches_the_golden_column(group, want):
     close(rloo(r)[0], want, 1e-6)
 
 
-def test_arora_rloo_whiten_is_rloo_then_token_weighted_batch_whitening():
+def test_arora_ref_code_rloo_whiten_is_rloo_then_token_weighted_batch_whitening():
     batch = dict(
         correct=G1["correct"] + G2["correct"],
         lengths=G1["lengths"] + G2["lengths"],
         truncated=G1["truncated"] + G2["truncated"],
     )
-    out = step("arora-zanette", **batch, estimator="rloo_whiten")
+    out = step("arora-zanette", **batch, ref_code_rloo_whiten_enable=True)
     lengths = torch.tensor(batch["lengths"], dtype=torch.float64)
     pre = torch.tensor(
         [[0.353053, 0.316667, 0.280280, -0.95], [0.95, -0.316667, -0.316667, -0.316667]], dtype=torch.float64

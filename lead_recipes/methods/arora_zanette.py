@@ -1,6 +1,6 @@
 """Arora & Zanette, "Training Language Models to Reason Efficiently" (arXiv 2502.04463; equation from the authors'
 project page, Fig. 4, and reward server): R = ĉ·(1 − α·σ((l − μ_q)/(s_q + 1e-7))), μ_q and s_q over the group's
-effective-correct lengths (ĉ = correct ∧ ¬truncated), then GRPO, or the authors' RLOO + token-level whitening.
+effective-correct lengths (ĉ = correct ∧ ¬truncated), then GRPO (or the authors' RLOO + token-level whitening).
 Stateless. See docs/methods.md#equations-arora-zanette.
 """
 
@@ -33,7 +33,7 @@ def arora_zanette(
     s = (sq / (n if cfg.std == "population" else n - 1).clamp(min=1)).sqrt()
     penalty = cfg.alpha * torch.sigmoid((lengths - mu) / (s + STD_EPS))
     r = torch.where(ok, 1.0 - penalty, 0.0)
-    if cfg.estimator == "rloo_whiten":
+    if cfg.ref_code_rloo_whiten_enable:
         adv = whiten(rloo(r), lengths, "token")[0]
     else:
         adv = group_normalize(r)

@@ -24,11 +24,10 @@ class AroraZanetteConfig:
         "unverified); one correct rollout ⇒ std 0 ⇒ R = 1 − α/2 either way",
         ("population", "sample"),
     )
-    estimator: str = option(
-        "group_norm",
-        "advantage: group_norm (GRPO, as for every baseline) or rloo_whiten (authors' code: RLOO, then "
-        "token-level whitening over the batch, as their OpenRLHF 0.5.4 fork)",
-        ("group_norm", "rloo_whiten"),
+    ref_code_rloo_whiten_enable: bool = option(
+        False,
+        "reference-code behaviour: RLOO advantage (R − mean of the group's other rewards), then token-level "
+        "whitening over the batch (their OpenRLHF 0.5.4 fork), instead of GRPO as for every baseline",
     )
     grade_truncated_enable: bool = option(
         False,
