@@ -165,7 +165,7 @@ def check_every_method(samples):
         for e in exps:
             e.kl = torch.zeros(e.action_mask.shape)
         plugin = RecipeExperienceMaker(None, None, None, None, FixedKLController(0.0), strategy, None)
-        if method in ("l1-exact", "l1-max") and "n_gold" not in samples[0].info:
+        if method in ("l1-exact", "l1-max") and not any(float(s.info.get("n_gold", [0])[0]) > 0 for s in samples):
             with pytest.raises(ValueError, match="n_gold"):  # no L1 target in these prompts: a clear stop
                 plugin.compute_advantages_and_returns(exps)
             continue
