@@ -45,8 +45,8 @@ def targets(b: RolloutBatch, method: str) -> torch.Tensor:
     if b.n_gold is None:
         raise ValueError(
             f"--recipe.method {method} needs a target length per prompt (n_gold, the N of 'Think for N tokens.'), "
-            "and this batch has none: train on data built by `lead-recipes data build` with its L1 targets, whose "
-            "labels carry n_gold (docs/methods.md#equations-l1); a replay input gives each group an 'n_gold'"
+            "and this batch has none: train on data built by `lead-recipes data build --l1.mode exact` (or max), "
+            "whose labels carry n_gold (docs/methods.md#equations-l1); a replay input gives each group an 'n_gold'"
         )
     return b.n_gold
 
