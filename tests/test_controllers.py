@@ -9,26 +9,28 @@ import pickle
 
 import pytest
 import torch
+from conftest import targets
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, RecipeConfig
-from lead_recipes.methods.controllers import LeadController, LeashController
+from lead_recipes.methods.controllers import LeadController, LeashController, StepCounter
 
 RECIPES = {
     "lead": {"method": "lead"},
     "leash": {"method": "leash", "leash": {"target_length": 1500.0, "lr": 0.05}},
     "lead-ref-decay": {"method": "lead", "lead": {"ref_code_psi_decay_enable": True, "beta_ema": 0.9}},
+    "kimi-warmup": {"method": "kimi", "kimi": {"warmup_steps": 2}},
 }
 
 
-def batches(n, seed=0):
+def batches(n, seed=0, method="lead"):
     gen = torch.Generator().manual_seed(seed)
     out = []
-    for _ in range(n):
+    for i in range(n):
         c = torch.rand(6, 8, generator=gen) < torch.rand(6, 1, generator=gen)
         l = torch.randint(50, 4001, (6, 8), generator=gen).to(torch.float32)
-        out.append(RolloutBatch(c, l, 4000))
+        out.append(RolloutBatch(c, l, 4000, **targets(method, 6, seed=seed * 1000 + i)))
     return out
 
 
@@ -73,14 +75,14 @@ def test_fresh_method_differs_from_resumed_one(recipe):
 
 
 def test_state_dicts_hold_only_plain_json_types():
-    for ctl in (LeadController(), LeashController()):
+    for ctl in (LeadController(), LeashController(), StepCounter()):
         for v in ctl.state_dict().values():
             assert type(v) in (int, float)
 
 
 @pytest.mark.parametrize("name", METHODS)
 def test_methods_pickle_mid_run_and_continue_identically(name):
-    data = batches(3, seed=1)
+    data = batches(3, seed=1, method=name)
     m = build_method(RecipeConfig.of({"method": name}))
     m.step(data[0])
     clone = pickle.loads(pickle.dumps(m))
@@ -104,6 +106,16 @@ def test_corrupt_lead_state_is_rejected(state, match):
 def test_corrupt_leash_state_is_rejected_and_leaves_a_clear_message():
     with pytest.raises(ValueError, match="lagrange_lambda"):
         LeashController().load_state_dict({"adam_m": 0.0, "adam_v": 0.0, "step": 0})
+
+
+@pytest.mark.parametrize(
+    "state,match", [({"step": -1}, "step"), ({"step": 1.5}, "step"), ({"step": 1, "w_c": 0.5}, "w_c")]
+)
+def test_corrupt_step_counter_state_is_rejected_and_leaves_the_count(state, match):
+    counter = StepCounter(step=7)
+    with pytest.raises(ValueError, match=match):
+        counter.load_state_dict(state)
+    assert counter.step == 7
 
 
 def test_stateless_method_rejects_controller_state():

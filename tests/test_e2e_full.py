@@ -1,13 +1,17 @@
 """The rest of the CPU end-to-end matrix (deselected by default; `pytest -m e2e_full tests/test_e2e_full.py`):
-every other method for 2 steps with the trained-advantage read-back, `composed` with a resume, and the weight-sync
-control (vLLM receives but does not load the weights: the |vllm_kl| < 1e-2 check of test_e2e_cpu.py must fail)."""
+every other method for 2 steps with the trained-advantage read-back, `composed` and the length baselines with a
+resume, and the weight-sync control (vLLM receives but does not load the weights: the |vllm_kl| < 1e-2 check of
+test_e2e_cpu.py must fail)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from cpu_e2e import harness
 from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
 
+from lead_recipes.grading.grader import REWARD_LOG_KEYS
 from lead_recipes.methods.config import METHODS
 
 pytest_plugins = ("cpu_e2e.fixtures",)  # the module-scoped `model` and `cluster`
@@ -46,6 +50,51 @@ def test_composed_trains_two_steps_and_resumes(cluster, model, tmp_path):
     assert "restored composed state at global_step 2" in resumed.text()
     assert advantage_mismatches(resumed, _argv("composed"), 3, N, CAP, PER_STEP) == []
     assert set(problem_record_counts(run.ckpt).values()) == {1}
+
+
+# the L1 methods need each prompt's target in the label, echoed by the reward function (issue 24, part B)
+L1_WAITS = pytest.mark.skipif(
+    "n_gold" not in REWARD_LOG_KEYS, reason="the reward function echoes no L1 target in this checkout (issue 24B)"
+)
+BASELINES = [
+    "arora-zanette",
+    pytest.param("l1-exact", marks=L1_WAITS),
+    pytest.param("l1-max", marks=L1_WAITS),
+    "kimi",
+    "thinkprune",
+]
+
+
+def write_l1_data(path, mode: str) -> None:
+    """The CPU smoke prompts with L1's suffix and a target in an object label; l1-max data mixes both modes."""
+    harness.gpu_smoke.write_data(str(path), "cpu")
+    rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+    with open(path, "w", encoding="utf-8") as f:
+        for i, row in enumerate(rows):
+            n, kind = 8 + 4 * i, ("max" if mode == "max" and i % 2 else "exact")
+            suffix = f" Think for {'maximum ' if kind == 'max' else ''}{n} tokens."
+            label = {"answer": row["label"], "n_gold": n, "l1_mode": kind}
+            f.write(json.dumps({"prompt": row["prompt"] + suffix, "label": label}) + "\n")
+
+
+@pytest.mark.parametrize("method", BASELINES)
+def test_length_baseline_trains_two_steps_and_resumes(method, cluster, model, tmp_path):
+    extra = []
+    if method.startswith("l1-"):
+        data = tmp_path / "l1-prompts.jsonl"
+        write_l1_data(data, method.removeprefix("l1-"))
+        extra = ["--data.prompt_dataset", str(data)]
+    run = harness.Run(cluster, model, tmp_path / method, method, episodes=1, extra=extra)
+    assert run.wait() == 0, run.tail()
+    assert advantage_mismatches(run, _argv(method), 1, N, CAP, PER_STEP) == []
+    resumed = harness.Run(
+        cluster, model, run.dir, method, episodes=2, extra=["--ckpt.load_enable", *extra], log_name="resume.log"
+    )
+    assert resumed.wait() == 0, resumed.tail()
+    assert f"restored {method} state at global_step 2" in resumed.text()
+    assert advantage_mismatches(resumed, _argv(method), 3, N, CAP, PER_STEP) == []
+    if method == "kimi":  # its step counter went on from the checkpoint, not from 0
+        assert run.recipe_state(2)["controller"] == {"step": 2} and resumed.recipe_state(4)["controller"] == {"step": 4}
 
 
 def test_without_the_weight_sync_vllm_kl_fails_the_check(model, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import targets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,18 @@ from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, RecipeConfig
 
 CAP = 4000
-ISOLATED = ("grpo", "grpo-scalarized", "grpo-lead", "leash", "shorter-better")
+ISOLATED = (
+    "grpo",
+    "grpo-scalarized",
+    "grpo-lead",
+    "leash",
+    "shorter-better",
+    "arora-zanette",
+    "l1-exact",
+    "l1-max",
+    "kimi",
+    "thinkprune",
+)
 
 
 @st.composite
@@ -31,7 +43,9 @@ def fit(row: torch.Tensor, g: int) -> torch.Tensor:
 
 
 def run(name, c, l, **recipe):
-    return build_method(RecipeConfig.of({"method": name, **recipe})).step(RolloutBatch(c, l, CAP))
+    return build_method(RecipeConfig.of({"method": name, **recipe})).step(
+        RolloutBatch(c, l, CAP, **targets(name, c.shape[0]))
+    )
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -139,3 +153,70 @@ def test_shorter_better_correct_short_ge_correct_long(b):
     for ci, cj, li, lj, si, sj in _pairs(c, l, out.rewards):
         if ci and cj and li <= lj:
             assert si >= sj
+
+
+def effective(c, l):
+    """ĉ of the length baselines: a rollout at the cap is truncated (RolloutBatch's default) and counts as wrong."""
+    return c & (l < CAP)
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=batches(), alpha=st.floats(0, 1))
+def test_arora_correct_short_ge_correct_long_gt_wrong(b, alpha):
+    c, l = b
+    out = run("arora-zanette", c, l, arora_zanette={"alpha": alpha})
+    for score in (out.rewards, out.advantages):
+        for ci, cj, li, lj, si, sj in _pairs(effective(c, l), l, score):
+            if ci and cj and li <= lj:
+                assert si >= sj - 1e-6
+            if ci and not cj:
+                assert si > sj
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=batches(), n_gold=st.integers(1, 2 * CAP))
+def test_l1_exact_closer_to_the_target_ge_farther_and_correct_is_worth_exactly_one(b, n_gold):
+    c, l = b
+    gold = torch.full((c.shape[0],), float(n_gold))
+    out = build_method(RecipeConfig(method="l1-exact")).step(RolloutBatch(c, l, CAP, n_gold=gold))
+    ok = effective(c, l)
+    for ci, cj, di, dj, si, sj in _pairs(ok, (l - n_gold).abs(), out.rewards):
+        if ci == cj and di <= dj:
+            assert si >= sj - 1e-6
+        if ci and not cj and di == dj:
+            assert si - sj == pytest.approx(1.0, abs=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=batches(), n_gold=st.integers(1, 2 * CAP))
+def test_l1_max_rewards_in_0_1_correct_short_ge_correct_long_ge_wrong(b, n_gold):
+    c, l = b
+    m = c.shape[0]
+    batch = RolloutBatch(c, l, CAP, n_gold=torch.full((m,), float(n_gold)), l1_max=torch.ones(m, dtype=torch.bool))
+    out = build_method(RecipeConfig(method="l1-max")).step(batch)
+    assert ((out.rewards >= 0) & (out.rewards <= 1)).all()
+    for ci, cj, li, lj, si, sj in _pairs(effective(c, l), l, out.rewards):
+        if ci and cj and li <= lj:
+            assert si >= sj
+        if not cj:
+            assert sj == 0.0 and si >= sj
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=batches(), w=st.floats(0, 2))
+def test_kimi_shorter_ge_longer_at_equal_correctness_and_correct_ge_wrong_for_w_up_to_2(b, w):
+    c, l = b
+    out = run("kimi", c, l, kimi={"weight": w})
+    for ci, cj, li, lj, si, sj in _pairs(effective(c, l), l, out.rewards):
+        if ci == cj and li <= lj:
+            assert si >= sj - 1e-6
+        if ci and not cj:
+            assert si >= sj - 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=batches(), limit=st.integers(1, 2 * CAP))
+def test_thinkprune_reward_is_exactly_correct_and_finished_within_the_limit(b, limit):
+    c, l = b
+    out = run("thinkprune", c, l, thinkprune={"limit": limit})
+    assert torch.equal(out.rewards, (effective(c, l) & (l <= limit)).float())

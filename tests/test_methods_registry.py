@@ -41,7 +41,7 @@ class DummyMethod(Method):
 DUMMY_CONFIG = '''@dataclass(frozen=True)
 class DummyConfig:
     """A dummy method."""
-    scale: float = _f(1.0, "reward of a correct rollout", gt=0)
+    scale: float = option(1.0, "reward of a correct rollout", gt=0)
 
 
 '''

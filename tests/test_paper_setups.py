@@ -262,6 +262,27 @@ def test_rendered_flags_run_the_papers_step_count(name):
     assert flag("train.batch_size") == per_step * flag("rollout.n_samples_per_prompt")  # one update per step
 
 
+# the length baselines' sources: Arora & Zanette's script (3,200 samples / 32), L1's 700 (Exact, as 3 x 234) and 120
+# (Max) steps, ThinkPrune's round 1 (its round 2 starts from global_step_180)
+BASELINE_STEPS = {"arora-zanette-1.5b": 100, "l1-exact-1.5b": 702, "l1-max-1.5b": 120, "thinkprune-1.5b": 180}
+
+
+@pytest.mark.parametrize("name", sorted(BASELINE_STEPS))
+def test_length_baseline_recipes_run_their_sources_step_counts(name):
+    recipe = load_recipe(name)
+    argv = recipe.train_argv()
+    rows, per_step = int(_flag(argv, "--data.max_samples")), int(_flag(argv, "--rollout.batch_size"))
+    assert rows % per_step == 0 and "--seed" in [str(a) for a in recipe.data["prepare"]]  # a seeded random draw
+    assert int(_flag(argv, "--train.num_episodes")) * rows // per_step == BASELINE_STEPS[name] == rollout_steps(recipe)
+
+
+def test_l1_max_continues_from_l1_exacts_final_model_at_the_same_context():
+    exact, max_ = load_recipe("l1-exact-1.5b"), load_recipe("l1-max-1.5b")
+    assert max_.after == "l1-exact-1.5b" and max_.openrlhf["actor.model_name_or_path"].endswith("/l1-exact-1.5b/hf")
+    assert max_.openrlhf["rollout.max_new_tokens"] == exact.openrlhf["rollout.max_new_tokens"] == 4096
+    assert max_.recipe["l1_exact.alpha"] == 0.0003  # the exact half of L1-Max's data keeps Eq. 1's alpha
+
+
 # DAPO-Math-17k has 17,917 distinct prompts (each repeated 100 times); `data build --data.preset dapo` keeps the
 # distinct ones (de-duplication and de-contamination drop at most a few hundred), so steps follow from the rendered
 # flags.

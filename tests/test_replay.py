@@ -68,6 +68,88 @@ def test_replay_output_equals_stepping_the_method_directly(tmp_path, capsys, met
     assert "step" in table and key in table
 
 
+L1_STEPS = [
+    {
+        **rec,
+        "groups": [
+            {**g, "n_gold": 1000 * (q + 1), "l1_mode": ("exact", "max")[q]} for q, g in enumerate(rec["groups"])
+        ],
+    }
+    for rec in STEPS
+]
+
+
+@pytest.mark.parametrize("method", ["arora-zanette", "l1-exact", "l1-max", "kimi", "thinkprune"])
+def test_replay_of_each_length_baseline_equals_stepping_the_method_directly(tmp_path, method):
+    steps = L1_STEPS if method == "l1-max" else STEPS
+    if method == "l1-exact":  # every prompt in exact mode: l1-exact refuses maximum prompts
+        steps = [{**r, "groups": [{**g, "l1_mode": "exact"} for g in r["groups"]]} for r in L1_STEPS]
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, steps)), "--output", str(out), "--recipe.method", method]
+    assert cli_main([*argv, "--recipe.kimi.warmup_steps", "1"]) == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    m = build_method(RecipeConfig.of({"method": method, "kimi": {"warmup_steps": 1}}))
+    for rec, line in zip(steps, lines):
+        groups = rec["groups"]
+        targets = {}
+        if "n_gold" in groups[0]:
+            targets = {
+                "n_gold": torch.tensor([float(g["n_gold"]) for g in groups]),
+                "l1_max": torch.tensor([g["l1_mode"] == "max" for g in groups]),
+            }
+        b = RolloutBatch(
+            torch.tensor([g["correct"] for g in groups]),
+            torch.tensor([g["lengths"] for g in groups], dtype=torch.float32),
+            4000,
+            **targets,
+        )
+        ref = m.step(b)
+        assert line["advantages"] == ref.advantages.tolist() and line["rewards"] == ref.rewards.tolist()
+        assert line["controller"] == (m.state_dict() or {})
+    if method.startswith("l1"):
+        assert lines[0]["stats"]["target_mean"] == 1500.0
+
+
+def test_l1_replay_without_targets_says_the_input_needs_n_gold(tmp_path, capsys):
+    argv = ["replay", str(write(tmp_path, STEPS)), "--output", str(tmp_path / "o.jsonl"), "--recipe.method", "l1-max"]
+    assert cli_main(argv) == 2
+    assert "step 1: --recipe.method l1-max needs a target length per prompt (n_gold" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda g: g[1].pop("n_gold"), "step 1, prompt 1: 'n_gold' must be a number (other groups have one), got None"),
+        (lambda g: g[0].update(n_gold="2000"), "step 1, prompt 0: 'n_gold' must be a number"),
+        (lambda g: g[0].update(l1_mode="min"), "step 1, prompt 0: 'l1_mode' must be one of exact, max, got 'min'"),
+        (lambda g: g[1].update(n_gold=-3), "step 1: prompt 1: n_gold must be a finite positive token count"),
+    ],
+)
+def test_bad_l1_targets_name_step_and_prompt(tmp_path, capsys, mutate, match):
+    steps = json.loads(json.dumps(L1_STEPS))
+    mutate(steps[0]["groups"])
+    argv = ["replay", str(write(tmp_path, steps)), "--output", str(tmp_path / "o.jsonl"), "--recipe.method", "l1-max"]
+    assert cli_main(argv) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_from_rollouts_carries_each_rows_l1_target_into_its_group(tmp_path):
+    rows = [
+        {"id": "a", "answer": "3", "n_gold": 4, "l1_mode": "max", "samples": [{"response": "\\boxed{3}"}] * 2},
+        {"id": "b", "answer": "5", "n_gold": 40, "samples": [{"response": "\\boxed{5}"}, {"response": "no"}]},
+    ]
+    src, built, out = tmp_path / "r.jsonl", tmp_path / "in.jsonl", tmp_path / "o.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["replay", "--replay.from_rollouts", str(src), "--replay.write_input", str(built), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "l1-max"]) == 0
+    groups = json.loads(built.read_text())["groups"]
+    assert [(g.get("n_gold"), g.get("l1_mode")) for g in groups] == [(4, "max"), (40, None)]
+    # "\boxed{3}" is 9 chars: ceil(9/4) + 1 = 4 approx. tokens = n_gold, so Eq. 2 gives 0.5; row b is exact (Eq. 1)
+    rewards = json.loads(out.read_text())["rewards"]
+    assert rewards[0] == [0.5, 0.5]
+    assert rewards[1] == pytest.approx([1 - 0.0003 * 36, -0.0003 * 38])
+
+
 def test_replay_stateless_method_has_empty_controller(tmp_path):
     out = tmp_path / "o.jsonl"
     assert cli_main(["replay", str(write(tmp_path, STEPS)), "--output", str(out), "--recipe.method", "grpo"]) == 0

@@ -100,3 +100,4 @@ def test_length_knobs_keep_each_reference_recipes_fraction_of_the_cap():
     assert flags["gdpo"]["--recipe.gdpo.length_threshold"] == str(round(2000 / 4000 * cap))  # gdpo-1.5b
     assert float(flags["shorter-better"]["--recipe.shorter_better.beta"]) == pytest.approx(0.001 * 6000 / cap)
     assert int(flags["leash-low"]["--recipe.leash.target_length"]) < 27  # below the steps behaviour's length
+    assert flags["thinkprune"]["--recipe.thinkprune.limit"] == str(round(2000 / 4000 * cap))  # its last round

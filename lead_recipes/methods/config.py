@@ -10,21 +10,20 @@ import argparse
 import dataclasses
 import importlib
 import math
-import operator
 import types
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from lead_recipes.methods.baseline_config import (
+    AroraZanetteConfig,
+    KimiConfig,
+    L1ExactConfig,
+    L1MaxConfig,
+    ThinkPruneConfig,
+)
+from lead_recipes.methods.fields import BOUNDS, option
+
 DEFAULT_METHOD = "lead"
-# range metadata of a number field: key -> (test the value must pass, symbol in the error message)
-_BOUNDS = {"ge": (operator.ge, "≥"), "gt": (operator.gt, ">"), "le": (operator.le, "≤"), "lt": (operator.lt, "<")}
-
-
-def _f(default, help: str, choices: tuple[str, ...] | None = None, **bounds: float):
-    """A field with its help, choices (strings) and range (numbers: `ge`, `gt`, `le`, `lt`, see _BOUNDS)."""
-    if set(bounds) - set(_BOUNDS):
-        raise TypeError(f"unknown range keys {sorted(set(bounds) - set(_BOUNDS))}")  # pragma: no cover
-    return field(default=default, metadata={"help": help, **({"choices": choices} if choices else {}), **bounds})
 
 
 @dataclass(frozen=True)
@@ -40,15 +39,15 @@ class ScalarizedConfig:
     """LEAD's scalarised GRPO baseline (arXiv 2605.09806, Table 2): R = w_c·1[correct] + w_l·r_len, then group
     normalisation."""
 
-    correct_weight: float = _f(0.5, "weight w_c on 1[correct] (LEAD sweep: λ1 = 1/(1+ratio); paper best 1:1)", ge=0)
-    length_weight: float = _f(0.5, "weight w_l on the length reward (paper best 1:1 ⇒ 0.5)", ge=0)
-    length_reward: str = _f(
+    correct_weight: float = option(0.5, "weight w_c on 1[correct] (LEAD sweep: λ1 = 1/(1+ratio); paper best 1:1)", ge=0)
+    length_weight: float = option(0.5, "weight w_l on the length reward (paper best 1:1 ⇒ 0.5)", ge=0)
+    length_reward: str = option(
         "conditioned",
         "conditioned = 1[correct ∧ l ≤ T] (LEAD Table-1 script); classic = "
         "1[l ≤ T]; lead = LEAD's r_l (Eq. 9, uses --recipe.lead.aggregator/l_min)",
         LENGTH_REWARDS,
     )
-    length_threshold: float = _f(
+    length_threshold: float = option(
         2000.0,
         "T in tokens for conditioned/classic (reference code: 2000, counted as "
         "chars/4 there; here real response tokens)",
@@ -60,15 +59,15 @@ class ScalarizedConfig:
 class GdpoConfig:
     """GDPO (arXiv 2601.05242): per-channel group normalisation, static weights, batch whitening."""
 
-    correct_weight: float = _f(
+    correct_weight: float = option(
         1.0, "weight on the correctness channel's advantage (verl snippet: unweighted sum)", ge=0
     )
-    length_weight: float = _f(1.0, "weight on the length channel's advantage", ge=0)
-    length_reward: str = _f(
+    length_weight: float = option(1.0, "weight on the length channel's advantage", ge=0)
+    length_reward: str = option(
         "conditioned", "length channel: conditioned / classic / lead (see grpo_scalarized)", LENGTH_REWARDS
     )
-    length_threshold: float = _f(2000.0, "T in tokens for conditioned/classic length rewards", gt=0)
-    whiten: str = _f(
+    length_threshold: float = option(2000.0, "T in tokens for conditioned/classic length rewards", gt=0)
+    whiten: str = option(
         "token",
         "batch whitening: token (verl masked_whiten, LEAD's re-implementation) or sequence (TRL)",
         ("token", "sequence"),
@@ -83,36 +82,36 @@ UNSOLVED_LENGTH = ("sentinel", "flat")
 class LeadConfig:
     """LEAD (arXiv 2605.09806): decoupled normalisation, PSI controller, symmetric target-length reward."""
 
-    aggregator: str = _f(
+    aggregator: str = option(
         "mean_correct",
         "L*_q aggregator (paper/code: mean_correct; Table-3 ablations: min_correct, median_correct, mean_all)",
         AGGREGATORS,
     )
-    l_min: float = _f(1000.0, "L_min clamp on L*_q in tokens (paper and code: 1000, hard-coded there)", gt=0)
-    b_max: int | None = _f(
+    l_min: float = option(1000.0, "L_min clamp on L*_q in tokens (paper and code: 1000, hard-coded there)", gt=0)
+    b_max: int | None = option(
         None, "B_max in tokens; default: the rollout max_new_tokens (paper: 4000; code main script: 8000)", gt=0
     )
-    alpha: float = _f(1.0, "potential exponent α (code: 1.0)", gt=0)
-    beta_ema: float = _f(0.95, "EMA factor β_ema (code: 0.95; paper: 0.9–0.95)", ge=0, lt=1)
-    lambda_min: float = _f(0.3, "floor on λ_c (code: 0.3)", ge=0, le=1)
-    static_lambda_c: float | None = _f(
+    alpha: float = option(1.0, "potential exponent α (code: 1.0)", gt=0)
+    beta_ema: float = option(0.95, "EMA factor β_ema (code: 0.95; paper: 0.9–0.95)", ge=0, lt=1)
+    lambda_min: float = option(0.3, "floor on λ_c (code: 0.3)", ge=0, le=1)
+    static_lambda_c: float | None = option(
         None,
         "constant λ_c (λ_l = 1-λ_c), no controller: the 'LEAD static' ablation (code: lead_static_lambda_corr); "
         "default: none, the PSI controller",
         ge=0,
         le=1,
     )
-    whiten: str = _f(
+    whiten: str = option(
         "token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence", ("token", "sequence")
     )
-    unsolved_length: str = _f(
+    unsolved_length: str = option(
         "sentinel",
         "length reward in groups with no correct rollout: sentinel = L* = B_max "
         "(paper Eq. 8: pays longer answers there); flat = ours, not in the paper: r_l = 1 for "
         "every rollout, so no length advantage there",
         UNSOLVED_LENGTH,
     )
-    ref_code_psi_decay_enable: bool = _f(
+    ref_code_psi_decay_enable: bool = option(
         False,
         "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
         "toward (0, 0) (default: skip that step's update)",
@@ -123,29 +122,29 @@ class LeadConfig:
 class GrpoLeadConfig:
     """GRPO-LEAD (arXiv 2504.09696): length-dependent accuracy reward, −1 for wrong, difficulty-aware reweighting."""
 
-    alpha: float = _f(0.05, "α in exp(−α z) (paper and code: 0.05); 0 turns the length reward off (stage 2)", ge=0)
-    weight_min: float = _f(0.4, "A, the lower asymptote of w(ρ) (paper: 0.4)", gt=0)
-    weight_max: float = _f(1.5, "B, the upper asymptote of w(ρ) (paper: 1.5)", gt=0)
-    rho0: float = _f(0.75, "ρ_0, the midpoint of w(ρ) (paper: 0.75)", ge=0, le=1)
-    steepness: float = _f(10.0, "k, the steepness of w(ρ) (paper: 10)")
-    repetition_penalty_enable: bool = _f(
+    alpha: float = option(0.05, "α in exp(−α z) (paper and code: 0.05); 0 turns the length reward off (stage 2)", ge=0)
+    weight_min: float = option(0.4, "A, the lower asymptote of w(ρ) (paper: 0.4)", gt=0)
+    weight_max: float = option(1.5, "B, the upper asymptote of w(ρ) (paper: 1.5)", gt=0)
+    rho0: float = option(0.75, "ρ_0, the midpoint of w(ρ) (paper: 0.75)", ge=0, le=1)
+    steepness: float = option(10.0, "k, the steepness of w(ρ) (paper: 10)")
+    repetition_penalty_enable: bool = option(
         False,
         "stage 2: incorrect repetitive responses (authors' code detector) get --recipe.grpo_lead.repetition_reward",
     )
-    repetition_reward: float = _f(-1.5, "reward of a repetitive incorrect response (paper: −1.5; code: −2)")
-    ref_code_length_gate_enable: bool = _f(
+    repetition_reward: float = option(-1.5, "reward of a repetitive incorrect response (paper: −1.5; code: −2)")
+    ref_code_length_gate_enable: bool = option(
         False,
         "reference-code behaviour: shape correct rewards only when the "
         "mean of the 3 shortest lengths in the group exceeds the gate",
     )
-    ref_code_length_gate_tokens: float = _f(4000.0, "the gate for ref_code_length_gate_enable (code: 4000)", gt=0)
-    ref_code_truncated_zero_enable: bool = _f(
+    ref_code_length_gate_tokens: float = option(4000.0, "the gate for ref_code_length_gate_enable (code: 4000)", gt=0)
+    ref_code_truncated_zero_enable: bool = option(
         False, "reference-code behaviour: truncated (format-failed) responses get 0 instead of the paper's −1"
     )
-    ref_code_sigma_one_enable: bool = _f(
+    ref_code_sigma_one_enable: bool = option(
         False, "reference-code behaviour: σ := 1 when fewer than 2 correct (paper: σ := 0; both give z = 0)"
     )
-    ref_code_rejection_enable: bool = _f(
+    ref_code_rejection_enable: bool = option(
         False,
         "reference-code behaviour: reject groups with no positive reward "
         "or all rewards exactly 1 (their advantages are set to 0)",
@@ -157,23 +156,23 @@ class LeashConfig:
     """Leash (arXiv 2512.21540): clipped one-sided length penalty with an Adam-updated Lagrange multiplier (the
     optimiser settings are our choice, see docs/methods.md)."""
 
-    target_length: float = _f(4096.0, "L_t in tokens (paper, 1.5B: 4096)", gt=0)
-    lr: float = _f(1e-2, "Adam learning rate η_λ for λ (reconstructed; paper value unknown)", gt=0)
-    lambda_init: float = _f(0.0, "λ_0 (reconstructed)")
-    lambda_min: float = _f(0.0, "projection lower bound λ_min (reconstructed)", ge=0)
-    lambda_max: float = _f(1.0, "projection upper bound λ_max (reconstructed)")
-    adam_beta1: float = _f(0.9, "Adam β1", ge=0, lt=1)
-    adam_beta2: float = _f(0.999, "Adam β2", ge=0, lt=1)
-    adam_eps: float = _f(1e-8, "Adam ε", gt=0)
-    constant_lambda_enable: bool = _f(False, "Leash-C ablation: keep λ = lambda_init, no dual update")
+    target_length: float = option(4096.0, "L_t in tokens (paper, 1.5B: 4096)", gt=0)
+    lr: float = option(1e-2, "Adam learning rate η_λ for λ (reconstructed; paper value unknown)", gt=0)
+    lambda_init: float = option(0.0, "λ_0 (reconstructed)")
+    lambda_min: float = option(0.0, "projection lower bound λ_min (reconstructed)", ge=0)
+    lambda_max: float = option(1.0, "projection upper bound λ_max (reconstructed)")
+    adam_beta1: float = option(0.9, "Adam β1", ge=0, lt=1)
+    adam_beta2: float = option(0.999, "Adam β2", ge=0, lt=1)
+    adam_eps: float = option(1e-8, "Adam ε", gt=0)
+    constant_lambda_enable: bool = option(False, "Leash-C ablation: keep λ = lambda_init, no dual update")
 
 
 @dataclass(frozen=True)
 class ShorterBetterConfig:
     """ShorterBetter (arXiv 2504.21370): r = α·1[correct] − β·|l − SOL|."""
 
-    alpha: float = _f(2.0, "α, the correctness reward (paper and code: 2.0; paper also reports 1.0)", gt=0)
-    beta: float = _f(0.001, "β, the per-token distance penalty (code: 0.001)", ge=0)
+    alpha: float = option(2.0, "α, the correctness reward (paper and code: 2.0; paper also reports 1.0)", gt=0)
+    beta: float = option(0.001, "β, the per-token distance penalty (code: 0.001)", ge=0)
 
 
 COMPOSED_CORRECT = ("binary", "signed", "grpo_lead")
@@ -184,32 +183,32 @@ class ComposedConfig:
     """The composed method: which parts of LEAD, GRPO-LEAD and Leash are on. Each part's own hyperparameters are
     read from its method's section (--recipe.lead.*, --recipe.grpo_lead.*, --recipe.leash.*), never duplicated."""
 
-    correct_reward: str = _f(
+    correct_reward: str = option(
         "binary",
         "correctness channel: binary = 1[correct] (LEAD), signed = ±1 (Leash/DAPO), "
         "grpo_lead = exp(−α z) if correct else −1 (GRPO-LEAD, --recipe.grpo_lead.*)",
         COMPOSED_CORRECT,
     )
-    length_reward: str = _f(
+    length_reward: str = option(
         "lead",
         "length channel: lead = LEAD's r_l with PSI (or static) weights and BatchWhiten "
         "(--recipe.lead.*); none = the correctness channel alone, plain group normalisation",
         ("lead", "none"),
     )
-    difficulty: str = _f(
+    difficulty: str = option(
         "grpo_lead",
         "grpo_lead = GRPO-LEAD's logistic reweighting w(ρ) / w(1 − ρ) of the combined "
         "advantage (--recipe.grpo_lead.weight_min/weight_max/rho0/steepness); none = off",
         ("grpo_lead", "none"),
     )
-    budget: str = _f(
+    budget: str = option(
         "leash",
         "leash = a Lagrange multiplier λ (Adam, --recipe.leash.lr/lambda_*/adam_*) that adds "
         "−λ·max(0, l/L_t − 1) to the length channel (to the correctness channel when there is none); "
         "none = off",
         ("leash", "none"),
     )
-    budget_tokens: float | None = _f(
+    budget_tokens: float | None = option(
         None,
         "L_t of the budget in tokens; default B_max / 2 (B_max = --recipe.lead.b_max or the rollout max_new_tokens)",
         gt=0,
@@ -220,17 +219,17 @@ class ComposedConfig:
 class GuardConfig:
     """Stop when the grader fails (lead_recipes.training.guard); applies to every method."""
 
-    grade_failure_max: float = _f(
+    grade_failure_max: float = option(
         0.5, "stop when the share of samples graded error or timeout stays above this (1 = never stop)", ge=0, le=1
     )
-    grade_failure_steps: int = _f(3, "... for this many consecutive steps", ge=1)
+    grade_failure_steps: int = option(3, "... for this many consecutive steps", ge=1)
 
 
 @dataclass(frozen=True)
 class ResumeConfig:
     """What a resume from a checkpoint accepts (lead_recipes.training.resume); applies to every method."""
 
-    settings_change_enable: bool = _f(
+    settings_change_enable: bool = option(
         False,
         "resume even when the method's settings differ from those saved with "
         "the checkpoint (each change is logged once); default: refuse, naming them",
@@ -271,6 +270,16 @@ REGISTRY = (
         ShorterBetterConfig,
         "shorter-better-1.5b",
     ),
+    MethodEntry(
+        "arora-zanette",
+        "lead_recipes.methods.arora_zanette:AroraZanetteMethod",
+        AroraZanetteConfig,
+        "arora-zanette-1.5b",
+    ),
+    MethodEntry("l1-exact", "lead_recipes.methods.l1:L1ExactMethod", L1ExactConfig, "l1-exact-1.5b"),
+    MethodEntry("l1-max", "lead_recipes.methods.l1:L1MaxMethod", L1MaxConfig, "l1-max-1.5b"),
+    MethodEntry("kimi", "lead_recipes.methods.kimi:KimiMethod", KimiConfig, "kimi-1.5b"),
+    MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
     MethodEntry("composed", "lead_recipes.methods.composed:ComposedMethod", ComposedConfig, "composed-1.5b"),
 )
 METHODS = tuple(e.name for e in REGISTRY)
@@ -371,10 +380,10 @@ def _section(section: str, value: Any):
 
 def _range_problem(f: dataclasses.Field, v: float) -> str | None:
     """What `v` must be per the field's range metadata (e.g. "≥ 0 and < 1"), or None when it is inside."""
-    bounds = [(key, f.metadata[key]) for key in _BOUNDS if key in f.metadata]
-    if all(_BOUNDS[key][0](v, bound) for key, bound in bounds):
+    bounds = [(key, f.metadata[key]) for key in BOUNDS if key in f.metadata]
+    if all(BOUNDS[key][0](v, bound) for key, bound in bounds):
         return None
-    return " and ".join(f"{_BOUNDS[key][1]} {bound}" for key, bound in bounds)
+    return " and ".join(f"{BOUNDS[key][1]} {bound}" for key, bound in bounds)
 
 
 def validate_section(section: str, sec: Any) -> None:

@@ -1,7 +1,8 @@
 """The stateful controllers: LEAD's EMA of the PSI target weights (arXiv 2605.09806, Eq. 7), Leash's Lagrange
-multiplier λ with its Adam moments (arXiv 2512.21540; the optimiser settings are our choice) and the composed
-method's pair of both under one flat state. Plain Python floats only, so `state_dict()` is JSON-able and a save →
-load round trip restores the exact bits; no tensors, files or args. See docs/methods.md#python-api.
+multiplier λ with its Adam moments (arXiv 2512.21540; the optimiser settings are our choice), the composed
+method's pair of both under one flat state, and a step counter (Kimi k1.5's warm-up). Plain Python floats and ints
+only, so `state_dict()` is JSON-able and a save → load round trip restores the exact bits; no tensors, files or
+args. See docs/methods.md#python-api.
 """
 
 from __future__ import annotations
@@ -154,3 +155,22 @@ class ComposedController:
         dual.load_state_dict({**{k: state[k] for k in dual_keys[:3] if k in state}, "step": dual_step})
         self.psi.load_state_dict(psi.state_dict())
         self.dual.load_state_dict(dual.state_dict())
+
+
+@dataclass
+class StepCounter:
+    """The number of batches a method has shaped: Kimi k1.5's warm-up (arXiv 2501.12599, Sec. 2.3.3) switches its
+    length penalty on after `warmup_steps` of them, so a resumed run has to know how many came before."""
+
+    step: int = 0
+
+    def state_dict(self) -> dict:
+        return {"step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            raise ValueError(f"step counter state must be a dict, got {type(state).__name__}")
+        unknown = sorted(set(state) - {"step"})
+        if unknown:
+            raise ValueError(f"step counter state has unknown keys {unknown}")
+        self.step = _int(state, "step", "step counter")

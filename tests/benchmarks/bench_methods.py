@@ -24,11 +24,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch, check_batch
+from lead_recipes.methods.baseline_config import AroraZanetteConfig
 from lead_recipes.methods.config import (
     METHODS,
     ComposedConfig,
@@ -47,7 +49,8 @@ def make_batch(prompts: int, n: int, cap: int, seed: int = 0) -> RolloutBatch:
     correct = torch.rand(prompts, n, generator=g) < p
     lengths = torch.randint(1, cap + 1, (prompts, n), generator=g).to(torch.float32)
     lengths[torch.rand(prompts, n, generator=g) < 0.05] = cap
-    return RolloutBatch(correct, lengths, cap)
+    n_gold = torch.randint(100, 4001, (prompts,), generator=g).float()  # L1's targets; ignored by other methods
+    return RolloutBatch(correct, lengths, cap, n_gold=n_gold, l1_max=torch.arange(prompts) % 2 == 1)
 
 
 def stock_group_norm(rewards: torch.Tensor, n: int) -> torch.Tensor:
@@ -72,16 +75,21 @@ def interleaved_medians(fns: dict, reps: int) -> dict[str, float]:
 
 def bare_functions(b: RolloutBatch):
     """The method functions alone on a pre-validated batch (controllers fresh each call)."""
+    from lead_recipes.methods.arora_zanette import arora_zanette
     from lead_recipes.methods.composed import composed
     from lead_recipes.methods.controllers import LeadController
     from lead_recipes.methods.gdpo import gdpo
     from lead_recipes.methods.grpo import grpo, grpo_scalarized
     from lead_recipes.methods.grpo_lead import grpo_lead
+    from lead_recipes.methods.kimi import kimi
+    from lead_recipes.methods.l1 import l1
     from lead_recipes.methods.lead import lead
     from lead_recipes.methods.leash import leash
     from lead_recipes.methods.shorter_better import shorter_better
+    from lead_recipes.methods.thinkprune import thinkprune
 
     c, l, cap = b.correct, b.lengths, b.max_new_tokens
+    ok, exact = c & ~b.truncated, torch.zeros_like(b.l1_max)
     return {
         "grpo": lambda: grpo(c, l),
         "grpo-scalarized": lambda: grpo_scalarized(c, l, cap, ScalarizedConfig(), LeadConfig()),
@@ -90,6 +98,11 @@ def bare_functions(b: RolloutBatch):
         "grpo-lead": lambda: grpo_lead(c, l, b.truncated, None, GrpoLeadConfig()),
         "leash": lambda: leash(c, l, 4096.0, 0.1),
         "shorter-better": lambda: shorter_better(c, l, ShorterBetterConfig()),
+        "arora-zanette": lambda: arora_zanette(ok, l, AroraZanetteConfig()),
+        "l1-exact": lambda: l1(ok, l, b.n_gold, exact, 3e-4, 1e-3, 0.5),
+        "l1-max": lambda: l1(ok, l, b.n_gold, b.l1_max, 3e-4, 1e-3, 0.5),
+        "kimi": lambda: kimi(ok, l, 0.4, "group_norm"),
+        "thinkprune": lambda: thinkprune(c, l, b.truncated, cap, False),
         "composed": lambda: composed(
             c,
             l,
@@ -121,9 +134,11 @@ def main() -> None:
     checked = check_batch(batch)
     bare = bare_functions(checked)
     methods = {name: build_method(RecipeConfig.of({"method": name})) for name in METHODS}
+    # l1-exact refuses prompts that ask for a maximum: it gets the same batch with every prompt in exact mode
+    batches = {name: batch for name in METHODS} | {"l1-exact": replace(batch, l1_max=torch.zeros_like(batch.l1_max))}
     fns = {"stock group_norm (anchor)": lambda: stock_group_norm(rewards, args.n)}
     for name, m in methods.items():
-        fns[f"{name}: Method.step"] = lambda m=m: m.step(batch)
+        fns[f"{name}: Method.step"] = lambda m=m, b=batches[name]: m.step(b)
         fns[f"{name}: function only"] = bare[name]
     med = interleaved_medians(fns, args.reps)
     anchor = med["stock group_norm (anchor)"]
@@ -144,7 +159,7 @@ def main() -> None:
 
         fns = {"stock group_norm + broadcast": lambda: broadcast(stock_group_norm(rewards, args.n))}
         for name, m in methods.items():
-            fns[f"{name} + broadcast"] = lambda m=m: broadcast(m.step(batch).advantages)
+            fns[f"{name} + broadcast"] = lambda m=m, b=batches[name]: broadcast(m.step(b).advantages)
         med = interleaved_medians(fns, args.broadcast_reps)
         base = med["stock group_norm + broadcast"]
         print(

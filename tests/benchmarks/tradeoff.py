@@ -40,6 +40,9 @@ TIGHT_TARGET = 8  # Leash's target below a third of it: an extra configuration, 
 BMAX_LOW = 32  # LEAD's B_max just above the steps behaviour's length: an extra configuration
 EXTRA = ("leash-tight", "lead-bmax", "composed-budget")
 RECIPE_STEPS = 280  # leash-1.5b's steps (its YAML: 2 episodes x ~139): λ's Adam lr is scaled by RECIPE_STEPS / steps
+# ThinkPrune's last round (authors' code, arXiv 2504.01296): L = 2000 where round 1 had a 4000-token cap. One run here
+# is one round, so the limit keeps that last round's fraction of the cap: the pruning the schedule ends at.
+THINKPRUNE_LAST_ROUND = 2000 / 4000
 
 
 def recipe_knob(name: str, key: str) -> tuple[float, float]:
@@ -87,6 +90,10 @@ def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
         ),
         "gdpo": ("gdpo", ["--recipe.gdpo.length_threshold", tokens("gdpo-1.5b", "gdpo.length_threshold")]),
         "shorter-better": ("shorter-better", ["--recipe.shorter_better.beta", f"{beta * beta_cap / CAP:.4g}"]),
+        # the length baselines: Arora-Zanette's and Kimi's length terms are relative to the group, no knob in tokens
+        "arora-zanette": ("arora-zanette", []),
+        "kimi": ("kimi", []),
+        "thinkprune": ("thinkprune", ["--recipe.thinkprune.limit", str(round(THINKPRUNE_LAST_ROUND * CAP))]),
     }
 
 

@@ -46,12 +46,20 @@ def advantage_mismatches(run, argv: list[str], first_step: int, n: int, cap: int
         assert all(len(g) == n for g in groups.values()), {p: len(g) for p, g in groups.items()}
         order = [r for g in groups.values() for r in g]
         shape = (len(groups), n)
+        firsts = [g[0]["info"] for g in groups.values()]
+        targets = {}
+        if any(i.get("n_gold", 0) > 0 for i in firsts):  # L1's per-prompt target, echoed by the reward function
+            targets = {
+                "n_gold": torch.tensor([float(i["n_gold"]) for i in firsts]),
+                "l1_max": torch.tensor([i.get("l1_max", 0) > 0.5 for i in firsts]),
+            }
         batch = RolloutBatch(
             correct=torch.tensor([r["info"]["correct"] > 0.5 for r in order]).reshape(shape),
             lengths=torch.tensor([float(min(max(len(r["adv"]), 1), cap)) for r in order]).reshape(shape),
             max_new_tokens=cap,
             truncated=torch.tensor([bool(r["truncated"]) for r in order]).reshape(shape),
             repetitive=torch.tensor([r["info"].get("repetitive", 0.0) > 0.5 for r in order]).reshape(shape),
+            **targets,
         )
         want = method.step(batch).advantages.reshape(-1)
         for r, a in zip(order, want.tolist()):

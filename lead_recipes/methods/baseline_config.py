@@ -1,0 +1,97 @@
+"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5 and ThinkPrune: one frozen
+dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of config.py for its
+size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lead_recipes.methods.fields import option
+
+
+@dataclass(frozen=True)
+class AroraZanetteConfig:
+    """Arora & Zanette (arXiv 2502.04463): R = 1[correct]·(1 − α·σ((l − μ)/σ)), μ and σ over the group's correct
+    lengths."""
+
+    alpha: float = option(
+        0.1, "α (authors' code run_rloo_1.5B.sh / run_rloo_7B.sh: 0.1; the project page also shows 0.2)", ge=0, le=1
+    )
+    std: str = option(
+        "population",
+        "std of the correct lengths: population (authors' code, np.std) or sample (the paper's choice is "
+        "unverified); one correct rollout ⇒ std 0 ⇒ R = 1 − α/2 either way",
+        ("population", "sample"),
+    )
+    ref_code_rloo_whiten_enable: bool = option(
+        False,
+        "reference-code behaviour: RLOO advantage (R − mean of the group's other rewards), then token-level "
+        "whitening over the batch (their OpenRLHF 0.5.4 fork), instead of GRPO as for every baseline",
+    )
+    grade_truncated_enable: bool = option(
+        False,
+        "grade a truncated response on its text and count it in μ, σ (the reward server without --check_eos; "
+        "the authors' scripts set it: truncated ⇒ incorrect)",
+    )
+
+
+@dataclass(frozen=True)
+class L1ExactConfig:
+    """L1-Exact (arXiv 2503.04697, Eq. 1): R = 1[correct] − α·|n_gold − l|, n_gold the prompt's target."""
+
+    alpha: float = option(
+        0.0003, "α in Eq. 1 (paper: 0.0003; the authors' original release 294b0b1: 1/3000); also L1-Max's", ge=0
+    )
+
+
+@dataclass(frozen=True)
+class L1MaxConfig:
+    """L1-Max (arXiv 2503.04697, Eq. 2): R = 1[correct]·clip(α·(n_gold − l) + δ, 0, 1) for prompts asking for at
+    most n_gold tokens; Eq. 1 (--recipe.l1_exact.alpha) for the others."""
+
+    alpha: float = option(
+        0.001, "α in Eq. 2 (paper: not given; the authors' original release 294b0b1: 1/1000 effective)", gt=0
+    )
+    delta: float = option(0.5, "δ in Eq. 2 (paper: 0.5)", ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class KimiConfig:
+    """Kimi k1.5 length reward (arXiv 2501.12599, Sec. 2.3.3): R = 1[correct] + w·len_reward."""
+
+    weight: float = option(
+        0.4,
+        "w (report: not given; 0.4 is a third-party port's value, our choice); correct ≥ wrong for every length "
+        "iff w ≤ 2",
+        ge=0,
+    )
+    warmup_steps: int = option(
+        0,
+        "steps with w = 0 before the constant penalty (report: a warm-up of unstated length; 0: the penalty "
+        "starts at once, as in a long2short phase)",
+        ge=0,
+    )
+    estimator: str = option(
+        "group_norm",
+        "advantage: group_norm (GRPO, as for every baseline) or mean_baseline (report Eq. 3: R − mean_g R, no std)",
+        ("group_norm", "mean_baseline"),
+    )
+
+
+@dataclass(frozen=True)
+class ThinkPruneConfig:
+    """ThinkPrune (arXiv 2504.01296): R = 1[correct ∧ finished within L tokens], one round of the 4000 → 3000 → 2000
+    schedule per run."""
+
+    limit: int | None = option(
+        None,
+        "L in tokens; default: the rollout max_new_tokens (authors' code: L is the generation cap, rounds 4000, "
+        "3000, 2000)",
+        gt=0,
+    )
+    ref_code_grade_truncated_enable: bool = option(
+        False,
+        "reference-code behaviour: grade a truncated response on its text (a boxed answer in unfinished "
+        "thinking scores 1); the abstract: unfinished answers get zero reward",
+    )
