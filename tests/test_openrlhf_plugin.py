@@ -88,6 +88,7 @@ def rollouts(shared_data, tiny_qwen2):
                 }
             )
             info["grade_latency_s"] = float(grade.latency_s)
+            info["n_gold"], info["l1_max"] = 0.0, 0.0  # plain labels: no L1 target
             assert tuple(info) == REWARD_LOG_KEYS
             records.append(
                 dict(
@@ -189,6 +190,55 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
             assert torch.allclose(e.advantages[b][mask], torch.full((int(mask.sum()),), adv), atol=1e-5), sid
             assert e.info["recipe_advantage"][b].item() == pytest.approx(adv, abs=1e-5)
             assert e.info["recipe_reward"][b].item() == pytest.approx(expected[sid][1], abs=1e-5)
+
+
+def with_targets(records, targets):
+    """The records with the reward function's L1 echo: every sample of prompt q gets targets[q] = (n_gold, l1_max)."""
+    out = copy.deepcopy(records)
+    for r in out:
+        r["info"]["n_gold"], r["info"]["l1_max"] = targets[r["q"]]
+    return out
+
+
+def spy_on_batches(plugin_maker):
+    """The RolloutBatch objects the plug-in hands to its method."""
+    seen, step = [], plugin_maker.method.step
+    plugin_maker.method.step = lambda batch: seen.append(batch) or step(batch)
+    return seen
+
+
+def test_l1_targets_from_the_labels_reach_the_method_per_prompt_after_openrlhf_reordering(rollouts):
+    targets = {q: (float(100 + 37 * q), float(q % 3 == 0)) for q in range(PROMPTS)}
+    records = with_targets(rollouts, targets)
+    records[5]["info"]["n_gold"] = records[5]["info"]["l1_max"] = 0.0  # one sample's echo lost (error fallback)
+    args = make_args("grpo")
+    plugin_maker = maker(args)
+    seen = spy_on_batches(plugin_maker)
+    exps = micro_batches(records, args, seed=3)
+    plugin_maker.compute_advantages_and_returns(exps)
+    (batch,) = seen
+    row_q = {i // N: records[int(s)]["q"] for e in exps for i, s in zip(e.index, e.info["sample_id"])}
+    assert sorted(row_q.values()) == list(range(PROMPTS)) and list(row_q.values()) != sorted(row_q.values())
+    assert batch.n_gold.tolist() == [targets[row_q[i]][0] for i in range(PROMPTS)]
+    assert batch.l1_max.tolist() == [targets[row_q[i]][1] == 1.0 for i in range(PROMPTS)]
+    expected, _ = expected_output(rollouts, "grpo")  # grpo ignores the targets: same advantages as without
+    got = {int(s): e.info["recipe_advantage"][b].item() for e in exps for b, s in enumerate(e.info["sample_id"])}
+    assert all(got[sid] == pytest.approx(expected[sid][0], abs=1e-5) for sid in expected)
+
+
+def test_plain_labels_give_the_method_no_l1_targets(rollouts):
+    args = make_args("grpo")
+    plugin_maker = maker(args)
+    seen = spy_on_batches(plugin_maker)
+    plugin_maker.compute_advantages_and_returns(micro_batches(rollouts, args))
+    assert seen[0].n_gold is None and seen[0].l1_max is None
+
+
+def test_a_step_mixing_prompts_with_and_without_l1_targets_is_an_error_naming_the_data(rollouts):
+    targets = {q: (0.0, 0.0) if q == 7 else (500.0, 0.0) for q in range(PROMPTS)}
+    args = make_args("grpo")
+    with pytest.raises(ValueError, match=r"prompt group \d+: L1 targets n_gold \[0\.0, .*data build --l1.mode"):
+        maker(args).compute_advantages_and_returns(micro_batches(with_targets(rollouts, targets), args))
 
 
 def test_permuting_rollouts_permutes_advantages(rollouts):
