@@ -46,8 +46,8 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
         reward=NS(
             clip_range=(-10, 10),
             overlong_buffer_len=reward.get("overlong_buffer_len"),
-            overlong_penalty_factor=1.0,
-            stop_properly_penalty_coef=None,
+            overlong_penalty_factor=reward.get("overlong_penalty_factor", 1.0),
+            stop_properly_penalty_coef=reward.get("stop_properly_penalty_coef"),
         ),
         data=NS(max_len=cap + 256),
         train=NS(dynamic_batch_enable=True),
@@ -334,16 +334,33 @@ def test_gamma_below_one_falls_back_to_openrlhf_loop():
     assert torch.equal(ours, RemoteExperienceMaker.get_cumulative_returns(None, rewards, mask, 0.9))
 
 
-def test_dapo_overlong_penalty_is_added_to_method_advantage(rollouts):
-    args = make_args("grpo", overlong_buffer_len=256)
-    exps = micro_batches(rollouts, args)
-    lengths = {int(s): e.response_length[b].item() for e in exps for b, s in enumerate(e.info["sample_id"])}
-    maker(args).compute_advantages_and_returns(exps)
-    expected, _ = expected_output(rollouts, "grpo")
-    for e in exps:
-        for b, sid in enumerate(e.info["sample_id"].long().tolist()):
-            penalty = -min(max(lengths[sid] - (CAP - 256), 0), 256) / 256
-            assert e.info["recipe_advantage"][b].item() == pytest.approx(expected[sid][0] + penalty, abs=1e-5)
+@pytest.mark.parametrize(
+    "penalties",
+    [
+        {"overlong_buffer_len": 256},
+        {"overlong_buffer_len": 512, "overlong_penalty_factor": 0.5},
+        {"stop_properly_penalty_coef": 0.0},
+    ],
+)
+def test_with_length_penalties_grpo_equals_openrlhfs_own_group_norm(rollouts, penalties):
+    """OpenRLHF's group_norm on its own code path (the anchor) and the plug-in with `grpo`: the same per-token
+    advantages, so the penalty enters the group statistics once, as a reward term (baselines.md §5.3)."""
+    args = make_args("grpo", **penalties)
+    ours, theirs = micro_batches(rollouts, args), micro_batches(rollouts, args)
+    maker(args).compute_advantages_and_returns(ours)
+    maker(args, cls=RemoteExperienceMaker).compute_advantages_and_returns(theirs)
+    changed = 0
+    for mine, anchor in zip(ours, theirs):
+        assert torch.equal(mine.info["sample_id"], anchor.info["sample_id"])
+        mask = mine.action_mask.bool()
+        a_mine = (mine.advantages * mask).sum(-1) / mask.sum(-1)  # kl = 0: one value per response
+        a_anchor = (anchor.advantages * mask).sum(-1) / mask.sum(-1)
+        assert torch.allclose(mine.advantages[mask], torch.repeat_interleave(a_mine, mask.sum(-1)), atol=1e-6)
+        # the estimators differ only in ε (1e-6 here, 1e-9 upstream), which matters where a group's std is tiny
+        std = anchor.info["group_reward_std"]
+        assert torch.allclose(a_mine * (std + 1e-6), a_anchor * (std + 1e-9), atol=1e-6)
+        changed += int((mine.info["recipe_reward"] != mine.info["correct"]).sum())
+    assert changed  # the penalty really moved some rewards
 
 
 def test_mixed_prompt_group_is_rejected(rollouts):

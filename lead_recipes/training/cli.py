@@ -171,8 +171,8 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
         )
     if args.reward.overlong_buffer_len is not None or args.reward.stop_properly_penalty_coef is not None:
         warnings.append(
-            "DAPO overlong / stop-properly penalty on: its per-sample reward change is added to the "
-            "method's advantage (un-normalised), logged as recipe/length_penalty_mean"
+            "DAPO overlong / stop-properly penalty on: the method adds its per-sample reward change to its length "
+            "channel (else its reward) before group normalisation, logged as recipe/length_penalty_mean"
         )
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
     if (

@@ -50,11 +50,11 @@ def finite(name: str, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
+def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[RolloutBatch, dict]:
     """The Method's input from a step's experiences: correctness (`info["correct"]`), response lengths (action-mask
     sums, clamped to 1..cap), truncation, repetition and L1 targets when every experience has them, regrouped to
-    [prompts, n] by `grouped`; plus `extra` = the clamp count and the grading status / latency tensors (flat,
-    micro-batch order)."""
+    [prompts, n] by `grouped`, and `length_penalty` [prompts, n] (OpenRLHF's, already grouped); plus `extra` = the
+    clamp count and the grading status / latency tensors (flat, micro-batch order)."""
     try:
         correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
     except KeyError:
@@ -87,6 +87,7 @@ def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
         repetitive=repetitive,
         n_gold=n_gold,
         l1_max=l1_max,
+        length_penalty=length_penalty,
     )
     return batch, extra
 
