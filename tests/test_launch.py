@@ -294,3 +294,15 @@ def test_ray_address_submits_a_real_ray_job_that_runs_the_train_command(ray_head
     assert proc.returncode == 0, out[-3000:]
     assert "succeeded" in out and '"method": "lead"' in out  # the job ran `lead-recipes train --run.dry_run_enable`
     assert (tmp_path / "run" / "launch.json").exists()
+
+
+def test_dapo_overlong_flags_pass_through_a_recipe_into_a_train_command_that_accepts_them(capsys):
+    from lead_recipes.training import cli as train
+
+    sets = ["--set", "reward.overlong_buffer_len=1024", "--set", "reward.overlong_penalty_factor=0.5"]
+    assert launch.main(["lead-1.5b", "--run.dry_run_enable", *sets]) == 0
+    cmd = section(capsys.readouterr().out, "command")
+    assert cmd[1] == "train" and cmd[cmd.index("--reward.overlong_buffer_len") + 1] == "1024.0"
+    assert cmd[cmd.index("--reward.overlong_penalty_factor") + 1] == "0.5"
+    assert train.main([*cmd[2:], "--run.dry_run_enable"]) == 0
+    assert '"overlong_buffer_len": 1024.0' in capsys.readouterr().out
