@@ -237,8 +237,18 @@ def test_plain_labels_give_the_method_no_l1_targets(rollouts):
 def test_a_step_mixing_prompts_with_and_without_l1_targets_is_an_error_naming_the_data(rollouts):
     targets = {q: (0.0, 0.0) if q == 7 else (500.0, 0.0) for q in range(PROMPTS)}
     args = make_args("grpo")
-    with pytest.raises(ValueError, match=r"prompt group \d+: L1 targets n_gold \[0\.0, .*data build --l1.mode"):
+    with pytest.raises(
+        ValueError, match=r"prompt group \d+ has no L1 target while .* \(n_gold \[0\.0, .*data build --l1.mode"
+    ):
         maker(args).compute_advantages_and_returns(micro_batches(with_targets(rollouts, targets), args))
+
+
+def test_samples_of_one_prompt_with_different_l1_targets_are_an_error(rollouts):
+    records = with_targets(rollouts, {q: (500.0, 0.0) for q in range(PROMPTS)})
+    records[9]["info"]["n_gold"] = 600.0
+    args = make_args("grpo")
+    with pytest.raises(ValueError, match=r"has different L1 targets \(n_gold \[.*600\.0"):
+        maker(args).compute_advantages_and_returns(micro_batches(records, args))
 
 
 def test_permuting_rollouts_permutes_advantages(rollouts):

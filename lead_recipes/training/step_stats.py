@@ -107,10 +107,11 @@ def _length_targets(experiences, grouped):
     bad = (target <= 0) | ((n != target[:, None]) & has).any(1) | ((mode != mode.amax(1, keepdim=True)) & has).any(1)
     if bad.any():
         q = int(bad.nonzero()[0, 0])
+        what = "no L1 target while other prompts of this step have one" if target[q] <= 0 else "different L1 targets"
         raise ValueError(
-            f"prompt group {q}: L1 targets n_gold {n[q].tolist()} (l1_max {mode[q].tolist()}) while other prompts "
-            "of this step carry one: every prompt needs one target, shared by its samples (build the data with "
-            "`lead-recipes data build --l1.mode`, whose labels carry n_gold)"
+            f"prompt group {q} has {what} (n_gold {n[q].tolist()}, l1_max {mode[q].tolist()}): every prompt needs "
+            "one target, shared by its samples (build the data with `lead-recipes data build --l1.mode`, whose "
+            "labels carry n_gold)"
         )
     return target, mode.amax(1) > 0.5
 
