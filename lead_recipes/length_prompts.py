@@ -56,9 +56,9 @@ def add_flags(build: argparse.ArgumentParser, prompt_group) -> None:
         dest="l1_draws",
         type=int,
         default=1,
-        help="rows per example, each with its own draw (default 1: drawn once, as the paper). K > 1 with "
-        "one training episode = K epochs that redraw the target each epoch (the authors' "
-        "--sample_multiple_for_train)",
+        help="rows per example, each with its own draw (default 1: drawn once, as the paper; --limit counts "
+        "examples). K > 1 with one training episode = K epochs that redraw the target each epoch (the "
+        "authors' --sample_multiple_for_train)",
     )
 
 
