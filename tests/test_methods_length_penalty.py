@@ -30,12 +30,12 @@ def batches(draw):
 def test_a_length_penalty_on_one_of_two_twin_rollouts_ranks_it_below_its_twin(name, b, p, targets):
     """OpenRLHF's DAPO overlong / stop-properly penalty must reach every method's reward before its group
     normalisation (baselines.md §5.3): rollouts 0 and 1 of prompt 0 are identical, only rollout 0 is penalised.
-    Every batch carries L1 targets, so methods that need them run too."""
+    Every batch carries L1 targets (exact ones), so methods that need them run too."""
     c, l = b
     c[0, 1], l[0, 1] = c[0, 0], l[0, 0]
     m = c.shape[0]
     n_gold = torch.tensor(targets[:m], dtype=torch.float32)
-    l1_max = torch.tensor([t % 2 == 1 for t in targets[:m]])
+    l1_max = torch.zeros(m, dtype=torch.bool)  # exact prompts: data every method accepts
     penalty = torch.zeros(c.shape)
     penalty[0, 0] = -p
     method = build_method(RecipeConfig.of({"method": name}))
