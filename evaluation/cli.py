@@ -17,7 +17,7 @@ from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
 from lead_recipes.benchmarks import BENCHMARKS, BENCHMARKS_DIR_ENV, LOCAL_BENCHMARKS_DIR, default_benchmarks_dir
 from lead_recipes.grading.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import ArgumentParser
-from lead_recipes.prompts import PROMPT_TEMPLATES
+from lead_recipes.prompts import L1_MODES, PROMPT_TEMPLATES
 
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
 _GEN_FLAGS = {
@@ -30,6 +30,8 @@ _GEN_FLAGS = {
     "chat_template_enable": "chat_template_enable",
     "system_prompt": "system_prompt",
     "prompt_template": "prompt_template",
+    "l1_budget": "l1_budget",
+    "l1_mode": "l1_mode",
 }
 
 
@@ -92,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--eval.budgets",
         dest="budgets",
         type=_int_list,
-        help="token budgets for the sweep, e.g. 1024,2048,4096 (default: no sweep)",
+        help="token budgets for the sweep, e.g. 1024,2048,4096: the run's samples cut at each budget; with "
+        "--prompt.l1_budget, one generation per budget whose prompt asks for that many tokens (default: no sweep)",
     )
     e.add_argument(
         "--eval.progress_enable",
@@ -147,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"one of {', '.join(PROMPT_TEMPLATES)} or a literal with {{problem}} ({preset})",
     )
     t.add_argument("--prompt.system", dest="system_prompt", help=f"system message ({preset})")
+    t.add_argument(
+        "--prompt.l1_budget",
+        dest="l1_budget",
+        type=int,
+        help="an L1 model's budget: append ' Think for N tokens.' to the user turn, as `data build --l1.mode` "
+        "trains it",
+    )
+    t.add_argument(
+        "--prompt.l1_mode",
+        dest="l1_mode",
+        choices=L1_MODES,
+        help="with --prompt.l1_budget: exact (default) or max (' Think for maximum N tokens.')",
+    )
     t.add_argument(
         "--prompt.chat_template_enable",
         dest="chat_template_enable",
@@ -315,6 +331,8 @@ def run_main(argv: list[str]) -> int:
             chat_template_enable=args.chat_template_enable,
             system_prompt=args.system_prompt,
             n_per_benchmark=replay.n_per_benchmark() if replay and args.n is None else None,
+            l1_budget=args.l1_budget,
+            l1_mode=args.l1_mode,
         )
         if replay:  # compared as resolved: a template name as its text, which is what the file records
             explicit_values = {k: getattr(gen, k) for k in given}

@@ -216,6 +216,31 @@ def average(per_benchmark: dict[str, dict]) -> dict:
     }
 
 
+def l1_budget_sweep(runs: dict[int, tuple[dict, list[dict]]], l1_mode: str) -> dict:
+    """The budget sweep of an L1 model: `runs` maps each budget B to the (summary, sample rows) of a run whose
+    prompts asked for B tokens. Per budget and benchmark: accuracy, mean length, truncation rate and L1's
+    mean_abs_deviation = mean |num_tokens − B| (arXiv 2503.04697's length error); the average over benchmarks."""
+    out: dict = {"mode": "l1_prompt", "l1_mode": l1_mode, "budgets": {}}
+    for budget, (summary, rows) in sorted(runs.items()):
+        per = {}
+        for name, m in summary["benchmarks"].items():
+            lengths = [float(r["num_tokens"]) for r in rows if r["benchmark"] == name]
+            per[name] = {
+                "accuracy": m["accuracy"],
+                "mean_length": m["mean_length"],
+                "truncation_rate": m["truncation_rate"],
+                "mean_abs_deviation": math.fsum(abs(x - budget) for x in lengths) / len(lengths),
+            }
+        out["budgets"][str(budget)] = {
+            "benchmarks": per,
+            "average": {
+                key: math.fsum(v[key] for v in per.values()) / len(per)
+                for key in ("accuracy", "mean_length", "mean_abs_deviation")
+            },
+        }
+    return out
+
+
 def aes_report(model: dict, base: dict) -> dict:
     """AES of a run against a base run, both summary dicts with "benchmarks" and "average": the headline on
     the benchmark-averaged accuracy and length, plus one per benchmark the two runs share. Note the mean of

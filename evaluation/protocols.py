@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from lead_recipes.benchmarks import BENCHMARKS as ALL_BENCHMARKS
-from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_template
+from lead_recipes.prompts import L1_MODES, PROMPT_TEMPLATES, fill_template, l1_suffix, resolve_template
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class GenConfig:
     prompt_template: str = PROMPT_TEMPLATES["sober"]
     chat_template_enable: bool = True
     system_prompt: str | None = None
+    l1_budget: int | None = None  # L1 (arXiv 2503.04697): " Think for N tokens." after the user turn, as in training
+    l1_mode: str | None = None  # "exact" or "max" (" Think for maximum N tokens."); set with l1_budget
 
     def n_for(self, benchmark: str) -> int:
         return int(self.n_per_benchmark.get(benchmark, self.n_default))
@@ -165,10 +167,13 @@ def resolve(
     chat_template_enable=None,
     system_prompt=None,
     n_per_benchmark: dict | None = None,
+    l1_budget=None,
+    l1_mode=None,
 ) -> GenConfig:
     """Preset + overrides → GenConfig. `n` overrides every benchmark's sample count (`n_per_benchmark`, e.g. read
     from a replay file, sets them one by one; `n` wins); `prompt_template` is a template name from
-    PROMPT_TEMPLATES or a literal containing "{problem}". Invalid values raise ValueError."""
+    PROMPT_TEMPLATES or a literal containing "{problem}"; `l1_budget` appends L1's target (`l1_mode` exact by
+    default). Invalid values raise ValueError."""
     cfg = PRESETS[canonical(preset)]
     changes = {
         k: v
@@ -181,9 +186,17 @@ def resolve(
             seed=seed,
             chat_template_enable=chat_template_enable,
             system_prompt=system_prompt,
+            l1_budget=l1_budget,
         ).items()
         if v is not None
     }
+    if l1_budget is not None or l1_mode is not None:
+        if l1_budget is None or l1_mode not in (None, *L1_MODES) or not int(l1_budget) >= 1:
+            raise ValueError(
+                f"an L1 prompt needs a budget ≥ 1 (--prompt.l1_budget) and a mode of {', '.join(L1_MODES)} "
+                f"(--prompt.l1_mode), got {l1_budget!r} and {l1_mode!r}"
+            )
+        changes.update(l1_budget=int(l1_budget), l1_mode=l1_mode or "exact")
     if n is not None:
         changes.update(n_per_benchmark={}, n_default=int(n))
     elif n_per_benchmark:
@@ -200,14 +213,20 @@ def resolve(
         raise ValueError(f"min_p must be in [0, 1), got {cfg.min_p}")
     if cfg.max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {cfg.max_new_tokens}")
+    if cfg.l1_budget is not None and cfg.l1_budget > cfg.max_new_tokens:
+        raise ValueError(
+            f"--prompt.l1_budget {cfg.l1_budget} asks for more tokens than max new tokens {cfg.max_new_tokens}"
+        )
     if cfg.n_default < 1 or any(int(v) < 1 for v in cfg.n_per_benchmark.values()):
         raise ValueError("n (samples per problem) must be >= 1")
     return cfg
 
 
 def build_user_text(cfg: GenConfig, problem: str) -> str:
-    """The user-turn text: the template with the problem inserted (as `data build` writes it)."""
-    return fill_template(cfg.prompt_template, problem)
+    """The user-turn text: the template with the problem inserted, then L1's target when set (as `data build`
+    writes them)."""
+    text = fill_template(cfg.prompt_template, problem)
+    return text + l1_suffix(cfg.l1_budget, cfg.l1_mode) if cfg.l1_budget is not None else text
 
 
 def build_messages(cfg: GenConfig, problem: str) -> list[dict]:

@@ -22,6 +22,8 @@ SETTINGS = (
     "system_prompt",
     "prompt_template_name",
     "prompt_template",
+    "l1_budget",
+    "l1_mode",
 )
 # GenConfig fields a replay can only know from the file or a flag; "seed" is derived from the rows' seeds.
 _RECORDED = SETTINGS + ("seed",)

@@ -120,20 +120,26 @@ def render_markdown(summary: dict) -> str:
     if "budget_sweep" in summary:
         sweep = summary["budget_sweep"]
         names = list(summary["benchmarks"])
+        l1 = sweep["mode"] == "l1_prompt"  # the budget is in the prompt: L1's length error is the other axis
         lines += [
             "",
-            f"## Token-budget sweep (mode `{sweep['mode']}`)",
+            f"## Token-budget sweep (mode `{sweep['mode']}`"
+            + (f", `{sweep['l1_mode']}` prompts: one generation per budget)" if l1 else ")"),
             "",
-            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}. A response within the budget is unchanged.",
+            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}.",
             "",
-            "| budget | " + " | ".join(names) + " | average | avg length |",
-            "|---|" + "---|" * (len(names) + 2),
+            "| budget | "
+            + " | ".join(names)
+            + " | average | avg length |"
+            + (" avg abs(length - budget) |" if l1 else ""),
+            "|---|" + "---|" * (len(names) + 2 + l1),
         ]
         for b, v in sweep["budgets"].items():
             lines.append(
                 f"| {b} | "
                 + " | ".join(_pct(v["benchmarks"][n]["accuracy"]) for n in names)
                 + f" | {_pct(v['average']['accuracy'])} | {v['average']['mean_length']:.1f} |"
+                + (f" {v['average']['mean_abs_deviation']:.1f} |" if l1 else "")
             )
     lines += ["", "## Configuration", "", "```json", json.dumps(summary["config"], indent=2), "```", ""]
     return "\n".join(lines)
@@ -232,7 +238,8 @@ def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> dict:
             linewidth=width,
             label=label,
         )
-    ax.set_xlabel("max new tokens (budget)")
+    l1 = any(sweep["mode"] == "l1_prompt" for _, sweep in curves)
+    ax.set_xlabel("budget asked for in the prompt (L1)" if l1 else "max new tokens (budget)")
     ax.set_ylabel("accuracy (%)")
     modes = sorted({sweep["mode"] for _, sweep in curves})
     ax.set_title(f"Accuracy at a token budget ({', '.join(modes)} mode; report.md explains it)", fontsize=10)

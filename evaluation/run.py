@@ -12,6 +12,7 @@ import queue
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from evaluation import metrics, store
@@ -270,11 +271,18 @@ def run_eval(
     plots: bool = True,
     extraction: str = "final_answer",
 ) -> dict:
-    """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json)."""
+    """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json). With
+    `budgets` and an L1 budget in `gen`, every other budget B is a run of its own in `run_dir/l1-budget-B` (prompts
+    asking for B tokens), and the summary's budget_sweep compares them (metrics.l1_budget_sweep)."""
     from evaluation import report  # noqa: PLC0415
     from evaluation.scoring import Scorer  # noqa: PLC0415
 
     run_dir = Path(run_dir)
+    l1_sweep = sorted(set(budgets)) if budgets and gen.l1_budget is not None else None
+    if l1_sweep and gen.max_new_tokens is not None and l1_sweep[-1] > gen.max_new_tokens:
+        raise ValueError(
+            f"--eval.budgets {l1_sweep[-1]}: an L1 prompt cannot ask for more than max new tokens {gen.max_new_tokens}"
+        )
     if tokenizer is None and getattr(backend, "prompt_mode", "") == "text":
         tokenizer = getattr(backend, "tokenizer", None)  # vLLM: the engine's own tokenizer
     if scorer is None:
@@ -307,9 +315,30 @@ def run_eval(
         dict(config, budgets=budgets or [], resumed=resumed, argv=redact_argv(sys.argv[1:])),
         gen,
         base,
-        budgets,
+        None if l1_sweep else budgets,
         tokenizer,
     )
+    if l1_sweep:  # each budget is its own generation (its prompt differs): a full run in a subdirectory
+        sweep = {gen.l1_budget: (summary, rows)}
+        for b in l1_sweep:
+            if b not in sweep:
+                sub_dir = run_dir / f"l1-budget-{b}"
+                sub = run_eval(
+                    replace(gen, l1_budget=b),
+                    benchmarks,
+                    backend,
+                    sub_dir,
+                    model=model,
+                    tokenizer=tokenizer,
+                    limit=limit,
+                    sources=sources,
+                    scorer=scorer,
+                    progress=progress,
+                    plots=plots,
+                    extraction=extraction,
+                )
+                sweep[b] = (sub, store.read_samples(sub_dir / "samples.jsonl"))
+        summary["budget_sweep"] = metrics.l1_budget_sweep({b: sweep[b] for b in l1_sweep}, gen.l1_mode)
     summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
     store.write_json(run_dir / "summary.json", summary)
     report.write_run_report(run_dir, summary, plots=plots, rows=rows)

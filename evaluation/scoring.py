@@ -63,9 +63,12 @@ class Scorer:
 # What each budget-sweep mode does with a response longer than the budget (report.md says it under the table).
 BUDGET_MODES = {
     "prefix": "a response longer than the budget B is cut to its first B tokens with the tokenizer and graded again, "
-    "which is what a B-token cap would have produced",
+    "which is what a B-token cap would have produced. A response within the budget is unchanged",
     "cap": "no tokenizer was given, so a response longer than the budget B counts as wrong (a B-token cap would have "
-    "cut it off before its final answer); pass --eval.tokenizer to grade its first B tokens instead",
+    "cut it off before its final answer); pass --eval.tokenizer to grade its first B tokens instead. A response "
+    "within the budget is unchanged",
+    "l1_prompt": "each budget B is its own generation whose prompt asks for B tokens (L1, arXiv 2503.04697); nothing "
+    "is cut, and the last column is the mean |length - B|",
 }
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Iterable
 
 from lead_recipes.benchmarks import default_benchmarks_dir
+from lead_recipes import length_prompts
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.jsonl import parse_jsonl
-from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_template
+from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_template, system_prompt
 
 PRESETS = ("math-l35", "math", "deepscaler", "dapo", "jsonl")
 # DAPO-Math-17k wraps each problem in its own "Answer:"-line instruction; preset `dapo` strips it so that the recipe's
@@ -289,7 +290,10 @@ def build(args) -> int:
         random.Random(args.seed).shuffle(kept)
     if args.limit:
         kept = kept[: args.limit]
-    written = write_jsonl(args.out, (render(r, args.template, args.format, args.system) for r in kept))
+    system = system_prompt(args.system, args.length_limit)
+    rendered = (render(r, args.template, args.format, system) for r in kept)
+    l1: dict = {}
+    written = write_jsonl(args.out, length_prompts.attach_targets(rendered, args, l1) if args.l1_mode else rendered)
     by_bench: dict[str, int] = defaultdict(int)
     for r in removed:
         for m in r.get("matches", []):
@@ -307,6 +311,8 @@ def build(args) -> int:
         "out": args.out,
         "template": args.template,
         "seed": args.seed,
+        "system_prompt": system if args.format == "messages" else None,
+        "l1": length_prompts.report(l1),
         "removed": removed,
     }
     _report(args, summary)
@@ -455,7 +461,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="prompt as text (train with --data.apply_chat_template) or chat messages",
     )
-    t.add_argument("--prompt.system", dest="system", help="system message (messages format only; default: none)")
+    t.add_argument(
+        "--prompt.system",
+        dest="system",
+        help="system message (messages format only; default: none); `thinkprune`: ThinkPrune's",
+    )
+    length_prompts.add_flags(b, t)
     c = sub.add_parser("curriculum", help="GRPO-LEAD stage 2: hard stage-1 problems + other sets")
     c.add_argument("--output", dest="out", required=True, help="output JSONL")
     c.add_argument(
@@ -527,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":  # a bad template fails before anything is read; the report names it canonically
             name, text = resolve_template(args.template)
             args.template = text if name == "custom" else name
+            length_prompts.check(args)
         return build(args) if args.command == "build" else curriculum(args)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         print(f"lead-recipes data {args.command}: {exc}", file=sys.stderr)

@@ -527,3 +527,119 @@ def test_a_problem_is_hard_at_the_threshold_itself_and_only_with_enough_attempts
     picked, matched, report = hard_problems(rows, acc, threshold=0.75, min_attempts=2)
     assert [r["id"] for r in picked] == ["a"] and matched == 3  # b is too easy, c too rarely tried, d unrecorded
     assert report == [{"id": "a", "accuracy": 0.75, "total": 8}]
+
+
+# ---------------------------------------------------------------- L1 targets and ThinkPrune limits
+@pytest.fixture(scope="module")
+def math_source(shared_data):
+    return shared_data / "train/math_level3to5.jsonl"
+
+
+def build_l1(source, out, *flags):
+    argv = ["build", "--data.preset", "jsonl", "--input", source, "--output", out, "--no-data.decontaminate_enable"]
+    assert run(*argv, *flags) == 0
+    return read(out), json.loads(open(f"{out}.report.json").read())
+
+
+def test_l1_exact_prompts_end_with_the_target_their_label_carries(math_source, tmp_path):
+    from lead_recipes.grading.labels import gold_answer, label_problem
+
+    rows, report = build_l1(math_source, tmp_path / "l1.jsonl", "--l1.mode", "exact")
+    assert len(rows) == report["written"] == report["l1"]["rows"] > 8000 and report["l1"]["max_rows"] == 0
+    plain = data.render({"id": "x", "problem": rows[0]["problem"], "answer": "1"}, "deepscaler", "text", None)
+    assert rows[0]["prompt"] == plain["prompt"] + f" Think for {rows[0]['label']['n_gold']} tokens."
+    for row in rows:
+        label = row["label"]
+        assert label["l1_mode"] == "exact" and row["prompt"].endswith(f" Think for {label['n_gold']} tokens.")
+        assert 100 <= label["n_gold"] <= 4000 and label["id"] == row["id"]
+        assert label_problem(label) is None and gold_answer(label) == label["answer"] != ""
+    # U{100..4000}: mean 2050, sd 1126; 5 standard errors
+    mean = sum(r["label"]["n_gold"] for r in rows) / len(rows)
+    assert abs(mean - 2050) < 5 * 1126 / len(rows) ** 0.5 and report["l1"]["n_gold_mean"] == pytest.approx(mean)
+
+
+def test_l1_draw_includes_both_ends_and_nothing_outside():
+    from lead_recipes.length_prompts import draw
+
+    seen = {draw(0, f"k{i}", 7, 9, 0.0)[0] for i in range(300)}
+    assert seen == {7, 8, 9}
+
+
+def test_an_examples_target_depends_on_its_id_and_the_l1_seed_not_on_order_or_limit(math_source, tmp_path):
+    a, _ = build_l1(math_source, tmp_path / "a.jsonl", "--l1.mode", "exact", "--seed", "1", "--limit", "3000")
+    b, _ = build_l1(math_source, tmp_path / "b.jsonl", "--l1.mode", "exact", "--seed", "2")
+    c, _ = build_l1(math_source, tmp_path / "c.jsonl", "--l1.mode", "exact", "--seed", "1", "--l1.seed", "5")
+    by_id = {r["id"]: r["label"]["n_gold"] for r in b}
+    assert [r["id"] for r in a] != [r["id"] for r in b][:3000]  # really another order and subset
+    assert all(by_id[r["id"]] == r["label"]["n_gold"] for r in a)
+    other = {r["id"]: r["label"]["n_gold"] for r in c}
+    assert sum(other[r["id"]] != r["label"]["n_gold"] for r in a) > 2900
+
+
+def test_l1_max_data_asks_for_at_most_n_tokens_in_about_half_of_the_prompts(math_source, tmp_path):
+    rows, report = build_l1(math_source, tmp_path / "m.jsonl", "--l1.mode", "max")
+    n_max = 0
+    for row in rows:
+        label = row["label"]
+        word = "maximum " if label["l1_mode"] == "max" else ""
+        assert row["prompt"].endswith(f" Think for {word}{label['n_gold']} tokens.")
+        n_max += label["l1_mode"] == "max"
+    assert abs(n_max / len(rows) - 0.5) < 5 * 0.5 / len(rows) ** 0.5
+    assert report["l1"]["max_rows"] == n_max and report["l1"]["max_share"] == 0.5
+
+
+def test_l1_draws_write_each_example_k_times_with_independent_targets(math_source, tmp_path):
+    rows, _ = build_l1(math_source, tmp_path / "k.jsonl", "--l1.mode", "exact", "--l1.draws", "3", "--limit", "400")
+    assert len(rows) == 1200
+    by_id: dict = {}
+    for row in rows:
+        by_id.setdefault(row["id"], []).append(row["label"]["n_gold"])
+    assert len(by_id) == 400 and all(len(v) == 3 for v in by_id.values())
+    assert sum(len(set(v)) == 3 for v in by_id.values()) > 390
+
+
+def test_l1_target_goes_on_the_user_turn_of_chat_messages():
+    from lead_recipes.length_prompts import with_suffix
+
+    msgs = data.render({"id": "x", "problem": "P", "answer": "2"}, "r1", "messages", "be brief")["prompt"]
+    out = with_suffix(msgs, " Think for 512 tokens.")
+    assert out[0] == msgs[0] and out[1]["content"] == msgs[1]["content"] + " Think for 512 tokens."
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--l1.draws", "2"], "need --l1.mode"),
+        (["--l1.mode", "exact", "--l1.max_share", "0.3"], "needs --l1.mode max"),
+        (["--l1.mode", "max", "--l1.max_share", "1.5"], "must be in [0, 1]"),
+        (["--l1.mode", "exact", "--l1.min_tokens", "500", "--l1.max_tokens", "100"], "need 1 ≤ min ≤ max"),
+        (["--prompt.length_limit", "3000"], "add --prompt.format messages"),
+        (["--prompt.format", "messages", "--prompt.length_limit", "0"], "positive token count"),
+    ],
+)
+def test_length_options_that_cannot_apply_are_refused_before_the_source_is_read(tmp_path, capsys, flags, message):
+    out = tmp_path / "o.jsonl"
+    assert run("build", "--data.preset", "jsonl", "--input", tmp_path / "missing.jsonl", "--output", out, *flags) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_thinkprune_limit_is_appended_to_the_authors_system_prompt(math_source, tmp_path):
+    from lead_recipes.prompts import SYSTEM_PROMPTS
+
+    flags = ["--prompt.format", "messages", "--prompt.system", "thinkprune", "--prompt.length_limit", "3000"]
+    rows, report = build_l1(math_source, tmp_path / "t.jsonl", "--limit", "5", *flags)
+    system = SYSTEM_PROMPTS["thinkprune"] + " The output of the assistant should be within 3000 tokens."
+    assert system.endswith("<answer> answer here</answer>. The output of the assistant should be within 3000 tokens.")
+    assert all(r["prompt"][0] == {"role": "system", "content": system} for r in rows)
+    assert report["system_prompt"] == system and report["l1"] is None
+    alone, _ = build_l1(
+        math_source,
+        tmp_path / "u.jsonl",
+        "--limit",
+        "1",
+        "--prompt.format",
+        "messages",
+        "--prompt.length_limit",
+        "2000",
+    )
+    assert alone[0]["prompt"][0]["content"] == "The output of the assistant should be within 2000 tokens."

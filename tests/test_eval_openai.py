@@ -41,7 +41,7 @@ class FakeLLMServer:
     def release(self) -> None:
         self.loop.call_soon_threadsafe(self._released.set)
 
-    def _text(self, k: int, s: int) -> tuple[str, str]:
+    def _text(self, k: int, s: int, prompt: str) -> tuple[str, str]:
         think = "<think>" + " ".join(["step"] * (5 + s)) + "</think>"
         if s % 4 == 3:
             return think[:-8] + " still thinking", "length"
@@ -67,7 +67,7 @@ class FakeLLMServer:
             return web.json_response({"error": "prompt too long"}, status=400)
         if self.attempts[key] <= self.fail_first:
             return web.json_response({"error": "overloaded"}, status=503)
-        text, reason = self._text(k, s)
+        text, reason = self._text(k, s, prompt)
         tokens = body["max_tokens"] if reason == "length" else len(text.split())
         choice = {"index": 0, "finish_reason": reason}
         if "messages" in body:
@@ -385,3 +385,58 @@ def test_data_parallel_engines_keep_the_single_engine_identity_so_runs_resume_ac
     )
     assert isinstance(two, DataParallelVLLM) and two.size == 2 and not two._procs  # no engine started yet
     assert two.info() == one.info()
+
+
+class L1FakeServer(FakeLLMServer):
+    """A fake L1 model: asked for N tokens ("Think for [maximum] N tokens." ending the prompt) it writes N/2 words and
+    answers correctly only when N ≤ 32."""
+
+    def _text(self, k: int, s: int, prompt: str) -> tuple[str, str]:
+        n = int(re.search(r" Think for (?:maximum )?(\d+) tokens\.$", prompt).group(1))
+        ans = k + 1 if n <= 32 else -1
+        return " ".join(["w"] * (n // 2 - 1)) + f" \\boxed{{{ans}}}", "stop"
+
+
+@pytest.mark.timeout(120)
+def test_l1_budget_sweep_generates_every_budget_with_its_own_prompt_and_resumes(tmp_path):
+    bench, out = make_bench(tmp_path / "toy.jsonl", 5), tmp_path / "run"
+    with L1FakeServer() as srv:
+        argv = argv_for(srv, bench, out, 2, "--prompt.l1_budget", "32", "--eval.budgets", "48,16,32")
+        assert cli.main(argv) == 0
+        asked = [int(re.search(r"(\d+) tokens\.$", b["messages"][-1]["content"]).group(1)) for b in srv.bodies]
+        assert sorted(asked) == [16] * 10 + [32] * 10 + [48] * 10  # each budget generated once, 5 problems x 2
+        assert cli.main(argv) == 0 and len(srv.bodies) == 30  # the rerun resumes all three runs
+    summary = json.loads((out / "summary.json").read_text())
+    sweep = summary["budget_sweep"]
+    assert sweep["mode"] == "l1_prompt" and sweep["l1_mode"] == "exact" and list(sweep["budgets"]) == ["16", "32", "48"]
+    for b, acc in ((16, 1.0), (32, 1.0), (48, 0.0)):
+        toy = sweep["budgets"][str(b)]["benchmarks"]["toy"]
+        rows = store.read_samples(out / ("samples.jsonl" if b == 32 else f"l1-budget-{b}/samples.jsonl"))
+        assert toy["accuracy"] == acc and len(rows) == 10
+        assert toy["mean_abs_deviation"] == pytest.approx(sum(abs(r["num_tokens"] - b) for r in rows) / 10)
+        assert toy["mean_length"] == pytest.approx(sum(r["num_tokens"] for r in rows) / 10) != b
+    assert summary["config"]["generation"]["l1_budget"] == 32 and summary["benchmarks"]["toy"]["accuracy"] == 1.0
+    assert "avg abs(length - budget)" in (out / "report.md").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_l1_max_prompts_ask_for_at_most_the_budget(tmp_path):
+    with L1FakeServer() as srv:
+        argv = argv_for(srv, make_bench(tmp_path / "toy.jsonl", 2), tmp_path / "run", 1)
+        assert cli.main([*argv, "--prompt.l1_budget", "20", "--prompt.l1_mode", "max"]) == 0
+    assert len(srv.bodies) == 2
+    assert all(b["messages"][-1]["content"].endswith("+ 1? Think for maximum 20 tokens.") for b in srv.bodies)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--prompt.l1_mode", "max"], "an L1 prompt needs a budget"),
+        (["--prompt.l1_budget", "100"], "asks for more tokens than max new tokens 64"),
+        (["--prompt.l1_budget", "32", "--eval.budgets", "16,100"], "cannot ask for more than max new tokens 64"),
+    ],
+)
+def test_l1_prompts_that_cannot_be_honoured_are_refused_before_generating(tmp_path, capsys, extra, message):
+    with FakeLLMServer() as srv:
+        assert cli.main(argv_for(srv, make_bench(tmp_path / "toy.jsonl", 2), tmp_path / "run", 1, *extra)) == 2
+    assert message in capsys.readouterr().err and srv.bodies == []

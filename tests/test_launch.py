@@ -338,3 +338,15 @@ def test_the_printed_resources_are_the_ones_the_flags_resolve_to(capsys):
     assert (printed["partition"], printed["time"], printed["cpus_per_node"]) == ("gpu", "02:00:00", 16)
     submit = section(out, "submit")
     assert {"--partition=gpu", "--time=02:00:00", "--cpus-per-task=16"} <= set(submit)
+
+
+def test_dapo_overlong_flags_pass_through_a_recipe_into_a_train_command_that_accepts_them(capsys):
+    from lead_recipes.training import cli as train
+
+    sets = ["--set", "reward.overlong_buffer_len=1024", "--set", "reward.overlong_penalty_factor=0.5"]
+    assert launch.main(["lead-1.5b", "--run.dry_run_enable", *sets]) == 0
+    cmd = section(capsys.readouterr().out, "command")
+    assert cmd[1] == "train" and cmd[cmd.index("--reward.overlong_buffer_len") + 1] == "1024.0"
+    assert cmd[cmd.index("--reward.overlong_penalty_factor") + 1] == "0.5"
+    assert train.main([*cmd[2:], "--run.dry_run_enable"]) == 0
+    assert '"overlong_buffer_len": 1024.0' in capsys.readouterr().out

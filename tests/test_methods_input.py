@@ -118,3 +118,15 @@ def test_l1_max_flags_must_be_one_boolean_per_prompt():
     batch.l1_max = torch.tensor([[True, False, True]])
     with pytest.raises(ValueError, match=r"l1_max has shape \(1, 3\), expected \[M\] = \(3,\)"):
         make("grpo").step(batch)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_a_non_finite_or_misshapen_length_penalty_is_a_value_error_naming_the_prompt(name):
+    penalty = torch.zeros(GOOD_C.shape)
+    penalty[1, 2] = float("-inf")
+    batch = RolloutBatch(correct=GOOD_C, lengths=GOOD_L, max_new_tokens=4096, length_penalty=penalty)
+    with pytest.raises(ValueError, match="prompt 1: length_penalty must be finite"):
+        make(name).step(batch)
+    batch.length_penalty = torch.zeros(3)
+    with pytest.raises(ValueError, match=r"length_penalty has shape \(3,\), expected \[M, G\] = \(3, 4\)"):
+        make(name).step(batch)

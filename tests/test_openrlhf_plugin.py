@@ -48,8 +48,8 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
         reward=NS(
             clip_range=(-10, 10),
             overlong_buffer_len=reward.get("overlong_buffer_len"),
-            overlong_penalty_factor=1.0,
-            stop_properly_penalty_coef=None,
+            overlong_penalty_factor=reward.get("overlong_penalty_factor", 1.0),
+            stop_properly_penalty_coef=reward.get("stop_properly_penalty_coef"),
         ),
         data=NS(max_len=cap + 256),
         train=NS(dynamic_batch_enable=True),
@@ -90,6 +90,7 @@ def rollouts(shared_data, tiny_qwen2):
                 }
             )
             info["grade_latency_s"] = float(grade.latency_s)
+            info["n_gold"], info["l1_max"] = 0.0, 0.0  # plain labels: no L1 target
             assert tuple(info) == REWARD_LOG_KEYS
             records.append(
                 dict(
@@ -199,6 +200,65 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
             assert e.info["recipe_reward"][b].item() == pytest.approx(expected[sid][1], abs=1e-5)
 
 
+def with_targets(records, targets):
+    """The records with the reward function's L1 echo: every sample of prompt q gets targets[q] = (n_gold, l1_max)."""
+    out = copy.deepcopy(records)
+    for r in out:
+        r["info"]["n_gold"], r["info"]["l1_max"] = targets[r["q"]]
+    return out
+
+
+def spy_on_batches(plugin_maker):
+    """The RolloutBatch objects the plug-in hands to its method."""
+    seen, step = [], plugin_maker.method.step
+    plugin_maker.method.step = lambda batch: seen.append(batch) or step(batch)
+    return seen
+
+
+def test_l1_targets_from_the_labels_reach_the_method_per_prompt_after_openrlhf_reordering(rollouts):
+    targets = {q: (float(100 + 37 * q), float(q % 3 == 0)) for q in range(PROMPTS)}
+    records = with_targets(rollouts, targets)
+    records[5]["info"]["n_gold"] = records[5]["info"]["l1_max"] = 0.0  # one sample's echo lost (error fallback)
+    args = make_args("grpo")
+    plugin_maker = maker(args)
+    seen = spy_on_batches(plugin_maker)
+    exps = micro_batches(records, args, seed=3)
+    plugin_maker.compute_advantages_and_returns(exps)
+    (batch,) = seen
+    row_q = {i // N: records[int(s)]["q"] for e in exps for i, s in zip(e.index, e.info["sample_id"])}
+    assert sorted(row_q.values()) == list(range(PROMPTS)) and list(row_q.values()) != sorted(row_q.values())
+    assert batch.n_gold.tolist() == [targets[row_q[i]][0] for i in range(PROMPTS)]
+    assert batch.l1_max.tolist() == [targets[row_q[i]][1] == 1.0 for i in range(PROMPTS)]
+    expected, _ = expected_output(rollouts, "grpo")  # grpo ignores the targets: same advantages as without
+    got = {int(s): e.info["recipe_advantage"][b].item() for e in exps for b, s in enumerate(e.info["sample_id"])}
+    assert all(got[sid] == pytest.approx(expected[sid][0], abs=1e-5) for sid in expected)
+
+
+def test_plain_labels_give_the_method_no_l1_targets(rollouts):
+    args = make_args("grpo")
+    plugin_maker = maker(args)
+    seen = spy_on_batches(plugin_maker)
+    plugin_maker.compute_advantages_and_returns(micro_batches(rollouts, args))
+    assert seen[0].n_gold is None and seen[0].l1_max is None
+
+
+def test_a_step_mixing_prompts_with_and_without_l1_targets_is_an_error_naming_the_data(rollouts):
+    targets = {q: (0.0, 0.0) if q == 7 else (500.0, 0.0) for q in range(PROMPTS)}
+    args = make_args("grpo")
+    with pytest.raises(
+        ValueError, match=r"prompt group \d+ has no L1 target while .* \(n_gold \[0\.0, .*data build --l1.mode"
+    ):
+        maker(args).compute_advantages_and_returns(micro_batches(with_targets(rollouts, targets), args))
+
+
+def test_samples_of_one_prompt_with_different_l1_targets_are_an_error(rollouts):
+    records = with_targets(rollouts, {q: (500.0, 0.0) for q in range(PROMPTS)})
+    records[9]["info"]["n_gold"] = 600.0
+    args = make_args("grpo")
+    with pytest.raises(ValueError, match=r"has different L1 targets \(n_gold \[.*600\.0"):
+        maker(args).compute_advantages_and_returns(micro_batches(records, args))
+
+
 def test_permuting_rollouts_permutes_advantages(rollouts):
     per_seed = []
     for seed in (1, 2):
@@ -292,16 +352,33 @@ def test_gamma_below_one_falls_back_to_openrlhf_loop():
     assert torch.equal(ours, RemoteExperienceMaker.get_cumulative_returns(None, rewards, mask, 0.9))
 
 
-def test_dapo_overlong_penalty_is_added_to_method_advantage(rollouts):
-    args = make_args("grpo", overlong_buffer_len=256)
-    exps = micro_batches(rollouts, args)
-    lengths = {int(s): e.response_length[b].item() for e in exps for b, s in enumerate(e.info["sample_id"])}
-    maker(args).compute_advantages_and_returns(exps)
-    expected, _ = expected_output(rollouts, "grpo")
-    for e in exps:
-        for b, sid in enumerate(e.info["sample_id"].long().tolist()):
-            penalty = -min(max(lengths[sid] - (CAP - 256), 0), 256) / 256
-            assert e.info["recipe_advantage"][b].item() == pytest.approx(expected[sid][0] + penalty, abs=1e-5)
+@pytest.mark.parametrize(
+    "penalties",
+    [
+        {"overlong_buffer_len": 256},
+        {"overlong_buffer_len": 512, "overlong_penalty_factor": 0.5},
+        {"stop_properly_penalty_coef": 0.0},
+    ],
+)
+def test_with_length_penalties_grpo_equals_openrlhfs_own_group_norm(rollouts, penalties):
+    """OpenRLHF's group_norm on its own code path (the anchor) and the plug-in with `grpo`: the same per-token
+    advantages, so the penalty enters the group statistics once, as a reward term (baselines.md §5.3)."""
+    args = make_args("grpo", **penalties)
+    ours, theirs = micro_batches(rollouts, args), micro_batches(rollouts, args)
+    maker(args).compute_advantages_and_returns(ours)
+    maker(args, cls=RemoteExperienceMaker).compute_advantages_and_returns(theirs)
+    changed = 0
+    for mine, anchor in zip(ours, theirs):
+        assert torch.equal(mine.info["sample_id"], anchor.info["sample_id"])
+        mask = mine.action_mask.bool()
+        a_mine = (mine.advantages * mask).sum(-1) / mask.sum(-1)  # kl = 0: one value per response
+        a_anchor = (anchor.advantages * mask).sum(-1) / mask.sum(-1)
+        assert torch.allclose(mine.advantages[mask], torch.repeat_interleave(a_mine, mask.sum(-1)), atol=1e-6)
+        # the estimators differ only in ε (1e-6 here, 1e-9 upstream), which matters where a group's std is tiny
+        std = anchor.info["group_reward_std"]
+        assert torch.allclose(a_mine * (std + 1e-6), a_anchor * (std + 1e-9), atol=1e-6)
+        changed += int((mine.info["recipe_reward"] != mine.info["correct"]).sum())
+    assert changed  # the penalty really moved some rewards
 
 
 def test_the_trainer_logs_steps_prompts_and_eta_after_each_step_counted_from_its_start(monkeypatch):

@@ -300,3 +300,12 @@ def test_server_killed_and_restarted_mid_stream_loses_nothing_and_grades_each_sa
     assert results == [(1.0, 1.0)] * n  # nothing lost, every reward from a real grading
     graded = [json.loads(line) for line in log_path.read_text().splitlines()]
     assert sorted(graded, key=int) == [str(k + 1) for k in range(n)]  # each sample graded exactly once
+
+
+def test_an_outage_still_echoes_each_samples_l1_target(monkeypatch):
+    monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{_free_port()}/get_reward")
+    monkeypatch.setenv(rr.WAIT_ENV, "0")
+    label = {"answer": "2", "n_gold": 700, "l1_mode": "exact"}
+    out = rr.reward_func(["q a", "q b"], ["q ", "q "], [label, dict(label, n_gold=300, l1_mode="max")])
+    logs = out["extra_logs"]
+    assert logs["status_error"] == [1.0, 1.0] and logs["n_gold"] == [700.0, 300.0] and logs["l1_max"] == [0.0, 1.0]

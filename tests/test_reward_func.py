@@ -216,3 +216,41 @@ def test_a_bad_precision_env_value_grades_error_and_names_the_variable(monkeypat
         grading.get_grader()
     out = rf_module.reward_func([PROMPT + "\\boxed{42}"], [PROMPT], ["42"])
     assert out["extra_logs"]["status_error"] == 1.0
+
+
+L1_LABEL = {"answer": "42", "id": "p1", "n_gold": 1234, "l1_mode": "max"}
+
+
+def test_an_l1_label_is_graded_by_its_answer_and_its_target_echoed_as_floats(executor):
+    right = _call(executor, PROMPT + "\\boxed{42}", L1_LABEL)["extra_logs"]
+    assert right["correct"] == 1.0 and right["n_gold"] == 1234.0 and right["l1_max"] == 1.0
+    exact = _call(executor, PROMPT + "\\boxed{41}", dict(L1_LABEL, l1_mode="exact"))["extra_logs"]
+    assert exact["correct"] == 0.0 and exact["n_gold"] == 1234.0 and exact["l1_max"] == 0.0
+    plain = _call(executor, PROMPT + "\\boxed{42}", "42")["extra_logs"]
+    assert plain["n_gold"] == 0.0 and plain["l1_max"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        dict(L1_LABEL, n_gold=0),
+        dict(L1_LABEL, n_gold=float("nan")),
+        dict(L1_LABEL, n_gold="1234"),
+        dict(L1_LABEL, n_gold=True),
+        dict(L1_LABEL, l1_mode="min"),
+        {"answer": "42", "n_gold": 1234},
+    ],
+)
+def test_a_broken_l1_label_is_graded_error_with_no_target_never_a_silent_grade(executor, label):
+    logs = _call(executor, PROMPT + "\\boxed{42}", label)["extra_logs"]
+    assert logs["status_error"] == 1.0 and logs["correct"] == 0.0
+    assert logs["n_gold"] == 0.0 and logs["l1_max"] == 0.0
+
+
+def test_the_target_is_echoed_even_when_grading_itself_fails(monkeypatch):
+    def broken():
+        raise RuntimeError("no grader")
+
+    monkeypatch.setattr(rf_module, "get_grader", broken)
+    out = rf_module.reward_func([PROMPT + "\\boxed{42}"] * 2, [PROMPT] * 2, [L1_LABEL, "42"])
+    assert out["extra_logs"]["status_error"] == [1.0, 1.0] and out["extra_logs"]["n_gold"] == [1234.0, 0.0]

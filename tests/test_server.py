@@ -371,3 +371,15 @@ def test_main_prints_the_exposure_warning_on_stderr(monkeypatch, capsys):
     monkeypatch.delenv("LEAD_RECIPES_SERVE_TOKEN", raising=False)
     out, err = _main_output(monkeypatch, capsys, ["--serve.host", "0.0.0.0", "--serve.port", "0"])
     assert "warning" in err and "warning" not in out
+
+
+def test_an_l1_label_target_is_echoed_and_a_broken_one_is_a_422_naming_the_sample(server):
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    ex = SingleTurnAgentExecutor(f"{server}/get_reward?token={TOKEN}")
+    label = {"id": "a", "answer": "42", "n_gold": 900, "l1_mode": "max"}
+    out = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "\\boxed{42}"], [PROMPT], [label]))[0]
+    assert out["rewards"] == [1.0] and out["extra_logs"]["n_gold"] == [900.0] and out["extra_logs"]["l1_max"] == [1.0]
+    body = {"query": [PROMPT + "\\boxed{42}"] * 2, "prompts": [PROMPT] * 2, "labels": [label, dict(label, n_gold=-5)]}
+    code, payload = post(server + "/get_reward", body, AUTH)
+    assert code == 422 and "labels[1]" in payload["error"] and "n_gold" in payload["error"], (code, payload)

@@ -849,3 +849,47 @@ def test_a_set_reward_clip_range_is_warned_to_have_no_effect(capsys):
     assert train.main(["--run.dry_run_enable"]) == 0
     warned = [line for line in capsys.readouterr().out.splitlines() if line.startswith("# warning")]
     assert not any("clip_range" in line for line in warned)
+
+
+def test_dapo_overlong_at_the_paper_values_is_accepted_and_its_composition_announced(capsys):
+    argv = ["--rollout.max_new_tokens", "20480", "--reward.overlong_buffer_len", "4096", "--run.dry_run_enable"]
+    assert train.main([*argv, "--reward.overlong_penalty_factor", "1.0"]) == 0
+    out = capsys.readouterr().out
+    assert '"overlong_buffer_len": 4096.0' in out and "adds its per-sample reward change to its length channel" in out
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--reward.overlong_buffer_len", "5000"], "--reward.overlong_buffer_len 5000.0 must be > 0"),
+        (["--reward.overlong_buffer_len", "0"], "(0 never penalises)"),
+        (["--reward.overlong_buffer_len", "1024", "--reward.overlong_penalty_factor", "-1"], "a negative factor"),
+        (["--reward.stop_properly_penalty_coef", "1.5"], "must be in [0, 1]"),
+    ],
+)
+def test_overlong_flags_that_would_not_do_what_they_say_are_refused_before_start(capsys, flags, message):
+    assert train.main(["--rollout.max_new_tokens", "4096", *flags, "--run.dry_run_enable"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_overlong_factor_without_a_buffer_is_warned_to_have_no_effect(capsys):
+    assert train.main(["--reward.overlong_penalty_factor", "0.5", "--run.dry_run_enable"]) == 0
+    assert "--reward.overlong_penalty_factor 0.5 has no effect without" in capsys.readouterr().out
+
+
+def test_overlong_without_max_new_tokens_is_refused_as_it_would_under_penalise_truncated_samples(tmp_path):
+    """baselines.md §5.3.1: without --rollout.max_new_tokens OpenRLHF measures the buffer from data.max_len. The
+    `lead-recipes train` command line always fills the cap (args.py), so this is the check on OpenRLHF's own
+    validated arguments, as run_openrlhf resolves them for any caller of the plug-in."""
+    from lead_recipes.training.args import flag_values
+    from lead_recipes.training.openrlhf_plugin import run_openrlhf
+
+    argv = [a for a in base_flags(tmp_path, extra=["--reward.overlong_buffer_len", "1024"]) if a not in NO_BASE]
+    i = argv.index("--rollout.max_new_tokens")
+    argv = argv[:i] + argv[i + 2 :] + ["--data.max_len", "4608"]
+    args = run_openrlhf(argv, RecipeConfig(method="grpo"), resolve_only=True)
+    assert args.rollout.max_new_tokens is None and args.reward.overlong_buffer_len == 1024
+    errors, _ = train.recipe_conflicts(args)
+    assert any("--reward.overlong_buffer_len without --rollout.max_new_tokens" in e for e in errors), errors
+    *_, resolved = train.parse_command_line(["--reward.overlong_buffer_len", "1024"])
+    assert flag_values(resolved.argv, "--rollout.max_new_tokens")  # the command line never leaves it unset

@@ -26,6 +26,7 @@ from lead_recipes.grading.answers import (
     normalize_answer,
 )
 from lead_recipes.grading.compare import prepare
+from lead_recipes.grading.labels import length_target
 from lead_recipes.grading.pairing import gold_text
 from lead_recipes.grading.precision import DEFAULT_REL_TOL, Precision, stated_precision
 from lead_recipes.grading.worker import _worker_chunk, _worker_init
@@ -40,6 +41,8 @@ REWARD_LOG_KEYS = (
     "status_timeout",
     "status_error",
     "grade_latency_s",
+    "n_gold",  # L1's per-prompt target from the label (0 = none); the plug-in's RolloutBatch.n_gold
+    "l1_max",  # 1 = the prompt asks for at most n_gold tokens; RolloutBatch.l1_max
 )
 
 MAX_RESPONSE_CHARS = 8_000_000  # larger responses are graded `error` without being searched
@@ -472,10 +475,12 @@ def extraction_from_env() -> str:
         raise ValueError(f"{EXTRACTION_ENV}: {e}") from None
 
 
-def reward_extra_logs(grade: Grade, repetitive: bool) -> dict[str, float]:
-    """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot)."""
+def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None) -> dict[str, float]:
+    """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot); the L1 target
+    is echoed from `label` whatever the grade, so a failed grade never drops it."""
     logs = {"correct": 1.0 if grade.correct else 0.0, "repetitive": 1.0 if repetitive else 0.0}
     for s in STATUSES:
         logs[f"status_{s}"] = 1.0 if grade.status == s else 0.0
     logs["grade_latency_s"] = float(grade.latency_s) if grade.latency_s == grade.latency_s else 0.0
+    logs["n_gold"], logs["l1_max"] = length_target(label)
     return logs

@@ -1,13 +1,18 @@
 """The gold answer inside a training label: the label itself, or an object's `"answer"` (an object without one is a
 LabelError). Every grading entry point reads the gold through `gold_answer`, so an object is never graded as its
-string form. See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
+string form. An object may also carry L1's target (`"n_gold"`, `"l1_mode"`), which `length_target` reads for the
+reward function to echo. See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from lead_recipes.prompts import L1_MODES
+
 ANSWER_KEY = "answer"
+L1_KEYS = ("n_gold", "l1_mode")
 
 
 class LabelError(ValueError):
@@ -17,8 +22,9 @@ class LabelError(ValueError):
 def gold_answer(label: Any) -> Any:
     """The gold answer of `label`: `label["answer"]` for an object label, else the label itself."""
     if isinstance(label, dict):
-        if ANSWER_KEY not in label:
-            raise LabelError(label_problem(label))
+        problem = label_problem(label)
+        if problem:
+            raise LabelError(problem)
         return label[ANSWER_KEY]
     return label
 
@@ -31,4 +37,18 @@ def label_problem(label: Any) -> str | None:
             f'an object label needs its gold answer under {ANSWER_KEY!r} (e.g. {{"id": "a", "answer": "42"}}); '
             f"this one has keys: {keys}"
         )
+    if isinstance(label, dict) and any(k in label for k in L1_KEYS):
+        n, mode = label.get("n_gold"), label.get("l1_mode")
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n <= 0:
+            return f"an L1 label's n_gold must be a positive token count, got {n!r}"
+        if mode not in L1_MODES:
+            return f"an L1 label's l1_mode must be one of {', '.join(L1_MODES)}, got {mode!r}"
     return None
+
+
+def length_target(label: Any) -> tuple[float, float]:
+    """(n_gold, 1.0 for an L1-Max "maximum N tokens" prompt else 0.0) of a valid L1 label; (0.0, 0.0) for any other
+    label (no target)."""
+    if not isinstance(label, dict) or "n_gold" not in label or label_problem(label):
+        return 0.0, 0.0
+    return float(label["n_gold"]), float(label["l1_mode"] == "max")

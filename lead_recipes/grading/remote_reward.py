@@ -201,9 +201,14 @@ def _result(rewards: list[float], logs: dict[str, list[float]]) -> dict:
     return {"rewards": _as_float_vector(rewards), "scores": _as_float_vector(rewards), "extra_logs": extra}
 
 
-def _failed(n: int) -> dict:
-    one = reward_extra_logs(Grade(False, "error", None, 0.0), False)
-    return _result([0.0] * n, {k: [one[k]] * n for k in REWARD_LOG_KEYS})
+def _failed(n: int, labels) -> dict:
+    """Every sample graded `error`, its L1 target still echoed from its label."""
+    labels = list(labels) if isinstance(labels, (list, tuple)) else []
+    logs = [
+        reward_extra_logs(Grade(False, "error", None, 0.0), False, labels[i] if i < len(labels) else None)
+        for i in range(n)
+    ]
+    return _result([0.0] * n, {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS})
 
 
 def reward_func(queries, prompts, labels, **kwargs) -> dict:
@@ -227,7 +232,7 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
         )
         return _result(out["rewards"], out["extra_logs"])
     except OutageFailFast:  # logged when the outage's deadline passed, not once per sample
-        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1)
+        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1, labels)
     except Exception as exc:  # noqa: BLE001 - OpenRLHF turns an exception into reward None and a crash later
         log.error("reward: graded as error: %s", exc)
-        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1)
+        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1, labels)

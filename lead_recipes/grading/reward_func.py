@@ -84,7 +84,10 @@ def grade_samples(
     except Exception as e:  # noqa: BLE001
         _log_once(e)
         grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
-    logs = [reward_extra_logs(g, _is_repetitive(t)) for g, t in zip(grades, texts)]
+    logs = [
+        reward_extra_logs(g, _is_repetitive(t), labels[i] if i < len(labels) else None)
+        for i, (g, t) in enumerate(zip(grades, texts))
+    ]
     return [1.0 if g.correct else 0.0 for g in grades], logs
 
 
@@ -95,7 +98,9 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
     except Exception:  # noqa: BLE001 - belt and braces: OpenRLHF turns an exception into reward=None
         n = len(queries) if isinstance(queries, (list, tuple)) else 1
         rewards = [0.0] * max(n, 1)
-        logs = [reward_extra_logs(Grade(False, "error", None, 0.0), False) for _ in rewards]
+        labels = list(labels) if isinstance(labels, (list, tuple)) else []
+        error = Grade(False, "error", None, 0.0)
+        logs = [reward_extra_logs(error, False, labels[i] if i < len(labels) else None) for i in range(len(rewards))]
     if len(rewards) == 1:
         extra = dict(logs[0])
     else:

@@ -213,7 +213,7 @@ class RewardServer:
             self.waiting -= 1
         self.inflight += 1
         try:
-            rewards, logs = await self._grade(req.query, req.prompts, [gold_answer(x) for x in req.labels or []])
+            rewards, logs = await self._grade(req.query, req.prompts, req.labels or [])
         finally:
             self.inflight -= 1
             self.sem.release()
@@ -226,15 +226,15 @@ class RewardServer:
         )
 
     async def _grade(
-        self, queries: list[str], prompts: list[str] | None, golds: list[Any]
+        self, queries: list[str], prompts: list[str] | None, labels: list[Any]
     ) -> tuple[list[float], list[dict[str, float]]]:
-        """Grade parallel lists; `golds` are the gold answers (already read out of object labels)."""
+        """Grade parallel lists; `labels` are valid (checked by the handler), their L1 targets echoed."""
         n = len(queries)
         prompts = prompts or [""] * n
         texts = [response_text(queries[i], prompts[i]) for i in range(n)]
         futures = [
             asyncio.wait_for(
-                asyncio.wrap_future(self.grader.submit(golds[i], texts[i], problem=prompts[i])),
+                asyncio.wrap_future(self.grader.submit(gold_answer(labels[i]), texts[i], problem=prompts[i])),
                 self.grader.result_timeout_s,
             )
             for i in range(n)
@@ -243,9 +243,9 @@ class RewardServer:
         for r in await asyncio.gather(*futures, return_exceptions=True):
             grades.append(r if isinstance(r, Grade) else Grade(False, "error", None, 0.0))
         logs = []
-        for g, t in zip(grades, texts):
+        for g, t, label in zip(grades, texts, labels):
             self.samples[g.status] += 1
-            logs.append(reward_extra_logs(g, _is_repetitive(t)))
+            logs.append(reward_extra_logs(g, _is_repetitive(t), label))
         return [1.0 if g.correct else 0.0 for g in grades], logs
 
 

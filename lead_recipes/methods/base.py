@@ -26,6 +26,9 @@ class RolloutBatch:
     repetitive: "torch.Tensor | None" = None  # [M, G] bool
     n_gold: "torch.Tensor | None" = None  # [M] float, per-prompt target tokens (L1's "Think for N tokens.")
     l1_max: "torch.Tensor | None" = None  # [M] bool, the prompt asks for "maximum N tokens" (L1-Max)
+    # [M, G] float: OpenRLHF's length penalties (DAPO overlong, ProRL stop-properly) as a reward change; every method
+    # adds it to its length channel, else to its reward, before group normalisation (None = 0)
+    length_penalty: "torch.Tensor | None" = None
 
 
 @dataclass
@@ -104,7 +107,8 @@ def _as_bool(name: str, x, shape) -> torch.Tensor:
 
 def check_batch(batch: RolloutBatch) -> RolloutBatch:
     """Validate a batch and return a normalised copy: bool flags, float64 lengths, `truncated` derived from
-    `lengths >= max_new_tokens` when not given. ValueError names the offending prompt index."""
+    `lengths >= max_new_tokens` when not given, `length_penalty` zeros when not given. ValueError names the
+    offending prompt index."""
     if not isinstance(batch, RolloutBatch):
         raise ValueError(f"expected a RolloutBatch, got {type(batch).__name__}")
     c = batch.correct
@@ -154,7 +158,21 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
         repetitive=rep,
         n_gold=n_gold,
         l1_max=l1_max,
+        length_penalty=_reward_change(batch.length_penalty, m, g),
     )
+
+
+def _reward_change(x, m: int, g: int) -> torch.Tensor:
+    """The length penalty as a float64 [M, G] tensor (zeros when None), finite."""
+    if x is None:
+        return torch.zeros(m, g, dtype=torch.float64)
+    if not isinstance(x, torch.Tensor) or tuple(x.shape) != (m, g):
+        raise ValueError(f"length_penalty has shape {tuple(getattr(x, 'shape', ()))}, expected [M, G] = {(m, g)}")
+    x = x.double()
+    if not torch.isfinite(x).all():
+        q = _first_bad_row(~torch.isfinite(x))
+        raise ValueError(f"prompt {q}: length_penalty must be finite, got {x[q].tolist()}")
+    return x
 
 
 def _per_prompt_targets(x, m: int) -> torch.Tensor:

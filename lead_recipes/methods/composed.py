@@ -45,9 +45,11 @@ def composed(
     lead_cfg: LeadConfig,
     grpo_lead_cfg: GrpoLeadConfig,
     psi: LeadController,
+    length_penalty=0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
-    """One composed step on a validated batch with budget multiplier `lam` (λ_t). Advances `psi` when the length
-    channel is on (its only side effect). Returns (rewards, advantages, ĝ for the dual update, statistics)."""
+    """One composed step on a validated batch with budget multiplier `lam` (λ_t); OpenRLHF's `length_penalty` goes
+    on the length channel (on the correctness reward without one), after the budget's clip. Advances `psi` when the
+    length channel is on (its only side effect). Returns (rewards, advantages, ĝ for the dual update, statistics)."""
     stats = dict.fromkeys(EXTRA_STATS, 0.0)
     # correctness channel: ok, r_c and the reward of a wrong answer
     if parts.correct_reward == "grpo_lead":
@@ -74,7 +76,7 @@ def composed(
     if parts.length_reward == "lead":
         r_lead, target = length_reward(ok, lengths, b_max, lead_cfg)
         unclipped = r_lead - penalty
-        r_l = unclipped.clamp(min=-1.0)
+        r_l = unclipped.clamp(min=-1.0) + length_penalty
         stats["clipped_frac"] = float((unclipped < -1.0).double().mean())
         stats.update(psi_statistics(ok, r_l, lead_cfg.alpha))  # on the reward the policy is trained on
         stats.update(psi.update(stats["psi_c"], stats["psi_l"]))
@@ -87,7 +89,7 @@ def composed(
     else:
         unclipped = r_c - penalty
         floor = r_c.clamp(max=r_wrong)
-        rewards = torch.maximum(unclipped, floor)
+        rewards = torch.maximum(unclipped, floor) + length_penalty
         stats["clipped_frac"] = float((unclipped < floor).double().mean())
         adv = group_normalize(rewards)
         stats.update(lambda_c=1.0, lambda_l=0.0)
@@ -149,6 +151,7 @@ class ComposedMethod(Method):
             self.lead,
             self.grpo_lead,
             self.controller.psi,
+            b.length_penalty,
         )
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.dual.update(g_hat) if budget_on else lam

@@ -14,11 +14,12 @@ from lead_recipes.methods.grpo import length_channel
 
 
 def gdpo(
-    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig, lead: LeadConfig
+    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig, lead: LeadConfig, length_penalty=0.0
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """A_c, A_l and their whitened static combination. Returns (rewards w_c r_c + w_l r_len, advantages, statistics)."""
+    """A_c, A_l and their whitened static combination; the length penalty is part of r_len.
+    Returns (rewards w_c r_c + w_l r_len, advantages, statistics)."""
     r_c = correct.double()
-    r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
+    r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead) + length_penalty
     a_c, a_l = group_normalize(r_c), group_normalize(r_len)
     adv, w_mean, w_std = whiten(cfg.correct_weight * a_c + cfg.length_weight * a_l, lengths, cfg.whiten)
     rewards = cfg.correct_weight * r_c + cfg.length_weight * r_len
@@ -39,5 +40,6 @@ class GdpoMethod(Method):
         return cls(cfg.gdpo, cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        r, a, extra = gdpo(b.correct, b.lengths, self.lead.b_max or b.max_new_tokens, self.config, self.lead)
+        b_max = self.lead.b_max or b.max_new_tokens
+        r, a, extra = gdpo(b.correct, b.lengths, b_max, self.config, self.lead, b.length_penalty)
         return finish(b, r, a, extra)

@@ -27,18 +27,24 @@ def length_channel(
     raise ValueError(f"unknown length reward {kind!r}")
 
 
-def grpo(correct: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Plain GRPO: rewards = 1[correct], advantages = group-normalised rewards. Returns (rewards, advantages)."""
-    r = correct.double()
+def grpo(correct: torch.Tensor, lengths: torch.Tensor, length_penalty=0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain GRPO: rewards = 1[correct] + the length penalty, advantages = group-normalised rewards.
+    Returns (rewards, advantages)."""
+    r = correct.double() + length_penalty
     return r, group_normalize(r)
 
 
 def grpo_scalarized(
-    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: ScalarizedConfig, lead: LeadConfig
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    b_max: float,
+    cfg: ScalarizedConfig,
+    lead: LeadConfig,
+    length_penalty=0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Scalarised GRPO. Returns (rewards, advantages, r_len)."""
+    """Scalarised GRPO, the length penalty added to the one reward. Returns (rewards, advantages, r_len)."""
     r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead)
-    r = cfg.correct_weight * correct.double() + cfg.length_weight * r_len
+    r = cfg.correct_weight * correct.double() + cfg.length_weight * r_len + length_penalty
     return r, group_normalize(r), r_len
 
 
@@ -52,7 +58,7 @@ class GrpoMethod(Method):
         return cls(cfg.grpo)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        r, a = grpo(b.correct, b.lengths)
+        r, a = grpo(b.correct, b.lengths, b.length_penalty)
         return finish(b, r, a, {})
 
 
@@ -71,5 +77,5 @@ class ScalarizedMethod(Method):
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         b_max = self.lead.b_max or b.max_new_tokens
-        r, a, r_len = grpo_scalarized(b.correct, b.lengths, b_max, self.config, self.lead)
+        r, a, r_len = grpo_scalarized(b.correct, b.lengths, b_max, self.config, self.lead, b.length_penalty)
         return finish(b, r, a, {"length_reward_mean": r_len.mean()})

@@ -62,9 +62,10 @@ def grpo_lead(
     truncated: torch.Tensor,
     repetitive: torch.Tensor | None,
     cfg: GrpoLeadConfig,
+    length_penalty=0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Returns (rewards R, advantages A', statistics) for a validated batch."""
-    r = accuracy_reward(correct, lengths, truncated, repetitive, cfg)
+    """Returns (rewards R + the length penalty, advantages A', statistics) for a validated batch."""
+    r = accuracy_reward(correct, lengths, truncated, repetitive, cfg) + length_penalty
     ok = correct & ~truncated
     rho = ok.double().mean(1, keepdim=True)
     adv = difficulty_reweight(group_normalize(r), rho, cfg)
@@ -101,5 +102,5 @@ class GrpoLeadMethod(Method):
         return cls(cfg.grpo_lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        r, a, extra = grpo_lead(b.correct, b.lengths, b.truncated, b.repetitive, self.config)
+        r, a, extra = grpo_lead(b.correct, b.lengths, b.truncated, b.repetitive, self.config, b.length_penalty)
         return finish(b, r, a, extra)

@@ -101,12 +101,18 @@ def psi_statistics(correct: torch.Tensor, r_l: torch.Tensor, alpha: float) -> di
 
 
 def lead(
-    correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadConfig, controller: LeadController
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    b_max: float,
+    cfg: LeadConfig,
+    controller: LeadController,
+    length_penalty=0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """One LEAD step on a validated batch. Advances `controller` (its only side effect).
-    Returns (rewards λ_c r_c + λ_l r_l, advantages, statistics)."""
+    """One LEAD step on a validated batch; the length penalty is part of r_l (and so of PSI's statistics).
+    Advances `controller` (its only side effect). Returns (rewards λ_c r_c + λ_l r_l, advantages, statistics)."""
     r_c = correct.double()
     r_l, target = length_reward(correct, lengths, b_max, cfg)
+    r_l = r_l + length_penalty
     stats = psi_statistics(correct, r_l, cfg.alpha)
     stats.update(controller.update(stats["psi_c"], stats["psi_l"]))
     lam_c, lam_l = controller.lambda_c, controller.lambda_l
@@ -183,5 +189,6 @@ class LeadMethod(Method):
         return cls(cfg.lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        r, a, extra = lead(b.correct, b.lengths, self.config.b_max or b.max_new_tokens, self.config, self.controller)
+        b_max = self.config.b_max or b.max_new_tokens
+        r, a, extra = lead(b.correct, b.lengths, b_max, self.config, self.controller, b.length_penalty)
         return finish(b, r, a, extra)

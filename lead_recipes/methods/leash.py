@@ -19,13 +19,14 @@ def length_excess(lengths: torch.Tensor, target_length: float) -> torch.Tensor:
 
 
 def leash(
-    correct: torch.Tensor, lengths: torch.Tensor, target_length: float, lam: float
+    correct: torch.Tensor, lengths: torch.Tensor, target_length: float, lam: float, length_penalty=0.0
 ) -> tuple[torch.Tensor, torch.Tensor, float, dict[str, float]]:
-    """r'', A and ĝ_t for multiplier λ_t = `lam`. Returns (rewards r'', advantages, ĝ_t, statistics)."""
+    """r'' (+ the length penalty, after the clip), A and ĝ_t for multiplier λ_t = `lam`.
+    Returns (rewards, advantages, ĝ_t, statistics)."""
     excess = length_excess(lengths, target_length)
     r = 2.0 * correct.double() - 1.0  # +1 if correct else −1
     unclipped = r - lam * excess.clamp(min=0.0)
-    shaped = unclipped.clamp(-1.0, 1.0)
+    shaped = unclipped.clamp(-1.0, 1.0) + length_penalty
     g_hat = float(excess.mean())
     return (
         shaped,
@@ -70,7 +71,7 @@ class LeashMethod(Method):
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         lam = self.controller.lam
-        r, a, g_hat, extra = leash(b.correct, b.lengths, self.config.target_length, lam)
+        r, a, g_hat, extra = leash(b.correct, b.lengths, self.config.target_length, lam, b.length_penalty)
         extra["lagrange_lambda"] = lam
         extra["lagrange_lambda_next"] = self.controller.update(g_hat)
         return finish(b, r, a, extra)

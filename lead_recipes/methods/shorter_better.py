@@ -15,13 +15,14 @@ from lead_recipes.methods.config import RecipeConfig, ShorterBetterConfig
 
 
 def shorter_better(
-    correct: torch.Tensor, lengths: torch.Tensor, cfg: ShorterBetterConfig
+    correct: torch.Tensor, lengths: torch.Tensor, cfg: ShorterBetterConfig, length_penalty=0.0
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """SOL_q, r and A (docs/methods.md#equations-shorter-better). Returns (rewards, advantages, statistics)."""
+    """SOL_q, r (+ the length penalty) and A (docs/methods.md#equations-shorter-better).
+    Returns (rewards, advantages, statistics)."""
     solved = correct.any(1, keepdim=True)
     shortest_correct = torch.where(correct, lengths, math.inf).amin(1, keepdim=True)
     sol = torch.where(solved, shortest_correct, lengths.mean(1, keepdim=True))
-    r = cfg.alpha * correct.double() - cfg.beta * (lengths - sol).abs()
+    r = cfg.alpha * correct.double() - cfg.beta * (lengths - sol).abs() + length_penalty
     return r, group_normalize(r), {"sol_mean": float(sol.mean())}
 
 
@@ -36,5 +37,5 @@ class ShorterBetterMethod(Method):
         return cls(cfg.shorter_better)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        r, a, extra = shorter_better(b.correct, b.lengths, self.config)
+        r, a, extra = shorter_better(b.correct, b.lengths, self.config, b.length_penalty)
         return finish(b, r, a, extra)

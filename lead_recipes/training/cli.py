@@ -181,10 +181,11 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             "--ckpt.disable_ds: OpenRLHF then writes no DeepSpeed checkpoint, so nothing could resume "
             "this run (nor a save on request); drop --ckpt.disable_ds (--ckpt.save_hf adds HF weights)"
         )
+    overlong_problems(args, errors, warnings)
     if args.reward.overlong_buffer_len is not None or args.reward.stop_properly_penalty_coef is not None:
         warnings.append(
-            "DAPO overlong / stop-properly penalty on: its per-sample reward change is added to the "
-            "method's advantage (un-normalised), logged as recipe/length_penalty_mean"
+            "DAPO overlong / stop-properly penalty on: the method adds its per-sample reward change to its length "
+            "channel (else its reward) before group normalisation, logged as recipe/length_penalty_mean"
         )
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
     # sections_read builds the method (imports torch), so it is asked last, only when the two caps differ
@@ -198,6 +199,38 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             f"--recipe.lead.b_max {b_max} differs from --rollout.max_new_tokens {args.rollout.max_new_tokens}"
         )
     return errors, warnings
+
+
+def overlong_problems(args, errors: list[str], warnings: list[str]) -> None:
+    """OpenRLHF's DAPO overlong / ProRL stop-properly flags that would not do what they say (baselines.md §5.3)."""
+    reward, cap = args.reward, args.rollout.max_new_tokens
+    buffer, factor, coef = reward.overlong_buffer_len, reward.overlong_penalty_factor, reward.stop_properly_penalty_coef
+    if buffer is None:
+        if factor != openrlhf_default("reward.overlong_penalty_factor"):
+            warnings.append(
+                f"--reward.overlong_penalty_factor {factor} has no effect without --reward.overlong_buffer_len"
+            )
+    elif cap is None:
+        # OpenRLHF then measures the buffer from data.max_len (prompt + response), while vLLM stops each response at
+        # max_len - its prompt: a response cut at its real cap gets part of the penalty (-0.5 instead of -1 for a
+        # 512-token prompt, max_len 4608, buffer 1024)
+        errors.append(
+            "--reward.overlong_buffer_len without --rollout.max_new_tokens: OpenRLHF would measure the overlong "
+            "buffer from --data.max_len (prompt + response), so a response cut at its real cap gets only part of "
+            "the penalty; set --rollout.max_new_tokens"
+        )
+    elif not 0 < buffer <= cap:
+        errors.append(
+            f"--reward.overlong_buffer_len {buffer} must be > 0 (0 never penalises) and ≤ --rollout.max_new_tokens "
+            f"{cap} (the penalty starts at max_new_tokens - buffer)"
+        )
+    if buffer is not None and not factor >= 0:
+        errors.append(f"--reward.overlong_penalty_factor {factor} must be ≥ 0 (a negative factor rewards length)")
+    if coef is not None and not coef <= 1:
+        errors.append(
+            f"--reward.stop_properly_penalty_coef {coef}: must be in [0, 1] (scales a truncated sample's reward) or "
+            "negative (replaces it)"
+        )
 
 
 def plain(x):

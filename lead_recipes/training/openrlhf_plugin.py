@@ -125,9 +125,12 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
             for experience, std in zip(experiences, stds):
                 experience.info["group_reward_std"] = std
 
-        batch, extra = rollout_batch(experiences, grouped, args.rollout.max_new_tokens or args.data.max_len)
+        # the penalties are a reward term: the method adds them to its length channel (else its reward) before its
+        # group normalisation, as upstream's estimators do (baselines.md §5.3), never to the final advantage
+        cap = args.rollout.max_new_tokens or args.data.max_len
+        batch, extra = rollout_batch(experiences, grouped, cap, grouped(penalty))
         out = self.method.step(batch)
-        adv = finite("method advantages", out.advantages.to(torch.float32) + grouped(penalty).to(torch.float32))
+        adv = finite("method advantages", out.advantages.to(torch.float32))
         shaped = finite("method rewards", out.rewards.to(torch.float32))
 
         # per-sample values back in micro-batch order (upstream's reshape(-1)[indices].split pattern)

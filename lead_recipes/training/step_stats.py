@@ -50,10 +50,11 @@ def finite(name: str, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
+def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[RolloutBatch, dict]:
     """The Method's input from a step's experiences: correctness (`info["correct"]`), response lengths (action-mask
-    sums, clamped to 1..cap), truncation and repetition when every experience has them, regrouped to [prompts, n] by
-    `grouped`; plus `extra` = the clamp count and the grading status / latency tensors (flat, micro-batch order)."""
+    sums, clamped to 1..cap), truncation, repetition and L1 targets when every experience has them, regrouped to
+    [prompts, n] by `grouped`, and `length_penalty` [prompts, n] (OpenRLHF's, already grouped); plus `extra` = the
+    clamp count and the grading status / latency tensors (flat, micro-batch order)."""
     try:
         correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
     except KeyError:
@@ -73,6 +74,7 @@ def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
     repetitive = None
     if all("repetitive" in e.info for e in experiences):
         repetitive = grouped(torch.cat([e.info["repetitive"].reshape(-1) for e in experiences]) > 0.5)
+    n_gold, l1_max = _length_targets(experiences, grouped)
     extra = {"clamped": clamped}
     for key in STATUS_KEYS + ("grade_latency_s",):
         if all(key in e.info for e in experiences):
@@ -83,8 +85,35 @@ def rollout_batch(experiences, grouped, cap) -> tuple[RolloutBatch, dict]:
         max_new_tokens=cap,
         truncated=truncated,
         repetitive=repetitive,
+        n_gold=n_gold,
+        l1_max=l1_max,
+        length_penalty=length_penalty,
     )
     return batch, extra
+
+
+def _length_targets(experiences, grouped):
+    """(n_gold [M], l1_max [M]) from the reward function's echo of the labels (`info["n_gold"]`, `info["l1_max"]`,
+    0 = no target), or (None, None) when no prompt of the step has a target. A step that mixes prompts with and
+    without a target, or a group whose samples disagree, is a ValueError: the data is broken, not the method."""
+    if not all("n_gold" in e.info and "l1_max" in e.info for e in experiences):
+        return None, None
+    n = grouped(torch.cat([e.info["n_gold"].reshape(-1) for e in experiences]).double())
+    mode = grouped(torch.cat([e.info["l1_max"].reshape(-1) for e in experiences]).double())
+    target = n.amax(1)
+    if not (target > 0).any():
+        return None, None
+    has = n > 0
+    bad = (target <= 0) | ((n != target[:, None]) & has).any(1) | ((mode != mode.amax(1, keepdim=True)) & has).any(1)
+    if bad.any():
+        q = int(bad.nonzero()[0, 0])
+        what = "no L1 target while other prompts of this step have one" if target[q] <= 0 else "different L1 targets"
+        raise ValueError(
+            f"prompt group {q} has {what} (n_gold {n[q].tolist()}, l1_max {mode[q].tolist()}): every prompt needs "
+            "one target, shared by its samples (build the data with `lead-recipes data build --l1.mode`, whose "
+            "labels carry n_gold)"
+        )
+    return target, mode.amax(1) > 0.5
 
 
 def step_stats(method_name: str, batch: RolloutBatch, out, shaped, penalty, extra) -> dict[str, float]:
