@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
-from lead_recipes.benchmarks import default_benchmarks_dir
 from lead_recipes import length_prompts
+from lead_recipes.benchmarks import default_benchmarks_dir
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.jsonl import parse_jsonl
