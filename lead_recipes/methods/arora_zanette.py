@@ -23,7 +23,7 @@ def rloo(r: torch.Tensor) -> torch.Tensor:
 
 
 def arora_zanette(
-    ok: torch.Tensor, lengths: torch.Tensor, cfg: AroraZanetteConfig
+    ok: torch.Tensor, lengths: torch.Tensor, cfg: AroraZanetteConfig, length_penalty=0.0
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """R and A from the effective correctness `ok` [M, G]. Returns (rewards, advantages, statistics)."""
     n = ok.sum(1, keepdim=True)
@@ -32,7 +32,7 @@ def arora_zanette(
     # one correct rollout: sq = 0, so s = 0 and z = 0 (R = 1 − α/2) for either std, as the authors' np.std gives
     s = (sq / (n if cfg.std == "population" else n - 1).clamp(min=1)).sqrt()
     penalty = cfg.alpha * torch.sigmoid((lengths - mu) / (s + STD_EPS))
-    r = torch.where(ok, 1.0 - penalty, 0.0)
+    r = torch.where(ok, 1.0 - penalty, 0.0) + length_penalty
     if cfg.ref_code_rloo_whiten_enable:
         adv = whiten(rloo(r), lengths, "token")[0]
     else:
@@ -60,5 +60,5 @@ class AroraZanetteMethod(Method):
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
         ok = b.correct if self.config.grade_truncated_enable else b.correct & ~b.truncated
-        r, a, extra = arora_zanette(ok, b.lengths, self.config)
+        r, a, extra = arora_zanette(ok, b.lengths, self.config, b.length_penalty)
         return finish(b, r, a, extra)

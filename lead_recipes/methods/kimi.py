@@ -24,11 +24,11 @@ def length_reward(ok: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 
 def kimi(
-    ok: torch.Tensor, lengths: torch.Tensor, weight: float, estimator: str
+    ok: torch.Tensor, lengths: torch.Tensor, weight: float, estimator: str, length_penalty=0.0
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """R = ĉ + w·len_reward and its advantage. Returns (rewards, advantages, statistics)."""
     len_r = length_reward(ok, lengths)
-    r = ok.double() + weight * len_r
+    r = ok.double() + weight * len_r + length_penalty
     if estimator == "mean_baseline":  # shifted by the first value first, so an all-equal row is exactly 0
         shifted = r - r[:, :1]
         adv = shifted - shifted.mean(1, keepdim=True)
@@ -62,6 +62,6 @@ class KimiMethod(Method):
     def _step(self, b: RolloutBatch) -> MethodOutput:
         c = self.config
         weight = c.weight if self.controller.step >= c.warmup_steps else 0.0
-        r, a, extra = kimi(b.correct & ~b.truncated, b.lengths, weight, c.estimator)
+        r, a, extra = kimi(b.correct & ~b.truncated, b.lengths, weight, c.estimator, b.length_penalty)
         self.controller.step += 1
         return finish(b, r, a, extra)

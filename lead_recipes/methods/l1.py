@@ -24,13 +24,14 @@ def l1(
     alpha_exact: float,
     alpha_max: float,
     delta: float,
+    length_penalty=0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """Eq. 1 for the rows whose `max_mode` [M] is False, Eq. 2 for the others; n_gold [M].
     Returns (rewards, advantages, statistics)."""
     gap = n_gold.unsqueeze(1) - lengths
     exact = ok.double() - alpha_exact * gap.abs()
     at_most = ok.double() * (alpha_max * gap + delta).clamp(0.0, 1.0)
-    r = torch.where(max_mode.unsqueeze(1), at_most, exact)
+    r = torch.where(max_mode.unsqueeze(1), at_most, exact) + length_penalty
     stats = {
         "effective_accuracy": float(ok.double().mean()),
         "target_mean": float(n_gold.mean()),
@@ -71,7 +72,7 @@ class L1ExactMethod(Method):
             )
         ok = b.correct & ~b.truncated
         max_mode = torch.zeros_like(n_gold, dtype=torch.bool)
-        r, a, extra = l1(ok, b.lengths, n_gold, max_mode, self.config.alpha, 1.0, 0.0)
+        r, a, extra = l1(ok, b.lengths, n_gold, max_mode, self.config.alpha, 1.0, 0.0, b.length_penalty)
         return finish(b, r, a, extra)
 
 
@@ -99,5 +100,5 @@ class L1MaxMethod(Method):
             )
         ok = b.correct & ~b.truncated
         c = self.config
-        r, a, extra = l1(ok, b.lengths, n_gold, b.l1_max, self.exact.alpha, c.alpha, c.delta)
+        r, a, extra = l1(ok, b.lengths, n_gold, b.l1_max, self.exact.alpha, c.alpha, c.delta, b.length_penalty)
         return finish(b, r, a, extra)

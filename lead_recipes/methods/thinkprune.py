@@ -13,12 +13,17 @@ from lead_recipes.methods.config import RecipeConfig
 
 
 def thinkprune(
-    correct: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor, limit: float, grade_truncated: bool
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    truncated: torch.Tensor,
+    limit: float,
+    grade_truncated: bool,
+    length_penalty=0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """R [M, G] and A. With `grade_truncated` (the authors' code) R = 1[correct] whatever the length.
     Returns (rewards, advantages, statistics)."""
     over = truncated | (lengths > limit)
-    r = (correct if grade_truncated else correct & ~over).double()
+    r = (correct if grade_truncated else correct & ~over).double() + length_penalty
     return r, group_normalize(r), {"limit": float(limit), "over_limit_frac": float(over.double().mean())}
 
 
@@ -34,5 +39,7 @@ class ThinkPruneMethod(Method):
     def _step(self, b: RolloutBatch) -> MethodOutput:
         c = self.config
         limit = c.limit if c.limit is not None else b.max_new_tokens
-        r, a, extra = thinkprune(b.correct, b.lengths, b.truncated, limit, c.ref_code_grade_truncated_enable)
+        r, a, extra = thinkprune(
+            b.correct, b.lengths, b.truncated, limit, c.ref_code_grade_truncated_enable, b.length_penalty
+        )
         return finish(b, r, a, extra)
