@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="l1_budget",
         type=int,
         help="an L1 model's budget: append ' Think for N tokens.' to the user turn, as `data build --l1.mode` "
-        "trains it",
+        "trains it (default: none, the prompt asks for no budget)",
     )
     t.add_argument(
         "--prompt.l1_mode",

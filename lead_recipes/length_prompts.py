@@ -24,7 +24,7 @@ def add_flags(build: argparse.ArgumentParser, prompt_group) -> None:
         dest="length_limit",
         type=int,
         help="ThinkPrune: append 'The output of the assistant should be within L tokens.' to the system "
-        "message (messages format; --prompt.system thinkprune is the authors' system prompt)",
+        "message (messages format; --prompt.system thinkprune is the authors' system prompt; default: no sentence)",
     )
     g = build.add_argument_group("l1", "L1 targets (arXiv 2503.04697): a drawn token target per example")
     g.add_argument(

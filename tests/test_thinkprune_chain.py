@@ -48,7 +48,13 @@ def test_launch_chain_dry_run_shows_the_three_rounds_in_order(dirs, capsys):
     assert launch.main(["thinkprune-1.5b-2k", "--launch.chain_enable", "--run.dry_run_enable"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "# chain: thinkprune-1.5b -> thinkprune-1.5b-3k -> thinkprune-1.5b-2k" in lines
-    steps = [(line.split()[3], shlex.split(lines[i + 1])) for i, line in enumerate(lines) if line.startswith("# step")]
+    # each step header is followed by its command; a `# missing input` note may sit between them
+    commands = [i for i, line in enumerate(lines) if line and not line.startswith("#")]
+    steps = [
+        (line.split()[3], shlex.split(lines[next(j for j in commands if j > i)]))
+        for i, line in enumerate(lines)
+        if line.startswith("# step")
+    ]
     assert [kind for kind, _ in steps] == ["data", "train"] * 3  # no prompt data yet: each round builds its own
     data = [cmd for kind, cmd in steps if kind == "data"]
     train = [cmd for kind, cmd in steps if kind == "train"]

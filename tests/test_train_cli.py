@@ -880,14 +880,14 @@ def test_an_overlong_factor_without_a_buffer_is_warned_to_have_no_effect(capsys)
 def test_overlong_without_max_new_tokens_is_refused_as_it_would_under_penalise_truncated_samples(tmp_path):
     """baselines.md §5.3.1: without --rollout.max_new_tokens OpenRLHF measures the buffer from data.max_len. The
     `lead-recipes train` command line always fills the cap (args.py), so this is the check on OpenRLHF's own
-    validated arguments, as run_openrlhf resolves them for any caller of the plug-in."""
-    from lead_recipes.training.args import flag_values
-    from lead_recipes.training.openrlhf_plugin import run_openrlhf
+    validated arguments, as OpenRLHF's own validation resolves them for any caller of the plug-in."""
+    from lead_recipes.recipes.openrlhf_parser import openrlhf_args
+    from lead_recipes.training.args import flag_values, with_recipe
 
     argv = [a for a in base_flags(tmp_path, extra=["--reward.overlong_buffer_len", "1024"]) if a not in NO_BASE]
     i = argv.index("--rollout.max_new_tokens")
     argv = argv[:i] + argv[i + 2 :] + ["--data.max_len", "4608"]
-    args = run_openrlhf(argv, RecipeConfig(method="grpo"), resolve_only=True)
+    args = with_recipe(openrlhf_args(argv)[0], RecipeConfig(method="grpo"))
     assert args.rollout.max_new_tokens is None and args.reward.overlong_buffer_len == 1024
     errors, _ = train.recipe_conflicts(args)
     assert any("--reward.overlong_buffer_len without --rollout.max_new_tokens" in e for e in errors), errors
