@@ -183,3 +183,39 @@ def test_an_explicit_b_max_leaves_the_rollout_cap_out_of_the_settings_so_changin
     assert resume.restore_recipe_state(method, _saved(method, 4000), resume.method_settings(method, 8000)) == []
     composed = build_method(RecipeConfig(method="composed", lead=LeadConfig(b_max=3000)))
     assert "--rollout.max_new_tokens" not in resume.method_settings(composed, 4000)
+
+
+def test_a_refused_resume_leaves_tensorboard_and_the_problem_records_untouched(tmp_path):
+    """Validation before side effects: a resume refused for changed settings must not have purged the curves or
+    dropped the per-problem records of the run it refused to continue."""
+    import json
+    from types import SimpleNamespace as NS
+
+    from cpu_e2e.checks import tensorboard_steps
+    from openrlhf.utils.logging_utils import TensorboardLogger
+
+    from lead_recipes.training import openrlhf_plugin as plugin
+
+    args = NS(logger=NS(tensorboard_dir=str(tmp_path / "tb"), wandb=NS(run_name="run")))
+    first = TensorboardLogger(args)  # the first run: steps 1-4 logged and recorded, checkpoint at global_step 2
+    for step in (1, 2, 3, 4):
+        first.log_train(step, {"x": float(step)})
+    first.close()
+    problems = tmp_path / plugin.PROBLEMS_FILE
+    problems.write_text("".join(json.dumps({"step": s, "problem": "a"}) + "\n" for s in (1, 2, 3, 4)))
+    saved = _saved(build_method(RecipeConfig(method="lead")))
+
+    class Resumed(plugin._RecipeTrainerMixin, plugin.BasePPOTrainer):
+        def __init__(self):  # no Ray, no models: what restore uses, with another --recipe.lead.beta_ema
+            recipe = RecipeConfig(method="lead", lead=LeadConfig(beta_ema=0.9))
+            self.args = NS(ckpt=NS(path=str(tmp_path)), rollout=NS(max_new_tokens=4000), data=NS(max_len=4000))
+            self.args.recipe = recipe
+            self.experience_maker = NS(method=build_method(recipe))
+            self.tensorboard_logger = TensorboardLogger(args)
+
+    trainer = Resumed()
+    with pytest.raises(RuntimeError, match="--recipe.lead.beta_ema 0.95 in the checkpoint, 0.9 now"):
+        trainer.restore_best_checkpoint_state(saved)
+    trainer.tensorboard_logger.close()
+    assert tensorboard_steps(tmp_path / "tb" / "run", "train/x") == [1, 2, 3, 4]
+    assert [json.loads(x)["step"] for x in problems.read_text().splitlines()] == [1, 2, 3, 4]

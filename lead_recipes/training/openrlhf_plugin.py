@@ -267,27 +267,24 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
-        tb = getattr(self, "tensorboard_logger", None)
-        if tb is not None and checkpoint_states and checkpoint_states.get("global_step", 0) > 0:
-            purge_tensorboard_from(tb, int(checkpoint_states["global_step"]) + 1)  # the steps logged again
-        if checkpoint_states and "global_step" in checkpoint_states:
-            # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
-            dropped = truncate_problem_records(
-                os.path.join(self.args.ckpt.path, PROBLEMS_FILE), int(checkpoint_states["global_step"])
-            )
-            if dropped:
-                logger.info(
-                    f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records after global_step "
-                    f"{checkpoint_states['global_step']} (they are trained again)"
-                )
+        # validate (a refused resume raises here) before the side effects on the refused run's curves and records
         allow = RecipeConfig.of(getattr(self.args, "recipe", None)).resume.settings_change_enable
         changes = restore_recipe_state(self.recipe_method, checkpoint_states, self._recipe_settings(), allow)
+        step = int((checkpoint_states or {}).get("global_step", 0))
+        tb = getattr(self, "tensorboard_logger", None)
+        if tb is not None and step > 0:
+            purge_tensorboard_from(tb, step + 1)  # the steps logged again
+        if checkpoint_states and "global_step" in checkpoint_states:
+            # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
+            dropped = truncate_problem_records(os.path.join(self.args.ckpt.path, PROBLEMS_FILE), step)
+            if dropped:
+                logger.info(f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records of steps > {step} (retrained)")
         if changes:
             logger.warning(f"lead-recipes: resuming under changed settings ({ALLOW_FLAG}): {'; '.join(changes)}")
         if changes is not None:
             logger.info(
-                f"lead-recipes: restored {self.recipe_method.name} state at global_step "
-                f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}"
+                f"lead-recipes: restored {self.recipe_method.name} state at global_step {step}: "
+                f"{checkpoint_states['recipe']['controller']}"
             )
             saved_id = checkpoint_states["recipe"].get("wandb_run_id")
             if saved_id and self.recipe_wandb_run_id and saved_id != self.recipe_wandb_run_id:
