@@ -84,11 +84,17 @@ def lead_resumed(lead, cluster, model):
     for step in (3, 4):
         shutil.rmtree(actor / f"global_step{step}")
     (actor / "latest").write_text("global_step2")
+    # no --logger.wandb.run_name (launchers/gpu_smoke.py): OpenRLHF's default name is the start minute, which names
+    # the TensorBoard directory; start the resume in another minute so that its default name differs
+    (first_name,) = [p.name for p in (lead.dir / "tb").iterdir() if p.is_dir()]
+    while time.strftime("ppo_%m%dT%H:%M") == first_name:
+        time.sleep(1)
     run = harness.Run(
         cluster, model, lead.dir, "lead", episodes=2, extra=[*WANDB, "--ckpt.load_enable"], log_name="resume.log"
     )
     rc = run.wait()
     assert rc == 0, run.tail()
+    assert f"resuming run {first_name} (TensorBoard directory" in run.text(), run.tail()
     return run, saved, wandb_id
 
 
@@ -116,7 +122,8 @@ def test_resumed_curves_show_each_global_step_once_in_tensorboard_and_wandb(lead
     run, _, wandb_id = lead_resumed
     tag = "recipe/correct_rate"
     tb_runs = [p for p in (run.dir / "tb").iterdir() if p.is_dir()]
-    assert len(tb_runs) == 1, tb_runs  # one TensorBoard run: the resumed run writes where the first one did
+    assert len(tb_runs) == 1, tb_runs  # one TensorBoard run: the resumed run writes where the first one did,
+    # though its own default run name (the start minute) differed
     assert tensorboard_steps(tb_runs[0], f"train/{tag}") == [1, 2, 3, 4]
     assert wandb_steps(harness.Path(cluster.temp) / "wandb", wandb_id, f"train/{tag}") == [1, 2, 3, 4]
 

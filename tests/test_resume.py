@@ -270,3 +270,33 @@ def test_a_step_skipped_then_trained_below_the_highest_logged_step_is_logged_aft
     for step in (3, 4, 5, 6):
         resumed.log_train(step, {"x": 2.0})
     assert resumed.inner.records == [(4, "trained"), (6, "trained")]
+
+
+def test_a_resume_reuses_the_stopped_runs_default_run_name_so_tensorboard_continues_in_its_directory(tmp_path):
+    """OpenRLHF's default run name is the start time (`ppo_%m%dT%H:%M`) and names the TensorBoard directory: a
+    resume keeps the stopped run's name unless --logger.wandb.run_name was given."""
+    from types import SimpleNamespace as NS
+
+    def args(name, load, given=False):
+        return NS(
+            ckpt=NS(path=str(tmp_path), load_enable=load),
+            logger=NS(tensorboard_dir=str(tmp_path / "tb"), wandb=NS(run_name=name)),
+            recipe_run_name_given=given,
+        )
+
+    first = args("ppo_0102T10:00", load=True)  # first start of a requeueable job: nothing to resume yet
+    resume.keep_run_name(first)
+    assert first.logger.wandb.run_name == "ppo_0102T10:00"
+    (tmp_path / "_actor").mkdir()  # it wrote checkpoints, then stopped
+    resumed = args("ppo_0102T11:07", load=True)
+    resume.keep_run_name(resumed)
+    assert resumed.logger.wandb.run_name == "ppo_0102T10:00"
+    named = args("my-run", load=True, given=True)  # an explicit name wins
+    resume.keep_run_name(named)
+    assert named.logger.wandb.run_name == "my-run"
+    fresh = args("ppo_0102T12:00", load=False)  # a fresh run in the same directory keeps its own name
+    resume.keep_run_name(fresh)
+    assert fresh.logger.wandb.run_name == "ppo_0102T12:00"
+    again = args("ppo_0102T13:00", load=True)  # and is the one a later resume continues
+    resume.keep_run_name(again)
+    assert again.logger.wandb.run_name == "ppo_0102T12:00"

@@ -42,6 +42,7 @@ from lead_recipes.training.preemption import SaveOnRequestMixin, save_request_pa
 from lead_recipes.training.resume import (
     ALLOW_FLAG,
     StepOnceWandbLogger,
+    keep_run_name,
     method_settings,
     prepare_wandb_resume,
     purge_tensorboard_from,
@@ -197,7 +198,8 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def __init__(self, *args, **kwargs):
         strategy = kwargs["strategy"] if "strategy" in kwargs else args[1]
-        self.recipe_wandb_run_id = prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
+        keep_run_name(strategy.args)  # before BasePPOTrainer starts its loggers, as the W&B run id
+        self.recipe_wandb_run_id = prepare_wandb_resume(strategy.args)
         super().__init__(*args, **kwargs)
         self.experience_maker = RecipeExperienceMaker(
             self.actor_model_group,
@@ -358,6 +360,7 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig, resolve_only: b
         args = original(flat)
         args.recipe = recipe
         args.recipe_save_request = save_request_path(args.ckpt.path)  # resolved here: actors lack our env
+        args.recipe_run_name_given = "--logger.wandb.run_name" in {t.split("=", 1)[0] for t in openrlhf_argv}
         captured["args"] = args
         return args
 

@@ -23,6 +23,7 @@ from lead_recipes.training.guard import SKIPPED_KEY
 STATE_VERSION = 1
 WANDB_ID_FILE = "recipe_wandb_run_id.txt"
 WANDB_LOGGED_FILE = "recipe_wandb_logged.json"
+RUN_NAME_FILE = "recipe_run_name.txt"
 ALLOW_FLAG = "--recipe.resume.settings_change_enable"
 _ABSENT = "(absent)"
 
@@ -116,6 +117,29 @@ def prepare_wandb_resume(args) -> str | None:
     os.environ["WANDB_RUN_ID"] = run_id
     os.environ.setdefault("WANDB_RESUME", "allow")
     return run_id
+
+
+def keep_run_name(args) -> None:
+    """Before OpenRLHF's loggers start: a run that resumes a checkpoint takes the run name (TensorBoard directory,
+    W&B name) saved beside it by the run that wrote it, unless --logger.wandb.run_name was given
+    (`args.recipe_run_name_given`, set by the plug-in); OpenRLHF's default name is the start time. The name in use
+    is saved for the next resume."""
+    path, name = os.path.join(args.ckpt.path, RUN_NAME_FILE), args.logger.wandb.run_name
+    saved = None
+    if args.ckpt.load_enable and os.path.isdir(os.path.join(args.ckpt.path, "_actor")) and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            saved = f.read().strip() or None
+    if saved and saved != name and getattr(args, "recipe_run_name_given", False):
+        logger.warning(
+            f"lead-recipes: --logger.wandb.run_name {name} differs from the resumed run's {saved}: its TensorBoard "
+            "curves continue in another directory"
+        )
+    elif saved and saved != name:
+        args.logger.wandb.run_name = saved
+        logger.info(f"lead-recipes: resuming run {saved} (TensorBoard directory and W&B name; this start's is {name})")
+    os.makedirs(args.ckpt.path, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(args.logger.wandb.run_name + "\n")
 
 
 def purge_tensorboard_from(tb_logger, step: int) -> None:
