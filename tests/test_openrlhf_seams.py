@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
-from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
+from openrlhf.trainer.ppo_trainer_async import GenerateSamplesActor, PPOTrainerAsync, TrainingActor
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
@@ -42,6 +42,7 @@ SIGNATURES = {
     (BasePPOTrainer, "init_checkpoint_states"): ["self"],
     (PPOTrainer.__ray_actor_class__, "fit"): ["self", "global_step"],
     (TrainingActor.__ray_actor_class__, "fit"): ["self", "global_step"],
+    (GenerateSamplesActor.__ray_actor_class__, "fit"): ["self", "episode", "total_consumed_prompts"],
 }
 # (where, line the plug-in depends on, why)
 SOURCE_LINES = [

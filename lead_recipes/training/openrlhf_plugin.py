@@ -299,6 +299,10 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
     """The sync PPOTrainer with the recipe installed."""
 
+    def fit(self, global_step: int = 0) -> None:
+        super().fit(global_step)
+        self.samples_generator.grading_windows.finish()  # the data ran out while grading was failing: stop
+
 
 class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__):
     """The async mode's training actor with the recipe installed (saves on request but does not stop)."""
