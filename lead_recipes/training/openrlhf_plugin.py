@@ -49,7 +49,7 @@ from lead_recipes.training.resume import (
     recipe_client_state,
     restore_recipe_state,
 )
-from lead_recipes.training.step_order import balanced_then_shuffled
+from lead_recipes.training.step_order import RecipePolicyModelActorRemote, balanced_then_shuffled
 from lead_recipes.training.step_stats import (
     finite,
     one_intra_op_thread,
@@ -371,9 +371,10 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig, resolve_only: b
     def stop(*_a, **_k):
         raise StopBeforeTrain(captured.get("args"))
 
-    pt, pta = (
+    pt, pta, ppo_actor = (
         importlib.import_module("openrlhf.trainer.ppo_trainer"),
         importlib.import_module("openrlhf.trainer.ppo_trainer_async"),
+        importlib.import_module("openrlhf.trainer.ray.ppo_actor"),  # train_ppo_ray imports PolicyModelActor from it
     )
     argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_argv]
     with contextlib.ExitStack() as stack:
@@ -383,6 +384,7 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig, resolve_only: b
             stack.enter_context(_patched(ray, "is_initialized", stop))
         else:
             stack.enter_context(_patched(pt, "PPOTrainer", RecipePPOTrainer))
+            stack.enter_context(_patched(ppo_actor, "PolicyModelActor", RecipePolicyModelActorRemote))
             stack.enter_context(_patched(pta, "PPOTrainerAsync", RecipePPOTrainerAsync))
         try:
             runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=False)
