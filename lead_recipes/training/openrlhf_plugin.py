@@ -1,8 +1,8 @@
-"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork; with grading_gate the only OpenRLHF importers):
-`RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the `--recipe.method`
-Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`, log its statistics
-and per-problem records; `check_openrlhf()` checks the version pin and `run_openrlhf()` runs OpenRLHF's own
-`train_ppo_ray`. No method math, grading or --recipe.* parsing.
+"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork; with grading_gate and step_order the only OpenRLHF
+importers): `RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the
+`--recipe.method` Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`,
+log its statistics and per-problem records; `check_openrlhf()` checks the version pin and `run_openrlhf()` runs
+OpenRLHF's own `train_ppo_ray` with them swapped in. No method math, grading or --recipe.* parsing.
 See docs/training.md#what-the-openrlhf-plug-in-changes-in-openrlhf-and-what-it-does-not.
 """
 
