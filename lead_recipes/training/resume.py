@@ -1,6 +1,6 @@
 """What a checkpoint carries for lead-recipes (`client_states["recipe"]`, the one envelope around the method's
 controller state) and what a resume from it accepts: the same method, version and settings (unless
---recipe.resume.settings_change_enable); plus the W&B run id and each logged step once after a resume.
+--recipe.resume.settings_change_enable); plus the W&B run id, the run name and each logged step once after a resume.
 It does not import OpenRLHF or restore anything but the method (OpenRLHF restores models and data).
 See docs/training.md#checkpoints-and-resume.
 """
