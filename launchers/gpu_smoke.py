@@ -170,8 +170,6 @@ def train_argv(
         os.path.join(run, "tb"),
         "--logger.logging_steps",
         "1",
-        "--logger.wandb.run_name",
-        method,
         "--recipe.method",
         method,
         *method_flags(method, p["max_new_tokens"]),

@@ -19,6 +19,7 @@ from typing import Iterable
 from lead_recipes import length_prompts
 from lead_recipes.benchmarks import default_benchmarks_dir
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
+from lead_recipes.grading.labels import LabelError, gold_answer
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.jsonl import parse_jsonl
 from lead_recipes.prompts import PROMPT_TEMPLATES, fill_template, resolve_template, system_prompt
@@ -113,6 +114,10 @@ def select(rows: list[dict], args) -> tuple[list[dict], dict]:
             raise ValueError(
                 f"row {i}: no field {exc} (set --data.problem_key/--data.answer_key); fields: {sorted(row)}"
             ) from None
+        try:  # a label object: its gold answer, never its string form
+            answer = gold_answer(answer)
+        except LabelError as exc:
+            raise ValueError(f"row {i}: --data.answer_key {args.answer_key!r}: {exc}") from None
         if isinstance(answer, (list, tuple)):
             answer = ", ".join(str(a) for a in answer)
         problem, answer = str(problem or "").strip(), str(answer if answer is not None else "").strip()

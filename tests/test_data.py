@@ -643,3 +643,19 @@ def test_thinkprune_limit_is_appended_to_the_authors_system_prompt(math_source, 
         "2000",
     )
     assert alone[0]["prompt"][0]["content"] == "The output of the assistant should be within 2000 tokens."
+
+
+def test_an_object_answer_is_read_by_its_answer_key_and_one_without_it_is_refused_naming_the_row(tmp_path, capsys):
+    """A source whose answer field holds a label object (the documented form) gets its gold answer as the label,
+    never the object's string form (which would grade `wrong` on every sample)."""
+    src = tmp_path / "objects.jsonl"
+    src.write_text(json.dumps({"id": "p1", "problem": "2+3?", "answer": {"id": "p1", "answer": "5"}}) + "\n")
+    out = tmp_path / "o.jsonl"
+    argv = ["build", "--data.preset", "jsonl", "--input", src, "--no-data.decontaminate_enable", "--output", out]
+    assert run(*argv) == 0
+    assert [r["label"] for r in read(out)] == ["5"]
+    src.write_text(src.read_text() + json.dumps({"id": "p2", "problem": "2+4?", "answer": {"value": "6"}}) + "\n")
+    out.unlink()
+    assert run(*argv) == 2
+    err = capsys.readouterr().err
+    assert "row 1" in err and "'answer'" in err and "keys: value" in err and not out.exists()

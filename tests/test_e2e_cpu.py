@@ -11,7 +11,8 @@ Runs (each check reads one of them, so a run is paid once):
   (step, prompt) once in recipe_problems.jsonl.
 - grpo-lead: SIGUSR1 after step 1 -> checkpoint at the next step boundary -> saved marker -> exit 75 -> the
   rerun with --ckpt.load_enable resumes from it and finishes; advantages read back on both runs.
-- leash with --train.async_enable: 2 steps and a save.
+- leash with --train.async_enable: 2 steps and a save; and a grading outage (every label ungradable) stopped by the
+  guard in the async generator actor: exit 1 with its message, no checkpoint.
 The rest of the matrix is in test_e2e_full.py (`pytest -m e2e_full`).
 """
 
@@ -94,11 +95,17 @@ def lead_resumed(lead, cluster, model):
     for step in (3, 4):
         shutil.rmtree(actor / f"global_step{step}")
     (actor / "latest").write_text("global_step2")
+    # no --logger.wandb.run_name (launchers/gpu_smoke.py): OpenRLHF's default name is the start minute, which names
+    # the TensorBoard directory; start the resume in another minute so that its default name differs
+    (first_name,) = [p.name for p in (lead.dir / "tb").iterdir() if p.is_dir()]
+    while time.strftime("ppo_%m%dT%H:%M") == first_name:
+        time.sleep(1)
     run = harness.Run(
         cluster, model, lead.dir, "lead", episodes=2, extra=[*WANDB, "--ckpt.load_enable"], log_name="resume.log"
     )
     rc = run.wait()
     assert rc == 0, run.tail()
+    assert f"resuming run {first_name} (TensorBoard directory" in run.text(), run.tail()
     return run, saved, wandb_id
 
 
@@ -126,7 +133,8 @@ def test_resumed_curves_show_each_global_step_once_in_tensorboard_and_wandb(lead
     run, _, wandb_id = lead_resumed
     tag = "recipe/correct_rate"
     tb_runs = [p for p in (run.dir / "tb").iterdir() if p.is_dir()]
-    assert len(tb_runs) == 1, tb_runs  # one TensorBoard run: the resumed run writes where the first one did
+    assert len(tb_runs) == 1, tb_runs  # one TensorBoard run: the resumed run writes where the first one did,
+    # though its own default run name (the start minute) differed
     assert tensorboard_steps(tb_runs[0], f"train/{tag}") == [1, 2, 3, 4]
     assert wandb_steps(harness.Path(cluster.temp) / "wandb", wandb_id, f"train/{tag}") == [1, 2, 3, 4]
 
@@ -166,3 +174,18 @@ def test_async_training_runs_two_steps_and_saves(cluster, model, tmp_path):
     assert run.wait() == 0, run.tail()
     assert run.recipe_state(2)["method"] == "leash"
     assert sorted(run.scalars()["train/recipe/correct_rate"]) == [1, 2]
+
+
+def test_async_run_stops_on_the_grading_guard_raised_in_its_generator_actor(cluster, model, tmp_path):
+    """--train.async_enable: the grading guard's GradingFailure is raised in the generator actor (its own Ray
+    process); `lead-recipes train` exits 1 with the guard's message and writes no checkpoint. Every label is an
+    object without its "answer", so every sample is graded `error`; the preflight, which refuses such data, is
+    skipped for it."""
+    rows = [{"prompt": q, "label": {"id": f"q{i}"}} for i, q in enumerate(("What is 1 + 1?", "What is 6 / 2?") * 2)]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    extra = ["--train.async_enable", "--preflight.skip", "gpu,data", "--recipe.guard.grade_failure_steps", "1"]
+    run = harness.Run(cluster, model, tmp_path / "leash-async-outage", "leash", episodes=1, extra=extra)
+    assert run.wait() == 1, run.tail()
+    assert f"grading failed for 100% of the samples ({PER_STEP} error, 0 timeout of {PER_STEP})" in run.text()
+    assert "for 1 consecutive steps: training stopped" in run.text(), run.tail()
+    assert not list(run.ckpt.glob("_actor/global_step*"))

@@ -19,7 +19,7 @@ def test_skipped_checks_are_reported_as_skipped_and_never_run(tmp_path, monkeypa
         "_check_openrlhf",
         "_check_gpus",
         "_check_flash_attn",
-        "_check_data",
+        "check_data",
         "_check_model",
         "_check_reward",
         "_check_ray",

@@ -12,7 +12,7 @@ from ray import cloudpickle
 from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
 
 from lead_recipes.grading.grader import REWARD_LOG_KEYS
-from lead_recipes.training.guard import GradingFailure
+from lead_recipes.training.guard import GradingFailure, grading_failure
 
 cloudpickle.register_pickle_by_value(__import__(__name__))  # Ray workers cannot import this test module by name
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -54,8 +54,8 @@ class GradedEngine:
         return out
 
 
-def recording_trainer(tiny, prompts, ckpt, healthy, extra=()):
-    trainer = make_trainer(tiny, prompts, ckpt, "lead", extra=extra)
+def recording_trainer(tiny, prompts, ckpt, healthy, extra=(), recipe_flags=None):
+    trainer = make_trainer(tiny, prompts, ckpt, "lead", extra=extra, recipe_flags=recipe_flags)
     trainer.samples_generator.vllm_engines = [GradedEngine.remote(healthy)]
     calls = {"ppo_train": [], "method_step": 0}
 
@@ -117,3 +117,90 @@ def test_a_grading_outage_under_dynamic_filtering_stops_the_run_before_the_data_
     with pytest.raises(GradingFailure, match=r"grading failed for 100% of the samples \(32 error, 0 timeout of 32\)"):
         trainer.fit()
     assert calls == {"ppo_train": [], "method_step": 0} and checkpoints(ckpt) == []
+
+
+def test_a_run_whose_data_runs_out_during_a_failing_streak_ends_with_the_guards_message(
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
+    ckpt = tmp_path / "ckpt"
+    trainer, calls = recording_trainer(tiny_qwen2, prompt_file, ckpt, healthy=2 * PROMPTS_PER_STEP)
+    # steps 1-2 healthy, steps 3-4 (the last) graded `error`: a streak of 2 < grade_failure_steps 3 when data ends
+    with pytest.raises(GradingFailure, match=r"in the last 2 window\(s\) when the data ran out"):
+        trainer.fit()
+    assert calls["ppo_train"] == [0, 1] and checkpoints(ckpt) == ["global_step1", "global_step2"]
+
+
+def test_a_filtered_outage_that_exhausts_the_data_ends_with_the_guards_message(
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
+    ckpt = tmp_path / "ckpt"
+    trainer, calls = recording_trainer(
+        tiny_qwen2,
+        prompt_file,
+        ckpt,
+        healthy=0,
+        extra=["--algo.dynamic_filtering_enable"],
+        recipe_flags={"recipe.guard.grade_failure_steps": 5},
+    )
+    # 16 prompts = 4 windows, all `error` and all filtered out: the data runs out before the 5th window
+    with pytest.raises(GradingFailure, match=r"grading failed for 100% .* in the last 4 window\(s\)"):
+        trainer.fit()
+    assert calls == {"ppo_train": [], "method_step": 0} and checkpoints(ckpt) == []
+
+
+def _async_run(tiny, prompts, tmp_path, grade_failure_steps):
+    """OpenRLHF's async trainer (--train.async_enable) with the plug-in's generator and training actors, each its
+    own Ray actor as in a real run; every sample graded `error`, so each step is skipped before the forwards."""
+    from test_openrlhf_plugin import CAP
+
+    from lead_recipes.training import openrlhf_plugin as plugin
+
+    tb = tmp_path / "tb"
+    sync = make_trainer(  # for the resolved strategy and the checkpoint stand-in group
+        tiny,
+        prompts,
+        tmp_path / "ckpt",
+        "lead",
+        extra=["--train.async_enable", "--logger.tensorboard_dir", str(tb)],
+        recipe_flags={"recipe.guard.grade_failure_steps": grade_failure_steps},
+    )
+    trainer = plugin.RecipePPOTrainerAsync.remote(
+        str(tiny),
+        sync.strategy,
+        sync.actor_model_group,
+        None,
+        None,
+        None,
+        [GradedEngine.remote(0)],
+        do_sample=True,
+        max_len=CAP + 256,
+        max_new_tokens=CAP,
+        temperature=1.0,
+        top_p=1.0,
+    )
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(trainer.fit.remote(), timeout=300)
+    failure = grading_failure(info.value)
+    assert failure is not None, info.value
+    return str(failure), tb / "test"
+
+
+def test_a_grading_failure_in_the_async_generator_actor_reaches_the_driver(
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
+    from cpu_e2e.checks import tensorboard_steps
+
+    # window 1 fails (step 1 skipped by the training actor), window 2 fails while step 2 is generated: the generator
+    # raises with the training actor waiting on its queue, and the error reaches the driver (no hang)
+    message, tb = _async_run(tiny_qwen2, prompt_file, tmp_path, grade_failure_steps=2)
+    assert "(32 error, 0 timeout of 32)" in message and "for 2 consecutive steps" in message
+    assert tensorboard_steps(tb, "train/recipe/grading/step_skipped") == [1]
+    assert checkpoints(tmp_path / "ckpt") == []
+
+
+def test_an_async_run_whose_data_runs_out_during_a_failing_streak_ends_with_the_guards_message(
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
+    message, _ = _async_run(tiny_qwen2, prompt_file, tmp_path, grade_failure_steps=5)
+    assert "in the last 4 window(s) when the data ran out" in message
+    assert checkpoints(tmp_path / "ckpt") == []

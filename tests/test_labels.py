@@ -14,7 +14,7 @@ import pytest
 import lead_recipes.grading.reward_func as rf_module
 from lead_recipes.grading import cli as grade_cli
 from lead_recipes.grading.labels import LabelError, gold_answer
-from lead_recipes.training.preflight import _check_data
+from lead_recipes.training.data_check import check_data
 
 PROMPT = "<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n"
 
@@ -78,9 +78,56 @@ def test_preflight_refuses_object_labels_without_answer_in_one_line_naming_the_r
         {"prompt": "q3", "label": {"id": "c"}},
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    check = _check_data("data", str(data), "prompt", "label")
+    check = check_data("data", str(data), "prompt", "label", "train")
     assert not check.ok, check
-    assert "\n" not in check.detail and "2 row(s)" in check.detail and "line 2" in check.detail
+    assert "\n" not in check.detail and "2 row(s)" in check.detail and "row 2" in check.detail
     good = tmp_path / "good.jsonl"
     good.write_text("".join(json.dumps(r) + "\n" for r in rows[:1]) + json.dumps({"prompt": "q", "label": "3"}) + "\n")
-    assert _check_data("data", str(good), "prompt", "label").ok
+    assert check_data("data", str(good), "prompt", "label", "train").ok
+
+
+BAD_ROWS = [{"prompt": "q1", "label": {"id": "a", "answer": "1"}}, {"prompt": "q2", "label": {"id": "b"}}]
+
+
+def _write(form: str, path: Path, rows: list[dict]) -> str:
+    """`rows` as a dataset of the given form, each as OpenRLHF's blending_datasets can read it."""
+    import datasets
+
+    if form == "jsonl":
+        path = path.with_suffix(".jsonl")
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif form == "json array":
+        path = path.with_suffix(".json")
+        path.write_text(json.dumps(rows))
+    elif form == "parquet":
+        path = path.with_suffix(".parquet")
+        datasets.Dataset.from_list(rows).to_parquet(str(path))
+    elif form == "save_to_disk":
+        datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}).save_to_disk(str(path))
+    elif form == "directory of files":
+        path.mkdir()
+        (path / "part-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize("form", ["jsonl", "json array", "parquet", "save_to_disk", "directory of files"])
+def test_preflight_reads_labels_in_every_local_dataset_form_openrlhf_loads(tmp_path, form):
+    bad = check_data("data", _write(form, tmp_path / "bad", BAD_ROWS), "prompt", "label", "train")
+    assert not bad.ok and "1 row(s)" in bad.detail and "row 2" in bad.detail and "'answer'" in bad.detail, bad
+    good = check_data("data", _write(form, tmp_path / "good", BAD_ROWS[:1]), "prompt", "label", "train")
+    assert good.ok, good
+    missing = check_data("data", _write(form, tmp_path / "keys", BAD_ROWS), "problem", "label", "train")
+    assert not missing.ok and "['problem']" in missing.detail, missing
+
+
+def test_preflight_refuses_an_object_label_whose_answer_is_null(tmp_path):
+    rows = [{"prompt": "q1", "label": {"id": "a", "answer": None}}]
+    check = check_data("data", _write("jsonl", tmp_path / "d", rows), "prompt", "label", "train")
+    assert not check.ok and "null" in check.detail, check
+
+
+def test_preflight_says_what_it_cannot_check_a_dataset_script_is_not_run(tmp_path):
+    script = tmp_path / "mydata.py"
+    script.write_text("raise SystemExit('a dataset script must not run in the preflight')\n")
+    check = check_data("data", str(script), "prompt", "label", "train")
+    assert check.ok and "not checked" in check.detail and "script" in check.detail, check

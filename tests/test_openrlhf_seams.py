@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from openrlhf.trainer.ppo_trainer import BasePPOTrainer, PPOTrainer
-from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync, TrainingActor
+from openrlhf.trainer.ppo_trainer_async import GenerateSamplesActor, PPOTrainerAsync, TrainingActor
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+from openrlhf.trainer.ray.ppo_actor import ActorPPOTrainer, PolicyModelActor
 
 from lead_recipes.recipes.openrlhf_parser import SUPPORTED_OPENRLHF, check_openrlhf
 
@@ -42,6 +43,9 @@ SIGNATURES = {
     (BasePPOTrainer, "init_checkpoint_states"): ["self"],
     (PPOTrainer.__ray_actor_class__, "fit"): ["self", "global_step"],
     (TrainingActor.__ray_actor_class__, "fit"): ["self", "global_step"],
+    (GenerateSamplesActor.__ray_actor_class__, "fit"): ["self", "episode", "total_consumed_prompts"],
+    (PolicyModelActor.__ray_actor_class__, "fit"): ["self", "kl_ctl"],
+    (ActorPPOTrainer, "ppo_train"): ["self", "kl_ctl"],
 }
 # (where, line the plug-in depends on, why)
 SOURCE_LINES = [
@@ -71,6 +75,21 @@ SOURCE_LINES = [
         "the trainer replaces balance_experiences by lead_recipes.training.step_order",
     ),
     (
+        "openrlhf.cli.train_ppo_ray",
+        "from openrlhf.trainer.ray.ppo_actor import PolicyModelActor",
+        "run_openrlhf swaps PolicyModelActor (per-epoch deal), imported when train_ppo_ray runs",
+    ),
+    (
+        PolicyModelActor.__ray_actor_class__.fit,
+        "status = self.trainer.ppo_train(kl_ctl)",
+        "the policy actor runs one ppo_train pass per epoch through self.trainer.ppo_train",
+    ),
+    (
+        ActorPPOTrainer.ppo_train,
+        "self.replay_buffer.setup_dynamic_batch(self.strategy)",
+        "each one-epoch ppo_train pass cuts the newly dealt buffer into steps",
+    ),
+    (
         BasePPOTrainer.save_logs_and_checkpoints,
         "if global_step % self.args.ckpt.save_steps == 0:",
         "a save on request sets save_steps = 1 to save now (training/preemption.py)",
@@ -93,7 +112,9 @@ def test_each_patched_openrlhf_method_keeps_its_parameters(owner, name):
 
 
 @pytest.mark.parametrize(
-    "cls", [PPOTrainer, PPOTrainerAsync, TrainingActor], ids=["PPOTrainer", "PPOTrainerAsync", "TrainingActor"]
+    "cls",
+    [PPOTrainer, PPOTrainerAsync, TrainingActor, PolicyModelActor],
+    ids=["PPOTrainer", "PPOTrainerAsync", "TrainingActor", "PolicyModelActor"],
 )
 def test_the_subclassed_trainers_are_ray_actor_classes(cls):
     assert hasattr(cls, "__ray_actor_class__"), f"{cls!r} is no longer a Ray actor class"

@@ -89,6 +89,7 @@ def _no_outage_carried_over():
             rr._outage.update(deadline=None, next_probe=0.0)
             rr._warned.clear()
             rr._refused.clear()
+            rr._sample_errors.clear()
 
     clear()
     yield
@@ -235,8 +236,8 @@ import json, sys
 import lead_recipes.grading.server as s
 log_path = sys.argv[1]
 original = s.RewardServer._grade
-async def counted(self, queries, prompts, golds):
-    out = await original(self, queries, prompts, golds)
+async def counted(self, queries, prompts, golds, skip):
+    out = await original(self, queries, prompts, golds, skip)
     with open(log_path, "a") as f:  # one line per sample the server graded
         for gold in golds:
             f.write(json.dumps(gold) + "\\n")
@@ -309,3 +310,26 @@ def test_an_outage_still_echoes_each_samples_l1_target(monkeypatch):
     out = rr.reward_func(["q a", "q b"], ["q ", "q "], [label, dict(label, n_gold=300, l1_mode="max")])
     logs = out["extra_logs"]
     assert logs["status_error"] == [1.0, 1.0] and logs["n_gold"] == [700.0, 300.0] and logs["l1_max"] == [0.0, 1.0]
+
+
+def test_an_ungradable_label_is_graded_error_and_the_servers_reason_is_logged_once(monkeypatch, caplog):
+    """A real `lead-recipes serve`: the label object lacks its "answer"; the server grades that sample `error` and
+    names why in `errors`, which the forwarding reward function logs (once) where the trainer's log shows it."""
+    import signal as signals
+
+    from test_server import TOKEN, _start
+
+    proc, base, _ = _start("--serve.token", TOKEN)
+    try:
+        monkeypatch.setenv(rr.URLS_ENV, f"{base}/get_reward")
+        monkeypatch.setenv(rr.TOKEN_ENV, TOKEN)
+        with caplog.at_level("ERROR", logger="lead_recipes.grading.remote_reward"):
+            outs = [rr.reward_func(["q \\boxed{2}"], ["q "], [{"id": "a", "gold": "2"}]) for _ in range(3)]
+        assert all(o["extra_logs"]["status_error"] == 1.0 and o["rewards"].tolist() == [0.0] for o in outs)
+        lines = [r.getMessage() for r in caplog.records if "'answer'" in r.getMessage()]
+        assert len(lines) == 1 and "keys: gold, id" in lines[0], caplog.text
+        good = rr.reward_func(["q \\boxed{2}"], ["q "], [{"id": "a", "answer": "2"}])
+        assert good["extra_logs"]["status_correct"] == 1.0
+    finally:
+        proc.send_signal(signals.SIGTERM)
+        proc.wait(timeout=60)

@@ -201,10 +201,26 @@ def test_an_object_label_is_graded_by_its_answer_through_openrlhfs_client(server
     assert out["rewards"] == [1.0] and out["extra_logs"]["status_correct"] == [1.0]
 
 
-def test_an_object_label_without_answer_is_a_422_naming_the_sample_not_a_5xx(server):
-    body = {"query": [PROMPT + "\\boxed{42}"] * 2, "prompts": [PROMPT] * 2, "labels": ["42", {"id": "b"}]}
-    code, payload = post(server + "/get_reward", body, AUTH)
-    assert code == 422 and "labels[1]" in payload["error"] and "'answer'" in payload["error"], (code, payload)
+def test_an_object_label_without_answer_is_that_samples_error_naming_it_the_others_are_graded(server):
+    body = {"query": [PROMPT + "\\boxed{42}"] * 3, "prompts": [PROMPT] * 3, "labels": ["42", {"id": "b"}, "42"]}
+    code, out = post(server + "/get_reward", body, AUTH)
+    assert code == 200 and out["rewards"] == [1.0, 0.0, 1.0], (code, out)
+    assert out["extra_logs"]["status_error"] == [0.0, 1.0, 0.0]
+    assert list(out["errors"]) == ["1"] and "'answer'" in out["errors"]["1"] and "keys: id" in out["errors"]["1"]
+    req = urllib.request.Request(server + "/stats", headers=AUTH)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        stats = json.loads(r.read())
+    assert stats["label_errors"] >= 1 and "'answer'" in stats["last_label_error"]
+
+
+def test_openrlhfs_own_client_gets_an_error_reward_for_an_ungradable_label_not_five_retries(server):
+    """OpenRLHF 0.11.2's HTTP client (one sample per request) retries any non-2xx 5 times and then raises: the
+    rollout would lose the sample's reward. Its grading status arrives instead, for the guard to count."""
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    ex = SingleTurnAgentExecutor(f"{server}/get_reward?token={TOKEN}")
+    (out,) = asyncio.run(ex._fetch_rewards_via_http([PROMPT + "\\boxed{42}"], [PROMPT], [{"id": "a"}]))
+    assert out["rewards"] == [0.0] and out["extra_logs"]["status_error"] == [1.0]
 
 
 def test_invalid_utf8_in_the_body_is_graded_not_rejected(server):

@@ -82,6 +82,77 @@ def test_the_order_is_deterministic_in_the_seed():
     assert runs[0] == runs[1] != runs[2]
 
 
+class _OneRankTrainer:
+    """Stands in for OpenRLHF's ActorPPOTrainer around a real replay buffer (its DeepSpeed model cannot be built on
+    CPU): ppo_train runs max_epochs passes, each recording the buffer's order as upstream's loop would read it."""
+
+    def __init__(self, samples, max_epochs):
+        from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
+
+        self.max_epochs, self.epochs = max_epochs, []
+        self.replay_buffer = NaiveReplayBuffer(1, 0, False, False, True)
+        self.replay_buffer.items.extend(samples)
+
+    def ppo_train(self, kl_ctl):
+        for _ in range(self.max_epochs):
+            self.epochs.append([float(e.info["sample"]) for e in self.replay_buffer.items])
+        return {"policy_loss": float(len(self.epochs)), "actor_lr": float(len(self.epochs))}
+
+
+def _fit(actor_class, samples, args, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # the buffer names its (unused) target device
+    actor = object.__new__(actor_class)
+    actor.strategy, actor.actor, actor.trainer = NS(args=args), NS(train=lambda: None), _OneRankTrainer(samples, 3)
+    status = actor.fit(0.0)
+    assert actor.trainer.max_epochs == 3 and "ppo_train" not in vars(actor.trainer)  # restored after fit
+    return actor.trainer.epochs, status
+
+
+def test_each_later_epoch_deals_the_ranks_samples_into_its_steps_anew(monkeypatch):
+    from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
+
+    from lead_recipes.training.step_order import RecipePolicyModelActor
+
+    lengths = [20 + (37 * i) % 200 for i in range(32)]
+    args = _args(1, 8)
+    args.train.dynamic_batch_enable, args.train.seed = True, 3
+    (first,) = balanced_then_shuffled(_samples(lengths), args, seed=7)  # the trainer's deal: epoch 1
+    upstream, _ = _fit(PolicyModelActor.__ray_actor_class__, split_experience_batch(first), args, monkeypatch)
+    assert upstream[0] == upstream[1] == upstream[2]  # as read: every epoch repeats the first one's order
+    ours, status = _fit(RecipePolicyModelActor, split_experience_batch(first), args, monkeypatch)
+    assert ours[0] == upstream[0] and len({tuple(o) for o in ours}) == 3
+    for order in ours:  # each epoch: the rank's samples, every optimizer step spanning the lengths
+        assert sorted(order) == sorted(upstream[0])
+        by_id = dict(zip(range(32), lengths))
+        assert spans([[[by_id[int(i)] for i in order[j : j + 8]] for j in range(0, 32, 8)]])
+    assert status == {"policy_loss": 2.0, "actor_lr": 3.0}  # the epochs' mean; the last learning rate
+    again, _ = _fit(RecipePolicyModelActor, split_experience_batch(first), args, monkeypatch)
+    assert again == ours  # seeded
+
+
+def test_training_runs_the_policy_actor_that_deals_each_epoch(monkeypatch):
+    import runpy
+    import sys
+
+    from lead_recipes.methods.config import RecipeConfig
+    from lead_recipes.training import openrlhf_plugin as plugin
+    from lead_recipes.training.step_order import RecipePolicyModelActorRemote
+
+    seen = {}
+    monkeypatch.setattr(
+        runpy,
+        "run_module",
+        lambda *a, **k: seen.update(cls=sys.modules["openrlhf.trainer.ray.ppo_actor"].PolicyModelActor),
+    )
+    plugin.run_openrlhf([], RecipeConfig(method="lead"))
+    assert seen["cls"] is RecipePolicyModelActorRemote
+    from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
+
+    assert PolicyModelActor is not RecipePolicyModelActorRemote  # restored after the run
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_trainers_optimizer_steps_each_span_the_lengths(ray_local, tiny_qwen2, prompt_file, tmp_path):  # noqa: F811

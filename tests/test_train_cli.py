@@ -110,6 +110,7 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
     got = train.plain(args)
     assert got.pop("recipe") == train.plain(recipe)
     assert got.pop("recipe_save_request") == str(Path(args.ckpt.path).resolve() / preempt.REQUEST_FILE)
+    assert got.pop("recipe_run_name_given") is ("--logger.wandb.run_name" in rest)
     assert got == train.plain(theirs)
     assert recipe.method == "leash" and recipe.leash.target_length == 3000.0
 

@@ -1,7 +1,8 @@
-"""The gold answer inside a training label: the label itself, or an object's `"answer"` (an object without one is a
-LabelError). Every grading entry point reads the gold through `gold_answer`, so an object is never graded as its
-string form. An object may also carry L1's target (`"n_gold"`, `"l1_mode"`), which `length_target` reads for the
-reward function to echo. See docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
+"""The gold answer inside a training label: the label itself, or an object's `"answer"` (an object without one, or
+with a null one, is a LabelError). Every grading entry point reads the gold through `gold_answer`, so an object is
+never graded as its string form. An object may also carry L1's target (`"n_gold"`, `"l1_mode"`), which
+`length_target` reads for the reward function to echo. See
+docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
 
 from __future__ import annotations
@@ -21,21 +22,20 @@ class LabelError(ValueError):
 
 def gold_answer(label: Any) -> Any:
     """The gold answer of `label`: `label["answer"]` for an object label, else the label itself."""
-    if isinstance(label, dict):
-        problem = label_problem(label)
-        if problem:
-            raise LabelError(problem)
-        return label[ANSWER_KEY]
-    return label
+    problem = label_problem(label)
+    if problem:
+        raise LabelError(problem)
+    return label[ANSWER_KEY] if isinstance(label, dict) else label
 
 
 def label_problem(label: Any) -> str | None:
-    """Why `label` cannot be graded (one line), or None when it can."""
-    if isinstance(label, dict) and ANSWER_KEY not in label:
+    """Why `label` cannot be graded (one line), or None when it can. A null answer is as missing: `datasets` fills
+    a key other rows' labels have with null."""
+    if isinstance(label, dict) and label.get(ANSWER_KEY) is None:
         keys = ", ".join(sorted(map(str, label))[:8]) or "none"
+        what = f"its {ANSWER_KEY!r} is null" if ANSWER_KEY in label else f"this one has keys: {keys}"
         return (
-            f'an object label needs its gold answer under {ANSWER_KEY!r} (e.g. {{"id": "a", "answer": "42"}}); '
-            f"this one has keys: {keys}"
+            f'an object label needs its gold answer under {ANSWER_KEY!r} (e.g. {{"id": "a", "answer": "42"}}); {what}'
         )
     if isinstance(label, dict) and any(k in label for k in L1_KEYS):
         n, mode = label.get("n_gold"), label.get("l1_mode")

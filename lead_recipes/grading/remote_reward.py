@@ -39,6 +39,7 @@ _rotation_lock = threading.Lock()
 _outage = {"deadline": None, "next_probe": 0.0}
 _warned: set[str] = set()  # URLs warned about in their current outage
 _refused: set[str] = set()  # URLs whose refusal was logged
+_sample_errors: set[str] = set()  # reasons of samples graded `error` by a server (`errors`), logged once each
 _outage_lock = threading.Lock()
 
 
@@ -94,7 +95,19 @@ def post_once(url: str, payload: bytes, n: int, timeout: float) -> dict:
             raise ValueError("extra_logs lists do not hold n finite values")
     except (ValueError, KeyError, TypeError) as exc:
         raise Refused(f"malformed response: {exc}") from None
+    for why in (out.get("errors") or {}).values() if isinstance(out.get("errors"), dict) else ():
+        _note_sample_error(url, str(why))
     return {"rewards": rewards, "extra_logs": logs}
+
+
+def _note_sample_error(url: str, why: str) -> None:
+    """Log a sample the server graded `error` with its reason (an ungradable label), once per reason."""
+    reason = why.split(": ", 1)[-1]  # without the request's `labels[i]: `
+    with _outage_lock:
+        if reason in _sample_errors or len(_sample_errors) >= 100:
+            return
+        _sample_errors.add(reason)
+    log.error("reward server %s graded a sample `error`: %s", _shown(url), why)
 
 
 class OutageFailFast(TimeoutError):

@@ -1,7 +1,8 @@
 """`lead-recipes serve`: the remote reward server, speaking OpenRLHF's remote-RM protocol (`POST /get_reward`,
-`GET /health`, `GET /stats`). A malformed request gets a 4xx naming what is wrong; a bad sample gets reward 0 and its
-status, never a 5xx; concurrency is bounded; an optional shared token; SIGTERM finishes in-flight requests and exits 0.
-It holds no state between requests except statistics. See docs/grading.md#lead-recipes-serve-remote-reward-server.
+`GET /health`, `GET /stats`). A malformed request gets a 4xx naming what is wrong; a bad sample (an ungradable label
+too) gets reward 0 and its status, never a 4xx/5xx; concurrency is bounded; an optional shared token; SIGTERM
+finishes in-flight requests and exits 0. It holds no state between requests except statistics.
+See docs/grading.md#lead-recipes-serve-remote-reward-server.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class RewardServer:
         self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
         self.waiting = 0
         self.inflight = 0
+        self.label_errors, self.last_label_error, self.logged_label_errors = 0, None, set()
 
     # -------------------------------------------------------------- app
     def app(self, max_request_bytes: int) -> web.Application:
@@ -164,6 +166,8 @@ class RewardServer:
                     "p99": _percentile(lat, 0.99),
                     "window": len(lat),
                 },
+                "label_errors": self.label_errors,  # samples graded `error` for an ungradable label
+                "last_label_error": self.last_label_error,
                 "worker_restarts": g["worker_restarts"],
                 "inflight": self.inflight,
                 "queued": self.waiting,
@@ -199,9 +203,6 @@ class RewardServer:
                 return _error(422, f"`{name}` has {len(lst)} items but `query` has {n}")
         if req.labels is None and n:
             return _error(422, "`labels` (the gold answers) is required")
-        bad = next(((i, why) for i, why in enumerate(map(label_problem, req.labels or [])) if why), None)
-        if bad is not None:
-            return _error(422, f"labels[{bad[0]}]: {bad[1]}")
         if n > self.max_samples:
             return _error(413, f"{n} samples in one request; the limit is {self.max_samples} (--serve.max_samples)")
         if self.waiting >= self.max_queue:
@@ -212,8 +213,14 @@ class RewardServer:
         finally:
             self.waiting -= 1
         self.inflight += 1
+        # an ungradable label is its sample's `error` (the grading guard counts it), named in `errors` and the log:
+        # OpenRLHF's client retries any non-2xx response 5 times and then drops the sample's reward
+        problems = {i: why for i, why in enumerate(map(label_problem, req.labels or [])) if why}
+        for why in problems.values():
+            self._label_error(why)
+        errors = {str(i): f"labels[{i}]: {why}" for i, why in problems.items()}
         try:
-            rewards, logs = await self._grade(req.query, req.prompts, req.labels or [])
+            rewards, logs = await self._grade(req.query, req.prompts, req.labels or [], skip=set(problems))
         finally:
             self.inflight -= 1
             self.sem.release()
@@ -222,26 +229,36 @@ class RewardServer:
                 "rewards": rewards,
                 "scores": list(rewards),
                 "extra_logs": {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS},
+                "errors": errors,
             }
         )
 
+    def _label_error(self, why: str) -> None:
+        """Count it for GET /stats; log each distinct reason once (a dataset repeats the same mistake)."""
+        self.label_errors, self.last_label_error = self.label_errors + 1, why
+        if why not in self.logged_label_errors and len(self.logged_label_errors) < 100:
+            self.logged_label_errors.add(why)
+            log.error("ungradable label, graded `error`: %s", why)
+
     async def _grade(
-        self, queries: list[str], prompts: list[str] | None, labels: list[Any]
+        self, queries: list[str], prompts: list[str] | None, labels: list[Any], skip: set[int]
     ) -> tuple[list[float], list[dict[str, float]]]:
-        """Grade parallel lists; `labels` are valid (checked by the handler), their L1 targets echoed."""
+        """Grade parallel lists; the samples in `skip` (ungradable labels) are graded `error` without a grader call;
+        a valid label's L1 target is echoed."""
         n = len(queries)
         prompts = prompts or [""] * n
         texts = [response_text(queries[i], prompts[i]) for i in range(n)]
+        graded = [i for i in range(n) if i not in skip]
         futures = [
             asyncio.wait_for(
                 asyncio.wrap_future(self.grader.submit(gold_answer(labels[i]), texts[i], problem=prompts[i])),
                 self.grader.result_timeout_s,
             )
-            for i in range(n)
+            for i in graded
         ]
-        grades: list[Grade] = []
-        for r in await asyncio.gather(*futures, return_exceptions=True):
-            grades.append(r if isinstance(r, Grade) else Grade(False, "error", None, 0.0))
+        grades = [Grade(False, "error", None, 0.0)] * n
+        for i, r in zip(graded, await asyncio.gather(*futures, return_exceptions=True)):
+            grades[i] = r if isinstance(r, Grade) else Grade(False, "error", None, 0.0)
         logs = []
         for g, t, label in zip(grades, texts, labels):
             self.samples[g.status] += 1

@@ -90,5 +90,9 @@ class RecipeGenerateSamplesActor(GenerateSamplesActor.__ray_actor_class__):
         super().__init__(*args, **kwargs)
         use_recipe_generator(self)
 
+    def fit(self, *args, **kwargs):
+        super().fit(*args, **kwargs)
+        self.samples_generator.grading_windows.finish()  # the data ran out while grading was failing: stop
+
 
 RecipeGenerateSamplesActorRemote = ray.remote(RecipeGenerateSamplesActor)

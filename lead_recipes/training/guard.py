@@ -1,6 +1,7 @@
 """Stop training when grading itself fails (every sample `error`/`timeout`, reward 0: a quiet run that learns
 nothing): `GradingGuard` raises GradingFailure after `--recipe.guard.grade_failure_steps` windows whose failure share
-is above `--recipe.guard.grade_failure_max`; `status_counts`, `SampleWindows` and `grading_failure` feed and find it.
+is above `--recipe.guard.grade_failure_max`, or at the end of the data after fewer failing windows (`finish`);
+`status_counts`, `SampleWindows` and `grading_failure` feed and find it.
 It does not change rewards or skip steps (grading_gate does); its streak is not checkpointed.
 See docs/training.md#when-grading-fails-the-run-stops.
 """
@@ -27,7 +28,7 @@ class GradingGuard:
     def __init__(self, grade_failure_max: float = 0.5, grade_failure_steps: int = 3):
         validate_section("guard", GuardConfig(float(grade_failure_max), grade_failure_steps))
         self.max_share, self.steps = float(grade_failure_max), grade_failure_steps
-        self.streak = 0
+        self.streak, self.last = 0, dict.fromkeys(STATUSES, 0.0)
 
     @classmethod
     def from_recipe(cls, recipe) -> "GradingGuard":
@@ -45,16 +46,25 @@ class GradingGuard:
         share = failure_share(counts)
         if share is None:
             return None
-        self.streak = self.streak + 1 if share > self.max_share else 0
+        self.streak, self.last = (self.streak + 1 if share > self.max_share else 0), counts
         if self.streak >= self.steps:
-            total = sum(counts.values())
-            raise GradingFailure(
-                f"grading failed for {share:.0%} of the samples ({counts['error']:.0f} error, {counts['timeout']:.0f} "
-                f"timeout of {total:.0f}), above --recipe.guard.grade_failure_max {self.max_share} for {self.streak} "
-                f"consecutive steps: training stopped.\nCheck the reward server's log and GET /stats, "
-                "LEAD_RECIPES_GRADE_TIMEOUT_S and --data.label_key, then resume from the last checkpoint."
-            )
+            raise self._failure(f"for {self.streak} consecutive steps: training stopped")
         return share
+
+    def finish(self) -> None:
+        """At the end of the data: GradingFailure when the last steps failed, a streak shorter than K (the run
+        would otherwise end with exit 0 and those steps untrained)."""
+        if self.streak:
+            raise self._failure(f"in the last {self.streak} window(s) when the data ran out: they were not trained")
+
+    def _failure(self, when: str) -> GradingFailure:
+        counts = self.last
+        return GradingFailure(
+            f"grading failed for {failure_share(counts):.0%} of the samples ({counts['error']:.0f} error, "
+            f"{counts['timeout']:.0f} timeout of {sum(counts.values()):.0f}), above --recipe.guard.grade_failure_max "
+            f"{self.max_share} {when}.\nCheck the reward server's log and GET /stats, LEAD_RECIPES_GRADE_TIMEOUT_S "
+            "and --data.label_key, then resume from the last checkpoint."
+        )
 
 
 def logged_share(stats: dict) -> dict[str, float]:
@@ -100,8 +110,17 @@ class SampleWindows:
             self.counts[s] += counts[s]
         self.samples += 1
         if self.samples >= self.window:
-            full, self.counts, self.samples = self.counts, dict.fromkeys(STATUSES, 0.0), 0
-            self.guard.observe_counts(full)
+            self._flush()
+
+    def finish(self) -> None:
+        """The data ran out: the last, partial window counts too; then `GradingGuard.finish`."""
+        if self.samples:
+            self._flush()
+        self.guard.finish()
+
+    def _flush(self) -> None:
+        full, self.counts, self.samples = self.counts, dict.fromkeys(STATUSES, 0.0), 0
+        self.guard.observe_counts(full)
 
 
 def grading_failure(exc: BaseException) -> GradingFailure | None:

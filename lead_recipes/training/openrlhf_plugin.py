@@ -1,8 +1,8 @@
-"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork; with grading_gate the only OpenRLHF importers):
-`RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the `--recipe.method`
-Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`, log its statistics
-and per-problem records; `run_openrlhf()` runs OpenRLHF's own `train_ppo_ray` (after the version pin check of
-lead_recipes.recipes.openrlhf_parser). No method math, grading or --recipe.* parsing.
+"""The plug-in into OpenRLHF 0.11.2 (subclass and swap, never fork; with grading_gate and step_order the only OpenRLHF
+importers): `RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the
+`--recipe.method` Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`,
+log its statistics and per-problem records; `run_openrlhf()` runs OpenRLHF's own `train_ppo_ray` with them swapped
+in (after the version pin check of lead_recipes.recipes.openrlhf_parser). No method math, grading or --recipe.* parsing.
 See docs/training.md#what-the-openrlhf-plug-in-changes-in-openrlhf-and-what-it-does-not.
 """
 
@@ -45,13 +45,14 @@ from lead_recipes.training.preemption import SaveOnRequestMixin
 from lead_recipes.training.resume import (
     ALLOW_FLAG,
     StepOnceWandbLogger,
+    keep_run_name,
     method_settings,
     prepare_wandb_resume,
     purge_tensorboard_from,
     recipe_client_state,
     restore_recipe_state,
 )
-from lead_recipes.training.step_order import balanced_then_shuffled
+from lead_recipes.training.step_order import RecipePolicyModelActorRemote, balanced_then_shuffled
 from lead_recipes.training.step_stats import (
     finite,
     one_intra_op_thread,
@@ -187,7 +188,8 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def __init__(self, *args, **kwargs):
         strategy = kwargs["strategy"] if "strategy" in kwargs else args[1]
-        self.recipe_wandb_run_id = prepare_wandb_resume(strategy.args)  # before BasePPOTrainer's wandb.init
+        keep_run_name(strategy.args)  # before BasePPOTrainer starts its loggers, as the W&B run id
+        self.recipe_wandb_run_id = prepare_wandb_resume(strategy.args)
         super().__init__(*args, **kwargs)
         self.experience_maker = RecipeExperienceMaker(
             self.actor_model_group,
@@ -276,28 +278,25 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
     def restore_best_checkpoint_state(self, checkpoint_states):
         super().restore_best_checkpoint_state(checkpoint_states)
-        self._start_progress(checkpoint_states)
-        tb = getattr(self, "tensorboard_logger", None)
-        if tb is not None and checkpoint_states and checkpoint_states.get("global_step", 0) > 0:
-            purge_tensorboard_from(tb, int(checkpoint_states["global_step"]) + 1)  # the steps logged again
-        if checkpoint_states and "global_step" in checkpoint_states:
-            # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
-            dropped = truncate_problem_records(
-                os.path.join(self.args.ckpt.path, PROBLEMS_FILE), int(checkpoint_states["global_step"])
-            )
-            if dropped:
-                logger.info(
-                    f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records after global_step "
-                    f"{checkpoint_states['global_step']} (they are trained again)"
-                )
+        # validate (a refused resume raises here) before the side effects on the refused run's curves and records
         allow = RecipeConfig.of(getattr(self.args, "recipe", None)).resume.settings_change_enable
         changes = restore_recipe_state(self.recipe_method, checkpoint_states, self._recipe_settings(), allow)
+        self._start_progress(checkpoint_states)
+        step = int((checkpoint_states or {}).get("global_step", 0))
+        tb = getattr(self, "tensorboard_logger", None)
+        if tb is not None and step > 0:
+            purge_tensorboard_from(tb, step + 1)  # the steps logged again
+        if checkpoint_states and "global_step" in checkpoint_states:
+            # steps after the checkpoint are trained again: drop their records so each (step, prompt) stays once
+            dropped = truncate_problem_records(os.path.join(self.args.ckpt.path, PROBLEMS_FILE), step)
+            if dropped:
+                logger.info(f"lead-recipes: dropped {dropped} {PROBLEMS_FILE} records of steps > {step} (retrained)")
         if changes:
             logger.warning(f"lead-recipes: resuming under changed settings ({ALLOW_FLAG}): {'; '.join(changes)}")
         if changes is not None:
             logger.info(
-                f"lead-recipes: restored {self.recipe_method.name} state at global_step "
-                f"{checkpoint_states.get('global_step')}: {checkpoint_states['recipe']['controller']}"
+                f"lead-recipes: restored {self.recipe_method.name} state at global_step {step}: "
+                f"{checkpoint_states['recipe']['controller']}"
             )
             saved_id = checkpoint_states["recipe"].get("wandb_run_id")
             if saved_id and self.recipe_wandb_run_id and saved_id != self.recipe_wandb_run_id:
@@ -309,6 +308,10 @@ class _RecipeTrainerMixin(SaveOnRequestMixin):
 
 class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
     """The sync PPOTrainer with the recipe installed."""
+
+    def fit(self, global_step: int = 0) -> None:
+        super().fit(global_step)
+        self.samples_generator.grading_windows.finish()  # the data ran out while grading was failing: stop
 
 
 class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__):
@@ -363,17 +366,21 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig):
     original = config.hierarchize
 
     def hierarchize_with_recipe(flat):
-        return with_recipe(original(flat), recipe)
+        args = with_recipe(original(flat), recipe)
+        args.recipe_run_name_given = "--logger.wandb.run_name" in {t.split("=", 1)[0] for t in openrlhf_argv}
+        return args
 
-    pt, pta = (
+    pt, pta, ppo_actor = (
         importlib.import_module("openrlhf.trainer.ppo_trainer"),
         importlib.import_module("openrlhf.trainer.ppo_trainer_async"),
+        importlib.import_module("openrlhf.trainer.ray.ppo_actor"),  # train_ppo_ray imports PolicyModelActor from it
     )
     argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_argv]
     with contextlib.ExitStack() as stack:
         stack.enter_context(_patched(config, "hierarchize", hierarchize_with_recipe))
         stack.enter_context(_patched(sys, "argv", argv))
         stack.enter_context(_patched(pt, "PPOTrainer", RecipePPOTrainer))
+        stack.enter_context(_patched(ppo_actor, "PolicyModelActor", RecipePolicyModelActorRemote))
         stack.enter_context(_patched(pta, "PPOTrainerAsync", RecipePPOTrainerAsync))
         quiet = {"print": _reported_already}
         runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=False, init_globals=quiet)

@@ -11,18 +11,10 @@ import json
 import os
 import shlex
 import sys
-from dataclasses import dataclass
 
-from lead_recipes.grading.labels import label_problem
+from lead_recipes.training.data_check import Check, check_data
 
 PROG = "lead-recipes train"
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
 
 
 def required_gpus(args) -> int:
@@ -73,55 +65,6 @@ def _check_flash_attn(args) -> Check:
             "(pip install flash-attn==2.8.3 on the GPU node, or --ds.attn_implementation sdpa without packing)",
         )
     return Check("flash-attn", True, spec.origin)
-
-
-def _object_label_problem(path: str, label_key: str) -> str | None:
-    """One line about the first row whose label is an object without its gold answer (it would grade `error`
-    on every sample and stop the run at the grading guard, hours in), or None."""
-    bad, first = 0, None
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            why = label_problem(row.get(label_key)) if isinstance(row, dict) else None
-            if why:
-                bad += 1
-                first = first or f"line {n}: {why}"
-    return f"{path}: {bad} row(s) with an ungradable --data.label_key {label_key!r}; {first}" if bad else None
-
-
-def _check_data(flag: str, spec: str | None, input_key: str, label_key: str | None) -> Check:
-    if not spec:
-        return Check(flag, True, "not set")
-    for item in spec.split(","):
-        path = item.split("@")[0].strip()
-        if not os.path.exists(path):
-            hint = ""
-            if flag == "data":
-                hint = " (build it with `lead-recipes data build ...`)"
-            looks_local = path.startswith((".", "/", "~")) or path.endswith((".json", ".jsonl", ".parquet"))
-            what = (
-                "file does not exist" if looks_local else "not a local path; a hub dataset id is not resolvable offline"
-            )
-            return Check(flag, False, f"{path}: {what}{hint}")
-        if os.path.isfile(path) and path.endswith((".json", ".jsonl")):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    row = json.loads(f.readline())
-            except (OSError, ValueError) as exc:
-                return Check(flag, False, f"{path}: unreadable first row ({exc})")
-            absent = [k for k in (input_key, label_key) if k and k not in row]
-            if absent:
-                return Check(
-                    flag, False, f"{path}: first row lacks key(s) {absent} (--data.input_key/--data.label_key)"
-                )
-            if label_key and path.endswith(".jsonl"):
-                bad = _object_label_problem(path, label_key)
-                if bad:
-                    return Check(flag, False, bad)
-    return Check(flag, True, spec)
 
 
 def _check_model(name: str | None) -> Check:
@@ -287,8 +230,12 @@ def run_preflight(args, skip=()) -> list[Check]:
         "openrlhf": _check_openrlhf,
         "gpu": lambda: _check_gpus(args),
         "flash-attn": lambda: _check_flash_attn(args),
-        "data": lambda: _check_data("data", args.data.prompt_dataset, args.data.input_key, args.data.label_key),
-        "eval-data": lambda: _check_data("eval data", args.eval.dataset, args.data.input_key, args.data.label_key),
+        "data": lambda: check_data(
+            "data", args.data.prompt_dataset, args.data.input_key, args.data.label_key, args.data.prompt_split
+        ),
+        "eval-data": lambda: check_data(
+            "eval data", args.eval.dataset, args.data.input_key, args.data.label_key, args.eval.split
+        ),
         "model": lambda: _check_model(args.actor.model_name_or_path),
         "reward": lambda: _check_reward(args.reward.remote_url),
         "ckpt": lambda: _check_ckpt_dir(args.ckpt.path),

@@ -1,12 +1,13 @@
 """What a checkpoint carries for lead-recipes (`client_states["recipe"]`, the one envelope around the method's
 controller state) and what a resume from it accepts: the same method, version and settings (unless
---recipe.resume.settings_change_enable); plus the W&B run id and each logged step once after a resume.
+--recipe.resume.settings_change_enable); plus the W&B run id, the run name and each logged step once after a resume.
 It does not import OpenRLHF or restore anything but the method (OpenRLHF restores models and data).
 See docs/training.md#checkpoints-and-resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import json
@@ -22,7 +23,8 @@ from lead_recipes.training.guard import SKIPPED_KEY
 
 STATE_VERSION = 1
 WANDB_ID_FILE = "recipe_wandb_run_id.txt"
-WANDB_STEP_FILE = "recipe_wandb_logged_step.txt"
+WANDB_LOGGED_FILE = "recipe_wandb_logged.json"
+RUN_NAME_FILE = "recipe_run_name.txt"
 ALLOW_FLAG = "--recipe.resume.settings_change_enable"
 _ABSENT = "(absent)"
 
@@ -115,6 +117,29 @@ def prepare_wandb_resume(args) -> str | None:
     return run_id
 
 
+def keep_run_name(args) -> None:
+    """Before OpenRLHF's loggers start: a run that resumes a checkpoint takes the run name (TensorBoard directory,
+    W&B name) saved beside it by the run that wrote it, unless --logger.wandb.run_name was given
+    (`args.recipe_run_name_given`, set by the plug-in); OpenRLHF's default name is the start time. The name in use
+    is saved for the next resume."""
+    path, name = os.path.join(args.ckpt.path, RUN_NAME_FILE), args.logger.wandb.run_name
+    saved = None
+    if args.ckpt.load_enable and os.path.isdir(os.path.join(args.ckpt.path, "_actor")) and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            saved = f.read().strip() or None
+    if saved and saved != name and getattr(args, "recipe_run_name_given", False):
+        logger.warning(
+            f"lead-recipes: --logger.wandb.run_name {name} differs from the resumed run's {saved}: its TensorBoard "
+            "curves continue in another directory"
+        )
+    elif saved and saved != name:
+        args.logger.wandb.run_name = saved
+        logger.info(f"lead-recipes: resuming run {saved} (TensorBoard directory and W&B name; this start's is {name})")
+    os.makedirs(args.ckpt.path, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(args.logger.wandb.run_name + "\n")
+
+
 def purge_tensorboard_from(tb_logger, step: int) -> None:
     """Reopen OpenRLHF's TensorboardLogger writer (nothing written yet) with `purge_step=step`: TensorBoard drops
     the earlier event files' events at steps >= `step` of this run directory."""
@@ -126,38 +151,48 @@ def purge_tensorboard_from(tb_logger, step: int) -> None:
 
 
 class StepOnceWandbLogger:
-    """OpenRLHF's WandbLogger, skipping the train/eval logs of global steps this W&B run logged before it was
-    resumed (W&B history cannot be rewritten, so the values logged first are kept; the highest logged step is kept
-    in <ckpt.path>/recipe_wandb_logged_step.txt); everything else is the wrapped logger's."""
+    """OpenRLHF's WandbLogger logging each global step of a W&B run once across resumes: train logs of a step this
+    run already logged as trained, a second skipped log of a step (grading failed: not trained), and eval logs of
+    an evaluated step are dropped; W&B history cannot be rewritten, so the values logged first are kept. A step
+    logged only as skipped is logged again once it is trained. What was logged is kept in
+    <ckpt.path>/recipe_wandb_logged.json with the run id; everything else is the wrapped logger's."""
 
     def __init__(self, inner, ckpt_path: str, run_id: str | None, resuming: bool):
         self.inner, self.run_id = inner, run_id
-        self.path = os.path.join(ckpt_path, WANDB_STEP_FILE)
-        self.logged_before = 0
+        self.path = os.path.join(ckpt_path, WANDB_LOGGED_FILE)
+        self.train, self.skipped, self.eval = 0, set(), 0  # highest train step, steps logged only as skipped
+        saved = {}
         if resuming and os.path.exists(self.path):
-            with open(self.path, encoding="utf-8") as f:
-                saved_id, _, step = f.read().strip().partition(" ")
-            if saved_id == str(run_id) and step.isdigit():
-                self.logged_before = int(step)
-        self._record(self.logged_before)
+            with contextlib.suppress(OSError, ValueError):
+                with open(self.path, encoding="utf-8") as f:
+                    saved = json.load(f)
+        if isinstance(saved, dict) and saved.get("run_id") == str(run_id):
+            self.train, self.eval = int(saved.get("train", 0)), int(saved.get("eval", 0))
+            self.skipped = {int(s) for s in saved.get("skipped", [])}
+        self._record()
 
-    def _record(self, step: int) -> None:
+    def _record(self) -> None:
+        state = {"run_id": str(self.run_id), "train": self.train, "skipped": sorted(self.skipped), "eval": self.eval}
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         tmp = f"{self.path}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(f"{self.run_id} {int(step)}\n")
+            f.write(json.dumps(state) + "\n")
         os.replace(tmp, self.path)
 
     def log_train(self, global_step, logs_dict) -> None:
-        if global_step <= self.logged_before:
+        skipped = bool((logs_dict or {}).get(SKIPPED_KEY))
+        if global_step <= self.train and (skipped or global_step not in self.skipped):
             return
         self.inner.log_train(global_step, logs_dict)
-        if not (logs_dict or {}).get(SKIPPED_KEY):  # a skipped step (grading failed) is re-trained after a resume:
-            self._record(global_step)  # its step is not taken, so the re-trained values are logged
+        (self.skipped.add if skipped else self.skipped.discard)(global_step)
+        self.train = max(self.train, int(global_step))
+        self._record()
 
     def log_eval(self, global_step, logs_dict) -> None:
-        if global_step > self.logged_before:
+        if global_step > self.eval:
             self.inner.log_eval(global_step, logs_dict)
+            self.eval = int(global_step)
+            self._record()
 
     def __getattr__(self, name):  # close, handle, samples_table: the wrapped logger's
         return getattr(self.inner, name)
