@@ -573,7 +573,7 @@ def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extr
         *(["--ckpt.load_enable"] if load else []),
         *extra,
     ]
-    args = with_recipe(openrlhf_parser.openrlhf_args(argv)[0], recipe)
+    args = with_recipe(openrlhf_parser.openrlhf_args(argv)[0], recipe, argv)
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
     ray.get(group.async_init_model_from_pretrained(strategy))

@@ -389,7 +389,7 @@ def test_main_prints_the_exposure_warning_on_stderr(monkeypatch, capsys):
     assert "warning" in err and "warning" not in out
 
 
-def test_an_l1_label_target_is_echoed_and_a_broken_one_is_a_422_naming_the_sample(server):
+def test_an_l1_label_target_is_echoed_and_a_broken_one_is_that_samples_error_naming_it(server):
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     ex = SingleTurnAgentExecutor(f"{server}/get_reward?token={TOKEN}")
@@ -398,4 +398,6 @@ def test_an_l1_label_target_is_echoed_and_a_broken_one_is_a_422_naming_the_sampl
     assert out["rewards"] == [1.0] and out["extra_logs"]["n_gold"] == [900.0] and out["extra_logs"]["l1_max"] == [1.0]
     body = {"query": [PROMPT + "\\boxed{42}"] * 2, "prompts": [PROMPT] * 2, "labels": [label, dict(label, n_gold=-5)]}
     code, payload = post(server + "/get_reward", body, AUTH)
-    assert code == 422 and "labels[1]" in payload["error"] and "n_gold" in payload["error"], (code, payload)
+    assert code == 200 and payload["extra_logs"]["status_error"] == [0.0, 1.0], (code, payload)
+    assert payload["rewards"] == [1.0, 0.0] and payload["extra_logs"]["n_gold"] == [900.0, 0.0]
+    assert "labels[1]" in payload["errors"]["1"] and "n_gold" in payload["errors"]["1"], payload

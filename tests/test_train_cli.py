@@ -105,7 +105,7 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
         flags[:6] + ["--recipe.method", "leash", "--recipe.leash.target_length", "3000"] + flags[6:]
     )
     assert rest == flags[:-2]
-    args = with_recipe(openrlhf_args(rest)[0], recipe)
+    args = with_recipe(openrlhf_args(rest)[0], recipe, rest)
     theirs = openrlhf_own_parse(flags[:-2])
     got = train.plain(args)
     assert got.pop("recipe") == train.plain(recipe)
@@ -888,7 +888,7 @@ def test_overlong_without_max_new_tokens_is_refused_as_it_would_under_penalise_t
     argv = [a for a in base_flags(tmp_path, extra=["--reward.overlong_buffer_len", "1024"]) if a not in NO_BASE]
     i = argv.index("--rollout.max_new_tokens")
     argv = argv[:i] + argv[i + 2 :] + ["--data.max_len", "4608"]
-    args = with_recipe(openrlhf_args(argv)[0], RecipeConfig(method="grpo"))
+    args = with_recipe(openrlhf_args(argv)[0], RecipeConfig(method="grpo"), argv)
     assert args.rollout.max_new_tokens is None and args.reward.overlong_buffer_len == 1024
     errors, _ = train.recipe_conflicts(args)
     assert any("--reward.overlong_buffer_len without --rollout.max_new_tokens" in e for e in errors), errors

@@ -71,11 +71,13 @@ def reward_func_path(name: str = "reward_func.py") -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grading", name)
 
 
-def with_recipe(args, recipe):
-    """OpenRLHF's nested args plus what the plug-in reads from them: `args.recipe` (the RecipeConfig) and
-    `args.recipe_save_request` (the save-on-request file, resolved here: the trainer's Ray actors lack our env)."""
+def with_recipe(args, recipe, argv: list[str]):
+    """OpenRLHF's nested args (parsed from `argv`) plus what the plug-in reads from them: `args.recipe` (the
+    RecipeConfig), `args.recipe_save_request` (the save-on-request file, resolved here: the trainer's Ray actors lack
+    our env) and `args.recipe_run_name_given` (a resume keeps the stopped run's name unless one was given)."""
     args.recipe = recipe
     args.recipe_save_request = save_request_path(args.ckpt.path)
+    args.recipe_run_name_given = "--logger.wandb.run_name" in {t.split("=", 1)[0] for t in argv}
     return args
 
 

@@ -327,7 +327,7 @@ def main(argv: list[str]) -> int:
     except AssertionError as exc:
         print(f"{PROG}: error: OpenRLHF rejected the configuration: {current_flag_names(str(exc))}", file=sys.stderr)
         return 2
-    args = with_recipe(args, recipe)
+    args = with_recipe(args, recipe, openrlhf_argv)
     for message in messages:  # what OpenRLHF's validation changed or advises, in today's flag names
         print(mask_secrets(f"{PROG}: OpenRLHF: {message.removeprefix('[Warning] ')}", args), file=sys.stderr)
     errors, warnings = recipe_conflicts(args)

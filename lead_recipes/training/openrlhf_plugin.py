@@ -366,9 +366,7 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig):
     original = config.hierarchize
 
     def hierarchize_with_recipe(flat):
-        args = with_recipe(original(flat), recipe)
-        args.recipe_run_name_given = "--logger.wandb.run_name" in {t.split("=", 1)[0] for t in openrlhf_argv}
-        return args
+        return with_recipe(original(flat), recipe, openrlhf_argv)
 
     pt, pta, ppo_actor = (
         importlib.import_module("openrlhf.trainer.ppo_trainer"),
