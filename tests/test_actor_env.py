@@ -1,7 +1,6 @@
 """lead_recipes.training.actor_env: the driver's LEAD_RECIPES_* / WANDB_* variables reach Ray actors of a cluster
-started
-without them (as a Slurm job starts Ray before it exports WANDB_RUN_ID), the W&B key never travels, the caller's own
-runtime_env values win, and a Ray initialised beforehand without them is refused."""
+started without them (as a Slurm job starts Ray before it exports WANDB_RUN_ID), the W&B key never travels, the
+caller's own runtime_env values win, and a Ray initialised beforehand without them is refused."""
 
 from __future__ import annotations
 

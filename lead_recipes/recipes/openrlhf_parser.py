@@ -26,8 +26,9 @@ from lead_recipes.recipes import RecipeError
 
 ENTRYPOINTS = {"train": "openrlhf.cli.train_ppo_ray", "sft": "openrlhf.cli.train_sft"}
 SUPPORTED_OPENRLHF = "0.11.2"
-# Flags OpenRLHF's own messages still call by their pre-0.11 names that the dotted names do not spell.
-_RENAMED = {
+# OpenRLHF 0.11.2's own printed messages still name these flags as before its dotted names, in a spelling the
+# dotted names do not derive: translated so its messages name flags our users can type (not a lead-recipes alias).
+_OPENRLHF_MESSAGE_NAMES = {
     "colocate_all_models": "train.colocate_all",
     "use_dynamic_batch": "train.dynamic_batch_enable",
     "remote_rm_url": "reward.remote_url",
@@ -164,7 +165,7 @@ def openrlhf_args(argv: list[str], entrypoint: str = "train") -> tuple[SimpleNam
 @functools.lru_cache(maxsize=None)
 def _old_names(entrypoint: str = "train") -> dict[str, str]:
     """Pre-0.11 flag name -> dotted name: every underscore-joined tail of a dotted flag that names only that flag
-    (`--rollout_max_tokens_per_gpu` -> `--rollout.max_tokens_per_gpu`), plus _RENAMED."""
+    (`--rollout_max_tokens_per_gpu` -> `--rollout.max_tokens_per_gpu`), plus _OPENRLHF_MESSAGE_NAMES."""
     candidates: dict[str, set[str]] = {}
     current = set()
     for action in openrlhf_parser(entrypoint)._actions:
@@ -174,7 +175,7 @@ def _old_names(entrypoint: str = "train") -> dict[str, str]:
             for k in range(len(parts)):
                 candidates.setdefault("_".join(parts[k:]), set()).add(flag[2:])
     old = {name: next(iter(new)) for name, new in candidates.items() if len(new) == 1 and name not in current}
-    return {**old, **_RENAMED}
+    return {**old, **_OPENRLHF_MESSAGE_NAMES}
 
 
 def current_flag_names(text: str, entrypoint: str = "train") -> str:

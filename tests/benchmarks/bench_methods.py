@@ -5,9 +5,8 @@ Bernoulli with a per-prompt rate. Anchor: OpenRLHF 0.11.2 `experience_maker.py` 
 here because they are inline in `compute_advantages_and_returns` (not importable on their own):
     r = rewards.reshape(-1, n); (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
 Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the OpenRLHF plug-in calls) and
-the bare
-method function (the arithmetic alone). Medians of --reps round-robin timed calls (every row once per round, so
-load drift hits all rows alike) after warm-up; ratio = median / anchor median.
+the bare method function (the arithmetic alone). Medians of --reps round-robin timed calls (every row once per round,
+so load drift hits all rows alike) after warm-up; ratio = median / anchor median.
 
     .venv/bin/python tests/benchmarks/bench_methods.py [--prompts 1024] [--n 8] [--reps 200] [--threads 1]
                                                        [--broadcast-reps 11]

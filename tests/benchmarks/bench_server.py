@@ -8,8 +8,7 @@
 2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums in tuples, 1 MB
            responses, invalid UTF-8, 50k nested braces, code payloads, null labels, non-string queries, no answer);
            one grader worker is SIGKILLed when 40% of the requests are done. Reports lost requests, non-2xx, p99, peak
-           RSS of the
-           server process tree.
+           RSS of the server process tree.
 Client modes: `pooled` (one keep-alive session) and `openrlhf` (a new ClientSession per request, as OpenRLHF's
 `_fetch_rewards_via_http` does).
 
