@@ -197,6 +197,20 @@ def test_a_data_parallel_engine_that_dies_stops_the_intake_and_takes_its_vllm_pr
     assert not left, f"the dead engine's vLLM processes outlived it: {left}"
 
 
+def test_data_parallel_engines_share_a_run_that_fits_in_one_engines_window(tiny_qwen2, monkeypatch):
+    """A run smaller than what one engine may hold (here 8 requests, 2 × a window of 4) is still split across the
+    engines: on a node of 8 GPUs, vLLM's default max_num_seqs of 1024 gives an engine room for 4,096 requests, more
+    than grpo-lead-14b's whole run, and the other engines must not sit idle."""
+    dp = _dp(tiny_qwen2, 2, monkeypatch)
+    rows: list[dict] = []
+    try:
+        dp.generate(_toy_requests(8), resolve("sober", max_new_tokens=MAX_NEW), rows.extend)
+    finally:
+        dp.close()
+    assert sorted(r["id"] for r in rows) == sorted(f"p{i}" for i in range(8))
+    assert dp.requests_per_engine == [4, 4]
+
+
 def test_an_error_of_the_sink_closes_the_data_parallel_engines(tiny_qwen2, monkeypatch):
     """A sink that fails (the writer's error) ends generate with that error and closes the engines: none keeps
     generating what it held, or waits for a next job that never comes."""
