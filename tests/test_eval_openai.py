@@ -289,6 +289,16 @@ def test_the_server_holds_exactly_the_concurrency_in_flight(tmp_path):
     assert srv.max_in_flight == 5 and len(srv.bodies) == 24
 
 
+@pytest.mark.timeout(120)
+def test_a_concurrency_above_the_http_clients_default_pool_reaches_the_server(tmp_path):
+    """aiohttp's default connector opens at most 100 connections; a `vllm serve` with max_num_seqs 1024 needs more
+    requests than that in flight to stay busy, so --openai.concurrency 160 must put 160 on the server."""
+    with FakeLLMServer(delay_s=1.0) as srv:
+        argv = argv_for(srv, make_bench(tmp_path / "toy.jsonl", 40), tmp_path / "run", 4, "--openai.concurrency", "160")
+        assert cli.main(argv) == 0
+    assert srv.max_in_flight == 160 and len(srv.bodies) == 160
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("flag", ["--openai.concurrency", "--openai.retries"])
 def test_a_concurrency_or_retry_count_below_its_minimum_is_refused_naming_the_flag(tmp_path, capsys, flag):
