@@ -202,6 +202,9 @@ class DataParallelVLLM:
         if not requests:
             return
         self.start()
+        # Dealt like cards (every size-th request in turn), so that each engine's share mixes the benchmarks: an
+        # AIME response runs several times a MATH-500 one, and a contiguous block of AIME would hold up the run.
+        requests = [requests[i] for r in range(self.size) for i in range(r, len(requests), self.size)]
         pos, outstanding, ended, errors, finished = 0, [0] * self.size, False, [], set()
 
         def feed(rank: int) -> None:
