@@ -296,21 +296,22 @@ def run_eval(
     store.check_config(run_dir, config)  # a different run here is refused before any other check
     planned = plan(gen, benchmarks, backend, run_dir, tokenizer)
     run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run refused for its input leaves no directory
-    resumed = store.check_or_write_config(run_dir, config)
-    t0 = time.monotonic()
-    rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
-    t_gen = time.monotonic() - t0
-    grouped = group_samples(rows, benchmarks, gen)
-    summary = summarize(
-        grouped,
-        scorer,
-        dict(config, budgets=budgets or [], resumed=resumed, argv=redact_argv(sys.argv[1:])),
-        gen,
-        base,
-        budgets,
-        tokenizer,
-    )
-    summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
-    store.write_json(run_dir / "summary.json", summary)
-    report.write_run_report(run_dir, summary, plots=plots, rows=rows)
+    with store.run_lock(run_dir):  # held until the summary is written: one run per directory at a time
+        resumed = store.check_or_write_config(run_dir, config)
+        t0 = time.monotonic()
+        rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
+        t_gen = time.monotonic() - t0
+        grouped = group_samples(rows, benchmarks, gen)
+        summary = summarize(
+            grouped,
+            scorer,
+            dict(config, budgets=budgets or [], resumed=resumed, argv=redact_argv(sys.argv[1:])),
+            gen,
+            base,
+            budgets,
+            tokenizer,
+        )
+        summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
+        store.write_json(run_dir / "summary.json", summary)
+        report.write_run_report(run_dir, summary, plots=plots, rows=rows)
     return summary
