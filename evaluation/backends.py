@@ -331,7 +331,8 @@ class OpenAIBackend:
 
         todo, errors = iter(requests), []
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        pool = aiohttp.TCPConnector(limit=self.concurrency)  # aiohttp's default of 100 would cap the concurrency
+        async with aiohttp.ClientSession(timeout=timeout, connector=pool) as session:
 
             async def worker() -> None:
                 while not errors and (req := next(todo, None)) is not None:

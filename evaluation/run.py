@@ -304,42 +304,43 @@ def run_eval(
     store.check_config(run_dir, config)  # a different run here is refused before any other check
     planned = plan(gen, benchmarks, backend, run_dir, tokenizer)
     run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run refused for its input leaves no directory
-    resumed = store.check_or_write_config(run_dir, config)
-    t0 = time.monotonic()
-    rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
-    t_gen = time.monotonic() - t0
-    grouped = group_samples(rows, benchmarks, gen)
-    summary = summarize(
-        grouped,
-        scorer,
-        dict(config, budgets=budgets or [], resumed=resumed, argv=redact_argv(sys.argv[1:])),
-        gen,
-        base,
-        None if l1_sweep else budgets,
-        tokenizer,
-    )
-    if l1_sweep:  # each budget is its own generation (its prompt differs): a full run in a subdirectory
-        sweep = {gen.l1_budget: (summary, rows)}
-        for b in l1_sweep:
-            if b not in sweep:
-                sub_dir = run_dir / f"l1-budget-{b}"
-                sub = run_eval(
-                    replace(gen, l1_budget=b),
-                    benchmarks,
-                    backend,
-                    sub_dir,
-                    model=model,
-                    tokenizer=tokenizer,
-                    limit=limit,
-                    sources=sources,
-                    scorer=scorer,
-                    progress=progress,
-                    plots=plots,
-                    extraction=extraction,
-                )
-                sweep[b] = (sub, store.read_samples(sub_dir / "samples.jsonl"))
-        summary["budget_sweep"] = metrics.l1_budget_sweep({b: sweep[b] for b in l1_sweep}, gen.l1_mode)
-    summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
-    store.write_json(run_dir / "summary.json", summary)
-    report.write_run_report(run_dir, summary, plots=plots, rows=rows)
+    with store.run_lock(run_dir):  # held until the summary is written: one run per directory at a time
+        resumed = store.check_or_write_config(run_dir, config)
+        t0 = time.monotonic()
+        rows = generate_missing(gen, benchmarks, backend, run_dir, scorer, tokenizer, progress, planned)
+        t_gen = time.monotonic() - t0
+        grouped = group_samples(rows, benchmarks, gen)
+        summary = summarize(
+            grouped,
+            scorer,
+            dict(config, budgets=budgets or [], resumed=resumed, argv=redact_argv(sys.argv[1:])),
+            gen,
+            base,
+            None if l1_sweep else budgets,
+            tokenizer,
+        )
+        if l1_sweep:  # each budget is its own generation (its prompt differs): a full run in a subdirectory
+            sweep = {gen.l1_budget: (summary, rows)}
+            for b in l1_sweep:
+                if b not in sweep:
+                    sub_dir = run_dir / f"l1-budget-{b}"
+                    sub = run_eval(
+                        replace(gen, l1_budget=b),
+                        benchmarks,
+                        backend,
+                        sub_dir,
+                        model=model,
+                        tokenizer=tokenizer,
+                        limit=limit,
+                        sources=sources,
+                        scorer=scorer,
+                        progress=progress,
+                        plots=plots,
+                        extraction=extraction,
+                    )
+                    sweep[b] = (sub, store.read_samples(sub_dir / "samples.jsonl"))
+            summary["budget_sweep"] = metrics.l1_budget_sweep({b: sweep[b] for b in l1_sweep}, gen.l1_mode)
+        summary["timing_s"] = {"generate_and_grade": t_gen, "total": time.monotonic() - t0}
+        store.write_json(run_dir / "summary.json", summary)
+        report.write_run_report(run_dir, summary, plots=plots, rows=rows)
     return summary

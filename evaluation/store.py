@@ -1,10 +1,12 @@
 """Crash-safe run-directory files: append-only, fsync'd `samples.jsonl` whose reader drops a torn last line and
-raises on a malformed line in the middle (first write of a key wins), and JSON/text files replaced atomically.
-See docs/evaluation.md#generation-and-durability.
+raises on a malformed line in the middle (first write of a key wins), JSON/text files replaced atomically, and the
+lock that keeps a directory to one run at a time. See docs/evaluation.md#generation-and-durability.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -112,3 +114,21 @@ def check_or_write_config(run_dir: Path, config: dict) -> bool:
     if not resumed:
         write_json(Path(run_dir) / "config.json", config)
     return resumed
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """Hold RUN_DIR/.lock for the run: a second run of the directory (the same command started twice, a requeued
+    job whose first copy still runs) is refused rather than generating and appending every missing sample again.
+    A POSIX lock, not flock: forked children (vLLM's engine) do not inherit it, so it is released the moment this
+    process dies. On a filesystem without locks the run goes on unlocked."""
+    with open(Path(run_dir) / ".lock", "a+b") as fh:
+        try:
+            fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: another process holds it
+            raise RuntimeError(
+                f"{run_dir} is being written by another run; wait for it, or stop it and rerun to resume"
+            ) from None
+        except OSError:  # ENOLCK, EOPNOTSUPP...: no locks on this filesystem
+            pass
+        yield

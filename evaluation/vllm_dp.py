@@ -104,8 +104,8 @@ def _engine_main(rank: int, model: str, engine: dict, env: dict, inbox, outbox) 
 class DataParallelVLLM:
     """`size` VLLMBackend engines in child processes; same interface as VLLMBackend (prompt_mode "text", the
     tokenizer loaded in this process for chat templates). Each engine is fed requests as it finishes others, so
-    it always holds up to 2 × its in-flight window (a full batch running, as many waiting, as many queued here),
-    and a fast engine takes more of the work than a slow one."""
+    it holds up to 2 × its in-flight window (the window in vLLM, as many queued in its process) or its share of
+    the unfinished work when that is less, and a fast engine takes more of the work than a slow one."""
 
     name = "vllm"
     prompt_mode = "text"
@@ -202,11 +202,17 @@ class DataParallelVLLM:
         if not requests:
             return
         self.start()
+        # Dealt like cards (every size-th request in turn), so that each engine's share mixes the benchmarks: an
+        # AIME response runs several times a MATH-500 one, and a contiguous block of AIME would hold up the run.
+        requests = [requests[i] for r in range(self.size) for i in range(r, len(requests), self.size)]
         pos, outstanding, ended, errors, finished = 0, [0] * self.size, False, [], set()
 
         def feed(rank: int) -> None:
+            # Up to 2 × its window, but never more than its share of the unfinished work: vLLM's default window on
+            # a large GPU (2 × 1024) would otherwise hand a whole preset to the first engine and leave the rest idle.
             nonlocal pos
-            k = min(2 * self._windows[rank] - outstanding[rank], len(requests) - pos)
+            share = -(-(len(requests) - pos + sum(outstanding)) // self.size)
+            k = min(min(2 * self._windows[rank], share) - outstanding[rank], len(requests) - pos)
             if k > 0 and not ended:
                 self._inboxes[rank].put(("reqs", requests[pos : pos + k]))
                 pos += k

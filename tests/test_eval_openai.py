@@ -278,6 +278,31 @@ def test_each_finished_sample_is_on_disk_while_a_slow_one_is_still_generating(tm
 
 
 @pytest.mark.timeout(120)
+def test_a_second_run_of_a_directory_is_refused_while_the_first_is_writing_it(tmp_path):
+    """The same command started twice (two submissions, a requeued job whose first copy still runs): the second
+    is refused naming the directory and asks the server for nothing, so no sample is generated or written twice;
+    the first finishes with every sample once."""
+    bench, out = make_bench(tmp_path / "toy.jsonl", 2), tmp_path / "run"
+    with FakeLLMServer(hold=(0, 0)) as srv:
+        cmd = [sys.executable, "-m", "evaluation.cli", *argv_for(srv, bench, out, 4, "--openai.concurrency", "3")]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        samples, deadline = out / "samples.jsonl", time.monotonic() + 60
+        while time.monotonic() < deadline and (not samples.exists() or samples.read_bytes().count(b"\n") < 7):
+            time.sleep(0.02)
+        asked = len(srv.bodies)
+        try:
+            second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+        finally:
+            srv.release()
+            first_rc = first.wait(60)
+        assert second.returncode == 2 and str(out) in second.stderr and "another run" in second.stderr
+        assert len(srv.bodies) == asked and first_rc == 0
+    keys = [store.sample_key(json.loads(line)) for line in samples.read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 8
+
+
+@pytest.mark.timeout(120)
 def test_the_server_holds_exactly_the_concurrency_in_flight(tmp_path):
     with FakeLLMServer(delay_s=0.05) as srv:
         assert (
@@ -287,6 +312,16 @@ def test_the_server_holds_exactly_the_concurrency_in_flight(tmp_path):
             == 0
         )
     assert srv.max_in_flight == 5 and len(srv.bodies) == 24
+
+
+@pytest.mark.timeout(120)
+def test_a_concurrency_above_the_http_clients_default_pool_reaches_the_server(tmp_path):
+    """aiohttp's default connector opens at most 100 connections; a `vllm serve` with max_num_seqs 1024 needs more
+    requests than that in flight to stay busy, so --openai.concurrency 160 must put 160 on the server."""
+    with FakeLLMServer(delay_s=1.0) as srv:
+        argv = argv_for(srv, make_bench(tmp_path / "toy.jsonl", 40), tmp_path / "run", 4, "--openai.concurrency", "160")
+        assert cli.main(argv) == 0
+    assert srv.max_in_flight == 160 and len(srv.bodies) == 160
 
 
 @pytest.mark.timeout(60)
