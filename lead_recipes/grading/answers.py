@@ -19,6 +19,7 @@ from lead_recipes.grading.pairing import (
     is_list,
     join,
     last_box,
+    tuple_size,
 )
 from lead_recipes.grading.statement import extract_statement
 
@@ -62,7 +63,8 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
     """The final answer of a response under `policy`, searched after the last `</think>` if there is one: the last
     complete `\\boxed{}`/`\\fbox{}` (an unclosed last box falls back to the previous complete one); when `gold`
     holds several values (`lead_recipes.grading.pairing.is_list`) all boxes of the closing statement joined into one
-    list (`pairing.final_run`). A box wins over any statement after it, under both policies. Under `final_answer`
+    list (`pairing.final_run`); when `gold` is a tuple and the closing statement has one labelled box per component,
+    those boxes as a labelled list (`x = 2, y = 3`). A box wins over any statement after it, under both policies. Under `final_answer`
     a response without a box gives the answer stated in its closing part
     (`lead_recipes.grading.statement.extract_statement`). None when there is no non-empty final answer."""
     check_extraction(policy)
@@ -80,8 +82,13 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
                 return None
         return None
     gold_n = normalize_answer(gold_text(_to_text(gold))) if gold is not None else ""
-    if gold_n and BOX_RE.search(body, 0, last[0]) and is_list(gold_n):
-        return join(final_run(body, box_spans(body), is_labelled(gold_n)))
+    if gold_n and BOX_RE.search(body, 0, last[0]):
+        if is_list(gold_n):
+            return join(final_run(body, box_spans(body), is_labelled(gold_n)))
+        size = tuple_size(gold_n)  # `(2, 3)` answered `x = \boxed{2}`, `y = \boxed{3}`: the labelled tuple
+        run = final_run(body, box_spans(body), labelled=True) if size else []
+        if size and len(run) == size and all("=" in x for x in run):
+            return join(run)
     return last[2]
 
 
