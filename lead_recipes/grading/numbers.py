@@ -1,5 +1,6 @@
 """Number forms: mixed numbers, thousands separators and decimal commas (`align_numbers`), written the one way
-the exact paths and math-verify read. No values compared (`precision` does that), no sympy.
+the exact paths and math-verify read, and a plain number literal as an exact Fraction (`rational`). No values
+compared (`precision` does that), no sympy.
 See docs/grading.md#answer-forms.
 """
 
@@ -7,6 +8,30 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+
+_DEC_RE = re.compile(r"(-?)([0-9]{1,12})(?:\.([0-9]{1,8}))?")
+_FRAC_RE = re.compile(
+    r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})|"
+    r"(-?)\\[dt]?frac([0-9])([0-9])"
+)
+
+
+def rational(s: str):
+    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\frac38`, `\\dfrac{-1}{2}`,
+    `7/4`) as an exact Fraction, or None for anything else."""
+    m = _DEC_RE.fullmatch(s)
+    if m:
+        v = Fraction(int(m.group(2)) * 10 ** len(m.group(3) or "") + int(m.group(3) or 0), 10 ** len(m.group(3) or ""))
+        return -v if m.group(1) else v
+    m = _FRAC_RE.fullmatch(s)
+    if m:
+        sign, num, den = next(m.group(i, i + 1, i + 2) for i in (1, 4, 7) if m.group(i + 1) is not None)
+        if int(den) == 0:
+            return None
+        v = Fraction(int(num), int(den))
+        return -v if sign else v
+    return None
+
 
 _MIXED_RE = re.compile(
     r"(-?)(\d{1,9})\s*(?:\\[dt]?frac\{(\d{1,9})\}\{(\d{1,9})\}|\\[dt]?frac(\d)(\d)|\s(\d{1,9})/(\d{1,9}))"
