@@ -180,3 +180,51 @@ def test_a_restatement_a_new_clause_or_a_contrast_after_the_value_keeps_it(text,
 )
 def test_an_alternative_a_denial_or_a_condition_after_the_value_still_refuses(text):
     assert extract_statement(W + text) is None
+
+
+# Issue-21 review (false negatives): statements models write that gave no answer or the wrong part of the sentence.
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("The answer is: 42", "42"),  # MetaMath's closing line: a label, needs no period
+        ("The number of triangles is therefore 20.", "20"),
+        ("Wait, the answer is actually 21.", "21"),
+        ("The answer, therefore, is 20.", "20"),
+        ("Thus, the probability is $\\frac{1}{4}$, or $25\\%$.", "\\frac{1}{4}"),
+        ("Thus, the probability is $\\frac{1}{4}$ (or $0.25$).", "\\frac{1}{4}"),
+        ("The probability is $\\frac{3}{8}$, so $m+n = 11$.", "11"),
+        ("The answer is $\\frac{3}{8}$, hence the requested sum is $11$.", "11"),
+        ("The answer is $5$, so we are done.", "5"),
+        ("The answer should be $7$.", "7"),
+        ("The correct option is (C).", "(C)"),
+        ("16 - 3 - 4 = 9 eggs, and 9 * 2 = 18.\n#### 18", "18"),
+        ("Therefore, Janet makes $\\$18$ every day at the farmers' market.", "\\$18"),
+        ("Therefore, Tom has 7 apples left.", "7"),
+        ("In total, Maria spent $\\$100$.", "\\$100"),
+    ],
+)
+def test_review_statements_give_their_asserted_value(text, value):
+    assert extract_statement(W + text) == value
+
+
+# Issue-21 review (false positives): the value a grader must not take from these.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "So $n = 34$ is the largest, and $n = 35$ fails.",
+        "So the answer is $\\frac{1}{2}$. But we must double the count since order matters, giving $1$.",
+        "So the answer is $\\frac{1}{2}$.\n\nHmm, but order matters, so it should be doubled.",
+        "So the answer is $\\frac{1}{2}$. Wait, order matters.",
+        "Thus, the probability is $\\frac{1}{4}$, or $\\frac{1}{3}$ if repeats are allowed.",
+        "Thus, the probability is $\\frac{1}{4}$, or $30\\%$.",
+        "The answer is $\\frac{3}{8}$, so $m+n$ is either $11$ or $12$.",
+        "Therefore, Tom has 7 apples and 3 pears left.",
+        "Therefore, Tom might have 7 apples left.",
+        "Therefore, Tom has at least 7 apples left.",
+        "Therefore, Tom likely has 7 apples left.",
+        "Therefore, 7 apples are likely left.",
+        "#### Step 3: count the cases",
+    ],
+)
+def test_review_statements_that_give_no_answer(text):
+    assert extract_statement(W + text) is None

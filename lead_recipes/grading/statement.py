@@ -10,8 +10,12 @@ import re
 
 from lead_recipes.grading.assertion import (
     SPAN_RE,
+    denied_after,
     hedged_subject,
     negated_lead,
+    restated_same,
+    revised,
+    sole_value,
     split_assertion,
     starts_subject,
     value_first,
@@ -25,12 +29,13 @@ _PARA_SPLIT_RE = re.compile(r"\n[ \t]*\n")
 _END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E\.?D\.?|∎|□)+\Z")
 _MARKER_RE = re.compile(
     r"(?:\bthe\s+)?\b(?:final\s+answer|answer)\b(?:\s+to\s+(?:the|this)\s+[a-z ]{0,40}?)?"
-    r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*",
+    r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*"
+    r"|(?:(?<=\n)|\A)[ \t]*####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))",  # GSM8K's closing line `#### 18`
     re.I,
 )
 _CONCLUDE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
-    r"in\s+summary|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
+    r"in\s+summary|in\s+total|altogether|overall|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
     re.I,
 )
 _DISPLAY_RE = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$|\\begin\{(equation|align|gather)\*?\}(.+?)\\end\{\3\*?\}", re.S)
@@ -63,6 +68,9 @@ _RESTATED_RE = re.compile(
     r"around|nearly|≈|\\approx)\s*(?:\$[^$]*\$|\\\(.*?\\\)|-?[\d.,]+)\s*\)?"
 )
 _RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
+_ADVERB_RE = re.compile(r"(?i)(?:(?:therefore|thus|hence|then|actually|indeed|clearly|simply|just|in\s+fact)\b[\s,]*)+")
+_LATER_RE = re.compile(r"(?i)\s*[,;]?\s*(?:and\s+)?(?:so|hence|thus|therefore|giving|which\s+gives)\b[\s,]*")
+_CHOICE_RE = re.compile(r"\(?[A-E]\)?")
 
 
 def _closing_part(text: str) -> str:
@@ -102,6 +110,8 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     """The value stated at the start of `rest`: its first math span if one starts the sentence, else the rest of
     the sentence (plain words, or a currency amount)."""
     rest = rest.lstrip(" \t*_:")
+    adverb = _ADVERB_RE.match(rest)  # "is therefore 20", "is actually 21"
+    rest = rest[adverb.end() :] if adverb else rest
     sentence = rest[: _sentence_len(rest)]
     first_value = value_first(sentence)
     if first_value is not None:
@@ -144,7 +154,11 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         val = next(g for g in m.groups() if g is not None)
         tail = rest[m.end() :]
         restated = _RESTATED_RE.match(tail)
-        tail = tail[restated.end() :] if restated else tail
+        tail = tail[restated.end() :] if restated else tail[restated_same(val, tail) :]
+        later = _LATER_RE.match(tail)  # "$\frac{3}{8}$, so $m+n = 11$": the later assertion is the answer
+        clause = tail[later.end() : _sentence_len(tail)] if later else ""
+        if re.search(r"\d|\$|\\\(", clause):
+            return _conclusion_value(clause)
         if (
             _RETRACT_RE.match(tail)
             or _ALTERNATIVE_RE.search(tail[: _sentence_len(tail)])
@@ -211,14 +225,14 @@ def extract_statement(text: str) -> str | None:
     for m in _MARKER_RE.finditer(part):  # 1. the last answer marker
         # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
         # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
-        prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_:"))
+        prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_"))  # "The answer is: 42" is a label
         if (_complete(part, m.end()) or not prose) and part[m.end() :].strip():
             found = m
     lead = ""
     if found is not None:  # "Perhaps the answer is 3", "If a = 1, then the answer is 3"
         starts = [e.end() for e in _SENTENCE_END_RE.finditer(part, 0, found.start())]
         lead = part[starts[-1] if starts else 0 : found.start()]
-    if found is not None and not negated_lead(lead):
+    if found is not None and not negated_lead(lead) and not revised(part[found.end() :]):
         val = _value(part[found.end() :], equation_rhs=True)
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
@@ -238,7 +252,7 @@ def extract_statement(text: str) -> str | None:
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
         if end is None or last_para[end.start()] == "?" or not _closing_remark(after):
             break  # an earlier sentence has even more after it
-        val = _conclusion_value(sentence)
+        val = _conclusion_value(sentence, connector=bool(m.group(0).strip(" *\n\t")))
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
     displays = list(_DISPLAY_RE.finditer(part))  # 3. the last displayed expression, closing the solution
@@ -260,7 +274,7 @@ def _closing_remark(after: str) -> bool:
     )  # "... no, that fails the second equation."
 
 
-def _conclusion_value(sentence: str) -> str | None:
+def _conclusion_value(sentence: str, connector: bool = False) -> str | None:
     """The value of a concluding sentence: what follows its last " is " / " are " / " gives ", else the right-hand
     side of its last equation; several values joined only by "and" / "or" / commas (`$k=-1$ or $k=-9$`) are all
     kept, as a list; an approximate restatement after a value is dropped."""
@@ -304,12 +318,17 @@ def _conclusion_value(sentence: str) -> str | None:
         if after_verb is not None and sentence[is_m.end() : after_verb.start()].strip() == "":
             return _value(sentence[is_m.end() :], equation_rhs=True)  # "… is $10$, attained when $x = 2$"
         expr = _span_text(span)
-        return _rhs(expr) if _TOP_EQ_RE.search(expr) else None
+        if denied_after(sentence[span.end() :]):
+            return None  # "So $n = 34$ is the largest, and $n = 35$ fails."
+        if _TOP_EQ_RE.search(expr):
+            return _rhs(expr)
+        return sole_value(sentence) if connector and parts is None else None
     if is_m is not None:
         val = _value(sentence[is_m.end() :], equation_rhs=True)
-        if val and re.search(r"\d", val) and len(val) <= 60:  # "the rope is 20 cm" — a number, not a claim
+        if val and (re.search(r"\d", val) or _CHOICE_RE.fullmatch(val)) and len(val) <= 60:  # "the rope is 20 cm"
             return val
-    return None
+    # "Therefore, Tom has 7 apples left.": no asserting verb, one value
+    return sole_value(sentence) if connector and parts is None else None
 
 
 def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | None:
