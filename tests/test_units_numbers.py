@@ -383,3 +383,21 @@ def test_units_on_list_items_are_dropped_item_by_item(gold, pred, same):
 def test_currency_signs_powers_in_the_box_and_degrees_are_units(gold, right, wrongs):
     assert verdict(gold, right) and verdict(right, gold)
     assert not any(verdict(gold, w) for w in wrongs)
+
+
+# Issue-21 review: a repeating decimal (`0.\overline{3}`, `0.1\overline{6}`) is the exact fraction it writes, both
+# ways; the terminating decimal or fraction next to it is not.
+@pytest.mark.parametrize(
+    "exact,repeating,wrongs",
+    [
+        ("\\frac13", "0.\\overline{3}", ["\\frac{3}{10}", "\\frac{33}{100}", "0.3"]),
+        ("\\frac16", "0.1\\overline{6}", ["\\frac{17}{100}", "\\frac{1}{7}"]),
+        ("\\frac{4}{11}", "0.\\overline{36}", ["\\frac{9}{25}"]),
+        ("\\frac43", "1.\\overline{3}", ["\\frac{13}{10}"]),
+        ("-\\frac{1}{3}", "-0.\\bar{3}", ["\\frac{1}{3}"]),
+        ("\\frac{1}{7}", "0.\\overline{142857}", ["\\frac{1}{8}"]),
+    ],
+)
+def test_a_repeating_decimal_is_the_fraction_it_writes(exact, repeating, wrongs):
+    assert verdict(exact, repeating) and verdict(repeating, exact)
+    assert not any(verdict(w, repeating) or verdict(repeating, w) for w in wrongs)
