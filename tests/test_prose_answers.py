@@ -228,3 +228,12 @@ def test_review_statements_give_their_asserted_value(text, value):
 )
 def test_review_statements_that_give_no_answer(text):
     assert extract_statement(W + text) is None
+
+
+# Issue-21 review, on OlympiadBench reference solutions: a passive "is" asserts no value, and only the sentence right
+# after the answer's can revise it (a later check that opens with "But" is no revision).
+def test_a_passive_is_asserts_nothing_and_only_the_next_sentence_revises():
+    text = "The answer is therefore the remainder when $576^{603}$ is divided by 1000 ."
+    assert extract_statement(W + text) is None
+    later = "The answer is $7$. For completeness, we check the other case. But it has no real solutions."
+    assert extract_statement(W + later) == "7"

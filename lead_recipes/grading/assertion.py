@@ -128,10 +128,10 @@ _NOT_PLAIN_RE = re.compile(
 
 
 def revised(after: str) -> bool:
-    """True when a sentence after the answer's (in `after`, which starts right after its marker) opens by revising
-    it: "But", "However", "Wait", "Hmm", "Actually", "No", "Let me recheck", "I made a mistake"."""
-    end = re.search(r"[.!?\n]", after)
-    return end is not None and _REVISION_RE.search(after, end.start()) is not None
+    """True when the sentence after the answer's (`after` starts right after its marker) opens by revising it: "But",
+    "However", "Wait", "Hmm", "Actually", "No", "Let me recheck", "I made a mistake"."""
+    end = re.search(r"[.!?\n](?!\d)", after)
+    return end is not None and _REVISION_RE.match(after, end.start()) is not None
 
 
 def _number(s: str):

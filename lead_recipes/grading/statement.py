@@ -71,6 +71,9 @@ _RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
 _ADVERB_RE = re.compile(r"(?i)(?:(?:therefore|thus|hence|then|actually|indeed|clearly|simply|just|in\s+fact)\b[\s,]*)+")
 _LATER_RE = re.compile(r"(?i)\s*[,;]?\s*(?:and\s+)?(?:so|hence|thus|therefore|giving|which\s+gives)\b[\s,]*")
 _CHOICE_RE = re.compile(r"\(?[A-E]\)?")
+_PASSIVE_RE = re.compile(
+    r"(?i)\s*(?:\w+ed|given|taken|written|seen|known|shown|chosen|done|found|made)\s+(?:by|from|to|as|with|in|into|over)\b"
+)
 
 
 def _closing_part(text: str) -> str:
@@ -119,8 +122,10 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     if starts_subject(sentence):  # "The largest $n$ is 34": the value is what the verb asserts
         parts = split_assertion(sentence)
         if parts is not None:
-            subject, verb, _ = parts
-            return None if hedged_subject(subject, verb) else _value(rest[len(subject) + len(verb) :], equation_rhs)
+            subject, verb, after = parts
+            if hedged_subject(subject, verb) or _PASSIVE_RE.match(after):
+                return None  # "the remainder when $N$ is divided by 1000": "is" asserts no value there
+            return _value(rest[len(subject) + len(verb) :], equation_rhs)
     end = _SENTENCE_END_RE.search(rest)
     while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1 : end.start() + 2]):
         end = _SENTENCE_END_RE.search(rest, end.start() + 1)  # a decimal point does not end the sentence
