@@ -237,3 +237,19 @@ def test_a_passive_is_asserts_nothing_and_only_the_next_sentence_revises():
     assert extract_statement(W + text) is None
     later = "The answer is $7$. For completeness, we check the other case. But it has no real solutions."
     assert extract_statement(W + later) == "7"
+
+
+# Issue-21 review: "not X but Y" and "not X; it is Y" assert Y; "not X" alone, or "not X but maybe Y", none.
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("Therefore, the answer is not 6 but 7.", "7"),
+        ("The answer is not $5$; it is $6$.", "6"),
+        ("So the answer is not $5$, but rather $6$.", "6"),
+        ("The answer is not $5$.", None),
+        ("The answer is not $5$ but maybe $6$.", None),
+        ("The answer is not $5$ but $6$ or $7$.", None),
+    ],
+)
+def test_a_corrected_negation_asserts_the_correction(text, value):
+    assert extract_statement(W + text) == value

@@ -71,6 +71,9 @@ _RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
 _ADVERB_RE = re.compile(r"(?i)(?:(?:therefore|thus|hence|then|actually|indeed|clearly|simply|just|in\s+fact)\b[\s,]*)+")
 _LATER_RE = re.compile(r"(?i)\s*[,;]?\s*(?:and\s+)?(?:so|hence|thus|therefore|giving|which\s+gives)\b[\s,]*")
 _CHOICE_RE = re.compile(r"\(?[A-E]\)?")
+_CORRECTED_RE = re.compile(
+    r"(?i)not\s+(?:\$[^$]{1,40}\$|-?[\d.,/]+)\s*[,;]?\s*(?:but(?:\s+rather|\s+instead)?|it\s+is|rather)\b[\s,]*"
+)
 _PASSIVE_RE = re.compile(
     r"(?i)\s*(?:\w+ed|given|taken|written|seen|known|shown|chosen|done|found|made)\s+(?:by|from|to|as|with|in|into|over)\b"
 )
@@ -115,6 +118,9 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     rest = rest.lstrip(" \t*_:")
     adverb = _ADVERB_RE.match(rest)  # "is therefore 20", "is actually 21"
     rest = rest[adverb.end() :] if adverb else rest
+    corrected = _CORRECTED_RE.match(rest)  # "not 6 but 7", "not $5$; it is $6$": the correction is asserted
+    if corrected:
+        return _value(rest[corrected.end() :], equation_rhs)
     sentence = rest[: _sentence_len(rest)]
     first_value = value_first(sentence)
     if first_value is not None:
