@@ -253,3 +253,15 @@ def test_a_passive_is_asserts_nothing_and_only_the_next_sentence_revises():
 )
 def test_a_corrected_negation_asserts_the_correction(text, value):
     assert extract_statement(W + text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The required value is clearly $10$.",
+        "The area of the square is then $10$ square units.",
+        "Thus the number of real solutions is therefore $10$.",
+    ],
+)
+def test_an_adverb_between_the_verb_and_a_math_value_is_skipped(text):
+    assert extract_statement(W + text) in ("10", "10\\text{ square units}")

@@ -196,3 +196,15 @@ def test_a_rejected_box_is_not_joined_to_the_list(grader, response):
 def test_a_tuple_gold_reads_one_labelled_box_per_component(grader, gold, response, correct):
     for policy in ("boxed", "final_answer"):
         assert grader.grade(gold, "Work.\n\n" + response, extraction=policy).correct is correct
+
+
+# The rejecting word binds to its own clause: a box after "(it fails the check), the valid values are" is kept.
+@pytest.mark.parametrize(
+    "response,gold",
+    [
+        ("Discarding $n=\\boxed{5}$ (it fails the check), the valid values are $\\boxed{3}$ and $\\boxed{7}$.", "3, 7"),
+        ("The root $x=\\boxed{-3}$ is invalid since $x>0$; so $x=\\boxed{2}$ or $x=\\boxed{6}$.", "2, 6"),
+    ],
+)
+def test_a_rejection_of_an_earlier_box_does_not_cut_off_the_next(response, gold):
+    assert extract_final_answer("Work.\n\n" + response, "boxed", gold=gold) == gold

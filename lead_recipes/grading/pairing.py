@@ -87,7 +87,7 @@ def final_run(text: str, spans: list[tuple[int, int, str]], labelled: bool = Fal
     for i in range(len(spans) - 2, -1, -1):
         prev = spans[i]
         gap = text[prev[1] : run[0][0]]
-        lead = re.split(r"[.!?\n]", text[max(spans[i - 1][1] if i else 0, prev[0] - 80) : prev[0]])[-1]
+        lead = re.split(r"[.!?\n,;:)]", text[max(spans[i - 1][1] if i else 0, prev[0] - 80) : prev[0]])[-1]
         if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap) or _REJECTED_RE.search(gap + " " + lead):
             break
         run.insert(0, prev)

@@ -326,7 +326,8 @@ def _conclusion_value(sentence: str, connector: bool = False) -> str | None:
         run = run[-1:]
         span = spans[-1]
         after_verb = next((x for x in spans if is_m is not None and x.start() >= is_m.end()), None)
-        if after_verb is not None and sentence[is_m.end() : after_verb.start()].strip() == "":
+        gap = sentence[is_m.end() : after_verb.start()].strip() if after_verb is not None else None
+        if gap is not None and (not gap or _ADVERB_RE.fullmatch(gap)):  # "is $10$", "is clearly $10$"
             return _value(sentence[is_m.end() :], equation_rhs=True)  # "… is $10$, attained when $x = 2$"
         expr = _span_text(span)
         if denied_after(sentence[span.end() :]):
