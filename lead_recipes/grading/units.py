@@ -232,9 +232,9 @@ def _words_kind(words: str, power: str | None, spaced: bool = True) -> str | Non
 
 def refused_words(s: str) -> bool:
     """True when `s` is a plain value followed by words that change it (`5 million`, `3\\text{ or more}`)."""
-    s = _respell(s)
-    if len(s) > _MAX_CHARS:
+    if len(s) > _MAX_CHARS:  # units follow short answers; the patterns are not for long text
         return False
+    s = _respell(s)
     m = _TEXT_RE.fullmatch(s)
     if m is not None and _plain_value(m.group(1)):
         return _words_kind(m.group(2), m.group(3)) == "refuse" or not re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2))
@@ -247,9 +247,9 @@ def refused_words(s: str) -> bool:
 def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | None:
     """(value, canonical unit or None, is_unit) when `s` is a plain value followed by a unit or words, else None; a
     single known letter after a space (`5 g`) counts only with `letter`."""
-    s = _respell(s)
     if len(s) > _MAX_CHARS:
         return None
+    s = _respell(s)
     m = _TEXT_RE.fullmatch(s)
     if m is not None and _plain_value(m.group(1)) and re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2)):
         if _words_kind(m.group(2), m.group(3)) not in ("unit", "count"):
@@ -285,8 +285,9 @@ def align_units(gold: str, pred: str) -> tuple[str, str] | None:
     None when both carry known units that differ. Lists of as many items are aligned item by item (labels kept)."""
     if refused_words(gold) or refused_words(pred):
         return None  # `5 million` vs `5`: equal strings never get here (compare.prepare)
-    gi, pi = top_items(gold), top_items(pred)
-    if 2 <= len(gi) == len(pi) <= 50 and any(_TEXT_RE.search(x) or split_unit(x) for x in gi + pi):
+    gi, pi = (top_items(gold), top_items(pred)) if len(gold) + len(pred) <= 5 * _MAX_CHARS else ([], [])
+    short = all(len(x) <= _MAX_CHARS for x in gi + pi)
+    if 2 <= len(gi) == len(pi) <= 50 and short and any(_TEXT_RE.search(x) or split_unit(x) for x in gi + pi):
         out: list[tuple[str, str]] = []
         for a, b in zip(gi, pi):
             la, lb = _ITEM_LABEL_RE.fullmatch(a), _ITEM_LABEL_RE.fullmatch(b)
@@ -301,7 +302,7 @@ def align_units(gold: str, pred: str) -> tuple[str, str] | None:
 def _align_one(gold: str, pred: str) -> tuple[str, str] | None:
     """`align_units` for one value on each side. A value that goes on after its unit (`2 \\text{ h } 30 \\text{ min}`,
     `2 \\text{ cm} + 3 \\text{ cm}`; math-verify reads only what comes before the unit) equals nothing but itself."""
-    if gold != pred and any(_COMPOUND_RE.fullmatch(_respell(x)) for x in (gold, pred)):
+    if gold != pred and any(len(x) <= _MAX_CHARS and _COMPOUND_RE.fullmatch(_respell(x)) for x in (gold, pred)):
         return None
     g, p = split_unit(gold), split_unit(pred)
     if g is not None and g[2] and p is None:  # `5 kg` vs `5 g`: next to a unit, a lone letter is one too
