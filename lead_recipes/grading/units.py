@@ -177,12 +177,13 @@ _CUBIC_RE = re.compile(r"(?i)\A(?:cubic|cu\.?)\s+(.+)\Z")
 def _respell(s: str) -> str:
     """`s` with the unit spellings above written the one way the patterns below read."""
     s = _SPLIT_BOX_RE.sub("/", _TIE_RE.sub(r"\1 ", s.strip()))
-    s = _POWER_IN_BOX_RE.sub(lambda m: f"{m.group(1)}}}^{m.group(2) or m.group(3)}", s)
-    s = _TEMPERATURE_RE.sub(
-        lambda m: "\\text{ " + ("celsius" if (m.group(1) or m.group(2)) == "C" else "fahrenheit") + "}", s
-    )
-    s = s.replace("°", "^\\circ")
-    m = _CURRENCY_RE.fullmatch(s) or _CENT_RE.fullmatch(s)
+    if "^" in s:
+        s = _POWER_IN_BOX_RE.sub(lambda m: f"{m.group(1)}}}^{m.group(2) or m.group(3)}", s)
+    if "circ" in s or "°" in s:
+        s = _TEMPERATURE_RE.sub(
+            lambda m: "\\text{ " + ("celsius" if (m.group(1) or m.group(2)) == "C" else "fahrenheit") + "}", s
+        ).replace("°", "^\\circ")
+    m = (_CURRENCY_RE.fullmatch(s) if "$" in s else None) or (_CENT_RE.fullmatch(s) if "¢" in s else None)
     if m is not None:
         return f"{m.group(1)}\\text{{ {'dollars' if m.re is _CURRENCY_RE else 'cents'}}}"
     m = _NUMBER_IN_BOX_RE.fullmatch(s) or _INCHES_RE.fullmatch(s)
@@ -285,7 +286,8 @@ def align_units(gold: str, pred: str) -> tuple[str, str] | None:
     None when both carry known units that differ. Lists of as many items are aligned item by item (labels kept)."""
     if refused_words(gold) or refused_words(pred):
         return None  # `5 million` vs `5`: equal strings never get here (compare.prepare)
-    gi, pi = (top_items(gold), top_items(pred)) if len(gold) + len(pred) <= 5 * _MAX_CHARS else ([], [])
+    listed = len(gold) + len(pred) <= 5 * _MAX_CHARS and all(re.search(r",|;|\\text\{\s*and", x) for x in (gold, pred))
+    gi, pi = (top_items(gold), top_items(pred)) if listed else ([], [])
     short = all(len(x) <= _MAX_CHARS for x in gi + pi)
     if 2 <= len(gi) == len(pi) <= 50 and short and any(_TEXT_RE.search(x) or split_unit(x) for x in gi + pi):
         out: list[tuple[str, str]] = []
