@@ -29,10 +29,10 @@ _PARA_SPLIT_RE = re.compile(r"\n[ \t]*\n")
 _END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E\.?D\.?|∎|□)+\Z")
 _MARKER_RE = re.compile(
     r"(?:\bthe\s+)?\b(?:final\s+answer|answer)\b(?:\s+to\s+(?:the|this)\s+[a-z ]{0,40}?)?"
-    r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*"
-    r"|(?:(?<=\n)|\A)[ \t]*####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))",  # GSM8K's closing line `#### 18`
+    r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*",
     re.I,
 )
+_GSM8K_RE = re.compile(r"(?:(?<=\n)|\A)[ \t]*####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))")  # the line `#### 18`
 _CONCLUDE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
     r"in\s+summary|in\s+total|altogether|overall|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
@@ -233,7 +233,8 @@ def extract_statement(text: str) -> str | None:
     if not part.strip():
         return None
     found = None
-    for m in _MARKER_RE.finditer(part):  # 1. the last answer marker
+    markers = list(_MARKER_RE.finditer(part)) + (list(_GSM8K_RE.finditer(part)) if "####" in part else [])
+    for m in sorted(markers, key=lambda x: x.start()):  # 1. the last answer marker
         # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
         # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
         prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_"))  # "The answer is: 42" is a label
