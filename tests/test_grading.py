@@ -197,7 +197,7 @@ def test_rational_literal_fast_path_matches_math_verify(data, same):
 
 
 def _rational_of(s):
-    from lead_recipes.grading.answers import rational
+    from lead_recipes.grading.numbers import rational
 
     return rational(s)
 

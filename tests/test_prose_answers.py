@@ -180,3 +180,88 @@ def test_a_restatement_a_new_clause_or_a_contrast_after_the_value_keeps_it(text,
 )
 def test_an_alternative_a_denial_or_a_condition_after_the_value_still_refuses(text):
     assert extract_statement(W + text) is None
+
+
+# Issue-21 review (false negatives): statements models write that gave no answer or the wrong part of the sentence.
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("The answer is: 42", "42"),  # MetaMath's closing line: a label, needs no period
+        ("The number of triangles is therefore 20.", "20"),
+        ("Wait, the answer is actually 21.", "21"),
+        ("The answer, therefore, is 20.", "20"),
+        ("Thus, the probability is $\\frac{1}{4}$, or $25\\%$.", "\\frac{1}{4}"),
+        ("Thus, the probability is $\\frac{1}{4}$ (or $0.25$).", "\\frac{1}{4}"),
+        ("The probability is $\\frac{3}{8}$, so $m+n = 11$.", "11"),
+        ("The answer is $\\frac{3}{8}$, hence the requested sum is $11$.", "11"),
+        ("The answer is $5$, so we are done.", "5"),
+        ("The answer should be $7$.", "7"),
+        ("The correct option is (C).", "(C)"),
+        ("16 - 3 - 4 = 9 eggs, and 9 * 2 = 18.\n#### 18", "18"),
+        ("Therefore, Janet makes $\\$18$ every day at the farmers' market.", "\\$18"),
+        ("Therefore, Tom has 7 apples left.", "7"),
+        ("In total, Maria spent $\\$100$.", "\\$100"),
+    ],
+)
+def test_review_statements_give_their_asserted_value(text, value):
+    assert extract_statement(W + text) == value
+
+
+# Issue-21 review (false positives): the value a grader must not take from these.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "So $n = 34$ is the largest, and $n = 35$ fails.",
+        "So the answer is $\\frac{1}{2}$. But we must double the count since order matters, giving $1$.",
+        "So the answer is $\\frac{1}{2}$.\n\nHmm, but order matters, so it should be doubled.",
+        "So the answer is $\\frac{1}{2}$. Wait, order matters.",
+        "Thus, the probability is $\\frac{1}{4}$, or $\\frac{1}{3}$ if repeats are allowed.",
+        "Thus, the probability is $\\frac{1}{4}$, or $30\\%$.",
+        "The answer is $\\frac{3}{8}$, so $m+n$ is either $11$ or $12$.",
+        "Therefore, Tom has 7 apples and 3 pears left.",
+        "Therefore, Tom might have 7 apples left.",
+        "Therefore, Tom has at least 7 apples left.",
+        "Therefore, Tom likely has 7 apples left.",
+        "Therefore, 7 apples are likely left.",
+        "#### Step 3: count the cases",
+    ],
+)
+def test_review_statements_that_give_no_answer(text):
+    assert extract_statement(W + text) is None
+
+
+# Issue-21 review, on OlympiadBench reference solutions: a passive "is" asserts no value, and only the sentence right
+# after the answer's can revise it (a later check that opens with "But" is no revision).
+def test_a_passive_is_asserts_nothing_and_only_the_next_sentence_revises():
+    text = "The answer is therefore the remainder when $576^{603}$ is divided by 1000 ."
+    assert extract_statement(W + text) is None
+    later = "The answer is $7$. For completeness, we check the other case. But it has no real solutions."
+    assert extract_statement(W + later) == "7"
+
+
+# Issue-21 review: "not X but Y" and "not X; it is Y" assert Y; "not X" alone, or "not X but maybe Y", none.
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("Therefore, the answer is not 6 but 7.", "7"),
+        ("The answer is not $5$; it is $6$.", "6"),
+        ("So the answer is not $5$, but rather $6$.", "6"),
+        ("The answer is not $5$.", None),
+        ("The answer is not $5$ but maybe $6$.", None),
+        ("The answer is not $5$ but $6$ or $7$.", None),
+    ],
+)
+def test_a_corrected_negation_asserts_the_correction(text, value):
+    assert extract_statement(W + text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The required value is clearly $10$.",
+        "The area of the square is then $10$ square units.",
+        "Thus the number of real solutions is therefore $10$.",
+    ],
+)
+def test_an_adverb_between_the_verb_and_a_math_value_is_skipped(text):
+    assert extract_statement(W + text) in ("10", "10\\text{ square units}")

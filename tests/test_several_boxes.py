@@ -161,3 +161,50 @@ def test_a_list_gold_in_one_text_box_reads_every_box(grader):
     assert is_list(r"\text{A, C}") and not is_list(r"\text{A}")
     assert grader.grade(r"\text{A, C}", "The correct options are $\\boxed{A}$ and $\\boxed{C}$.").correct
     assert not grader.grade(r"\text{A, C}", "The correct options are $\\boxed{A}$ and $\\boxed{D}$.").correct
+
+
+# Issue-21 review (false positives): a box its own clause rejects is no part of the list, wherever the rejecting
+# word stands: before the box ("We reject $x = \boxed{-1}$"), or between it and the next ("is extraneous").
+@pytest.mark.parametrize(
+    "response",
+    [
+        "We reject $x=\\boxed{-1}$ and keep $x=\\boxed{4}$.",
+        "Here $x=\\boxed{-1}$ is extraneous; the solution is $x=\\boxed{4}$.",
+        "The value $x = \\boxed{-1}$ is wrong; the answer is $x = \\boxed{4}$.",
+        "Discarding $x=\\boxed{-1}$, we are left with $x=\\boxed{4}$.",
+    ],
+)
+def test_a_rejected_box_is_not_joined_to_the_list(grader, response):
+    assert extract_final_answer("Work.\n\n" + response, "boxed", gold="-1, 4") == "4"
+    assert not grader.grade("-1, 4", "Work.\n\n" + response).correct
+
+
+# Issue-21 review: a tuple gold answered with one labelled box per component (`x = \boxed{1}`, `y = \boxed{2}`)
+# is the labelled tuple, compared in the labels' order; unlabelled boxes and another count stay the last box.
+@pytest.mark.parametrize(
+    "gold,response,correct",
+    [
+        ("(2, 3)", "Therefore $x = \\boxed{2}$ and $y = \\boxed{3}$.", True),
+        ("(2, 3)", "Therefore $y = \\boxed{3}$ and $x = \\boxed{2}$.", True),
+        ("(2, 3)", "Therefore $x = \\boxed{3}$ and $y = \\boxed{2}$.", False),
+        ("(1, 2, 3)", "So $x=\\boxed{1}$, $y=\\boxed{2}$, $z=\\boxed{3}$.", True),
+        ("(1, 2, 3)", "So $x=\\boxed{1}$, $y=\\boxed{2}$, $z=\\boxed{4}$.", False),
+        ("(1, 2, 3)", "So $y=\\boxed{2}$, $z=\\boxed{3}$.", False),
+        ("(2, 3)", "The values are $\\boxed{2}$ and $\\boxed{3}$.", False),
+    ],
+)
+def test_a_tuple_gold_reads_one_labelled_box_per_component(grader, gold, response, correct):
+    for policy in ("boxed", "final_answer"):
+        assert grader.grade(gold, "Work.\n\n" + response, extraction=policy).correct is correct
+
+
+# The rejecting word binds to its own clause: a box after "(it fails the check), the valid values are" is kept.
+@pytest.mark.parametrize(
+    "response,gold",
+    [
+        ("Discarding $n=\\boxed{5}$ (it fails the check), the valid values are $\\boxed{3}$ and $\\boxed{7}$.", "3, 7"),
+        ("The root $x=\\boxed{-3}$ is invalid since $x>0$; so $x=\\boxed{2}$ or $x=\\boxed{6}$.", "2, 6"),
+    ],
+)
+def test_a_rejection_of_an_earlier_box_does_not_cut_off_the_next(response, gold):
+    assert extract_final_answer("Work.\n\n" + response, "boxed", gold=gold) == gold

@@ -330,3 +330,74 @@ def test_the_gold_rounded_to_the_stated_places_is_right_and_one_unit_off_either_
 )
 def test_a_decimal_against_a_constant_follows_the_default_relative_precision(gold, pred, same):
     assert verdict(gold, pred) is same
+
+
+# Issue-21 review (false positives): math-verify reads `2 \text{ hours and } 30 \text{ minutes}` as 2, dropping
+# everything after the first unit; a value that goes on after its unit is a compound and equals no single value.
+@pytest.mark.parametrize(
+    "pred",
+    [
+        "2 \\text{ hours and } 30 \\text{ minutes}",
+        "2\\text{ h } 30\\text{ min}",
+        "2\\,\\text{cm} \\times 4\\,\\text{cm}",
+        "2 \\text{ cm} + 3 \\text{ cm}",
+        "2 \\text{ apples}, 4 \\text{ pears}",
+        "2 \\text{ cm} \\text{ by } 5 \\text{ cm}",
+    ],
+)
+def test_a_value_that_goes_on_after_its_unit_equals_no_single_value(pred):
+    assert not verdict("2", pred) and not verdict(pred, "2") and verdict(pred, pred)
+
+
+# Issue-21 review: units on the items of a list are dropped item by item, labels kept; a wrong item stays wrong.
+@pytest.mark.parametrize(
+    "gold,pred,same",
+    [
+        ("3, 4", "3 \\text{ cm}, 4 \\text{ students}", True),
+        ("3, 4", "3 \\text{ cm}, 5 \\text{ students}", False),
+        ("x = 2 \\text{ cm}, y = 3 \\text{ cm}", "x = 2, y = 3", True),
+        ("x = 2 \\text{ cm}, y = 3 \\text{ cm}", "x = 2, y = 4", False),
+        ("2 \\text{ cm}, 3 \\text{ cm}", "2 \\text{ mm}, 3 \\text{ mm}", False),
+    ],
+)
+def test_units_on_list_items_are_dropped_item_by_item(gold, pred, same):
+    assert verdict(gold, pred) is same
+
+
+# Issue-21 review: a currency or cent sign is a unit (`\$50` is 50 dollars, not 50 cents), a unit's power may sit in
+# its box (`\mathrm{cm^2}`), and degrees Celsius / Fahrenheit and `°` are units too.
+@pytest.mark.parametrize(
+    "gold,right,wrongs",
+    [
+        ("\\$50", "50 \\text{ dollars}", ["50 \\text{ cents}", "50¢", "51 \\text{ dollars}"]),
+        ("20", "20¢", ["21¢"]),
+        ("20¢", "20 \\text{ cents}", ["\\$20", "20 \\text{ dollars}"]),
+        ("10", "10\\mathrm{cm^2}", ["11\\mathrm{cm^2}"]),
+        ("10 \\text{ cm}^2", "10\\,\\mathrm{cm^{2}}", ["10\\,\\mathrm{cm^{3}}", "10\\text{ cm}"]),
+        ("45", "45^{\\circ}\\mathrm{C}", ["46^{\\circ}\\mathrm{C}"]),
+        ("45", "45 °C", ["44 °C"]),
+        ("45^\\circ \\text{C}", "45^\\circ C", ["45^\\circ F", "46^\\circ C"]),
+        ("45", "45°", ["54°"]),
+    ],
+)
+def test_currency_signs_powers_in_the_box_and_degrees_are_units(gold, right, wrongs):
+    assert verdict(gold, right) and verdict(right, gold)
+    assert not any(verdict(gold, w) for w in wrongs)
+
+
+# Issue-21 review: a repeating decimal (`0.\overline{3}`, `0.1\overline{6}`) is the exact fraction it writes, both
+# ways; the terminating decimal or fraction next to it is not.
+@pytest.mark.parametrize(
+    "exact,repeating,wrongs",
+    [
+        ("\\frac13", "0.\\overline{3}", ["\\frac{3}{10}", "\\frac{33}{100}", "0.3"]),
+        ("\\frac16", "0.1\\overline{6}", ["\\frac{17}{100}", "\\frac{1}{7}"]),
+        ("\\frac{4}{11}", "0.\\overline{36}", ["\\frac{9}{25}"]),
+        ("\\frac43", "1.\\overline{3}", ["\\frac{13}{10}"]),
+        ("-\\frac{1}{3}", "-0.\\bar{3}", ["\\frac{1}{3}"]),
+        ("\\frac{1}{7}", "0.\\overline{142857}", ["\\frac{1}{8}"]),
+    ],
+)
+def test_a_repeating_decimal_is_the_fraction_it_writes(exact, repeating, wrongs):
+    assert verdict(exact, repeating) and verdict(repeating, exact)
+    assert not any(verdict(w, repeating) or verdict(repeating, w) for w in wrongs)

@@ -9,6 +9,7 @@ import math
 import re
 from typing import Any
 
+from lead_recipes.grading.numbers import rational
 from lead_recipes.grading.pairing import (
     BOX_RE,
     BRACE_RE,
@@ -19,6 +20,7 @@ from lead_recipes.grading.pairing import (
     is_list,
     join,
     last_box,
+    tuple_size,
 )
 from lead_recipes.grading.statement import extract_statement
 
@@ -62,8 +64,9 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
     """The final answer of a response under `policy`, searched after the last `</think>` if there is one: the last
     complete `\\boxed{}`/`\\fbox{}` (an unclosed last box falls back to the previous complete one); when `gold`
     holds several values (`lead_recipes.grading.pairing.is_list`) all boxes of the closing statement joined into one
-    list (`pairing.final_run`). A box wins over any statement after it, under both policies. Under `final_answer`
-    a response without a box gives the answer stated in its closing part
+    list (`pairing.final_run`); when `gold` is a tuple and the closing statement has one labelled box per component,
+    those boxes as a labelled list (`x = 2, y = 3`). A box wins over any statement after it, under both policies.
+    Under `final_answer` a response without a box gives the answer stated in its closing part
     (`lead_recipes.grading.statement.extract_statement`). None when there is no non-empty final answer."""
     check_extraction(policy)
     text = _to_text(text)
@@ -80,8 +83,13 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
                 return None
         return None
     gold_n = normalize_answer(gold_text(_to_text(gold))) if gold is not None else ""
-    if gold_n and BOX_RE.search(body, 0, last[0]) and is_list(gold_n):
-        return join(final_run(body, box_spans(body), is_labelled(gold_n)))
+    if gold_n and BOX_RE.search(body, 0, last[0]):
+        if is_list(gold_n):
+            return join(final_run(body, box_spans(body), is_labelled(gold_n)))
+        size = tuple_size(gold_n)  # `(2, 3)` answered `x = \boxed{2}`, `y = \boxed{3}`: the labelled tuple
+        run = final_run(body, box_spans(body), labelled=True) if size else []
+        if size and len(run) == size and all("=" in x for x in run):
+            return join(run)
     return last[2]
 
 
@@ -113,33 +121,6 @@ def _balanced(s: str) -> bool:
         if depth < 0:
             return False
     return depth == 0
-
-
-_DEC_RE = re.compile(r"(-?)([0-9]{1,12})(?:\.([0-9]{1,8}))?")
-_FRAC_RE = re.compile(
-    r"(-?)\\[dt]?frac\{(-?[0-9]{1,9})\}\{([0-9]{1,9})\}|(-?)([0-9]{1,9})/([0-9]{1,9})|"
-    r"(-?)\\[dt]?frac([0-9])([0-9])"
-)
-
-
-def rational(s: str):
-    """A plain decimal or integer fraction literal (`-12`, `3.25`, `\\frac{3}{8}`, `\\frac38`, `\\dfrac{-1}{2}`,
-    `7/4`) as an exact
-    Fraction, or None for anything else."""
-    from fractions import Fraction
-
-    m = _DEC_RE.fullmatch(s)
-    if m:
-        v = Fraction(int(m.group(2)) * 10 ** len(m.group(3) or "") + int(m.group(3) or 0), 10 ** len(m.group(3) or ""))
-        return -v if m.group(1) else v
-    m = _FRAC_RE.fullmatch(s)
-    if m:
-        sign, num, den = next(m.group(i, i + 1, i + 2) for i in (1, 4, 7) if m.group(i + 1) is not None)
-        if int(den) == 0:
-            return None
-        v = Fraction(int(num), int(den))
-        return -v if sign else v
-    return None
 
 
 def fast_verdict(gold: str, pred: str) -> bool | None:

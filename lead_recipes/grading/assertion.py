@@ -1,11 +1,14 @@
-"""What a final-answer sentence asserts: the value after the named quantity's verb, or the value that "is the
-solution", and whether the assertion is hedged, conditional or negated. No extraction of the closing part
+"""What a final-answer sentence asserts: the value after the named quantity's verb, the value that "is the
+solution", or the one value of a sentence with another verb; whether the assertion is hedged, conditional, negated or
+revised by a later sentence; whether a second value restates the first. No extraction of the closing part
 (`statement`), no math parsing. See docs/grading.md#extraction-policies.
 """
 
 from __future__ import annotations
 
 import re
+
+from lead_recipes.grading.numbers import rational
 
 SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<![\\$])\$(?!\$)(.+?)(?<!\\)\$", re.S)
 _VERB_RE = re.compile(
@@ -19,7 +22,7 @@ _STRONG_HEDGE_RE = re.compile(
 )
 # Right before the verb (or as the verb) these negate it or make it a possibility.
 _MODAL_RE = re.compile(
-    r"(?i)\b(?:cannot|can\s*not|could|might|may|must\s+not|should|would\s+not|not|never)\s*\Z|"
+    r"(?i)\b(?:cannot|can\s*not|could|might|may|must\s+not|should\s+not|would\s+not|not|never)\s*\Z|"
     r"n't\s*\Z"
 )
 # Anywhere in the words that lead up to an answer marker these deny or doubt what follows ("I don't think the
@@ -105,3 +108,68 @@ def value_first(sentence: str) -> str | None:
 def starts_subject(rest: str) -> bool:
     """True when `rest` opens with a noun phrase ("The largest $n$ is 34") rather than with its value ("$34$")."""
     return _SUBJECT_START_RE.match(rest) is not None
+
+
+# A sentence after an answer that revises it ("So the answer is $\frac12$. But order matters, giving $1$.").
+_REVISION_RE = re.compile(
+    r"(?i)(?:\A|[.!?\n])[\s*_]*(?:but|however|wait|hmm+|actually|oops|no\b|hold\s+on|on\s+second\s+thought|"
+    r"let\s+me\s+re\w+|i\s+made|this\s+is\s+(?:wrong|incorrect)|that\s*'?s\s+(?:wrong|incorrect))"
+)
+_SAME_RE = re.compile(
+    r"\s*,?\s*\(?\s*(?:or|i\.\s*e\.|that\s+is|which\s+is)\s*,?\s*(?:\$([^$]*)\$|\\\((.*?)\\\)|(-?[\d.,]+\s*\\?%?))\s*\)?"
+)
+# One sentence's words that make a lone number no plain statement of the answer ("might", "at least", "unless").
+_NOT_PLAIN_RE = re.compile(
+    r"(?i)\b(?:not|cannot|neither|either|maybe|perhaps|probably|possibly|likely|unlikely|presumably|seems?|"
+    r"appears?|guess|might|could|may|if|unless|assuming|"
+    r"provided|only|less|more|fewer|greater|most|least|under|over|above|below|between|within|about|"
+    r"approximately|around|nearly|or)\b|n't\b"
+)
+
+
+def revised(after: str) -> bool:
+    """True when the sentence after the answer's (`after` starts right after its marker) opens by revising it: "But",
+    "However", "Wait", "Hmm", "Actually", "No", "Let me recheck", "I made a mistake"."""
+    end = re.search(r"[.!?\n](?!\d)", after)
+    return end is not None and _REVISION_RE.match(after, end.start()) is not None
+
+
+def _number(s: str):
+    """A literal's exact value, a percentage as a fraction of one (`25\\%` → 1/4); None for anything else."""
+    s = s.strip()
+    pct = s.endswith("%")
+    v = rational(s.rstrip("%").rstrip("\\").strip().replace(",", "") if pct else s)
+    return v / 100 if pct and v is not None else v
+
+
+def restated_same(value: str, tail: str) -> int:
+    """Length of a restatement of `value` in another form at the start of `tail` ("$\\frac14$, or $25\\%$",
+    "(or $0.25$)", ", i.e. $0.25$"), 0 when `tail` opens with none, with another value (an alternative) or with the
+    same spelling again."""
+    m = _SAME_RE.match(tail)
+    if m is None:
+        return 0
+    other = next(g for g in m.groups() if g is not None)
+    a, b = _number(value), _number(other)
+    return m.end() if a is not None and a == b and other.strip() != value.strip() else 0
+
+
+def sole_value(sentence: str) -> str | None:
+    """The one value of a concluding sentence with any verb ("Tom has 7 apples left", "Janet makes $\\$18$ a
+    day"): its only number, or its only math span when that is a plain value; None when it holds more than one, or a
+    word that hedges, bounds or conditions it."""
+    plain = outside_math(sentence)
+    spans = [m for m in SPAN_RE.finditer(sentence) if re.search(r"\d", m.group(0))]
+    nums = re.findall(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w.]*\d)", plain)
+    if (
+        len(spans) + len(nums) != 1
+        or _NOT_PLAIN_RE.search(plain)
+        or denied_after(sentence)
+        or re.search(r"[=<>]", plain)
+    ):
+        return None
+    if nums:
+        return nums[0].rstrip(",")
+    value = next(g for g in spans[0].groups() if g is not None).strip()
+    letters = re.sub(r"\\text\{[^{}]*\}|\\[A-Za-z]+", "", value)
+    return None if re.search(r"[A-Za-z=<>]", letters) else value

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from lead_recipes.grading.answers import fast_verdict, rational
+from lead_recipes.grading.answers import fast_verdict
 from lead_recipes.grading.brackets import is_tuple, top_items
 from lead_recipes.grading.forms import align_forms
-from lead_recipes.grading.numbers import PLAIN_RE, align_numbers
+from lead_recipes.grading.numbers import PLAIN_RE, align_numbers, rational
 from lead_recipes.grading.pairing import is_list
 from lead_recipes.grading.precision import DEFAULT_REL_TOL, Precision, number_verdict
 from lead_recipes.grading.units import align_units

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from lead_recipes.grading.brackets import top_items
+from lead_recipes.grading.brackets import is_tuple, top_items
 
 MAX_BOX_CHARS = 16_000  # brace matching gives up this far after `\boxed{`
 _MAX_BOXES = 64  # box commands read, the last ones of the text
@@ -18,6 +18,11 @@ BRACE_RE = re.compile(r"(?<!\\)[{}]")
 _MOVES_ON_RE = re.compile(
     r"(?i)\b(?:so|then|therefore|thus|hence|wait|actually|instead|but|however|substitut\w*|"
     r"plug\w*|using|now|next|not|final\s+answers?)\b"
+)
+# A box its own clause rejects ("We reject $x = \boxed{-1}$", "$\boxed{-1}$ is extraneous") is no part of the list.
+_REJECTED_RE = re.compile(
+    r"(?i)\b(?:reject\w*|discard\w*|exclud\w*|eliminat\w*|extraneous|spurious|wrong|incorrect|invalid|fail\w*|"
+    r"ruled?\s+out)\b"
 )
 # `x = \boxed{2}`: the label written just before a box, inside the same math span.
 _LABEL_BEFORE_RE = re.compile(r"(?<![\\A-Za-z])([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*\Z")
@@ -74,13 +79,16 @@ def last_box(text: str) -> tuple[int, int, str] | None:
 
 
 def final_run(text: str, spans: list[tuple[int, int, str]], labelled: bool = False) -> list[str]:
-    """Contents of the last box and of the boxes before it in the same closing statement (see the docstring). With
+    """Contents of the last box and of the boxes before it in the same closing statement (see the docstring; a box
+    its own clause rejects ends the statement). With
     `labelled` (the gold names its values) a label written just before every box is kept: `y = \boxed{3}` is
     `y = 3`."""
     run = [spans[-1]]
-    for prev in reversed(spans[:-1]):
+    for i in range(len(spans) - 2, -1, -1):
+        prev = spans[i]
         gap = text[prev[1] : run[0][0]]
-        if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap):
+        lead = re.split(r"[.!?\n,;:)]", text[max(spans[i - 1][1] if i else 0, prev[0] - 80) : prev[0]])[-1]
+        if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap) or _REJECTED_RE.search(gap + " " + lead):
             break
         run.insert(0, prev)
     labels = [_LABEL_BEFORE_RE.search(text, max(0, start - 40), start) for start, _, _ in run]
@@ -105,6 +113,11 @@ def is_list(gold: str) -> bool:
     if re.fullmatch(r"\s*-?\d{1,3}(?:(?:,|\{,\})(?:\\!)?\d{3})+(?:\.\d+)?\s*", body):
         return False  # `1,000`, `900,\!000` are one number
     return len(top_items(body)) > 1 or len(_OR_ITEM_RE.split(body)) > 1
+
+
+def tuple_size(gold: str) -> int:
+    """The number of components of a tuple gold `(a, b, ...)`, else 0."""
+    return len(top_items(re.sub(r"\\(?:left|right)(?=[()])", "", gold.strip())[1:-1])) if is_tuple(gold) else 0
 
 
 def is_labelled(gold: str) -> bool:

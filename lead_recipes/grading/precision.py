@@ -11,7 +11,7 @@ import math
 import re
 from fractions import Fraction
 
-from lead_recipes.grading.answers import rational
+from lead_recipes.grading.numbers import rational
 from lead_recipes.grading.units import is_unit
 
 DEFAULT_REL_TOL = 1e-4

@@ -10,8 +10,12 @@ import re
 
 from lead_recipes.grading.assertion import (
     SPAN_RE,
+    denied_after,
     hedged_subject,
     negated_lead,
+    restated_same,
+    revised,
+    sole_value,
     split_assertion,
     starts_subject,
     value_first,
@@ -28,9 +32,10 @@ _MARKER_RE = re.compile(
     r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*",
     re.I,
 )
+_GSM8K_RE = re.compile(r"(?:(?<=\n)|\A)[ \t]*####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))")  # the line `#### 18`
 _CONCLUDE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
-    r"in\s+summary|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
+    r"in\s+summary|in\s+total|altogether|overall|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
     re.I,
 )
 _DISPLAY_RE = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$|\\begin\{(equation|align|gather)\*?\}(.+?)\\end\{\3\*?\}", re.S)
@@ -63,6 +68,15 @@ _RESTATED_RE = re.compile(
     r"around|nearly|≈|\\approx)\s*(?:\$[^$]*\$|\\\(.*?\\\)|-?[\d.,]+)\s*\)?"
 )
 _RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
+_ADVERB_RE = re.compile(r"(?i)(?:(?:therefore|thus|hence|then|actually|indeed|clearly|simply|just|in\s+fact)\b[\s,]*)+")
+_LATER_RE = re.compile(r"(?i)\s*[,;]?\s*(?:and\s+)?(?:so|hence|thus|therefore|giving|which\s+gives)\b[\s,]*")
+_CHOICE_RE = re.compile(r"\(?[A-E]\)?")
+_CORRECTED_RE = re.compile(
+    r"(?i)not\s+(?:\$[^$]{1,40}\$|-?[\d.,/]+)\s*[,;]?\s*(?:but(?:\s+rather|\s+instead)?|it\s+is|rather)\b[\s,]*"
+)
+_PASSIVE_RE = re.compile(
+    r"(?i)\s*(?:\w+ed|given|taken|written|seen|known|shown|chosen|done|found|made)\s+(?:by|from|to|as|with|in|into|over)\b"
+)
 
 
 def _closing_part(text: str) -> str:
@@ -102,6 +116,11 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     """The value stated at the start of `rest`: its first math span if one starts the sentence, else the rest of
     the sentence (plain words, or a currency amount)."""
     rest = rest.lstrip(" \t*_:")
+    adverb = _ADVERB_RE.match(rest)  # "is therefore 20", "is actually 21"
+    rest = rest[adverb.end() :] if adverb else rest
+    corrected = _CORRECTED_RE.match(rest)  # "not 6 but 7", "not $5$; it is $6$": the correction is asserted
+    if corrected:
+        return _value(rest[corrected.end() :], equation_rhs)
     sentence = rest[: _sentence_len(rest)]
     first_value = value_first(sentence)
     if first_value is not None:
@@ -109,8 +128,10 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     if starts_subject(sentence):  # "The largest $n$ is 34": the value is what the verb asserts
         parts = split_assertion(sentence)
         if parts is not None:
-            subject, verb, _ = parts
-            return None if hedged_subject(subject, verb) else _value(rest[len(subject) + len(verb) :], equation_rhs)
+            subject, verb, after = parts
+            if hedged_subject(subject, verb) or _PASSIVE_RE.match(after):
+                return None  # "the remainder when $N$ is divided by 1000": "is" asserts no value there
+            return _value(rest[len(subject) + len(verb) :], equation_rhs)
     end = _SENTENCE_END_RE.search(rest)
     while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1 : end.start() + 2]):
         end = _SENTENCE_END_RE.search(rest, end.start() + 1)  # a decimal point does not end the sentence
@@ -144,7 +165,11 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         val = next(g for g in m.groups() if g is not None)
         tail = rest[m.end() :]
         restated = _RESTATED_RE.match(tail)
-        tail = tail[restated.end() :] if restated else tail
+        tail = tail[restated.end() :] if restated else tail[restated_same(val, tail) :]
+        later = _LATER_RE.match(tail)  # "$\frac{3}{8}$, so $m+n = 11$": the later assertion is the answer
+        clause = tail[later.end() : _sentence_len(tail)] if later else ""
+        if re.search(r"\d|\$|\\\(", clause):
+            return _conclusion_value(clause)
         if (
             _RETRACT_RE.match(tail)
             or _ALTERNATIVE_RE.search(tail[: _sentence_len(tail)])
@@ -208,17 +233,18 @@ def extract_statement(text: str) -> str | None:
     if not part.strip():
         return None
     found = None
-    for m in _MARKER_RE.finditer(part):  # 1. the last answer marker
+    markers = list(_MARKER_RE.finditer(part)) + (list(_GSM8K_RE.finditer(part)) if "####" in part else [])
+    for m in sorted(markers, key=lambda x: x.start()):  # 1. the last answer marker
         # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
         # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
-        prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_:"))
+        prose = re.search(r"(?i)\bis\s*\Z", m.group(0).rstrip(" \t*#_"))  # "The answer is: 42" is a label
         if (_complete(part, m.end()) or not prose) and part[m.end() :].strip():
             found = m
     lead = ""
     if found is not None:  # "Perhaps the answer is 3", "If a = 1, then the answer is 3"
         starts = [e.end() for e in _SENTENCE_END_RE.finditer(part, 0, found.start())]
         lead = part[starts[-1] if starts else 0 : found.start()]
-    if found is not None and not negated_lead(lead):
+    if found is not None and not negated_lead(lead) and not revised(part[found.end() :]):
         val = _value(part[found.end() :], equation_rhs=True)
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
@@ -238,7 +264,7 @@ def extract_statement(text: str) -> str | None:
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
         if end is None or last_para[end.start()] == "?" or not _closing_remark(after):
             break  # an earlier sentence has even more after it
-        val = _conclusion_value(sentence)
+        val = _conclusion_value(sentence, connector=bool(m.group(0).strip(" *\n\t")))
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
     displays = list(_DISPLAY_RE.finditer(part))  # 3. the last displayed expression, closing the solution
@@ -260,7 +286,7 @@ def _closing_remark(after: str) -> bool:
     )  # "... no, that fails the second equation."
 
 
-def _conclusion_value(sentence: str) -> str | None:
+def _conclusion_value(sentence: str, connector: bool = False) -> str | None:
     """The value of a concluding sentence: what follows its last " is " / " are " / " gives ", else the right-hand
     side of its last equation; several values joined only by "and" / "or" / commas (`$k=-1$ or $k=-9$`) are all
     kept, as a list; an approximate restatement after a value is dropped."""
@@ -301,15 +327,21 @@ def _conclusion_value(sentence: str) -> str | None:
         run = run[-1:]
         span = spans[-1]
         after_verb = next((x for x in spans if is_m is not None and x.start() >= is_m.end()), None)
-        if after_verb is not None and sentence[is_m.end() : after_verb.start()].strip() == "":
+        gap = sentence[is_m.end() : after_verb.start()].strip() if after_verb is not None else None
+        if gap is not None and (not gap or _ADVERB_RE.fullmatch(gap)):  # "is $10$", "is clearly $10$"
             return _value(sentence[is_m.end() :], equation_rhs=True)  # "… is $10$, attained when $x = 2$"
         expr = _span_text(span)
-        return _rhs(expr) if _TOP_EQ_RE.search(expr) else None
+        if denied_after(sentence[span.end() :]):
+            return None  # "So $n = 34$ is the largest, and $n = 35$ fails."
+        if _TOP_EQ_RE.search(expr):
+            return _rhs(expr)
+        return sole_value(sentence) if connector and parts is None else None
     if is_m is not None:
         val = _value(sentence[is_m.end() :], equation_rhs=True)
-        if val and re.search(r"\d", val) and len(val) <= 60:  # "the rope is 20 cm" — a number, not a claim
+        if val and (re.search(r"\d", val) or _CHOICE_RE.fullmatch(val)) and len(val) <= 60:  # "the rope is 20 cm"
             return val
-    return None
+    # "Therefore, Tom has 7 apples left.": no asserting verb, one value
+    return sole_value(sentence) if connector and parts is None else None
 
 
 def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | None:

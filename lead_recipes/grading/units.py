@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from lead_recipes.grading.brackets import top_items
+
 _MAX_CHARS = 200
 _GROUPS = {
     "mm": "mm millimeter millimeters millimetre millimetres",
@@ -40,6 +42,8 @@ _GROUPS = {
     "mi/h": "mph",  # a rate written `a/b` or `a per b` is composed from the units above
     "km/h": "kph kmh",
     "%": "percent percents pct",
+    "degC": "celsius",
+    "degF": "fahrenheit",
 }
 _UNITS = {w: canon for canon, words in _GROUPS.items() for w in words.split()}
 _NOT_WORDS = {
@@ -155,6 +159,16 @@ _TIE_RE = re.compile(r"(\\(?:text|mathrm|textrm|mbox|rm)\s*\{)\s*(?:~|\\[,;: !])
 _SPLIT_BOX_RE = re.compile(r"\}\s*/\s*\\(?:text|mathrm|textrm|mbox|rm)\s*\{")
 _NUMBER_IN_BOX_RE = re.compile(r"\\(?:text|mathrm|textrm|mbox)\{\s*(-?\d+(?:\.\d+)?)\s+([A-Za-z][^{}]*)\}")
 _INCHES_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:\\text\{\s*''\s*\}|''|\"|″|\^\s*\{?\s*\\prime\s*\\prime\s*\}?)")
+# `\$50` (dollars), `20¢` (cents), `45°` / `45 °C` / `45^\circ\mathrm{C}` (degrees), `\mathrm{cm^2}` (the power in
+# the box): written as the number and a unit box the patterns below read.
+_CURRENCY_RE = re.compile(r"\\?\$\s*(-?\d[\d,]*(?:\.\d+)?)")
+_CENT_RE = re.compile(r"(.*?\d)\s*(?:\\text\{\s*¢\s*\}|¢)")
+_TEMPERATURE_RE = re.compile(
+    r"(?:\^\s*\{?\s*\\circ\s*\}?|°)\s*(?:\\(?:text|mathrm|textrm|rm)\s*\{\s*([CF])\s*\}|([CF])(?![A-Za-z]))"
+)
+_POWER_IN_BOX_RE = re.compile(
+    r"(\\(?:text|mathrm|textrm|mbox|rm)\s*\{[^{}^]*?)\s*\^\s*(?:\{\s*([23])\s*\}|([23]))\s*\}"
+)
 _PER_RE = re.compile(r"(?i)\s+per\s+(?=[a-z])|\s*/\s*")
 _SQUARE_RE = re.compile(r"(?i)\A(?:square|sq\.?)\s+(.+)\Z")
 _CUBIC_RE = re.compile(r"(?i)\A(?:cubic|cu\.?)\s+(.+)\Z")
@@ -163,6 +177,15 @@ _CUBIC_RE = re.compile(r"(?i)\A(?:cubic|cu\.?)\s+(.+)\Z")
 def _respell(s: str) -> str:
     """`s` with the unit spellings above written the one way the patterns below read."""
     s = _SPLIT_BOX_RE.sub("/", _TIE_RE.sub(r"\1 ", s.strip()))
+    if "^" in s:
+        s = _POWER_IN_BOX_RE.sub(lambda m: f"{m.group(1)}}}^{m.group(2) or m.group(3)}", s)
+    if "circ" in s or "°" in s:
+        s = _TEMPERATURE_RE.sub(
+            lambda m: "\\text{ " + ("celsius" if (m.group(1) or m.group(2)) == "C" else "fahrenheit") + "}", s
+        ).replace("°", "^\\circ")
+    m = (_CURRENCY_RE.fullmatch(s) if "$" in s else None) or (_CENT_RE.fullmatch(s) if "¢" in s else None)
+    if m is not None:
+        return f"{m.group(1)}\\text{{ {'dollars' if m.re is _CURRENCY_RE else 'cents'}}}"
     m = _NUMBER_IN_BOX_RE.fullmatch(s) or _INCHES_RE.fullmatch(s)
     if m is not None:
         return f"{m.group(1)}\\text{{ {m.group(2) if m.re is _NUMBER_IN_BOX_RE else 'in'}}}"
@@ -210,9 +233,9 @@ def _words_kind(words: str, power: str | None, spaced: bool = True) -> str | Non
 
 def refused_words(s: str) -> bool:
     """True when `s` is a plain value followed by words that change it (`5 million`, `3\\text{ or more}`)."""
-    s = _respell(s)
-    if len(s) > _MAX_CHARS:
+    if len(s) > _MAX_CHARS:  # units follow short answers; the patterns are not for long text
         return False
+    s = _respell(s)
     m = _TEXT_RE.fullmatch(s)
     if m is not None and _plain_value(m.group(1)):
         return _words_kind(m.group(2), m.group(3)) == "refuse" or not re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2))
@@ -225,9 +248,9 @@ def refused_words(s: str) -> bool:
 def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | None:
     """(value, canonical unit or None, is_unit) when `s` is a plain value followed by a unit or words, else None; a
     single known letter after a space (`5 g`) counts only with `letter`."""
-    s = _respell(s)
     if len(s) > _MAX_CHARS:
         return None
+    s = _respell(s)
     m = _TEXT_RE.fullmatch(s)
     if m is not None and _plain_value(m.group(1)) and re.fullmatch(r"[A-Za-z][A-Za-z ./]*", m.group(2)):
         if _words_kind(m.group(2), m.group(3)) not in ("unit", "count"):
@@ -251,16 +274,44 @@ def split_unit(s: str, letter: bool = False) -> tuple[str, str | None, bool] | N
     return m.group(1).strip(), canon, canon is not None
 
 
+_UNIT_BOX = r"\\(?:text|mathrm|mbox|textrm|rm)\s*\{[^{}]*[A-Za-z][^{}]*\}"
+_COMPOUND_RE = re.compile(
+    rf"\s*-?\d[\d.,]*\s*(?:\\[,;:! ]|~)*\s*{_UNIT_BOX}(?:\s*\^\s*\{{?\s*[23]\s*\}}?)?+(.*\d.*)", re.S
+)
+_ITEM_LABEL_RE = re.compile(r"(\s*[A-Za-z](?:_\{?\w+\}?)?\s*=(?!=)\s*)(.+)", re.S)
+
+
 def align_units(gold: str, pred: str) -> tuple[str, str] | None:
     """(gold, pred) with units and words dropped (see the module docstring), unchanged when neither side has one;
-    None when both carry known units that differ."""
+    None when both carry known units that differ. Lists of as many items are aligned item by item (labels kept)."""
     if refused_words(gold) or refused_words(pred):
         return None  # `5 million` vs `5`: equal strings never get here (compare.prepare)
+    listed = len(gold) + len(pred) <= 5 * _MAX_CHARS and all(re.search(r",|;|\\text\{\s*and", x) for x in (gold, pred))
+    gi, pi = (top_items(gold), top_items(pred)) if listed else ([], [])
+    short = all(len(x) <= _MAX_CHARS for x in gi + pi)
+    if 2 <= len(gi) == len(pi) <= 50 and short and any(_TEXT_RE.search(x) or split_unit(x) for x in gi + pi):
+        out: list[tuple[str, str]] = []
+        for a, b in zip(gi, pi):
+            la, lb = _ITEM_LABEL_RE.fullmatch(a), _ITEM_LABEL_RE.fullmatch(b)
+            pair = _align_one(la.group(2) if la else a, lb.group(2) if lb else b)
+            if pair is None:
+                return None
+            out.append(((la.group(1) if la else "") + pair[0], (lb.group(1) if lb else "") + pair[1]))
+        return ", ".join(a for a, _ in out), ", ".join(b for _, b in out)
+    return _align_one(gold, pred)
+
+
+def _align_one(gold: str, pred: str) -> tuple[str, str] | None:
+    """`align_units` for one value on each side. A value that goes on after its unit (`2 \\text{ h } 30 \\text{ min}`,
+    `2 \\text{ cm} + 3 \\text{ cm}`; math-verify reads only what comes before the unit) equals nothing but itself."""
+    if gold != pred and any(len(x) <= _MAX_CHARS and _COMPOUND_RE.fullmatch(_respell(x)) for x in (gold, pred)):
+        return None
     g, p = split_unit(gold), split_unit(pred)
     if g is not None and g[2] and p is None:  # `5 kg` vs `5 g`: next to a unit, a lone letter is one too
         p = split_unit(pred, letter=True)
     elif p is not None and p[2] and g is None:
         g = split_unit(gold, letter=True)
+    gold, pred = gold.replace("°", "^\\circ"), pred.replace("°", "^\\circ")  # `45°`: math-verify reads `^\\circ`
     if g is None and p is None:
         return gold, pred
     if g is not None and p is not None and g[2] and p[2] and g[1] != p[1]:

@@ -13,7 +13,7 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from lead_recipes.grading.answers import rational
+from lead_recipes.grading.numbers import rational
 from lead_recipes.grading.precision import DEFAULT_REL_TOL, Precision, values_verdict, written_places
 
 # Everything below runs in the worker processes (spawned: they import this module, never the caller's state).

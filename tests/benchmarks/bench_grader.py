@@ -15,8 +15,9 @@ on each set and on the union; the table shows the first timed pass and the media
 (as in a server) but its verdict cache is cleared before every timed run. Start-up is excluded.
 Targets (printed with PASS/FAIL): `ours` agrees with the labels at least as often as math-verify on every set, and
 grades the union at >= 5x math-verify's answers/s (medians). The hard-form table grades every case once per grader
-(ours = `final_answer`) and counts agreement with the hand label per category, and over the cases written after
-the issue-21 fixes (`held`, measured once). Load average printed at both ends.
+(ours = `final_answer`) and counts agreement with the hand label per category, over the cases written after
+the issue-21 fixes (`held`, measured once) and over the issue-21 review's cases (review_forms.py, `dev` and `held`),
+whose false positives and negatives it also prints per kind. Load average printed at both ends.
 
     .venv/bin/python tests/benchmarks/bench_grader.py [--repeats 3]
 """
@@ -172,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|")
     for cat, (n, counts) in hard.items():
         print(f"| {cat} | {n} | " + " | ".join(f"{counts[k]}/{n}" for k in ("ours", "math-verify", "openrlhf")) + " |")
+    print("\nIssue-21 review cases, false positives / false negatives per kind:\n")
+    print("\n".join(review_errors(hard)))
     return 0
 
 
@@ -188,18 +191,40 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
     }
     out: dict[str, tuple[int, collections.Counter]] = {}
     held = collections.Counter()
+    review = {s: collections.Counter() for s in ("dev", "held")}
     for i, c in enumerate(CASES):
         n, counts = out.get(c.category, (0, collections.Counter()))
         for k, v in verdicts.items():
             counts[k] += v[i] == c.correct
             held[k] += c.held and v[i] == c.correct
+            if c.review:
+                review[c.review][k] += v[i] == c.correct
+                # false positives / negatives per kind of the review's cases, as "<kind> FP" / "<kind> FN"
+                if v[i] != c.correct:
+                    review[c.review][f"{k} {c.category} {'FP' if v[i] else 'FN'}"] += 1
         out[c.category] = (n + 1, counts)
     total = collections.Counter()
     for _n, counts in out.values():
         total.update(counts)
     out["all"] = (len(CASES), total)
     out["held (written after the issue-21 fixes)"] = (sum(c.held for c in CASES), held)
+    for split, counts in review.items():
+        out[f"review {split} (issue-21 review, review_forms.py)"] = (sum(c.review == split for c in CASES), counts)
     return out
+
+
+def review_errors(hard: dict[str, tuple[int, collections.Counter]]) -> list[str]:
+    """Table rows: per grader and kind, the review cases' false positives and false negatives."""
+    from hard_forms import CASES
+
+    rows = []
+    cats = sorted({c.category for c in CASES if c.review})
+    for split in ("dev", "held"):
+        counts = hard[f"review {split} (issue-21 review, review_forms.py)"][1]
+        for g in ("ours", "math-verify", "openrlhf"):
+            cells = [f"{counts[f'{g} {cat} FP']} / {counts[f'{g} {cat} FN']}" for cat in cats]
+            rows.append(f"| {split} | {g} | " + " | ".join(cells) + " |")
+    return ["| split | grader | " + " | ".join(cats) + " |", "|---|---|" + "---:|" * len(cats)] + rows
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ model text graders see: the answer in `\\boxed{}` after a short solution, except
 statement` categories, whose answers are stated without a box ("Therefore the rope is 20 cm."), and `several
 boxes`, whose answer is the whole response. `problem` is the problem text where its stated precision matters (our
 grader reads it, as `lead-recipes grade` does; the anchors take no problem); `held` marks cases written after the
-issue-21 fixes and measured once.
+issue-21 fixes and measured once; `review` marks the issue-21 review's cases (`dev` or `held`, review_forms.py).
 
     from hard_forms import CASES, response
 """
@@ -12,6 +12,8 @@ issue-21 fixes and measured once.
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from review_forms import ROWS as REVIEW_ROWS
 
 
 class Case(NamedTuple):
@@ -21,6 +23,7 @@ class Case(NamedTuple):
     correct: bool
     problem: str | None = None
     held: bool = False
+    review: str = ""
 
 
 _ROWS: list[tuple] = [
@@ -565,6 +568,9 @@ CASES: list[Case] = [Case(*row) for row in _ROWS] + [
     Case("precision, stated", r"\frac{22}{7}", "3", True, r"Round $\frac{22}{7}$ to the nearest integer.", held=True),
     Case("precision, stated", r"\frac{22}{7}", "4", False, r"Round $\frac{22}{7}$ to the nearest integer.", held=True),
 ]
+
+
+CASES += [Case(cat, gold, answer, ok, problem, review=split) for split, cat, gold, answer, ok, problem in REVIEW_ROWS]
 
 
 def response(case: Case) -> str:
