@@ -283,6 +283,7 @@ def benchmark_specs(args, replay=None) -> list[str]:
 
 def run_main(argv: list[str]) -> int:
     from evaluation import protocols, run  # noqa: PLC0415
+    from evaluation.scoring import left_out_text  # noqa: PLC0415
     from lead_recipes.benchmarks import load_benchmarks  # noqa: PLC0415
 
     args = build_parser().parse_args(argv)
@@ -348,6 +349,9 @@ def run_main(argv: list[str]) -> int:
         print(f"lead-recipes eval: error: {e}", file=sys.stderr)
         return 2
     avg = summary["average"]
+    left_out = left_out_text(summary.get("budget_sweep", {}))
+    if left_out:
+        print(f"lead-recipes eval: note: {left_out}", file=sys.stderr)
     print(
         f"average accuracy {100 * avg['accuracy']:.2f}%, mean length {avg['mean_length']:.1f} tokens "
         f"over {avg['set']['label']} ({avg['set']['note']}); report: {Path(args.output) / 'report.md'}"

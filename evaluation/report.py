@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from evaluation import metrics, store
-from evaluation.scoring import BUDGET_MODES
+from evaluation.scoring import BUDGET_MODES, left_out_text
 
 
 def _pct(x) -> str:
@@ -124,7 +124,8 @@ def render_markdown(summary: dict) -> str:
             "",
             f"## Token-budget sweep (mode `{sweep['mode']}`)",
             "",
-            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}. A response within the budget is unchanged.",
+            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}. A response within the budget is unchanged."
+            + (f" {left_out_text(sweep)}." if sweep.get("left_out") else ""),
             "",
             "| budget | " + " | ".join(names) + " | average | avg length |",
             "|---|" + "---|" * (len(names) + 2),
