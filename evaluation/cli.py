@@ -377,10 +377,7 @@ def compare_main(argv: list[str]) -> int:
     except (ValueError, FileNotFoundError, KeyError) as e:
         print(f"lead-recipes eval compare: error: {e}", file=sys.stderr)
         return 2
-    print(result["markdown"])
-    for label, rep in result["aes"].items():
-        if rep["overall"]["reason"]:
-            print(f"{label}: AES undefined: {rep['overall']['reason']}")
+    print(result["markdown"])  # the table, then why an AES is undefined or compares different benchmarks
     if args.output:
         print(f"wrote {', '.join(sorted(result['written']))} to {args.output}")
     return 0

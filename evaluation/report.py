@@ -346,6 +346,10 @@ def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir
     md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         md.append("| " + " | ".join(_fmt_cell(k, r.get(k)) for k in header) + " |")
+    notes = [f"{lb}: AES undefined: {r['overall']['reason']}" for lb, r in table.items() if r["overall"]["reason"]]
+    notes += [f"{lb}: AES warning: {r['warning']}" for lb, r in table.items() if r.get("warning")]
+    if notes:
+        md += ["", *notes]
     result = {"table": rows, "aes": table, "markdown": "\n".join(md)}
     if out_dir is not None:
         out_dir = Path(out_dir)

@@ -685,3 +685,18 @@ def test_budgets_the_sweep_cannot_answer_are_named_not_silently_dropped(shared_d
     for text in (said, err):
         assert f"above {limit}" in text and "1024" in text, text
         assert ("the cap" if cap else "the longest sample") in text, text
+
+
+def test_compare_says_when_an_aes_compares_averages_over_different_benchmarks(shared_data, tmp_path, capsys):
+    """The AES warning (the run and the base cover different benchmarks) was only in compare.json: the printed table
+    and compare.md showed the number alone."""
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "run", shared_data, "--no-eval.plots_enable")) == 0
+    only = ("--data.benchmarks", "aime2024", "--no-eval.plots_enable")
+    assert cli.main(_argv(replay, tmp_path / "base", shared_data, *only)) == 0
+    capsys.readouterr()
+    argv = ["compare", str(tmp_path / "run"), "--eval.base", str(tmp_path / "base"), "--output", str(tmp_path / "c")]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    for text in (out, (tmp_path / "c" / "compare.md").read_text()):
+        assert "run: AES warning: runs cover different benchmarks" in text, text
