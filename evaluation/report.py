@@ -288,7 +288,8 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
         ax_hist.plot([], [], " ", label=f"cap {cap} (beyond the longest sample, {longest})")
     ax_hist.set_xlabel("response length (tokens)")
     ax_hist.set_ylabel("samples")
-    fig.suptitle(f"{summary['config'].get('model') or ''} — preset {summary['config']['generation']['preset']}")
+    config = summary["config"]
+    fig.suptitle(f"{config.get('model') or config['backend']['backend']} — preset {config['generation']['preset']}")
     drawn = {
         "accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
         "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},

@@ -700,3 +700,14 @@ def test_compare_says_when_an_aes_compares_averages_over_different_benchmarks(sh
     out = capsys.readouterr().out
     for text in (out, (tmp_path / "c" / "compare.md").read_text()):
         assert "run: AES warning: runs cover different benchmarks" in text, text
+
+
+def test_the_run_plot_title_names_the_backend_when_no_model_was_given(shared_data, tmp_path, monkeypatch):
+    """A replay without --eval.model drew the title `— preset sober`: an empty model name before the dash."""
+    from matplotlib.figure import Figure
+
+    titles, suptitle = [], Figure.suptitle
+    monkeypatch.setattr(Figure, "suptitle", lambda self, t, **k: titles.append(t) or suptitle(self, t, **k))
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 0
+    assert titles == ["replay — preset sober"]
