@@ -10,7 +10,6 @@ import argparse
 import json
 import math
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -389,9 +388,7 @@ def main(argv: list[str]) -> int:
         from lead_recipes.methods import build_method
 
         config = recipe_config(args)
-        with warnings.catch_warnings():  # the method imports torch, which warns that pynvml is deprecated: not ours
-            warnings.filterwarnings("ignore", message="The pynvml package is deprecated", category=FutureWarning)
-            method = build_method(config)
+        method = build_method(config)
         if args.from_rollouts:
             records, unit = records_from_rollouts(
                 Path(args.from_rollouts),
