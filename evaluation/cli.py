@@ -299,6 +299,7 @@ def benchmark_specs(args, replay=None) -> list[str]:
 
 def run_main(argv: list[str]) -> int:
     from evaluation import protocols, run  # noqa: PLC0415
+    from evaluation.scoring import left_out_text  # noqa: PLC0415
     from lead_recipes.benchmarks import load_benchmarks  # noqa: PLC0415
 
     args = build_parser().parse_args(argv)
@@ -366,6 +367,9 @@ def run_main(argv: list[str]) -> int:
         print(f"lead-recipes eval: error: {e}", file=sys.stderr)
         return 2
     avg = summary["average"]
+    left_out = left_out_text(summary.get("budget_sweep", {}))
+    if left_out:
+        print(f"lead-recipes eval: note: {left_out}", file=sys.stderr)
     print(
         f"average accuracy {100 * avg['accuracy']:.2f}%, mean length {avg['mean_length']:.1f} tokens "
         f"over {avg['set']['label']} ({avg['set']['note']}); report: {Path(args.output) / 'report.md'}"
@@ -391,10 +395,7 @@ def compare_main(argv: list[str]) -> int:
     except (ValueError, FileNotFoundError, KeyError) as e:
         print(f"lead-recipes eval compare: error: {e}", file=sys.stderr)
         return 2
-    print(result["markdown"])
-    for label, rep in result["aes"].items():
-        if rep["overall"]["reason"]:
-            print(f"{label}: AES undefined: {rep['overall']['reason']}")
+    print(result["markdown"])  # the table, then why an AES is undefined or compares different benchmarks
     if args.output:
         print(f"wrote {', '.join(sorted(result['written']))} to {args.output}")
     return 0

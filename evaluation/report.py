@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from evaluation import metrics, store
-from evaluation.scoring import BUDGET_MODES
+from evaluation.scoring import BUDGET_MODES, left_out_text
 
 
 def _pct(x) -> str:
@@ -126,7 +126,8 @@ def render_markdown(summary: dict) -> str:
             f"## Token-budget sweep (mode `{sweep['mode']}`"
             + (f", `{sweep['l1_mode']}` prompts: one generation per budget)" if l1 else ")"),
             "",
-            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}.",
+            f"Mode `{sweep['mode']}`: {BUDGET_MODES[sweep['mode']]}."
+            + (f" {left_out_text(sweep)}." if sweep.get("left_out") else ""),
             "",
             "| budget | "
             + " | ".join(names)
@@ -294,7 +295,8 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
         ax_hist.plot([], [], " ", label=f"cap {cap} (beyond the longest sample, {longest})")
     ax_hist.set_xlabel("response length (tokens)")
     ax_hist.set_ylabel("samples")
-    fig.suptitle(f"{summary['config'].get('model') or ''} — preset {summary['config']['generation']['preset']}")
+    config = summary["config"]
+    fig.suptitle(f"{config.get('model') or config['backend']['backend']} — preset {config['generation']['preset']}")
     drawn = {
         "accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
         "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},
@@ -352,6 +354,10 @@ def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir
     md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         md.append("| " + " | ".join(_fmt_cell(k, r.get(k)) for k in header) + " |")
+    notes = [f"{lb}: AES undefined: {r['overall']['reason']}" for lb, r in table.items() if r["overall"]["reason"]]
+    notes += [f"{lb}: AES warning: {r['warning']}" for lb, r in table.items() if r.get("warning")]
+    if notes:
+        md += ["", *notes]
     result = {"table": rows, "aes": table, "markdown": "\n".join(md)}
     if out_dir is not None:
         out_dir = Path(out_dir)

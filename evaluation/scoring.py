@@ -72,6 +72,19 @@ BUDGET_MODES = {
 }
 
 
+def left_out_text(sweep: dict) -> str | None:
+    """The sentence that says which budgets the sweep left out and why (report.md and the command's stderr)."""
+    out = sweep.get("left_out")
+    if not out:
+        return None
+    why = (
+        "the cap: the generations cannot say what a longer cap would give"
+        if out["limit"] == "cap"
+        else "the longest sample: the cap is unknown, so it may have cut samples there"
+    )
+    return f"Budgets {', '.join(map(str, out['budgets']))} left out of the sweep: above {out['above']}, {why}"
+
+
 def truncate_to_budget(tokenizer, text: str, budget: int) -> str:
     """The first `budget` tokens of a response, decoded: what the same sample would have been with
     max_new_tokens = budget (sampling is autoregressive, so a shorter cap yields the prefix of the longer run)."""
@@ -91,13 +104,17 @@ def budget_sweep(
     A sample with num_tokens ≤ B is unchanged. A longer one is cut at B tokens and re-graded ("prefix" mode, needs
     a tokenizer); without a tokenizer it is counted wrong ("cap" mode: it would have been truncated before
     its final answer, which is where R1-style models put it). Its length counts as B. Budgets above the run's
-    max_new_tokens are dropped (the data cannot say what a longer cap would give); with an unknown cap (None, a
-    replay), budgets above the longest sample, which the cap was at least."""
+    max_new_tokens are left out (the data cannot say what a longer cap would give); with an unknown cap (None, a
+    replay), budgets above the longest sample, which the cap was at least. Those are listed under "left_out"."""
     mode = "prefix" if tokenizer is not None else "cap"
     out = {"mode": mode, "budgets": {}}
-    if max_new_tokens is None:
-        max_new_tokens = max(s["num_tokens"] for problems in samples.values() for p in problems for s in p)
-    for budget in sorted({int(b) for b in budgets if 0 < int(b) <= max_new_tokens}):
+    limit, known = max_new_tokens, max_new_tokens is not None
+    if not known:
+        limit = max(s["num_tokens"] for problems in samples.values() for p in problems for s in p)
+    left_out = sorted({int(b) for b in budgets if int(b) > limit})
+    if left_out:
+        out["left_out"] = {"budgets": left_out, "above": limit, "limit": "cap" if known else "longest sample"}
+    for budget in sorted({int(b) for b in budgets if 0 < int(b) <= limit}):
         per_bench = {}
         for bench, problems in samples.items():
             flat = [s for p in problems for s in p]

@@ -17,6 +17,8 @@ lacks decides where it must stop, each case with its reason:
 - `bash launchers/bootstrap.sh test ...` is this suite itself (CI runs it: .ci/run) and is not run inside it;
 - everything else exits 0 (and writes its --output).
 
+None prints a traceback or a third-party library's warning (the docs' commands are quiet).
+
 A usage line with `[optional]` parts runs without them; every flag named in them must exist, and a `a|b|c` list after
 a flag with choices must be exactly those choices. New docs pages and commands are picked up by themselves."""
 
@@ -246,6 +248,15 @@ def _port_free(host: str, port: int) -> bool:
             return False
 
 
+# A warning of a library the command imports (`.../torch/cuda/__init__.py:64: FutureWarning: The pynvml package is
+# deprecated`, DeepSpeed's `[WARNING] [real_accelerator.py...]`): nothing the user can act on, printed on every call.
+_NOISE = re.compile(r"^\S+\.py:\d+: \w*Warning: |\[WARNING\]", re.M)
+
+
+def third_party_noise(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if _NOISE.search(line) and not line.startswith("lead-recipes")]
+
+
 def _check_stop(command: Documented, sandbox: Path) -> None:
     stop, argv = _stop(command)
     env = _env(command)
@@ -272,6 +283,7 @@ def _check_stop(command: Documented, sandbox: Path) -> None:
     done = _run(_argv(Documented(command.where, command.text, command.env, argv)), sandbox, env)
     said = f"{command.where}: `{command.text}` -> exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert "Traceback" not in done.stderr, said
+    assert third_party_noise(done.stderr) == [], said
     if stop == "gpu":
         assert done.returncode == 1 and "cannot start training, missing: gpu: no CUDA GPU visible" in done.stderr, said
     elif stop == "gpu-run":

@@ -665,3 +665,49 @@ def test_frontier_keeps_two_identical_runs_visible_and_names_the_benchmark_marke
         first, second = (next(x for x in drawn["labels"] if x.startswith(f"m ({r})")) for r in ("run1", "run2"))
         assert "same" in second and "m (run1)" in second and drawn["sizes"][second] < drawn["sizes"][first], drawn
     assert {"aime2024", "math500"} <= {x.split()[0] for x in frontier[-1]["labels"]}
+
+
+@pytest.mark.parametrize("cap", [None, 16])
+def test_budgets_the_sweep_cannot_answer_are_named_not_silently_dropped(shared_data, tmp_path, capsys, cap):
+    """`--eval.budgets 12,20,1024` on a replay of 10-24-token samples: the budgets above the cap (or, the cap unknown,
+    above the longest sample) were left out with no word, so `--eval.budgets 1024,2048` gave an empty table."""
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    flags = ("--sampling.max_new_tokens", str(cap)) if cap else ()
+    argv = _argv(replay, tmp_path / "r", shared_data, "--eval.budgets", "12,20,1024", "--no-eval.plots_enable", *flags)
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    sweep = json.loads((tmp_path / "r" / "summary.json").read_text())["budget_sweep"]
+    kept, limit = (["12"], 16) if cap else (["12", "20"], 24)
+    assert list(sweep["budgets"]) == kept
+    dropped = [int(b) for b in ("20", "1024") if b not in kept]
+    assert sweep["left_out"] == {"budgets": dropped, "above": limit, "limit": "cap" if cap else "longest sample"}
+    said = (tmp_path / "r" / "report.md").read_text().split("## Token-budget sweep")[1].split("## Configuration")[0]
+    for text in (said, err):
+        assert f"above {limit}" in text and "1024" in text, text
+        assert ("the cap" if cap else "the longest sample") in text, text
+
+
+def test_compare_says_when_an_aes_compares_averages_over_different_benchmarks(shared_data, tmp_path, capsys):
+    """The AES warning (the run and the base cover different benchmarks) was only in compare.json: the printed table
+    and compare.md showed the number alone."""
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "run", shared_data, "--no-eval.plots_enable")) == 0
+    only = ("--data.benchmarks", "aime2024", "--no-eval.plots_enable")
+    assert cli.main(_argv(replay, tmp_path / "base", shared_data, *only)) == 0
+    capsys.readouterr()
+    argv = ["compare", str(tmp_path / "run"), "--eval.base", str(tmp_path / "base"), "--output", str(tmp_path / "c")]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    for text in (out, (tmp_path / "c" / "compare.md").read_text()):
+        assert "run: AES warning: runs cover different benchmarks" in text, text
+
+
+def test_the_run_plot_title_names_the_backend_when_no_model_was_given(shared_data, tmp_path, monkeypatch):
+    """A replay without --eval.model drew the title `— preset sober`: an empty model name before the dash."""
+    from matplotlib.figure import Figure
+
+    titles, suptitle = [], Figure.suptitle
+    monkeypatch.setattr(Figure, "suptitle", lambda self, t, **k: titles.append(t) or suptitle(self, t, **k))
+    replay = _replay_file(tmp_path / "g.jsonl", shared_data)
+    assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 0
+    assert titles == ["replay — preset sober"]

@@ -6,6 +6,7 @@ methods.config. This module imports no torch at import time (flags and recipes s
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from lead_recipes.methods.config import SECTIONS, RecipeConfig, entry, validate
@@ -24,7 +25,10 @@ def build_method(config: RecipeConfig | None = None) -> "Method":
             "mapping or namespace into one)"
         )
     validate(config)
-    return entry(config.method).load().from_config(config)
+    with warnings.catch_warnings():  # the method's module imports torch, which warns that pynvml is deprecated:
+        # printed on every `train --run.dry_run_enable` or `replay` that builds one, and nothing the user can act on
+        warnings.filterwarnings("ignore", message="The pynvml package is deprecated", category=FutureWarning)
+        return entry(config.method).load().from_config(config)
 
 
 def sections_read(method: "Method | str") -> dict[str, Any]:
