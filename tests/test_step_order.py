@@ -132,6 +132,123 @@ def test_each_later_epoch_deals_the_ranks_samples_into_its_steps_anew(monkeypatc
     assert again == ours  # seeded
 
 
+class _Strategy:
+    """What OpenRLHF's ppo_train and replay buffer use of DeepspeedStrategy, on a one-rank gloo group: its own
+    all_reduce (world size 1), the dp mesh group, rank 0, no ring attention."""
+
+    world_size, ring_attn_group, accumulated_gradient = 1, None, 1
+
+    def __init__(self, args):
+        import torch.distributed as dist
+        from openrlhf.utils.deepspeed.deepspeed import DeepspeedStrategy
+
+        self.args, self.ds_device_mesh = args, {"dp": NS(get_group=lambda: dist.group.WORLD)}
+        self.all_reduce = DeepspeedStrategy.all_reduce.__get__(self)
+
+    def is_rank_0(self):
+        return True
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _real_ppo_train_fit(actor_class, samples, monkeypatch, epochs=3):
+    """`actor_class.fit` over OpenRLHF's own ActorPPOTrainer.ppo_train (DataLoader, setup_dynamic_batch, status
+    merge) and a real replay buffer; only training_step is a recorder (no model on CPU). Returns the micro-batches
+    (epoch, step, sample ids, optimizer step?, the loss's token normaliser) and the status."""
+    from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
+    from openrlhf.trainer.ray.ppo_actor import ActorPPOTrainer
+    from openrlhf.utils.loss_utils import get_loss_batch_info
+
+    args = _args(1, 8)
+    vars(args.train).update(dynamic_batch_enable=True, seed=3, max_tokens_per_gpu=400)
+    args.rollout = NS(batch_size=8, n_samples_per_prompt=4)  # 32 samples: 4 optimizer steps of 8
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # the buffer names its (unused) target device
+    buffer = NaiveReplayBuffer(1, 0, False, True, True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: "cpu")
+    for name in ("empty_cache", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, lambda: None)
+    trainer = object.__new__(ActorPPOTrainer)
+    trainer.args, trainer.strategy, trainer.max_epochs = args, _Strategy(args), epochs
+    trainer.replay_buffer, trainer.dataloader_pin_memory = buffer, False
+    buffer.items.extend(samples)
+    seen, optimizer_steps = [], [0]
+
+    def training_step(experience, kl_ctl, step, loss_batch_info=None):
+        info = get_loss_batch_info(
+            trainer.strategy, experience.action_mask, replay_buffer=buffer, step=step, dynamic_batch=True
+        )
+        sample = torch.tensor([float(i) for i in experience.info["sample"]])  # a list of 0-d tensors after collate
+        ids = [int(i) for i in sample]
+        optimizer_steps[0] += buffer.dynamic_optimizer_step[step]
+        seen.append((step, ids, buffer.dynamic_optimizer_step[step], float(info["batch_num_tokens"])))
+        tokens = experience.action_mask.sum(-1).float()
+        return {  # a token-additive loss (Σ id·tokens / Σ tokens) and the optimizer-step count as the "lr"
+            "metrics": {"policy_loss": (sample * tokens).sum() / tokens.sum(), "actor_lr": float(optimizer_steps[0])},
+            "weights": {"policy_loss": "token", "actor_lr": None},
+            "num_samples": float(len(ids)),
+            "num_action_tokens": float(tokens.sum()),
+        }
+
+    trainer.training_step = training_step
+    actor = object.__new__(actor_class)
+    actor.strategy, actor.actor, actor.trainer = trainer.strategy, NS(train=lambda: None), trainer
+    status = actor.fit(0.0)
+    assert trainer.max_epochs == epochs and "ppo_train" not in vars(trainer) and not buffer.items
+    return seen, status
+
+
+def _steps(seen):
+    """The micro-batches grouped into optimizer steps: (sample ids, the loss's token normaliser of the step)."""
+    steps, current = [], []
+    for _step, ids, is_optimizer_step, norm in seen:
+        current += ids
+        if is_optimizer_step:
+            steps.append((current, norm))
+            current = []
+    assert not current
+    return steps
+
+
+def test_openrlhfs_own_ppo_train_cuts_each_epochs_new_deal_with_upstreams_steps_loss_norm_and_status(
+    one_rank_group, monkeypatch
+):
+    """The policy actor's epochs through OpenRLHF's real ppo_train: as many optimizer (hence lr-scheduler) steps as
+    upstream, each epoch's steps cut from its own deal by setup_dynamic_batch (each step's loss normaliser is its own
+    samples' tokens), every step spanning the lengths, and the logged status equal to upstream's."""
+    from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
+
+    from lead_recipes.training.step_order import RecipePolicyModelActor
+
+    lengths = [20 + (37 * i) % 200 for i in range(32)]
+    args = _args(1, 8)
+    (first,) = balanced_then_shuffled(_samples(lengths), args, seed=7)  # the trainer's deal: epoch 1
+    runs = {
+        name: _real_ppo_train_fit(cls, split_experience_batch(first), monkeypatch)
+        for name, cls in (("upstream", PolicyModelActor.__ray_actor_class__), ("ours", RecipePolicyModelActor))
+    }
+    for name, (seen, _) in runs.items():
+        steps = _steps(seen)
+        assert len(steps) == 3 * 4, name  # 3 epochs x 4 optimizer steps: the lr schedule's count
+        for ids, norm in steps:  # the loss normaliser is the step's own action tokens
+            assert norm == sum(lengths[i] - 1 for i in ids), name
+        epochs = [sorted(i for ids, _ in steps[e * 4 : e * 4 + 4] for i in ids) for e in range(3)]
+        assert epochs == [list(range(32))] * 3, name
+    upstream, ours = (_steps(runs[k][0]) for k in ("upstream", "ours"))
+    assert upstream[:4] == upstream[4:8] == upstream[8:] and ours[:4] == upstream[:4]  # as read / the first deal
+    assert ours[:4] != ours[4:8] != ours[8:] != ours[:4]
+    assert spans([[[lengths[i] for i in ids] for ids, _ in ours[e * 4 : e * 4 + 4]] for e in range(3)])
+    (up_status, our_status) = (runs[k][1] for k in ("upstream", "ours"))
+    assert our_status.keys() == up_status.keys() and our_status["actor_lr"] == up_status["actor_lr"] == 12.0
+    assert our_status["policy_loss"] == pytest.approx(up_status["policy_loss"], rel=1e-6)
+
+
 def test_training_runs_the_policy_actor_that_deals_each_epoch(monkeypatch):
     import runpy
     import sys
