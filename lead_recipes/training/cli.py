@@ -34,7 +34,7 @@ from lead_recipes.recipes.openrlhf_parser import (
     openrlhf_parser,
 )
 from lead_recipes.training.actor_env import forward_env_to_actors
-from lead_recipes.training.args import REQUIRED, resolve, reward_func_path, with_recipe
+from lead_recipes.training.args import REQUIRED, length_penalty_errors, resolve, reward_func_path, with_recipe
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (
@@ -203,34 +203,15 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
 
 def overlong_problems(args, errors: list[str], warnings: list[str]) -> None:
     """OpenRLHF's DAPO overlong / ProRL stop-properly flags that would not do what they say (baselines.md §5.3)."""
-    reward, cap = args.reward, args.rollout.max_new_tokens
-    buffer, factor, coef = reward.overlong_buffer_len, reward.overlong_penalty_factor, reward.stop_properly_penalty_coef
-    if buffer is None:
-        if factor != openrlhf_default("reward.overlong_penalty_factor"):
-            warnings.append(
-                f"--reward.overlong_penalty_factor {factor} has no effect without --reward.overlong_buffer_len"
-            )
-    elif cap is None:
-        # OpenRLHF then measures the buffer from data.max_len (prompt + response), while vLLM stops each response at
-        # max_len - its prompt: a response cut at its real cap gets part of the penalty (-0.5 instead of -1 for a
-        # 512-token prompt, max_len 4608, buffer 1024)
-        errors.append(
-            "--reward.overlong_buffer_len without --rollout.max_new_tokens: OpenRLHF would measure the overlong "
-            "buffer from --data.max_len (prompt + response), so a response cut at its real cap gets only part of "
-            "the penalty; set --rollout.max_new_tokens"
+    reward = args.reward
+    if reward.overlong_buffer_len is None and reward.overlong_penalty_factor != openrlhf_default(
+        "reward.overlong_penalty_factor"
+    ):
+        warnings.append(
+            f"--reward.overlong_penalty_factor {reward.overlong_penalty_factor} has no effect without "
+            "--reward.overlong_buffer_len"
         )
-    elif not 0 < buffer <= cap:
-        errors.append(
-            f"--reward.overlong_buffer_len {buffer} must be > 0 (0 never penalises) and ≤ --rollout.max_new_tokens "
-            f"{cap} (the penalty starts at max_new_tokens - buffer)"
-        )
-    if buffer is not None and not factor >= 0:
-        errors.append(f"--reward.overlong_penalty_factor {factor} must be ≥ 0 (a negative factor rewards length)")
-    if coef is not None and not coef <= 1:
-        errors.append(
-            f"--reward.stop_properly_penalty_coef {coef}: must be in [0, 1] (scales a truncated sample's reward) or "
-            "negative (replaces it)"
-        )
+    errors += length_penalty_errors(args, args.recipe.method)
 
 
 def plain(x):
