@@ -882,6 +882,14 @@ def test_stop_properly_is_refused_before_start_unless_the_method_is_grpo(capsys)
     assert train.main([*argv, "--recipe.method", "grpo"]) == 0
 
 
+def test_a_recipe_flag_of_a_section_the_method_does_not_read_is_warned_to_have_no_effect(capsys):
+    argv = ["--recipe.method", "thinkprune", "--run.dry_run_enable"]
+    assert train.main([*argv, "--recipe.lead.b_max", "3000"]) == 0
+    assert "--recipe.lead.b_max 3000 has no effect: --recipe.method thinkprune does not read" in capsys.readouterr().out
+    assert train.main(argv) == 0  # its reference recipe extends lead-1.5b, whose lead section it no longer carries
+    assert "has no effect" not in capsys.readouterr().out
+
+
 def test_an_overlong_factor_without_a_buffer_is_warned_to_have_no_effect(capsys):
     assert train.main(["--reward.overlong_penalty_factor", "0.5", "--run.dry_run_enable"]) == 0
     assert "--reward.overlong_penalty_factor 0.5 has no effect without" in capsys.readouterr().out

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.help_format import ArgumentParser, HelpFormatter, did_you_mean, option_strings
 from lead_recipes.methods import sections_read
-from lead_recipes.methods.config import validate
+from lead_recipes.methods.config import SECTIONS, RecipeConfig, entry, flag, validate
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.openrlhf_parser import (
     OpenRLHFArgumentError,
@@ -187,6 +187,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             "DAPO overlong / stop-properly penalty on: the method adds its per-sample reward change to its length "
             "channel (else its reward) before group normalisation, logged as recipe/length_penalty_mean"
         )
+    warnings += unread_settings(args.recipe)
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
     # sections_read builds the method (imports torch), so it is asked last, only when the two caps differ
     if (
@@ -199,6 +200,22 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             f"--recipe.lead.b_max {b_max} differs from --rollout.max_new_tokens {args.rollout.max_new_tokens}"
         )
     return errors, warnings
+
+
+def unread_settings(recipe) -> list[str]:
+    """A warning per --recipe.<section>.* value off its default in a section the method does not read."""
+    reads, default, out = entry(recipe.method).sections, RecipeConfig(), []
+    for section in SECTIONS:
+        if section in reads:
+            continue
+        for f in dataclasses.fields(SECTIONS[section]):
+            value = getattr(getattr(recipe, section), f.name)
+            if value != getattr(getattr(default, section), f.name):
+                out.append(
+                    f"{flag(section, f.name)} {value} has no effect: --recipe.method {recipe.method} does not read "
+                    f"--recipe.{section}.*"
+                )
+    return out
 
 
 def overlong_problems(args, errors: list[str], warnings: list[str]) -> None:
