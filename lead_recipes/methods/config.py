@@ -241,13 +241,15 @@ class MethodEntry:
     """One method: its `--recipe.method` name, its Method class as "module:Class" (imported only by `load`, so this
     module stays torch-free), its config dataclass (flags `--recipe.<section>.*`, section = name with '-' → '_')
     and its reference recipe (launchers/recipes/<recipe>.yaml); `shares`: the other methods' sections its
-    `from_config` reads too (e.g. gdpo reads lead's); the stats keys are the class's STATS_KEYS."""
+    `from_config` reads too (e.g. gdpo reads lead's); `label_keys`: what every training label must carry for it
+    (L1's target, checked by the preflight); the stats keys are the class's STATS_KEYS."""
 
     name: str
     method: str
     config: type
     recipe: str
     shares: tuple[str, ...] = ()
+    label_keys: tuple[str, ...] = ()
 
     @property
     def section(self) -> str:
@@ -288,8 +290,12 @@ REGISTRY = (
         AroraZanetteConfig,
         "arora-zanette-1.5b",
     ),
-    MethodEntry("l1-exact", "lead_recipes.methods.l1:L1ExactMethod", L1ExactConfig, "l1-exact-1.5b"),
-    MethodEntry("l1-max", "lead_recipes.methods.l1:L1MaxMethod", L1MaxConfig, "l1-max-1.5b", ("l1_exact",)),
+    MethodEntry(
+        "l1-exact", "lead_recipes.methods.l1:L1ExactMethod", L1ExactConfig, "l1-exact-1.5b", label_keys=("n_gold",)
+    ),
+    MethodEntry(
+        "l1-max", "lead_recipes.methods.l1:L1MaxMethod", L1MaxConfig, "l1-max-1.5b", ("l1_exact",), ("n_gold",)
+    ),
     MethodEntry("kimi", "lead_recipes.methods.kimi:KimiMethod", KimiConfig, "kimi-1.5b"),
     MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
     MethodEntry(
