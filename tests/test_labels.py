@@ -131,3 +131,31 @@ def test_preflight_says_what_it_cannot_check_a_dataset_script_is_not_run(tmp_pat
     script.write_text("raise SystemExit('a dataset script must not run in the preflight')\n")
     check = check_data("data", str(script), "prompt", "label", "train")
     assert check.ok and "not checked" in check.detail and "script" in check.detail, check
+
+
+def test_preflight_refuses_data_without_l1_targets_for_an_l1_method(tmp_path):
+    """l1-exact on prompts without n_gold started Ray, loaded the models and generated a whole step before the
+    method's "needs a target length per prompt" stopped the run."""
+    plain = _write("jsonl", tmp_path / "plain", [{"prompt": "q1", "label": "1"}, {"prompt": "q2", "label": "2"}])
+    for method in ("l1-exact", "l1-max"):
+        check = check_data("data", plain, "prompt", "label", "train", method=method)
+        assert not check.ok and "2 row(s)" in check.detail and "n_gold" in check.detail, check
+        assert f"--recipe.method {method}" in check.detail and "data build --l1.mode" in check.detail, check
+    assert check_data("data", plain, "prompt", "label", "train", method="grpo").ok
+    l1 = [{"prompt": "q1 Think for 300 tokens.", "label": {"answer": "1", "n_gold": 300, "l1_mode": "exact"}}]
+    assert check_data("data", _write("jsonl", tmp_path / "l1", l1), "prompt", "label", "train", method="l1-exact").ok
+
+
+def test_the_train_preflight_checks_the_prompt_data_for_the_runs_method(tmp_path):
+    from types import SimpleNamespace as NS
+
+    from lead_recipes.methods.config import RecipeConfig
+    from lead_recipes.training import preflight
+
+    plain = _write("jsonl", tmp_path / "plain", [{"prompt": "q1", "label": "1"}])
+    data = NS(prompt_dataset=plain, input_key="prompt", label_key="label", prompt_split="train")
+    skip = ("openrlhf", "gpu", "flash-attn", "eval-data", "model", "reward", "ckpt", "ray")
+    for method, ok in (("l1-exact", False), ("lead", True)):
+        args = NS(data=data, recipe=RecipeConfig(method=method))
+        (check,) = [c for c in preflight.run_preflight(args, skip=skip) if c.name == "data"]
+        assert check.ok is ok, check

@@ -1,5 +1,5 @@
-"""OpenRLHF's length penalties (DAPO overlong, ProRL stop-properly) reach every registered method as a reward term
-before its group normalisation (baselines.md §5.3; the plug-in side is tests/test_openrlhf_plugin.py)."""
+"""OpenRLHF's length penalty (DAPO overlong; ProRL stop-properly with grpo only) reaches every registered method as
+a reward term before its group normalisation (baselines.md §5.3; the plug-in side is tests/test_openrlhf_plugin.py)."""
 
 from __future__ import annotations
 

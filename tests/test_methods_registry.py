@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lead_recipes.methods import sections_read
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, REGISTRY, SECTIONS, RecipeConfig, method_name
 from lead_recipes.methods.lead import LeadMethod
@@ -90,6 +91,13 @@ def test_every_registered_class_carries_its_registry_name_and_every_method_a_sec
     assert all(
         SECTIONS[e.section] is e.config and isinstance(getattr(RecipeConfig(), e.section), e.config) for e in REGISTRY
     )
+
+
+def test_each_registry_entry_names_exactly_the_sections_its_built_method_reads():
+    """`MethodEntry.sections` (torch-free: what a recipe may set for the method) against the config objects the
+    built method holds; `guard` and `resume` apply to every method."""
+    for e in REGISTRY:
+        assert set(e.sections) == set(sections_read(e.name)) | {"guard", "resume"}, e.name
 
 
 def test_adding_a_method_needs_only_its_module_its_config_dataclass_and_one_registry_line(tmp_path):

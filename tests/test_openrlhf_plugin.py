@@ -934,3 +934,56 @@ def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
     }
     trainer.restore_best_checkpoint_state(state)
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]
+
+
+# ------------------------------------------------------------ OpenRLHF's length penalties (baselines.md §5.2-§5.3)
+def golden_g7_records():
+    """baselines.md §8 G7: one group of 4 with DAPO's ±1 base, lengths 2000, 3500, 4096 (cut at the cap), 3072."""
+    records = []
+    for j, (correct, length) in enumerate([(1, 2000), (1, 3500), (0, 4096), (0, 3072)]):
+        info = {"correct": float(correct), "repetitive": 0.0}
+        ids = [5] * length
+        records.append(
+            dict(
+                q=0, j=j, prompt="p", label="1", prompt_ids=[1, 2, 3], resp_ids=ids, truncated=length == 4096, info=info
+            )
+        )
+    return records
+
+
+def test_dapo_overlong_golden_group_g7_through_openrlhfs_own_penalty_and_the_plugin():
+    """G7 to 1e-5: OpenRLHF's apply_length_penalties (L_max 4096, B 1024) on DAPO's ±1 reward, which is composed
+    with every part off and the signed correctness reward: R = ±1 + P, then the group norm."""
+    args = make_args("composed", cap=4096, n=4, overlong_buffer_len=1024)
+    parts = dict(correct_reward="signed", length_reward="none", difficulty="none", budget="none")
+    args.recipe = RecipeConfig.of({"method": "composed", "composed": parts})
+    records = golden_g7_records()
+    exps = micro_batches(records, args)
+    maker(args).compute_advantages_and_returns(exps)
+    got = {
+        int(s): (e.info["recipe_reward"][b].item(), e.info["recipe_advantage"][b].item())
+        for e in exps
+        for b, s in enumerate(e.info["sample_id"])
+    }
+    want_r, want_a = [1.0, 0.582031, -2.0, -1.0], [0.971126, 0.671456, -1.179774, -0.462808]
+    assert [got[j][0] for j in range(4)] == pytest.approx(want_r, abs=1e-6)
+    assert [got[j][1] for j in range(4)] == pytest.approx(want_a, abs=1e-5)
+
+
+def test_the_plugin_refuses_overlong_without_max_new_tokens_for_any_caller():
+    """baselines.md §5.3.1: without --rollout.max_new_tokens OpenRLHF measures the buffer from data.max_len, so the
+    G7 group's cut response would get −0.5, not −1. `lead-recipes train` refuses it; so must the plug-in itself, for a
+    caller of run_openrlhf or OpenRLHF's own entry point (docs/training.md says it guards them)."""
+    args = make_args("grpo", cap=4096, n=4, overlong_buffer_len=1024)
+    args.rollout.max_new_tokens, args.data.max_len = None, 4608
+    with pytest.raises(ValueError, match="--reward.overlong_buffer_len without --rollout.max_new_tokens"):
+        maker(args)
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "grpo"])
+def test_stop_properly_is_refused_for_a_method_that_builds_its_own_reward(method):
+    """ProRL's stop-properly coef rescales the reward function's 0/1 reward of a truncated sample; the plug-in hands
+    the change to the method as a reward term. For thinkprune with coef 0 (the realisation baselines.md §4.8 names)
+    a cut response whose text holds the right answer then got R = −1 while a cut wrong one got 0."""
+    with pytest.raises(ValueError, match=f"--reward.stop_properly_penalty_coef.*{method}"):
+        maker(make_args(method, stop_properly_penalty_coef=0.0))

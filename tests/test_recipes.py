@@ -255,3 +255,30 @@ def test_recipe_data_prepare_is_a_valid_lead_recipes_data_command(name):
         pytest.skip(f"{name}: data build has no {pending} in this checkout (issue 24, part B)")
     args = build_parser().parse_args(recipe.data["prepare"])
     assert args.out == recipe.openrlhf["data.prompt_dataset" if recipe.entrypoint == "train" else "data.dataset"]
+
+
+# ------------------------------------------------------------- a recipe carries only the sections its method reads
+@pytest.mark.parametrize("name", [n for n in NAMES if load_recipe(n).entrypoint == "train"])
+def test_a_recipe_renders_only_the_recipe_sections_its_method_reads(name):
+    """thinkprune-1.5b-2k extends lead-1.5b and rendered --recipe.lead.b_max 4000 beside its 2,000-token cap: a
+    flag its method never reads, on the command line a reader takes for the run's settings."""
+    from lead_recipes.methods.config import entry
+
+    r = load_recipe(name)
+    reads = entry(r.recipe.get("method", "lead")).sections
+    assert {k.split(".")[0] for k in r.recipe if "." in k} <= set(reads), name
+    assert all(f.split(".")[1] in reads for f in split_argv(r.train_argv())[1][::2] if f.count(".") == 2), name
+
+
+def test_setting_a_section_the_method_does_not_read_is_refused_naming_the_key_and_the_method(tmp_path):
+    with pytest.raises(RecipeError, match=r"--set recipe.lead.b_max=3000: key 'lead.b_max'.*thinkprune does not"):
+        load_recipe("thinkprune-1.5b", ["recipe.lead.b_max=3000"])
+    path = write(tmp_path, "extends: thinkprune-1.5b\nrecipe:\n  leash.lr: 0.1\n")
+    with pytest.raises(RecipeError, match=rf"{re.escape(path)}: key 'leash.lr'.*thinkprune does not"):
+        load_recipe(path)
+
+
+def test_another_method_set_over_a_recipe_drops_the_sections_only_the_old_method_read():
+    r = load_recipe("leash-1.5b", ["recipe.method=grpo"])
+    assert r.recipe == {"method": "grpo"}
+    assert load_recipe("lead-1.5b", ["recipe.method=gdpo"]).recipe["lead.b_max"] == 4000  # gdpo reads lead's

@@ -887,6 +887,23 @@ def test_overlong_flags_that_would_not_do_what_they_say_are_refused_before_start
     assert message in capsys.readouterr().err
 
 
+def test_stop_properly_is_refused_before_start_unless_the_method_is_grpo(capsys):
+    """ProRL's stop-properly coef rescales the reward function's 0/1 reward: with thinkprune a cut response holding
+    the right answer got R = −1 and a cut wrong one 0 (tests/test_openrlhf_plugin.py has the per-method check)."""
+    argv = ["--rollout.max_new_tokens", "4096", "--reward.stop_properly_penalty_coef", "0.0", "--run.dry_run_enable"]
+    assert train.main([*argv, "--recipe.method", "thinkprune"]) == 2
+    assert "--reward.stop_properly_penalty_coef with --recipe.method thinkprune" in capsys.readouterr().err
+    assert train.main([*argv, "--recipe.method", "grpo"]) == 0
+
+
+def test_a_recipe_flag_of_a_section_the_method_does_not_read_is_warned_to_have_no_effect(capsys):
+    argv = ["--recipe.method", "thinkprune", "--run.dry_run_enable"]
+    assert train.main([*argv, "--recipe.lead.b_max", "3000"]) == 0
+    assert "--recipe.lead.b_max 3000 has no effect: --recipe.method thinkprune does not read" in capsys.readouterr().out
+    assert train.main(argv) == 0  # its reference recipe extends lead-1.5b, whose lead section it no longer carries
+    assert "has no effect" not in capsys.readouterr().out
+
+
 def test_an_overlong_factor_without_a_buffer_is_warned_to_have_no_effect(capsys):
     assert train.main(["--reward.overlong_penalty_factor", "0.5", "--run.dry_run_enable"]) == 0
     assert "--reward.overlong_penalty_factor 0.5 has no effect without" in capsys.readouterr().out

@@ -240,27 +240,41 @@ class ResumeConfig:
 class MethodEntry:
     """One method: its `--recipe.method` name, its Method class as "module:Class" (imported only by `load`, so this
     module stays torch-free), its config dataclass (flags `--recipe.<section>.*`, section = name with '-' → '_')
-    and its reference recipe (launchers/recipes/<recipe>.yaml); the stats keys are the class's STATS_KEYS."""
+    and its reference recipe (launchers/recipes/<recipe>.yaml); `shares`: the other methods' sections its
+    `from_config` reads too (e.g. gdpo reads lead's); `label_keys`: what every training label must carry for it
+    (L1's target, checked by the preflight); the stats keys are the class's STATS_KEYS."""
 
     name: str
     method: str
     config: type
     recipe: str
+    shares: tuple[str, ...] = ()
+    label_keys: tuple[str, ...] = ()
 
     @property
     def section(self) -> str:
         return self.name.replace("-", "_")
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """Every `--recipe.<section>.*` section this method reads, `guard` and `resume` included (torch-free;
+        methods.sections_read gives the built instance's values)."""
+        return (self.section, *self.shares, *COMMON_SECTIONS)
 
     def load(self) -> type:
         module, cls = self.method.split(":")
         return getattr(importlib.import_module(module), cls)
 
 
+COMMON_SECTIONS = ("guard", "resume")  # read whatever the method
+
 # the method registry: every list of methods (flags, validation, build_method, base recipes, docs) derives from it
 REGISTRY = (
     MethodEntry("grpo", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-correctness-1.5b"),
-    MethodEntry("grpo-scalarized", "lead_recipes.methods.grpo:ScalarizedMethod", ScalarizedConfig, "grpo-1.5b"),
-    MethodEntry("gdpo", "lead_recipes.methods.gdpo:GdpoMethod", GdpoConfig, "gdpo-1.5b"),
+    MethodEntry(
+        "grpo-scalarized", "lead_recipes.methods.grpo:ScalarizedMethod", ScalarizedConfig, "grpo-1.5b", ("lead",)
+    ),
+    MethodEntry("gdpo", "lead_recipes.methods.gdpo:GdpoMethod", GdpoConfig, "gdpo-1.5b", ("lead",)),
     MethodEntry("lead", "lead_recipes.methods.lead:LeadMethod", LeadConfig, "lead-1.5b"),
     MethodEntry("grpo-lead", "lead_recipes.methods.grpo_lead:GrpoLeadMethod", GrpoLeadConfig, "grpo-lead-7b"),
     MethodEntry("leash", "lead_recipes.methods.leash:LeashMethod", LeashConfig, "leash-1.5b"),
@@ -276,11 +290,21 @@ REGISTRY = (
         AroraZanetteConfig,
         "arora-zanette-1.5b",
     ),
-    MethodEntry("l1-exact", "lead_recipes.methods.l1:L1ExactMethod", L1ExactConfig, "l1-exact-1.5b"),
-    MethodEntry("l1-max", "lead_recipes.methods.l1:L1MaxMethod", L1MaxConfig, "l1-max-1.5b"),
+    MethodEntry(
+        "l1-exact", "lead_recipes.methods.l1:L1ExactMethod", L1ExactConfig, "l1-exact-1.5b", label_keys=("n_gold",)
+    ),
+    MethodEntry(
+        "l1-max", "lead_recipes.methods.l1:L1MaxMethod", L1MaxConfig, "l1-max-1.5b", ("l1_exact",), ("n_gold",)
+    ),
     MethodEntry("kimi", "lead_recipes.methods.kimi:KimiMethod", KimiConfig, "kimi-1.5b"),
     MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
-    MethodEntry("composed", "lead_recipes.methods.composed:ComposedMethod", ComposedConfig, "composed-1.5b"),
+    MethodEntry(
+        "composed",
+        "lead_recipes.methods.composed:ComposedMethod",
+        ComposedConfig,
+        "composed-1.5b",
+        ("lead", "grpo_lead", "leash"),
+    ),
 )
 METHODS = tuple(e.name for e in REGISTRY)
 

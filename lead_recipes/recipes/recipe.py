@@ -141,6 +141,7 @@ def _read(path: Path, seen: tuple[str, ...] = ()) -> dict:
         if raw.get(section) is not None and not isinstance(raw[section], dict):
             raise RecipeError(f"{path}: section {section!r} must be a mapping")
     if "extends" not in raw:
+        _only_read_sections(raw, set(raw.get("recipe") or ()), str(path))
         return raw
     base = _read(
         _find(str(raw["extends"])) if "/" in str(raw["extends"]) else RECIPES_DIR / f"{raw['extends']}.yaml",
@@ -154,7 +155,32 @@ def _read(path: Path, seen: tuple[str, ...] = ()) -> dict:
         elif key != "extends":
             merged[key] = value
     merged["extends"] = raw["extends"]
+    _only_read_sections(merged, set(raw.get("recipe") or ()), str(path))
     return merged
+
+
+def _only_read_sections(raw: dict, own: set[str], where: str, given: dict | None = None) -> None:
+    """Keep only the `recipe:` keys of sections the recipe's method reads (methods.config.MethodEntry.sections): an
+    inherited key of another section is dropped (a thinkprune recipe extending lead-1.5b does not render
+    --recipe.lead.*); one set in `own` (this file's keys, or a --set in `given`) is a RecipeError, as it would do
+    nothing. Unknown methods and sections are left for the key checks of load_recipe to name."""
+    from lead_recipes.methods.config import DEFAULT_METHOD, METHODS, SECTIONS, entry
+
+    section = raw.get("recipe") or {}
+    method = section.get("method", DEFAULT_METHOD)
+    if method not in METHODS:
+        return
+    reads = entry(method).sections
+    for key in [k for k in section if "." in str(k)]:
+        name = str(key).split(".")[0]
+        if name in SECTIONS and name not in reads:
+            if key in own:
+                at = (given or {}).get(("recipe", key), where)
+                raise RecipeError(
+                    f"{at}: key {key!r}: --recipe.method {method} does not read --recipe.{name}.* (it reads "
+                    f"{', '.join(f'--recipe.{r}.*' for r in reads)}); the setting would do nothing"
+                )
+            del section[key]
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
@@ -286,6 +312,8 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
         else:
             raw.setdefault(section, {})[key] = value
         given[section, key] = f"--set {text}"
+    if any(section == "recipe" for section, _ in given):  # a --set method drops the old method's sections
+        _only_read_sections(raw, {key for section, key in given if section == "recipe"}, str(path), given)
 
     def origin(section: str, key: str) -> str:
         return given.get((section, key), where)

@@ -66,6 +66,51 @@ def flag_values(argv: list[str], name: str) -> list[str] | None:
     return found
 
 
+def length_penalty_errors(args, method: str) -> list[str]:
+    """OpenRLHF's DAPO overlong / ProRL stop-properly settings (`args.reward`) that would not do what they say with
+    `method` (baselines.md §5.3), one line each: refused by `lead-recipes train` before anything starts and by the
+    plug-in for any other caller."""
+    # read as OpenRLHF's apply_length_penalties reads them (an args object may lack the ones left off)
+    cap, errors = getattr(args.rollout, "max_new_tokens", None), []
+    buffer, coef = (
+        getattr(args.reward, "overlong_buffer_len", None),
+        getattr(args.reward, "stop_properly_penalty_coef", None),
+    )
+    factor = getattr(args.reward, "overlong_penalty_factor", 1.0)
+    if buffer is not None and cap is None:
+        # OpenRLHF then measures the buffer from data.max_len (prompt + response), while vLLM stops each response at
+        # max_len - its prompt: a response cut at its real cap gets part of the penalty (-0.5 instead of -1 for a
+        # 512-token prompt, max_len 4608, buffer 1024)
+        errors.append(
+            "--reward.overlong_buffer_len without --rollout.max_new_tokens: OpenRLHF would measure the overlong "
+            "buffer from --data.max_len (prompt + response), so a response cut at its real cap gets only part of "
+            "the penalty; set --rollout.max_new_tokens"
+        )
+    elif buffer is not None and not 0 < buffer <= cap:
+        errors.append(
+            f"--reward.overlong_buffer_len {buffer} must be > 0 (0 never penalises) and ≤ --rollout.max_new_tokens "
+            f"{cap} (the penalty starts at max_new_tokens - buffer)"
+        )
+    if buffer is not None and not factor >= 0:
+        errors.append(f"--reward.overlong_penalty_factor {factor} must be ≥ 0 (a negative factor rewards length)")
+    if coef is not None and not coef <= 1:
+        errors.append(
+            f"--reward.stop_properly_penalty_coef {coef}: must be in [0, 1] (scales a truncated sample's reward) or "
+            "negative (replaces it)"
+        )
+    elif coef is not None and method != "grpo":
+        # the plug-in hands the method the change of the reward function's 0/1 reward as a reward term; a method
+        # that builds its own reward then gets it on top (thinkprune, coef 0: a cut response with the right answer
+        # in its text R = -1, a cut wrong one 0)
+        errors.append(
+            f"--reward.stop_properly_penalty_coef with --recipe.method {method}: it rescales (or replaces) the "
+            "reward function's 0/1 reward of a truncated sample, and only grpo's reward is that reward; "
+            f"{method} builds its own (the length baselines and grpo-lead already score a truncated sample as "
+            "wrong). --reward.overlong_buffer_len is the length penalty every method takes"
+        )
+    return errors
+
+
 def reward_func_path(name: str = "reward_func.py") -> str:
     """The path of a reward-function file of lead_recipes.grading, as OpenRLHF's --reward.remote_url takes it."""
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grading", name)

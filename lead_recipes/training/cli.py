@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from lead_recipes.flags import add_recipe_flags, recipe_argv, recipe_config
 from lead_recipes.help_format import ArgumentParser, HelpFormatter, did_you_mean, option_strings
 from lead_recipes.methods import sections_read
-from lead_recipes.methods.config import validate
+from lead_recipes.methods.config import SECTIONS, RecipeConfig, entry, flag, validate
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.openrlhf_parser import (
     OpenRLHFArgumentError,
@@ -34,7 +34,7 @@ from lead_recipes.recipes.openrlhf_parser import (
     openrlhf_parser,
 )
 from lead_recipes.training.actor_env import forward_env_to_actors
-from lead_recipes.training.args import REQUIRED, resolve, reward_func_path, with_recipe
+from lead_recipes.training.args import REQUIRED, length_penalty_errors, resolve, reward_func_path, with_recipe
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (
@@ -187,6 +187,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             "DAPO overlong / stop-properly penalty on: the method adds its per-sample reward change to its length "
             "channel (else its reward) before group normalisation, logged as recipe/length_penalty_mean"
         )
+    warnings += unread_settings(args.recipe)
     b_max = getattr(getattr(args.recipe, "lead", None), "b_max", None)
     # sections_read builds the method (imports torch), so it is asked last, only when the two caps differ
     if (
@@ -201,36 +202,33 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
     return errors, warnings
 
 
+def unread_settings(recipe) -> list[str]:
+    """A warning per --recipe.<section>.* value off its default in a section the method does not read."""
+    reads, default, out = entry(recipe.method).sections, RecipeConfig(), []
+    for section in SECTIONS:
+        if section in reads:
+            continue
+        for f in dataclasses.fields(SECTIONS[section]):
+            value = getattr(getattr(recipe, section), f.name)
+            if value != getattr(getattr(default, section), f.name):
+                out.append(
+                    f"{flag(section, f.name)} {value} has no effect: --recipe.method {recipe.method} does not read "
+                    f"--recipe.{section}.*"
+                )
+    return out
+
+
 def overlong_problems(args, errors: list[str], warnings: list[str]) -> None:
     """OpenRLHF's DAPO overlong / ProRL stop-properly flags that would not do what they say (baselines.md §5.3)."""
-    reward, cap = args.reward, args.rollout.max_new_tokens
-    buffer, factor, coef = reward.overlong_buffer_len, reward.overlong_penalty_factor, reward.stop_properly_penalty_coef
-    if buffer is None:
-        if factor != openrlhf_default("reward.overlong_penalty_factor"):
-            warnings.append(
-                f"--reward.overlong_penalty_factor {factor} has no effect without --reward.overlong_buffer_len"
-            )
-    elif cap is None:
-        # OpenRLHF then measures the buffer from data.max_len (prompt + response), while vLLM stops each response at
-        # max_len - its prompt: a response cut at its real cap gets part of the penalty (-0.5 instead of -1 for a
-        # 512-token prompt, max_len 4608, buffer 1024)
-        errors.append(
-            "--reward.overlong_buffer_len without --rollout.max_new_tokens: OpenRLHF would measure the overlong "
-            "buffer from --data.max_len (prompt + response), so a response cut at its real cap gets only part of "
-            "the penalty; set --rollout.max_new_tokens"
+    reward = args.reward
+    if reward.overlong_buffer_len is None and reward.overlong_penalty_factor != openrlhf_default(
+        "reward.overlong_penalty_factor"
+    ):
+        warnings.append(
+            f"--reward.overlong_penalty_factor {reward.overlong_penalty_factor} has no effect without "
+            "--reward.overlong_buffer_len"
         )
-    elif not 0 < buffer <= cap:
-        errors.append(
-            f"--reward.overlong_buffer_len {buffer} must be > 0 (0 never penalises) and ≤ --rollout.max_new_tokens "
-            f"{cap} (the penalty starts at max_new_tokens - buffer)"
-        )
-    if buffer is not None and not factor >= 0:
-        errors.append(f"--reward.overlong_penalty_factor {factor} must be ≥ 0 (a negative factor rewards length)")
-    if coef is not None and not coef <= 1:
-        errors.append(
-            f"--reward.stop_properly_penalty_coef {coef}: must be in [0, 1] (scales a truncated sample's reward) or "
-            "negative (replaces it)"
-        )
+    errors += length_penalty_errors(args, args.recipe.method)
 
 
 def plain(x):

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 
 from lead_recipes.grading.labels import label_problem
+from lead_recipes.methods.config import METHODS, entry
 
 LOCAL_FILES = (".json", ".jsonl", ".csv", ".parquet", ".arrow")  # blending_datasets' data_files branch
 
@@ -45,16 +46,30 @@ def load_local(item: str, split: str | None):
     return data
 
 
-def label_problems(labels, label_key: str) -> str | None:
+def label_problems(labels, label_key: str, method: str | None = None) -> str | None:
     """One line about the ungradable labels (an object without its gold answer would grade `error` on every sample
-    and stop the run at the grading guard, hours in), or None."""
-    bad = [(n, why) for n, why in enumerate(map(label_problem, labels), 1) if why]
+    and stop the run at the grading guard, hours in), or about labels without what `method` reads from every one
+    (L1's n_gold: the method stops the run at its first step), or None."""
+    keys = entry(method).label_keys if method in METHODS else ()
+
+    def problem(label) -> str | None:
+        missing = [k for k in keys if not (isinstance(label, dict) and k in label)]
+        if missing:
+            return (
+                f"--recipe.method {method} reads {', '.join(missing)} from every label, and this one has none "
+                "(`lead-recipes data build --l1.mode exact|max` writes the L1 target)"
+            )
+        return label_problem(label)
+
+    bad = [(n, why) for n, why in enumerate(map(problem, labels), 1) if why]
     if not bad:
         return None
     return f"{len(bad)} row(s) with an ungradable --data.label_key {label_key!r}; row {bad[0][0]}: {bad[0][1]}"
 
 
-def check_data(flag: str, spec: str | None, input_key: str, label_key: str | None, split: str | None) -> Check:
+def check_data(
+    flag: str, spec: str | None, input_key: str, label_key: str | None, split: str | None, method: str | None = None
+) -> Check:
     if not spec:
         return Check(flag, True, "not set")
     unchecked = []
@@ -77,7 +92,7 @@ def check_data(flag: str, spec: str | None, input_key: str, label_key: str | Non
         absent = [k for k in (input_key, label_key) if k and k not in data.column_names]
         if absent:
             return Check(flag, False, f"{path}: no column(s) {absent} (--data.input_key/--data.label_key)")
-        bad = label_problems(data[label_key], label_key) if label_key else None
+        bad = label_problems(data[label_key], label_key, method) if label_key else None
         if bad:
             return Check(flag, False, f"{path}: {bad}")
     return Check(flag, True, spec + (f" (not checked: {'; '.join(unchecked)})" if unchecked else ""))

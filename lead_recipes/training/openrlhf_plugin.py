@@ -33,7 +33,7 @@ from lead_recipes.methods.config import RecipeConfig
 from lead_recipes.progress import StepProgress
 from lead_recipes.recipes.openrlhf_parser import check_openrlhf
 from lead_recipes.training import preemption as preempt
-from lead_recipes.training.args import with_recipe
+from lead_recipes.training.args import length_penalty_errors, with_recipe
 from lead_recipes.training.grading_gate import (
     GradingStepSkipped,
     RecipeGenerateSamplesActorRemote,
@@ -83,6 +83,9 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
                 f"{self.advantage_estimator!r}: other estimators add a critic or batch whitening"
             )
         self.method = method if method is not None else build_method(RecipeConfig.of(self.args.recipe))
+        errors = length_penalty_errors(self.args, self.method.name)  # `lead-recipes train` checked them too
+        if errors:
+            raise ValueError("; ".join(errors))
         self.last_stats: dict[str, float] = {}
         self.last_problems: list[dict] = []
 

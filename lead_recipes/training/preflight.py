@@ -231,7 +231,12 @@ def run_preflight(args, skip=()) -> list[Check]:
         "gpu": lambda: _check_gpus(args),
         "flash-attn": lambda: _check_flash_attn(args),
         "data": lambda: check_data(
-            "data", args.data.prompt_dataset, args.data.input_key, args.data.label_key, args.data.prompt_split
+            "data",
+            args.data.prompt_dataset,
+            args.data.input_key,
+            args.data.label_key,
+            args.data.prompt_split,
+            getattr(getattr(args, "recipe", None), "method", None),
         ),
         "eval-data": lambda: check_data(
             "eval data", args.eval.dataset, args.data.input_key, args.data.label_key, args.eval.split
