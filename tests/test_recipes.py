@@ -204,8 +204,10 @@ def test_b_max_above_the_rollout_cap_is_refused_for_every_method_that_reads_it(n
         load_recipe(name, ["recipe.lead.b_max=8000"])
 
 
-def test_b_max_of_a_method_that_does_not_read_it_is_not_checked():
-    assert load_recipe("leash-1.5b", ["recipe.lead.b_max=8000"]).recipe["lead.b_max"] == 8000
+def test_b_max_set_for_a_method_that_does_not_read_it_is_refused_as_unread_not_as_above_the_cap():
+    with pytest.raises(RecipeError, match=r"does not read --recipe\.lead\.\*") as refused:
+        load_recipe("leash-1.5b", ["recipe.lead.b_max=8000"])
+    assert "cap" not in str(refused.value)
 
 
 def test_a_consistent_multi_node_layout_is_accepted():
