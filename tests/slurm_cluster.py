@@ -1,12 +1,8 @@
 """A real single-node Slurm for tests (Debian slurm-wlm; CONTRIBUTING.md says how to install it): munge + slurmctld +
-slurmd with a temporary SLURM_CONF and state directory, proctrack/linuxproc + task/affinity (each task is bound to the
-cores Slurm gave its job, as on a real cluster; the cgroup plugins fail silently on this kind of machine, so memory
-is not enforced), and `gpus` fake GPUs per node (gres/gpu over character devices that behave like /dev/null: Slurm
-sets CUDA_VISIBLE_DEVICES as for
-real ones; nothing can run on them). Everything started here is stopped by PID in `stop()`.
-
-It does not install Slurm (launchers/bootstrap.sh does); `missing()` says what is absent so tests can skip.
-"""
+slurmd with a temporary SLURM_CONF and state directory, tasks bound to their cores (task/affinity, memory not
+enforced) and `gpus` fake GPUs per node (gres/gpu). Everything started here is stopped by PID in `stop()`. It does
+not install Slurm (launchers/bootstrap.sh does); `missing()` says what is absent so tests can skip. What such a
+cluster cannot show: docs/slurm.md#what-the-tests-cannot-show-on-one-machine."""
 
 from __future__ import annotations
 
@@ -81,6 +77,8 @@ class SlurmCluster:
             f"SlurmdPidFile={s}/slurmd{per_node}.pid",
             f"SlurmctldLogFile={s}/slurmctld.log",
             f"SlurmdLogFile={s}/slurmd{per_node}.log",
+            # Each task is bound to the cores Slurm gave its job, as on a real cluster. The cgroup plugins fail
+            # silently on this kind of machine, so memory is not enforced.
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/affinity",
             "JobAcctGatherType=jobacct_gather/none",
@@ -99,7 +97,9 @@ class SlurmCluster:
         gres = ""
         if self.gpus:
             devices = [s / f"fake-gpu{i}" for i in range(self.gpus)]
-            for dev in devices:  # character devices like /dev/null (slurmd rejects regular files)
+            # Character devices like /dev/null (slurmd rejects regular files): Slurm sets CUDA_VISIBLE_DEVICES as
+            # for real GPUs; nothing can run on them.
+            for dev in devices:
                 if not dev.exists():
                     os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
             lines.append("GresTypes=gpu")

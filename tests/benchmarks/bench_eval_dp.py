@@ -1,14 +1,9 @@
 """Benchmark: data-parallel vLLM engines (evaluation/vllm_dp.py) against one engine (the anchor, same run), on the
-tiny offline Qwen2 of tests/conftest.py. Not collected by pytest.
+tiny offline Qwen2 of tests/conftest.py: start-up, generation time and identical samples. Not collected by pytest.
 
-Both sides generate the same requests (distinct seeds, sampled, fixed max new tokens) with the same max_num_seqs;
-the table gives engine start-up and generation wall time (median over --reps generation passes) and the ratio to
-the anchor, and checks that the samples are identical (as a set: the engines finish in their own order). On a CPU
-machine the engines share the same cores, so no speed-up is expected there; on a GPU node each engine has its own
-GPUs.
+What it measures and checks: docs/benchmarks.md#evaluation-two-data-parallel-vllm-engines-against-one-2026-12-01-stale.
 Usage: .venv/bin/python tests/benchmarks/bench_eval_dp.py [--engines 2] [--requests 64] [--max-new 64]
-       [--max-num-seqs 16] [--reps 3]
-"""
+       [--max-num-seqs 16] [--reps 3]"""
 
 from __future__ import annotations
 

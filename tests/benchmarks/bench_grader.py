@@ -1,26 +1,8 @@
-"""Grader benchmark (not a test): agreement with the labels and answers/s on ../shared/data/grader/*.jsonl, the
-targets, and a per-category table of hand-written hard answer forms (tests/benchmarks/hard_forms.py).
+"""Grader benchmark (not a test): agreement with the labels and answers/s on ../shared/data/grader/*.jsonl against
+math-verify and OpenRLHF's `grade_answer` (anchors, same run), the targets (PASS/FAIL), and a per-category table of
+hand-written hard answer forms (tests/benchmarks/hard_forms.py). Rows, warm-up and timing: docs/grading.md#measuring.
 
-Compares, in one run, on full responses:
-  ours            lead_recipes.grading.grader.Grader, extraction `final_answer` (the `lead-recipes grade` default;
-                  workers=2, pool started and warmed before timing), given each row's `problem` (its stated precision)
-                  as `grade` reads it
-  ours-boxed      the same pool with extraction `boxed` (the reward function's default)
-  ours-nocache    `final_answer` with the verdict cache and duplicate sharing off (every pair goes to math-verify)
-  math-verify     anchor (a): parse(gold)+parse(response)+verify per pair, sequential, main thread, default timeouts
-  openrlhf        anchor (b): openrlhf.utils.math_utils.grade_answer(extract_boxed_answer(response), gold)
-Every grader is first warmed up (untimed) on 400 answers from ../shared/data/train/math_full.jsonl (other data than
-the measured sets: antlr's parser DFA and sympy's caches are built lazily, per process), then timed --repeats times
-on each set and on the union; the table shows the first timed pass and the median. Our pool stays up between runs
-(as in a server) but its verdict cache is cleared before every timed run. Start-up is excluded.
-Targets (printed with PASS/FAIL): `ours` agrees with the labels at least as often as math-verify on every set, and
-grades the union at >= 5x math-verify's answers/s (medians). The hard-form table grades every case once per grader
-(ours = `final_answer`) and counts agreement with the hand label per category, over the cases written after
-the issue-21 fixes (`held`, measured once) and over the issue-21 review's cases (review_forms.py, `dev` and `held`),
-whose false positives and negatives it also prints per kind. Load average printed at both ends.
-
-    .venv/bin/python tests/benchmarks/bench_grader.py [--repeats 3]
-"""
+    .venv/bin/python tests/benchmarks/bench_grader.py [--repeats 3]"""
 
 from __future__ import annotations
 

@@ -1,22 +1,10 @@
 """Benchmark: per-method advantage computation vs OpenRLHF's stock `group_norm` arithmetic, same tensors, same run.
-
-Batch: 1,024 prompts × 8 rollouts, lengths uniform in [1, 4096] tokens (5% truncated at the cap), correctness
-Bernoulli with a per-prompt rate. Anchor: OpenRLHF 0.11.2 `experience_maker.py` group_norm, three lines re-typed
-here because they are inline in `compute_advantages_and_returns` (not importable on their own):
-    r = rewards.reshape(-1, n); (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)
-Rows: `Method.step` (validation + method + controller + statistics + NaN guard, what the OpenRLHF plug-in calls) and
-the bare method function (the arithmetic alone). Medians of --reps round-robin timed calls (every row once per round,
-so load drift hits all rows alike) after warm-up; ratio = median / anchor median.
+Rows: `Method.step` and the bare method function, medians of round-robin timed calls, ratio to the anchor; a second
+table adds the broadcast over the action mask. Not collected by pytest (no test_ prefix). Batch, anchor and runs:
+docs/benchmarks.md#methods-against-openrlhfs-group_norm.
 
     .venv/bin/python tests/benchmarks/bench_methods.py [--prompts 1024] [--n 8] [--reps 200] [--threads 1]
-                                                       [--broadcast-reps 11]
-
-A second table (--broadcast-reps > 0) adds what the trainer does next on the same batch — broadcasting each rollout's
-advantage over its 4k-token action mask ([8,192 × 4,096] float32) — to both the anchor and each `Method.step`, for
-the end-to-end picture of the group step.
-
-Not collected by pytest (no test_ prefix). The machine is shared; absolute numbers are noisy, ratios less so.
-"""
+                                                       [--broadcast-reps 11]"""
 
 from __future__ import annotations
 
@@ -52,6 +40,8 @@ def make_batch(prompts: int, n: int, cap: int, seed: int = 0) -> RolloutBatch:
     return RolloutBatch(correct, lengths, cap, n_gold=n_gold, l1_max=torch.arange(prompts) % 2 == 1)
 
 
+# The anchor: OpenRLHF 0.11.2 experience_maker.py's group_norm, re-typed because its three lines are inline in
+# compute_advantages_and_returns, not importable on their own.
 def stock_group_norm(rewards: torch.Tensor, n: int) -> torch.Tensor:
     r = rewards.reshape(-1, n)
     return (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)

@@ -1,12 +1,9 @@
 """Caller-side grading cost (not a test): per answer, what `Grader.submit` does in the calling process before any
-worker — extraction under `final_answer` and `boxed`, normalisation, the problem's stated precision (where the
-checkout reads it) and `compare.prepare` (rewrites and exact verdicts) — on the labelled grader-validation
-responses, against the anchor math-verify `parse` of the same responses (main thread), in the same run. Prints
-medians over --repeats and the ratio. Runs on any checkout (an older one without `compare.prepare` times
-`align_forms` + `fast_verdict`, what its Grader did), so a before/after pair of runs compares the same work.
+worker (extraction under `final_answer` and `boxed`, normalisation, stated precision, `compare.prepare`) on the
+labelled grader-validation responses, against math-verify's `parse` of the same responses (the anchor, main
+thread, same run); medians over --repeats and the ratio. Runs on older checkouts too: docs/grading.md#measuring.
 
-    .venv/bin/python tests/benchmarks/bench_parent_side.py [--repeats 5]
-"""
+    .venv/bin/python tests/benchmarks/bench_parent_side.py [--repeats 5]"""
 
 from __future__ import annotations
 
@@ -25,7 +22,8 @@ def _caller_side():
 
     try:
         from lead_recipes.grading.compare import prepare
-    except ImportError:  # a checkout from before compare.py
+    except ImportError:  # a checkout from before compare.py: time what its Grader did there, align_forms +
+        # fast_verdict, so a before/after pair of runs compares the same work
         from lead_recipes.grading.answers import fast_verdict
         from lead_recipes.grading.forms import align_forms
 

@@ -1,16 +1,9 @@
-"""Benchmark: the trainer-side advantage step, stock OpenRLHF vs lead-recipes' OpenRLHF plug-in, same experiences,
-same run.
+"""Benchmark: the trainer-side advantage step, stock OpenRLHF (`compute_advantages_and_returns` with `group_norm`, the
+anchor) vs lead-recipes' OpenRLHF plug-in for every method, same experiences, same run; prints the median seconds
+per call and the ratio to stock. Not collected by pytest. Sizes, target and runs:
+docs/benchmarks.md#the-openrlhf-plug-in-against-stock-compute_advantages_and_returns.
 
-Anchor: stock `RemoteExperienceMaker.compute_advantages_and_returns` with `group_norm` on 8,192
-experiences (1,024 prompts x 8 samples, 4,096-token action masks, micro-batches of 16), ~18 s per call on 2 CPU
-threads, almost all of it in `get_cumulative_returns`' Python loop over token positions. The subclass replaces
-the group step with each method and computes the γ = 1 returns as a reversed cumsum. Target: every method ≤ 0.1×.
-
-    .venv/bin/python tests/benchmarks/bench_seam.py [--prompts 1024] [--stock-reps 2] [--reps 3] [--threads 2]
-
-Experiences are rebuilt before every timed call (the step mutates them); only the call is timed. Not collected by
-pytest. Prints a table with the median seconds per call and the ratio to stock.
-"""
+    .venv/bin/python tests/benchmarks/bench_seam.py [--prompts 1024] [--stock-reps 2] [--reps 3] [--threads 2]"""
 
 from __future__ import annotations
 

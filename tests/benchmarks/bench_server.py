@@ -1,20 +1,11 @@
 """Reward-server load benchmark (not a test). Loopback only, bounded loops, every process started here is stopped.
-
-1. load:   8,192 single-sample requests (1,024 MATH prompts x 8 samples, OpenRLHF's pattern) at concurrency 256,
-           R1-style responses of ~1-4k tokens (<think> ... </think> summary + \\boxed{answer}; 55% the gold,
-           15% an equivalent form, 30% another problem's answer), sent from a separate client process.
-           1,024 untimed warm-up requests on other prompts go first. Anchor in the same run: a constant-reward
-           aiohttp server (the spec's `serve_rm`-shaped example) with the same client and corpus = the HTTP ceiling.
-2. soak:   20,000 requests at concurrency 512 with 5% hostile samples (power towers, 300-term sums in tuples, 1 MB
-           responses, invalid UTF-8, 50k nested braces, code payloads, null labels, non-string queries, no answer);
-           one grader worker is SIGKILLed when 40% of the requests are done. Reports lost requests, non-2xx, p99, peak
-           RSS of the server process tree.
-Client modes: `pooled` (one keep-alive session) and `openrlhf` (a new ClientSession per request, as OpenRLHF's
-`_fetch_rewards_via_http` does).
+1. load: 8,192 single-sample requests at concurrency 256 against `lead-recipes serve` and the anchor, a
+   constant-reward aiohttp server (the HTTP ceiling), same run, same client and corpus;
+2. soak: 20,000 requests at concurrency 512, 5% hostile samples, one grader worker SIGKILLed mid-run.
+Corpus, hostile samples, client modes and runs: docs/benchmarks.md#reward-server.
 
     .venv/bin/python tests/benchmarks/bench_server.py [--load.requests 8192] [--load.concurrency 256]
-        [--soak.requests 20000] [--soak.concurrency 512] [--soak.timeout_s 2] [--client.mode pooled]
-"""
+        [--soak.requests 20000] [--soak.concurrency 512] [--soak.timeout_s 2] [--client.mode pooled]"""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Measurement: what each optimizer step of one rollout trains on with --train.dynamic_batch_enable, in OpenRLHF's
-order (balance_experiences, no shuffle: the anchor, same run) and in ours (lead_recipes.training.step_order).
+order (balance_experiences, no shuffle: the anchor, same run) and in ours (lead_recipes.training.step_order): per
+step, the samples' mean/min/max length, mean advantage and mean |A|. CPU only, deterministic, a few seconds; not
+collected by pytest. Rollout, layout and run:
+docs/benchmarks.md#optimizer-step-order-with-dynamic-batching-measured-2026-12-02.
 
-Rollout: the 100 x 8 graded Qwen2.5-Math responses of $LEAD_RECIPES_SHARED/data/rollouts/qwen25math_cot_math100x8.jsonl
-(lengths approximated as ceil(chars / 4) + 1 tokens, capped at 4000), LEAD's advantage from `build_method` (defaults,
-B_max 4000), laid out as lead-1.5b does it: 4 DP ranks, 8 optimizer steps per rollout (train batch = samples / 8).
-Per optimizer step (mean over the ranks): mean, min and max length of its samples, mean advantage and mean |A|.
-The replay buffer's cut is re-typed here: each rank's consecutive slices of train.batch_size / dp samples.
-
-    .venv/bin/python tests/benchmarks/bench_step_order.py [--dp 4] [--steps 8] [--seed 0]
-
-Not collected by pytest (no test_ prefix); CPU only, deterministic, a few seconds.
-"""
+    .venv/bin/python tests/benchmarks/bench_step_order.py [--dp 4] [--steps 8] [--seed 0]"""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""Hard answer forms for the grader benchmark (not a test): `Case`s written by hand, each right form next to the same
-form with a wrong value, so a grader that says "wrong" to everything scores about half. `response(case)` is the full
-model text graders see: the answer in `\\boxed{}` after a short solution, except in the `stated, no box` and `prose
-statement` categories, whose answers are stated without a box ("Therefore the rope is 20 cm."), and `several
-boxes`, whose answer is the whole response. `problem` is the problem text where its stated precision matters (our
-grader reads it, as `lead-recipes grade` does; the anchors take no problem); `held` marks cases written after the
-issue-21 fixes and measured once; `review` marks the issue-21 review's cases (`dev` or `held`, review_forms.py).
+"""Hard answer forms for the grader benchmark (not a test; docs/grading.md#measuring): `Case`s written by hand, each
+right form next to the same form with a wrong value, so a grader that says "wrong" to everything scores about half.
+`response(case)` is the full model text graders see.
 
-    from hard_forms import CASES, response
-"""
+    from hard_forms import CASES, response"""
 
 from __future__ import annotations
 
@@ -17,6 +12,10 @@ from review_forms import ROWS as REVIEW_ROWS
 
 
 class Case(NamedTuple):
+    """`problem`: the problem text where its stated precision matters (our grader reads it, as `lead-recipes grade`
+    does; the anchors take no problem); `held`: written after the issue-21 fixes and measured once; `review`: the
+    issue-21 review's cases, `dev` or `held` (review_forms.py)."""
+
     category: str
     gold: str
     answer: str
@@ -574,7 +573,9 @@ CASES += [Case(cat, gold, answer, ok, problem, review=split) for split, cat, gol
 
 
 def response(case: Case) -> str:
-    """The model text a grader sees for `case`."""
+    """The full model text a grader sees for `case`: the answer in `\\boxed{}` after a short solution, except in the
+    `stated, no box` and `prose statement` categories, whose answers are stated without a box ("Therefore the rope is
+    20 cm."), and `several boxes`, whose answer is the whole response."""
     if case.category in ("stated, no box", "several boxes", "prose statement"):
         return case.answer
     answer = case.answer

@@ -1,13 +1,9 @@
 """What the `final_answer` extraction policy changes against `boxed` (not a test): every response of the shared
 rollouts and every benchmark reference solution is graded under both policies with the same grader, and the verdicts
 that differ are counted by direction (e.g. `no_answer -> correct`), per source, with a few examples each.
+Sources: docs/grading.md#measuring.
 
-Sources: ../shared/data/rollouts/*.jsonl (each sample's `response` against its problem's `answer`) and the
-benchmarks in ../shared/data/benchmarks that ship a reference `solution` (graded against their own `answer`;
-OlympiadBench stores a list of solutions, the first is graded).
-
-    .venv/bin/python tests/benchmarks/policy_changes.py [--examples 2]
-"""
+    .venv/bin/python tests/benchmarks/policy_changes.py [--examples 2]"""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
 """Prose final answers (not a test): written responses without a box, graded under `final_answer`, counting false
-positives (graded correct, but the response states a wrong value, or hedges, negates, retracts or offers
-alternatives) and false negatives (a plain statement of the gold graded anything else). Math-verify (`parse` +
-`verify` on the whole response) is the anchor, run in the same invocation.
+positives and false negatives per split, against math-verify (`parse` + `verify` on the whole response, the anchor,
+same run). What counts as which, and the splits: docs/grading.md#measuring.
 
-CASES are (split, gold, response, asserts the gold?). Over half are False. The `held` split was written before the
-grader's prose rules were changed for issue 21 and measured before tuning (after the dev-tuned change it had 3 false
-positives: a hedge before "the answer is" and a retraction after the sentence, both then fixed in general, so it is
-no longer unseen); `held2` was written after the change and measured once; `dev` is what the rules were written
-against. `dev21` are the issue-21 second pass's adversarial cases (negation in an earlier clause, restatements,
-lists, contrasts) written before its fixes and tuned on; `held21` was written after them and measured once. Each
-statement follows a line of work, as models write them.
-
-    .venv/bin/python tests/benchmarks/prose_answers.py
-"""
+    .venv/bin/python tests/benchmarks/prose_answers.py"""
 
 from __future__ import annotations
 
@@ -20,6 +10,8 @@ import sys
 
 W = "We compute step by step and check each case.\n\n"
 
+# (split, gold, response, asserts the gold?); over half are False. Each statement follows a line of work, as models
+# write them. The splits' history: docs/grading.md#measuring.
 CASES: list[tuple[str, str, str, bool]] = [
     # ---- the named quantity before "is": its value is what follows
     ("dev", "34", W + "Final Answer: The largest $n$ is 34.", True),

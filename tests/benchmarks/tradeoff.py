@@ -1,18 +1,10 @@
 """Trade-off benchmark: which method keeps accuracy while cutting length, over seeds, in the real OpenRLHF loop on a
-CPU. Design, table and plots: docs/benchmarks.md#trade-off-benchmark.
-
-The task is "What is a + b + c + d?" (single digits). A response is one of two behaviours, chosen by its first
-token, followed by filler words after the boxed answer:
-- `steps`: `a+b=s1 s1+c=s2 s2+d=s3 \\boxed{s3}` — longer, and more often right for a tiny model (three small sums);
-- `direct`: `\\boxed{s}` — short, and less often right (four digits summed in one token step);
-- waste: 0..FILLER_MAX filler words after the answer, which cannot change correctness (they come after it).
-The SFT start mixes all three; the best policy (steps, no waste) is known, so each method's distance from it is a
-number. Every run is `lead-recipes train` under the CPU harness of tests/cpu_e2e (the toy run's loop); every sampled
-response, in evaluation and in training, is tagged with its behaviour and waste.
+CPU. The task "What is a + b + c + d?" has a longer, more accurate behaviour (`steps`), a short, less accurate one
+(`direct`) and filler after the answer (waste), so the best policy is known; every run is `lead-recipes train`
+under the CPU harness of tests/cpu_e2e. Design, table and plots: docs/benchmarks.md#design (its section).
 
     .venv/bin/python tests/benchmarks/tradeoff.py --workdir DIR            # the sweep; rerun resumes it
-    .venv/bin/python tests/benchmarks/tradeoff.py --workdir DIR --report-only
-"""
+    .venv/bin/python tests/benchmarks/tradeoff.py --workdir DIR --report-only"""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """Test-only CPU shim for OpenRLHF 0.11.2's Ray PPO loop, loaded by every Python process started with this directory
-on PYTHONPATH (the test driver's `lead-recipes train`, Ray workers, the vLLM engine).
-
-What it does: when E2E_CPU_SHIM=1 (and only then), patches the named modules right after they execute
-(post-import hook, so `from X import name` sees the patch) so the loop runs on CPUs with fake Ray GPUs; see PATCHES
-for each patch and why. Every patched symbol is checked first against the signature it was written for
-(`signature_problems`), so a version bump fails loudly at import instead of hanging a rollout.
-Test-only extras, each off unless its variable is set: E2E_RECORD=1 (the actor appends what it trained on to
-<ckpt.path>/e2e_record/: per-token advantages, response token ids, prompts, per-sample info) and E2E_SYNC_OFF=1
-(vLLM receives weight updates but does not load them: the control for the weight-sync check).
-
-What it does not do: anything when E2E_CPU_SHIM is unset; run on a machine with an NVIDIA GPU (it refuses); ship
-with the package (it lives under tests/ and is never imported by lead_recipes).
-"""
+on PYTHONPATH (the test driver's `lead-recipes train`, Ray workers, the vLLM engine). Only when E2E_CPU_SHIM=1, it
+patches the named modules right after they execute so the loop runs on CPUs with fake Ray GPUs, each patched symbol
+first checked against the signature it was written for (`signature_problems`); see PATCHES for each patch and why.
+Extras E2E_RECORD=1 and E2E_SYNC_OFF=1; it refuses a machine with an NVIDIA GPU. Patches, extras and why:
+docs/e2e.md#the-shims-patches-and-why."""
 
 import importlib
 import importlib.abc
