@@ -148,7 +148,7 @@ def test_a_filtered_outage_that_exhausts_the_data_ends_with_the_guards_message(
     assert calls == {"ppo_train": [], "method_step": 0} and checkpoints(ckpt) == []
 
 
-def _async_run(tiny, prompts, tmp_path, grade_failure_steps):
+def _async_run(tiny, prompts, tmp_path, grade_failure_steps, extra=()):
     """OpenRLHF's async trainer (--train.async_enable) with the plug-in's generator and training actors, each its
     own Ray actor as in a real run; every sample graded `error`, so each step is skipped before the forwards."""
     from test_openrlhf_plugin import CAP
@@ -161,7 +161,7 @@ def _async_run(tiny, prompts, tmp_path, grade_failure_steps):
         prompts,
         tmp_path / "ckpt",
         "lead",
-        extra=["--train.async_enable", "--logger.tensorboard_dir", str(tb)],
+        extra=["--train.async_enable", "--logger.tensorboard_dir", str(tb), *extra],
         recipe_flags={"recipe.guard.grade_failure_steps": grade_failure_steps},
     )
     trainer = plugin.RecipePPOTrainerAsync.remote(
@@ -203,4 +203,17 @@ def test_an_async_run_whose_data_runs_out_during_a_failing_streak_ends_with_the_
 ):  # noqa: F811
     message, _ = _async_run(tiny_qwen2, prompt_file, tmp_path, grade_failure_steps=5)
     assert "in the last 4 window(s) when the data ran out" in message
+    assert checkpoints(tmp_path / "ckpt") == []
+
+
+def test_an_async_grading_outage_under_dynamic_filtering_stops_the_run_before_the_data_runs_out(
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):  # noqa: F811
+    # every group averages 0 and is filtered out inside the generator actor, so no step reaches the training actor:
+    # only the generator's count before the filter can stop the run
+    message, tb = _async_run(
+        tiny_qwen2, prompt_file, tmp_path, grade_failure_steps=2, extra=["--algo.dynamic_filtering_enable"]
+    )
+    assert "grading failed for 100% of the samples (32 error, 0 timeout of 32)" in message
+    assert "when the data ran out" not in message
     assert checkpoints(tmp_path / "ckpt") == []
