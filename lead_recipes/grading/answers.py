@@ -9,6 +9,7 @@ import math
 import re
 from typing import Any
 
+from lead_recipes.grading.brackets import tuple_items
 from lead_recipes.grading.numbers import rational
 from lead_recipes.grading.pairing import (
     BOX_RE,
@@ -20,7 +21,6 @@ from lead_recipes.grading.pairing import (
     is_list,
     join,
     last_box,
-    tuple_size,
 )
 from lead_recipes.grading.statement import extract_statement
 
@@ -86,7 +86,7 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
     if gold_n and BOX_RE.search(body, 0, last[0]):
         if is_list(gold_n):
             return join(final_run(body, box_spans(body), is_labelled(gold_n)))
-        size = tuple_size(gold_n)  # `(2, 3)` answered `x = \boxed{2}`, `y = \boxed{3}`: the labelled tuple
+        size = len(tuple_items(gold_n) or ())  # `(2, 3)` answered `x = \boxed{2}`, `y = \boxed{3}`: the labelled tuple
         run = final_run(body, box_spans(body), labelled=True) if size else []
         if size and len(run) == size and all("=" in x for x in run):
             return join(run)

@@ -8,6 +8,7 @@ import re
 
 OPEN, CLOSE = "{([", "})]"
 COMMA_RE = re.compile(r",|;|\\text\{\s*and\s*\}|\\quad|\\qquad")
+LR_RE = re.compile(r"\\(?:left|right)(?=[\[\]()])")  # `\left(` → `(`: sizing commands before a bracket
 
 
 def top_split(s: str, seps: re.Pattern) -> list[str]:
@@ -51,3 +52,8 @@ def is_tuple(s: str) -> bool:
         if depth == 0 and i < len(s) - 1:
             return False  # `(a)+(b)`: the first parenthesis closes early
     return len(top_items(s[1:-1])) > 1
+
+
+def tuple_items(s: str) -> list[str] | None:
+    """Items of a tuple `(a, b)` / `\\left(a, b\\right)`, else None."""
+    return top_items(LR_RE.sub("", s.strip())[1:-1]) if is_tuple(s) else None

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import re
 
-from lead_recipes.grading.brackets import is_tuple, top_items
+from lead_recipes.grading.brackets import LR_RE, top_items, tuple_items
 
 _ENV_RE = re.compile(r"\\begin\{([pbB]?matrix)\}(.*?)\\end\{\1\}", re.S)
 _ANGLE_RE = re.compile(r"\\(?:left)?\\?langle(.*?)\\(?:right)?\\?rangle", re.S)
-_LR_RE = re.compile(r"\\(?:left|right)(?=[\[\]()])")
 _TRANSPOSED_RE = re.compile(r"(.+?)\s*\^\s*(?:\{\s*(?:T|\\top|\\intercal)\s*\}|T|\\top|\\intercal)\s*", re.S)
 
 
@@ -27,12 +26,12 @@ def _env_rows(s: str) -> list[list[str]] | None:
 
 def _bracket_rows(s: str) -> list[list[str]] | None:
     """Rows of `[[a, b], [c, d]]` (a matrix) or `[a, b, c]` (one row), or None."""
-    s = _LR_RE.sub("", s.strip())
+    s = LR_RE.sub("", s.strip())
     if not (s.startswith("[") and s.endswith("]")):
         return None
     items = top_items(s[1:-1])
     if len(items) >= 2 and all(x.startswith("[") and x.endswith("]") for x in items):
-        rows = [top_items(_LR_RE.sub("", x)[1:-1]) for x in items]
+        rows = [top_items(LR_RE.sub("", x)[1:-1]) for x in items]
         return rows if len({len(r) for r in rows}) == 1 and len(rows[0]) >= 2 and all(all(r) for r in rows) else None
     return [items] if len(items) >= 2 and all(items) else None
 
@@ -50,11 +49,6 @@ def _vector(s: str) -> list[str] | None:
     return None
 
 
-def _tuple_items(s: str) -> list[str] | None:
-    """Items of a tuple `(a, b)` / `\\left(a, b\\right)`, else None."""
-    return top_items(_LR_RE.sub("", s.strip())[1:-1]) if is_tuple(s) else None
-
-
 def _pmatrix(rows: list[list[str]]) -> str:
     return "\\begin{pmatrix}" + " \\\\ ".join(" & ".join(r) for r in rows) + "\\end{pmatrix}"
 
@@ -65,7 +59,7 @@ def _transposed(s: str) -> str:
     if m is None:
         return s
     rows = _env_rows(m.group(1))
-    row = rows[0] if rows and len(rows) == 1 else _tuple_items(m.group(1)) or (_bracket_rows(m.group(1)) or [None])[0]
+    row = rows[0] if rows and len(rows) == 1 else tuple_items(m.group(1)) or (_bracket_rows(m.group(1)) or [None])[0]
     return _pmatrix([[x] for x in row]) if row and len(row) >= 2 else s
 
 
@@ -85,8 +79,8 @@ def align_vectors(gold: str, pred: str) -> tuple[str, str] | None:
     gv, pv = _vector(gold), _vector(pred)
     if gv is None and pv is None:
         return None
-    g_flat = gv or (gb[0] if gb and len(gb) == 1 else None) or _tuple_items(gold)
-    p_flat = pv or (pb[0] if pb and len(pb) == 1 else None) or _tuple_items(pred)
+    g_flat = gv or (gb[0] if gb and len(gb) == 1 else None) or tuple_items(gold)
+    p_flat = pv or (pb[0] if pb and len(pb) == 1 else None) or tuple_items(pred)
     if g_flat and p_flat:
         return "(" + ", ".join(g_flat) + ")", "(" + ", ".join(p_flat) + ")"
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from lead_recipes.grading.brackets import is_tuple, top_items
+from lead_recipes.grading.brackets import top_items
 
 MAX_BOX_CHARS = 16_000  # brace matching gives up this far after `\boxed{`
 _MAX_BOXES = 64  # box commands read, the last ones of the text
@@ -113,11 +113,6 @@ def is_list(gold: str) -> bool:
     if re.fullmatch(r"\s*-?\d{1,3}(?:(?:,|\{,\})(?:\\!)?\d{3})+(?:\.\d+)?\s*", body):
         return False  # `1,000`, `900,\!000` are one number
     return len(top_items(body)) > 1 or len(_OR_ITEM_RE.split(body)) > 1
-
-
-def tuple_size(gold: str) -> int:
-    """The number of components of a tuple gold `(a, b, ...)`, else 0."""
-    return len(top_items(re.sub(r"\\(?:left|right)(?=[()])", "", gold.strip())[1:-1])) if is_tuple(gold) else 0
 
 
 def is_labelled(gold: str) -> bool:
