@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
 from lead_recipes.benchmarks import BENCHMARKS, BENCHMARKS_DIR_ENV, LOCAL_BENCHMARKS_DIR, default_benchmarks_dir
-from lead_recipes.grading.answers import EXTRACTION_POLICIES
+from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.prompts import L1_MODES, PROMPT_TEMPLATES
 

@@ -10,8 +10,8 @@ class Scorer:
     """Adds "extracted", "status", "correct" and "grade_latency_s" to result rows. `grader` defaults to the
     process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer; `problems` (benchmark, id) → problem
     text, whose stated precision ("to the nearest tenth") the grader applies; `extraction` is the answer-extraction
-    policy (`lead_recipes.grading.answers.EXTRACTION_POLICIES`: `final_answer`, the default here as in `lead-recipes
-    grade`, takes an unboxed final-answer statement when there is no box; `boxed` only the box)."""
+    policy (`lead_recipes.grading.extraction.answers.EXTRACTION_POLICIES`: `final_answer`, the default here as in
+    `lead-recipes grade`, takes an unboxed final-answer statement when there is no box; `boxed` only the box)."""
 
     def __init__(
         self,
@@ -20,8 +20,8 @@ class Scorer:
         extraction: str = "final_answer",
         problems: dict[tuple[str, str], str] | None = None,
     ):
-        from lead_recipes.grading.answers import check_extraction  # noqa: PLC0415
-        from lead_recipes.grading.grader import get_grader  # noqa: PLC0415
+        from lead_recipes.grading.extraction.answers import check_extraction  # noqa: PLC0415
+        from lead_recipes.grading.pool.grader import get_grader  # noqa: PLC0415
 
         self.golds, self.extraction, self.problems = golds, check_extraction(extraction), problems or {}
         self.grader = grader if grader is not None else get_grader()
@@ -41,8 +41,8 @@ class Scorer:
 
     def extract(self, text: str, gold: str | None = None) -> str | None:
         """The final answer of `text` under the policy; with `gold`, a list gold joins several boxes into one answer
-        (`lead_recipes.grading.answers.extract_final_answer`), as the grader does for a full response."""
-        from lead_recipes.grading.answers import extract_final_answer  # noqa: PLC0415
+        (`lead_recipes.grading.extraction.answers.extract_final_answer`), as the grader does for a full response."""
+        from lead_recipes.grading.extraction.answers import extract_final_answer  # noqa: PLC0415
 
         return extract_final_answer(text, self.extraction, gold)
 

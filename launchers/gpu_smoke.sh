@@ -63,7 +63,7 @@ fi
 
 mkdir -p "$WORK"
 WORK="$(cd "$WORK" && pwd)"
-REWARD="$("$PY" -c 'import lead_recipes.grading.reward_func as m; print(m.__file__)')"
+REWARD="$("$PY" -c 'import lead_recipes.reward.reward_func as m; print(m.__file__)')"
 "$PY" "$HERE/gpu_smoke.py" data "$WORK/prompts.jsonl" --smoke.profile gpu
 
 # $1 method, $2 episodes, remaining: extra flags. One episode = 2 steps. The command line itself comes from the

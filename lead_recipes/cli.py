@@ -19,7 +19,7 @@ COMMANDS = {
     ),
     "data": ("lead_recipes.data", "build OpenRLHF prompt datasets and GRPO-LEAD stage-2 curricula"),
     "grade": ("lead_recipes.grading.cli", "grade a JSONL of responses or extracted answers"),
-    "serve": ("lead_recipes.grading.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),
+    "serve": ("lead_recipes.reward.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),
     "replay": ("lead_recipes.replay", "replay logged rollout statistics through a method and its controller"),
     "eval": ("evaluation.cli", "evaluate a model or saved generations on the five benchmarks"),
 }

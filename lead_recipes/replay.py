@@ -144,7 +144,7 @@ def records_from_rollouts(
         items += [(row["answer"], t, None, problem) for t in texts]
         shape.append((row, texts))
     if grader is None:
-        from lead_recipes.grading.grader import get_grader
+        from lead_recipes.grading.pool.grader import get_grader
 
         grader = get_grader()
     graded = []

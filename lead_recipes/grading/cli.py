@@ -15,10 +15,10 @@ import sys
 import time
 from typing import Iterator
 
-from lead_recipes.grading.answers import EXTRACTION_POLICIES
-from lead_recipes.grading.grader import STATUSES, Grader
+from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL
+from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.labels import gold_answer, label_problem
-from lead_recipes.grading.precision import DEFAULT_REL_TOL
+from lead_recipes.grading.pool.grader import STATUSES, Grader
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.progress import Bar
 

@@ -1,7 +1,7 @@
 """The composed method (ours): LEAD's two channels (arXiv 2605.09806 Eqs. 2–9), GRPO-LEAD's difficulty reweighting
 (arXiv 2504.09696 §3.3) and a Leash budget (arXiv 2512.21540) on the length channel in one advantage step, each part
 switchable (--recipe.composed.*); each part's hyperparameters come from its method's section. Every part off but one
-reduces to that method (tests/test_methods_composed.py). See docs/methods.md#composed.
+reduces to that method (tests/methods/test_methods_composed.py). See docs/methods.md#composed.
 """
 
 from __future__ import annotations

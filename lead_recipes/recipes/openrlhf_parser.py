@@ -41,7 +41,7 @@ class OpenRLHFMismatch(RuntimeError):
 
 def check_openrlhf() -> None:
     """OpenRLHFMismatch unless openrlhf==SUPPORTED_OPENRLHF is installed (the seams the plug-in patches are checked
-    against that version by tests/test_openrlhf_seams.py)."""
+    against that version by tests/training/test_openrlhf_seams.py)."""
     try:
         version = importlib.metadata.version("openrlhf")
     except importlib.metadata.PackageNotFoundError:

@@ -203,12 +203,12 @@ def placeholders(name: str) -> dict[str, str]:
     """${data}: where `lead-recipes data` writes (LEAD_RECIPES_DATA, default ./data); ${sources}: raw source files
     it reads (LEAD_RECIPES_SOURCES, default ./data/sources); ${run}: this run's directory (LEAD_RECIPES_RUN_DIR,
     default <runs>/<recipe>); ${run:NAME}: recipe NAME's run directory <runs>/NAME, where <runs> is
-    LEAD_RECIPES_RUNS (default ./runs); ${reward_func}: the installed lead_recipes/grading/reward_func.py."""
+    LEAD_RECIPES_RUNS (default ./runs); ${reward_func}: the installed lead_recipes/reward/reward_func.py."""
     return {
         "data": os.path.abspath(os.environ.get("LEAD_RECIPES_DATA", "data")),
         "sources": os.path.abspath(os.environ.get("LEAD_RECIPES_SOURCES", os.path.join("data", "sources"))),
         "run": os.path.abspath(os.environ.get("LEAD_RECIPES_RUN_DIR", run_dir_of(name))),
-        "reward_func": str(Path(__file__).resolve().parents[1] / "grading" / "reward_func.py"),
+        "reward_func": str(Path(__file__).resolve().parents[1] / "reward" / "reward_func.py"),
     }
 
 

@@ -1,6 +1,6 @@
 """The command line of `lead-recipes train` as a user types it: the method's reference recipe (or
 `--recipe.name NAME|FILE|none`) as the base, the user's flags replacing its values, the defaults the method implies
-filled in and reported, HTTP reward URLs routed through grading/remote_reward.py, and every still-missing flag
+filled in and reported, HTTP reward URLs routed through reward/remote_reward.py, and every still-missing flag
 named at once; `with_recipe` attaches the recipe to OpenRLHF's parsed args. It does not parse values (OpenRLHF's
 parser and lead_recipes.flags do), print or start anything.
 See docs/training.md#the-command-line-a-base-recipe-your-flags-on-top.
@@ -112,8 +112,8 @@ def length_penalty_errors(args, method: str) -> list[str]:
 
 
 def reward_func_path(name: str = "reward_func.py") -> str:
-    """The path of a reward-function file of lead_recipes.grading, as OpenRLHF's --reward.remote_url takes it."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grading", name)
+    """The path of a reward-function file of lead_recipes.reward, as OpenRLHF's --reward.remote_url takes it."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reward", name)
 
 
 def with_recipe(args, recipe, argv: list[str]):

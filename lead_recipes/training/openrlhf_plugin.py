@@ -325,7 +325,7 @@ class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__
     def broadcast_to_vllm(self):
         # Must be defined on this class: inherited as is, TrainingActor.broadcast_to_vllm's zero-argument super()
         # raises "super(type, obj): obj must be an instance or subtype of type" inside the Ray actor at the first
-        # weight sync of a --train.async_enable run (tests/test_e2e_cpu.py's async run).
+        # weight sync of a --train.async_enable run (tests/e2e/test_e2e_cpu.py's async run).
         return super().broadcast_to_vllm()
 
 

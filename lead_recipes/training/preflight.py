@@ -95,16 +95,16 @@ _PROBE = ("What is 1 + 1?", "Adding gives two. </think> The answer is $\\boxed{2
 
 
 def _check_reward(urls) -> Check:
-    from lead_recipes.grading.grader import REWARD_LOG_KEYS
+    from lead_recipes.reward.logs import REWARD_LOG_KEYS
 
     if not urls:
         return Check("reward", False, "--reward.remote_url is unset")
     url = urls[0]
-    # lead_recipes/grading/remote_reward.py forwards to servers: probe each one directly (its retries would wait
+    # lead_recipes/reward/remote_reward.py forwards to servers: probe each one directly (its retries would wait
     # minutes)
     targets = url
     if os.path.basename(url) == "remote_reward.py":
-        from lead_recipes.grading.remote_reward import URLS_ENV, server_urls
+        from lead_recipes.reward.remote_reward import URLS_ENV, server_urls
 
         targets = server_urls()
         if not targets:

@@ -60,7 +60,7 @@ def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[Rollo
     except KeyError:
         raise ValueError(
             'experience.info has no "correct": the reward function must be lead-recipes\' '
-            "(--reward.remote_url <path>/lead_recipes/grading/reward_func.py or the `lead-recipes serve` "
+            "(--reward.remote_url <path>/lead_recipes/reward/reward_func.py or the `lead-recipes serve` "
             'URL), which returns extra_logs["correct"] for every sample'
         ) from None
     cap = int(cap)

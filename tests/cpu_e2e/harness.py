@@ -63,7 +63,7 @@ def _build_model(out: Path, steps: int = 150) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import make_tiny_qwen2
+    from support.tiny_model import make_tiny_qwen2
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     make_tiny_qwen2(out)
@@ -240,7 +240,7 @@ class Run:
         data = self.dir.parent / "prompts.jsonl"
         if not data.exists():
             gpu_smoke.write_data(str(data), "cpu")
-        reward = str(ROOT / "lead_recipes" / "grading" / "reward_func.py")
+        reward = str(ROOT / "lead_recipes" / "reward" / "reward_func.py")
         argv = gpu_smoke.train_argv(
             "cpu",
             method,

@@ -1,0 +1,15 @@
+"""RolloutBatch fields a test of every method needs."""
+
+from __future__ import annotations
+
+
+def targets(method: str, m: int, seed: int = 0) -> dict:
+    """RolloutBatch's per-prompt L1 fields for a test that runs every method on M prompts: n_gold uniform in 100..4000
+    (arXiv 2503.04697's range) and every other prompt asking for a maximum, except under l1-exact, which refuses
+    such prompts. The other methods ignore both."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    n_gold = torch.randint(100, 4001, (m,), generator=gen).to(torch.float32)
+    l1_max = (torch.arange(m) % 2 == 1) & (method != "l1-exact")
+    return {"n_gold": n_gold, "l1_max": l1_max}
