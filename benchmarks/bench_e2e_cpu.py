@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from cpu_e2e import harness  # noqa: E402
+from cpu_e2e import harness
 
 
 def step_times(run) -> list[float]:

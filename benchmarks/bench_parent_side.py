@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_grader import load_sets  # noqa: E402
+from bench_grader import load_sets
 
 
 def _caller_side():

@@ -45,7 +45,7 @@ def _row(req: GenRequest, response: str, num_tokens: int, finish_reason: str | N
 
 def load_tokenizer(name_or_path: str):
     """A Hugging Face tokenizer (lazy transformers import), used for chat templates and token counts."""
-    from transformers import AutoTokenizer  # noqa: PLC0415 - heavy, optional
+    from transformers import AutoTokenizer  # heavy, optional
 
     return AutoTokenizer.from_pretrained(name_or_path)
 
@@ -102,8 +102,8 @@ class VLLMBackend:
     @property
     def llm(self):
         if self._llm is None:
-            import torch  # noqa: PLC0415
-            from vllm import LLM  # noqa: PLC0415
+            import torch
+            from vllm import LLM
 
             guard()  # vLLM's engine processes die with this one, however it ends
             args = {k: v for k, v in self.engine_args.items() if v is not None}
@@ -141,8 +141,8 @@ class VLLMBackend:
     def sampling_params(self, req: GenRequest, gen):
         """One SamplingParams per request, carrying its seed, so a sample's text depends neither on what it was
         batched with nor on what was generated before a resume."""
-        from vllm import SamplingParams  # noqa: PLC0415
-        from vllm.sampling_params import RequestOutputKind  # noqa: PLC0415
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         return SamplingParams(
             n=1,
@@ -166,7 +166,7 @@ class VLLMBackend:
         max_model_len) stops the intake: the requests already in the engine finish and reach the sink, then the
         error is raised. Any other exception aborts the requests in the engine (so it can be used again)."""
         try:
-            from vllm.exceptions import VLLMClientError as refusal  # noqa: PLC0415 - a request's own fault
+            from vllm.exceptions import VLLMClientError as refusal  # a request's own fault
         except ImportError:
             refusal = ValueError
         llm, window = self.llm, self.window
@@ -303,7 +303,7 @@ class OpenAIBackend:
         return _row(req, text, num, reason, reason == "length")
 
     async def _one(self, session, req: GenRequest, gen) -> dict:
-        import aiohttp  # noqa: PLC0415
+        import aiohttp
 
         url, body = self._payload(req, gen)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -327,7 +327,7 @@ class OpenAIBackend:
         always holds `concurrency` requests; every finished sample goes to the sink at once. A request that fails
         stops the intake: the other workers finish the request they hold (it reaches the sink), then the first
         error is raised."""
-        import aiohttp  # noqa: PLC0415
+        import aiohttp
 
         todo, errors = iter(requests), []
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)

@@ -237,7 +237,7 @@ def build_compare_parser() -> argparse.ArgumentParser:
 
 
 def make_backend(args, gen, tok, replay=None):
-    from evaluation import backends, vllm_dp  # noqa: PLC0415
+    from evaluation import backends, vllm_dp
 
     a = vars(args)
     if args.backend == "vllm":
@@ -281,7 +281,7 @@ def make_backend(args, gen, tok, replay=None):
 
 
 def _sources(specs: list[str], data_dir: str | None) -> dict:
-    from lead_recipes.benchmarks import parse_spec  # noqa: PLC0415
+    from lead_recipes.benchmarks import parse_spec
 
     out = {}
     for spec in specs:
@@ -298,22 +298,22 @@ def benchmark_specs(args, replay=None) -> list[str]:
 
 
 def run_main(argv: list[str]) -> int:
-    from evaluation import protocols, run  # noqa: PLC0415
-    from evaluation.scoring import left_out_text  # noqa: PLC0415
-    from lead_recipes.benchmarks import load_benchmarks  # noqa: PLC0415
+    from evaluation import protocols, run
+    from evaluation.scoring import left_out_text
+    from lead_recipes.benchmarks import load_benchmarks
 
     args = build_parser().parse_args(argv)
     a = vars(args)
     try:
         tok = None
         if args.tokenizer:
-            from evaluation.backends import load_tokenizer  # noqa: PLC0415
+            from evaluation.backends import load_tokenizer
 
             tok = load_tokenizer(args.tokenizer)
         given = {field: a[dest] for field, dest in _GEN_FLAGS.items() if a[dest] is not None}
         replay = None
         if args.backend == "replay":
-            from evaluation.replay import ReplayBackend  # noqa: PLC0415
+            from evaluation.replay import ReplayBackend
 
             if not a["replay.path"]:
                 raise ValueError("--eval.backend replay needs --replay.path")
@@ -378,7 +378,7 @@ def run_main(argv: list[str]) -> int:
 
 
 def compare_main(argv: list[str]) -> int:
-    from evaluation import report, run  # noqa: PLC0415
+    from evaluation import report, run
 
     args = build_compare_parser().parse_args(argv)
     try:

@@ -38,7 +38,7 @@ class ReplayBackend:
     prompt_mode = "none"
 
     def __init__(self, path: str | Path, tokenizer=None, explicit=frozenset(), chunk_size: int = 16384):
-        from lead_recipes.jsonl import read_jsonl  # noqa: PLC0415
+        from lead_recipes.jsonl import read_jsonl
 
         self.path, self.tokenizer, self.chunk_size = str(path), tokenizer, chunk_size
         self.explicit = frozenset(explicit)
@@ -126,7 +126,7 @@ class ReplayBackend:
         """`gen` with the file's settings filled in where no flag gave one; a flag that contradicts the file is an
         error (the generations were made with the file's value). A cap neither gives is None: no sample is clamped
         to the preset's cap, nor called truncated by it."""
-        from dataclasses import replace  # noqa: PLC0415
+        from dataclasses import replace
 
         for name, value in self.settings.items():  # the template's text decides, not what it was called
             if name in explicit_values and name != "prompt_template_name" and explicit_values[name] != value:

@@ -147,10 +147,10 @@ def render_markdown(summary: dict) -> str:
 
 
 def _pyplot():
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     return plt
 

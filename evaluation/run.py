@@ -80,7 +80,7 @@ def _build_requests(gen: GenConfig, benchmarks, done: set, backend, tokenizer) -
 
 
 def _progress(total: int, initial: int, enabled: bool):
-    from tqdm import tqdm  # noqa: PLC0415
+    from tqdm import tqdm
 
     return tqdm(
         total=total,
@@ -222,7 +222,7 @@ def summarize(
     if base is not None:
         summary["aes"] = metrics.aes_report(summary, base)
     if budgets:
-        from evaluation.scoring import budget_sweep  # noqa: PLC0415
+        from evaluation.scoring import budget_sweep
 
         summary["budget_sweep"] = budget_sweep(grouped, scorer, budgets, gen.max_new_tokens, tokenizer)
     summary["config"] = config
@@ -274,8 +274,8 @@ def run_eval(
     """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json). With
     `budgets` and an L1 budget in `gen`, every other budget B is a run of its own in `run_dir/l1-budget-B` (prompts
     asking for B tokens), and the summary's budget_sweep compares them (metrics.l1_budget_sweep)."""
-    from evaluation import report  # noqa: PLC0415
-    from evaluation.scoring import Scorer  # noqa: PLC0415
+    from evaluation import report
+    from evaluation.scoring import Scorer
 
     run_dir = Path(run_dir)
     l1_sweep = sorted(set(budgets)) if budgets and gen.l1_budget is not None else None

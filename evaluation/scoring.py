@@ -20,8 +20,8 @@ class Scorer:
         extraction: str = "final_answer",
         problems: dict[tuple[str, str], str] | None = None,
     ):
-        from lead_recipes.grading.extraction.answers import check_extraction  # noqa: PLC0415
-        from lead_recipes.grading.pool.grader import get_grader  # noqa: PLC0415
+        from lead_recipes.grading.extraction.answers import check_extraction
+        from lead_recipes.grading.pool.grader import get_grader
 
         self.golds, self.extraction, self.problems = golds, check_extraction(extraction), problems or {}
         self.grader = grader if grader is not None else get_grader()
@@ -42,7 +42,7 @@ class Scorer:
     def extract(self, text: str, gold: str | None = None) -> str | None:
         """The final answer of `text` under the policy; with `gold`, a list gold joins several boxes into one answer
         (`lead_recipes.grading.extraction.answers.extract_final_answer`), as the grader does for a full response."""
-        from lead_recipes.grading.extraction.answers import extract_final_answer  # noqa: PLC0415
+        from lead_recipes.grading.extraction.answers import extract_final_answer
 
         return extract_final_answer(text, self.extraction, gold)
 

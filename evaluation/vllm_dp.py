@@ -124,7 +124,7 @@ class DataParallelVLLM:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            from evaluation.backends import load_tokenizer  # noqa: PLC0415
+            from evaluation.backends import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.model)
         return self._tokenizer

@@ -138,7 +138,7 @@ def _load_hub(name: str, dataset: str | None, field_map: dict | None) -> list[Pr
         mapping = HUB_DEFAULTS.get(name, (None, None, {"id": "id", "problem": "problem", "answer": "answer"}))[2]
     mapping = dict(mapping, **(field_map or {}))
     try:
-        import datasets  # noqa: PLC0415 - optional dependency, only for hub sources
+        import datasets  # optional dependency, only for hub sources
     except ImportError as e:
         raise ImportError("loading from the hub needs `datasets` (pip install 'lead-recipes[eval]')") from e
     offline = any(

@@ -129,7 +129,7 @@ class RewardServer:
                 resp = await handler(request)
             except web.HTTPException as e:  # 404/405/413 from aiohttp itself: same JSON error shape
                 resp = _error(e.status, e.reason or "error")
-            except Exception as e:  # noqa: BLE001 - last resort; graded samples never get here
+            except Exception as e:  # last resort; graded samples never get here
                 log.exception("internal error")
                 resp = _error(500, f"internal error: {type(e).__name__}")
             return resp

@@ -68,8 +68,8 @@ def flag_values(argv: list[str], name: str) -> list[str] | None:
 
 def length_penalty_errors(args, method: str) -> list[str]:
     """OpenRLHF's DAPO overlong / ProRL stop-properly settings (`args.reward`) that would not do what they say with
-    `method` (baselines.md §5.3), one line each: refused by `lead-recipes train` before anything starts and by the
-    plug-in for any other caller."""
+    `method` (docs/training.md#dapos-overlong-penalty), one line each: refused by `lead-recipes train` before anything
+    starts and by the plug-in for any other caller."""
     # read as OpenRLHF's apply_length_penalties reads them (an args object may lack the ones left off)
     cap, errors = getattr(args.rollout, "max_new_tokens", None), []
     buffer, coef = (

@@ -219,7 +219,8 @@ def unread_settings(recipe) -> list[str]:
 
 
 def overlong_problems(args, errors: list[str], warnings: list[str]) -> None:
-    """OpenRLHF's DAPO overlong / ProRL stop-properly flags that would not do what they say (baselines.md §5.3)."""
+    """OpenRLHF's DAPO overlong / ProRL stop-properly flags that would not do what they say
+    (docs/training.md#dapos-overlong-penalty)."""
     reward = args.reward
     if reward.overlong_buffer_len is None and reward.overlong_penalty_factor != openrlhf_default(
         "reward.overlong_penalty_factor"

@@ -130,7 +130,8 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
                 experience.info["group_reward_std"] = std
 
         # the penalties are a reward term: the method adds them to its length channel (else its reward) before its
-        # group normalisation, as upstream's estimators do (baselines.md §5.3), never to the final advantage
+        # group normalisation, as upstream's estimators do (docs/training.md#dapos-overlong-penalty), never to the final
+        # advantage
         cap = args.rollout.max_new_tokens or args.data.max_len
         batch, extra = rollout_batch(experiences, grouped, cap, grouped(penalty))
         out = self.method.step(batch)

@@ -145,12 +145,12 @@ def _probe_reward_url(url: str, prompt: str, response: str, label: str) -> dict:
     import urllib.request
 
     health = url.rsplit("/", 1)[0] + "/health" if url.count("/") > 2 else url + "/health"
-    with urllib.request.urlopen(health, timeout=10) as r:  # noqa: S310 - the user's own reward server
+    with urllib.request.urlopen(health, timeout=10) as r:  # the user's own reward server
         if r.status != 200:
             raise RuntimeError(f"GET {health} returned {r.status}")
     body = json.dumps({"query": [prompt + response], "prompts": [prompt], "labels": [label]}).encode()
     req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:  # noqa: S310
+    with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
 
 

@@ -1,5 +1,5 @@
 """OpenRLHF's length penalty (DAPO overlong; ProRL stop-properly with grpo only) reaches every registered method as
-a reward term before its group normalisation (baselines.md §5.3; the plug-in side is
+a reward term before its group normalisation (docs/training.md#dapos-overlong-penalty; the plug-in side is
 tests/training/test_openrlhf_plugin.py)."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def batches(draw):
 @given(b=batches(), p=st.floats(0.05, 1.0), targets=st.lists(st.integers(100, 4000), min_size=4, max_size=4))
 def test_a_length_penalty_on_one_of_two_twin_rollouts_ranks_it_below_its_twin(name, b, p, targets):
     """OpenRLHF's DAPO overlong / stop-properly penalty must reach every method's reward before its group
-    normalisation (baselines.md §5.3): rollouts 0 and 1 of prompt 0 are identical, only rollout 0 is penalised.
-    Every batch carries L1 targets (exact ones), so methods that need them run too."""
+    normalisation (docs/training.md#dapos-overlong-penalty): rollouts 0 and 1 of prompt 0 are identical, only rollout 0
+    is penalised. Every batch carries L1 targets (exact ones), so methods that need them run too."""
     c, l = b
     c[0, 1], l[0, 1] = c[0, 0], l[0, 0]
     m = c.shape[0]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import tradeoff  # noqa: E402
-from tradeoff_report import advantage_breakdown  # noqa: E402
+import tradeoff
+from tradeoff_report import advantage_breakdown
 
 
 class Words:

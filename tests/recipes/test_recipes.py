@@ -239,22 +239,11 @@ def test_extends_cycle_is_an_error(tmp_path):
         load_recipe(str(tmp_path / "a.yaml"))
 
 
-# `data build` flags of issue 24's other half (L1 targets, ThinkPrune's limit sentence): the L1 and ThinkPrune recipes
-# use them; until that half is in this checkout their data.prepare cannot parse, and says so
-PENDING_DATA_FLAGS = ("--l1.mode", "--prompt.length_limit")
-
-
 @pytest.mark.parametrize("name", [n for n in NAMES if load_recipe(n).data.get("prepare")])
 def test_recipe_data_prepare_is_a_valid_lead_recipes_data_command(name):
-    import argparse
-
     from lead_recipes.data import build_parser
 
     recipe = load_recipe(name)
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["build"]
-    pending = [f for f in PENDING_DATA_FLAGS if f in recipe.data["prepare"] and f not in sub._option_string_actions]
-    if pending:
-        pytest.skip(f"{name}: data build has no {pending} in this checkout (issue 24, part B)")
     args = build_parser().parse_args(recipe.data["prepare"])
     assert args.out == recipe.openrlhf["data.prompt_dataset" if recipe.entrypoint == "train" else "data.dataset"]
 

@@ -28,7 +28,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     status = 200
     hits: list[str] = []
 
-    def do_POST(self):  # noqa: N802 - http.server API
+    def do_POST(self):  # http.server API
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).hits.append(self.headers.get("Authorization", ""))
         n = len(body["query"])
@@ -43,7 +43,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self):  # noqa: N802 - /health
+    def do_GET(self):  # /health
         self.send_response(200)
         self.send_header("Content-Length", "2")
         self.end_headers()

@@ -87,7 +87,7 @@ def checkpoints(ckpt):
 
 def test_failed_grading_steps_change_neither_weights_nor_controller_and_write_no_checkpoint(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     ckpt = tmp_path / "ckpt"
     trainer, calls = recording_trainer(tiny_qwen2, prompt_file, ckpt, healthy=PROMPTS_PER_STEP)
     after_step_1 = {}
@@ -108,7 +108,7 @@ def test_failed_grading_steps_change_neither_weights_nor_controller_and_write_no
 
 def test_a_grading_outage_under_dynamic_filtering_stops_the_run_before_the_data_runs_out(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     ckpt = tmp_path / "ckpt"
     trainer, calls = recording_trainer(
         tiny_qwen2, prompt_file, ckpt, healthy=0, extra=["--algo.dynamic_filtering_enable"]
@@ -121,7 +121,7 @@ def test_a_grading_outage_under_dynamic_filtering_stops_the_run_before_the_data_
 
 def test_a_run_whose_data_runs_out_during_a_failing_streak_ends_with_the_guards_message(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     ckpt = tmp_path / "ckpt"
     trainer, calls = recording_trainer(tiny_qwen2, prompt_file, ckpt, healthy=2 * PROMPTS_PER_STEP)
     # steps 1-2 healthy, steps 3-4 (the last) graded `error`: a streak of 2 < grade_failure_steps 3 when data ends
@@ -132,7 +132,7 @@ def test_a_run_whose_data_runs_out_during_a_failing_streak_ends_with_the_guards_
 
 def test_a_filtered_outage_that_exhausts_the_data_ends_with_the_guards_message(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     ckpt = tmp_path / "ckpt"
     trainer, calls = recording_trainer(
         tiny_qwen2,
@@ -187,7 +187,7 @@ def _async_run(tiny, prompts, tmp_path, grade_failure_steps, extra=()):
 
 def test_a_grading_failure_in_the_async_generator_actor_reaches_the_driver(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     from cpu_e2e.checks import tensorboard_steps
 
     # window 1 fails (step 1 skipped by the training actor), window 2 fails while step 2 is generated: the generator
@@ -200,7 +200,7 @@ def test_a_grading_failure_in_the_async_generator_actor_reaches_the_driver(
 
 def test_an_async_run_whose_data_runs_out_during_a_failing_streak_ends_with_the_guards_message(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     message, _ = _async_run(tiny_qwen2, prompt_file, tmp_path, grade_failure_steps=5)
     assert "in the last 4 window(s) when the data ran out" in message
     assert checkpoints(tmp_path / "ckpt") == []
@@ -208,7 +208,7 @@ def test_an_async_run_whose_data_runs_out_during_a_failing_streak_ends_with_the_
 
 def test_an_async_grading_outage_under_dynamic_filtering_stops_the_run_before_the_data_runs_out(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     # every group averages 0 and is filtered out inside the generator actor, so no step reaches the training actor:
     # only the generator's count before the filter can stop the run
     message, tb = _async_run(

@@ -370,7 +370,8 @@ def test_gamma_below_one_falls_back_to_openrlhf_loop():
 )
 def test_with_length_penalties_grpo_equals_openrlhfs_own_group_norm(rollouts, penalties):
     """OpenRLHF's group_norm on its own code path (the anchor) and the plug-in with `grpo`: the same per-token
-    advantages, so the penalty enters the group statistics once, as a reward term (baselines.md §5.3)."""
+    advantages, so the penalty enters the group statistics once, as a reward term
+    (docs/training.md#dapos-overlong-penalty)."""
     args = make_args("grpo", **penalties)
     ours, theirs = micro_batches(rollouts, args), micro_batches(rollouts, args)
     maker(args).compute_advantages_and_returns(ours)
@@ -937,7 +938,7 @@ def test_restore_truncates_the_problem_file_to_the_restored_step(tmp_path):
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1]
 
 
-# ------------------------------------------------------------ OpenRLHF's length penalties (baselines.md §5.2-§5.3)
+# ----------------------------------- OpenRLHF's length penalties (docs/training.md#dapos-overlong-penalty)
 def golden_g7_records():
     """baselines.md §8 G7: one group of 4 with DAPO's ±1 base, lengths 2000, 3500, 4096 (cut at the cap), 3072."""
     records = []
@@ -972,8 +973,8 @@ def test_dapo_overlong_golden_group_g7_through_openrlhfs_own_penalty_and_the_plu
 
 
 def test_the_plugin_refuses_overlong_without_max_new_tokens_for_any_caller():
-    """baselines.md §5.3.1: without --rollout.max_new_tokens OpenRLHF measures the buffer from data.max_len, so the
-    G7 group's cut response would get −0.5, not −1. `lead-recipes train` refuses it; so must the plug-in itself, for a
+    """Without --rollout.max_new_tokens OpenRLHF measures the buffer from data.max_len, so the G7 group's cut response
+    would get −0.5, not −1. `lead-recipes train` refuses it; so must the plug-in itself, for a
     caller of run_openrlhf or OpenRLHF's own entry point (docs/training.md says it guards them)."""
     args = make_args("grpo", cap=4096, n=4, overlong_buffer_len=1024)
     args.rollout.max_new_tokens, args.data.max_len = None, 4608

@@ -86,7 +86,7 @@ def test_the_allow_flag_is_a_recipe_flag_off_by_default():
 @pytest.mark.timeout(600)
 def test_a_trainer_resumed_with_another_beta_ema_refuses_and_with_the_flag_continues(
     ray_local, tiny_qwen2, prompt_file, tmp_path
-):  # noqa: F811
+):
     ckpt = tmp_path / "ckpt"
     first = make_trainer(tiny_qwen2, prompt_file, ckpt, "lead")
     states = {"episode": 0, "global_step": 1, "total_consumed_prompts": 4, "data_loader_state_dict": {}}

@@ -272,7 +272,7 @@ def test_training_runs_the_policy_actor_that_deals_each_epoch(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_the_trainers_optimizer_steps_each_span_the_lengths(ray_local, tiny_qwen2, prompt_file, tmp_path):  # noqa: F811
+def test_the_trainers_optimizer_steps_each_span_the_lengths(ray_local, tiny_qwen2, prompt_file, tmp_path):
     """The real PPOTrainer.train_step with --train.dynamic_batch_enable: what it appends to the actor (the replay
     buffer's input) cut into the optimizer steps of --train.batch_size 8 (4 per rollout of 32 samples)."""
     from test_grading_gate import recording_trainer

@@ -911,9 +911,9 @@ def test_an_overlong_factor_without_a_buffer_is_warned_to_have_no_effect(capsys)
 
 
 def test_overlong_without_max_new_tokens_is_refused_as_it_would_under_penalise_truncated_samples(tmp_path):
-    """baselines.md §5.3.1: without --rollout.max_new_tokens OpenRLHF measures the buffer from data.max_len. The
-    `lead-recipes train` command line always fills the cap (args.py), so this is the check on OpenRLHF's own
-    validated arguments, as OpenRLHF's own validation resolves them for any caller of the plug-in."""
+    """docs/training.md#dapos-overlong-penalty: without --rollout.max_new_tokens OpenRLHF measures the buffer from
+    data.max_len. The `lead-recipes train` command line always fills the cap (args.py), so this is the check on
+    OpenRLHF's own validated arguments, as OpenRLHF's own validation resolves them for any caller of the plug-in."""
     from lead_recipes.recipes.openrlhf_parser import openrlhf_args
     from lead_recipes.training.args import flag_values, with_recipe
 

@@ -91,7 +91,6 @@ class Grader:
         chunk_size: int = 64,
         memory_limit_mb: int | None = 4096,
         cache_size: int = 200_000,
-        start_method: str = "spawn",
         result_timeout_s: float = 600.0,
         extraction: str = "boxed",
         rel_tol: float = DEFAULT_REL_TOL,
@@ -108,7 +107,6 @@ class Grader:
         self.workers = int(workers) if workers else _default_workers()
         self.chunk_size = max(1, int(chunk_size))
         self.memory_limit_mb = memory_limit_mb
-        self.start_method = start_method
         self.result_timeout_s = result_timeout_s
         self._cache: "collections.OrderedDict[tuple[str, str, Precision], bool]" = collections.OrderedDict()
         self._cache_size = cache_size
@@ -311,7 +309,7 @@ class Grader:
                 max_workers=self.workers,
                 initializer=_worker_init,
                 initargs=(self.memory_limit_mb,),
-                context=multiprocessing.get_context(self.start_method),
+                context=multiprocessing.get_context("spawn"),  # a fork of a threaded parent can deadlock
             )
         return self._pool
 
