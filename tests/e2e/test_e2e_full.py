@@ -11,7 +11,6 @@ import pytest
 from cpu_e2e import harness
 from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
 
-pytest_plugins = ("cpu_e2e.fixtures",)  # the module-scoped `model` and `cluster`
 pytestmark = [
     pytest.mark.e2e_full,
     pytest.mark.slow,

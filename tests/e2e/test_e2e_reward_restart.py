@@ -14,7 +14,8 @@ import time
 
 import pytest
 from cpu_e2e import harness
-from support.reward_server import free_port, start_server
+from support.ports import free_port
+from support.reward_server import start_server
 
 pytestmark = [
     pytest.mark.e2e_full,

@@ -37,15 +37,6 @@ def test_pass_at_k_rejects_impossible_counts(n, c, k):
         metrics.pass_at_k(n, c, k)
 
 
-@pytest.fixture(scope="module")
-def grader():
-    from lead_recipes.grading.pool.grader import Grader
-
-    g = Grader(timeout_s=5.0, workers=1)
-    yield g
-    g.close()
-
-
 def V(ans, correct, truncated=False):
     return Vote(ans, truncated, correct)
 

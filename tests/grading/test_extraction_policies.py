@@ -17,13 +17,6 @@ from lead_recipes.grading.pool import grader as grading
 from lead_recipes.grading.pool.grader import Grader, extraction_from_env
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = Grader(timeout_s=2.0, workers=2).start()
-    yield g
-    g.close()
-
-
 # ------------------------------------------------------------------------------------------------ the policies
 def test_the_policies_are_named_boxed_and_final_answer():
     assert EXTRACTION_POLICIES == ("boxed", "final_answer")

@@ -21,15 +21,7 @@ from lead_recipes.grading.pool.grader import STATUSES, Grade, Grader, get_grader
 from lead_recipes.grading.pool.worker import _certainly_unequal, _parse, _worker_chunk
 from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs
 
-TIMEOUT_S = 2.0
-HARD_S = TIMEOUT_S + 0.5 + 0.05  # soft limit + grace + chunk budget (grading.py)
-
-
-@pytest.fixture(scope="module")
-def grader():
-    g = Grader(timeout_s=TIMEOUT_S, workers=2).start()
-    yield g
-    g.close()
+HARD_S = 2.0 + 0.5 + 0.05  # the conftest grader's soft limit + grace + chunk budget (pool/grader.py)
 
 
 # ------------------------------------------------------------------------------------------------ extraction

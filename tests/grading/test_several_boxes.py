@@ -9,15 +9,6 @@ import pytest
 
 from lead_recipes.grading.extraction.answers import extract_final_answer
 from lead_recipes.grading.extraction.pairing import gold_text, is_list
-from lead_recipes.grading.pool.grader import Grader
-
-
-@pytest.fixture(scope="module")
-def grader():
-    g = Grader(timeout_s=2.0, workers=2).start()
-    yield g
-    g.close()
-
 
 PAIRS = "so the pairs are $\\boxed{(1, 3)}$ and $\\boxed{(4, 2)}$."
 

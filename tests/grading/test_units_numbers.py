@@ -24,13 +24,6 @@ from lead_recipes.grading.pool.worker import _judge
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = Grader(timeout_s=3.0, workers=2).start()
-    yield g
-    g.close()
-
-
 def verdict(gold: str, pred: str, rel_tol: float = DEFAULT_REL_TOL, precision=None) -> bool:
     precision = precision or ("rel", rel_tol)
     (g, p), v = prepare(normalize_answer(gold), normalize_answer(pred), precision)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.ports import free_port
 
 from lead_recipes.recipes import launch
 from lead_recipes.recipes.recipe import load_recipe
@@ -224,12 +224,6 @@ def test_local_launch_runs_the_real_train_command_in_dry_run_mode(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert '"method": "lead"' in proc.stdout and "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" in proc.stdout
     assert (tmp_path / "run" / "launch.json").exists()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from support.reward_server import free_port, start_server
+from support.ports import free_port
+from support.reward_server import TOKEN, start_serve, start_server
 
 from lead_recipes.reward import remote_reward as rr
 from lead_recipes.reward.logs import REWARD_LOG_KEYS
@@ -271,9 +272,7 @@ def test_an_ungradable_label_is_graded_error_and_the_servers_reason_is_logged_on
     names why in `errors`, which the forwarding reward function logs (once) where the trainer's log shows it."""
     import signal as signals
 
-    from test_server import TOKEN, _start
-
-    proc, base, _ = _start("--serve.token", TOKEN)
+    proc, base, _ = start_serve("--serve.token", TOKEN)
     try:
         monkeypatch.setenv(rr.URLS_ENV, f"{base}/get_reward")
         monkeypatch.setenv(rr.TOKEN_ENV, TOKEN)

@@ -16,13 +16,6 @@ from lead_recipes.reward.logs import REWARD_LOG_KEYS
 PROMPT = "<|im_start|>user\nWhat is 6 * 7? Put the final answer in \\boxed{}.<|im_end|>\n<|im_start|>assistant\n"
 
 
-@pytest.fixture(scope="module")
-def executor():
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
-    return SingleTurnAgentExecutor(str(Path(rf_module.__file__)))
-
-
 def _call(executor, query: str, label, prompt: str = PROMPT) -> dict:
     return asyncio.run(executor._fetch_rewards_via_func([query], [prompt], [label]))[0]
 

@@ -7,77 +7,21 @@ import asyncio
 import json
 import signal
 import socket
-import subprocess
-import sys
-import time
 import urllib.request
 
 import aiohttp
 import pytest
+from support.ports import free_port
+from support.reward_server import TOKEN, ready_line, serve, start_serve
 
 from lead_recipes.reward.logs import REWARD_LOG_KEYS
 
-TOKEN = "s3cret-token"
 PROMPT = "<|im_start|>user\nCompute 6*7. Box the answer.<|im_end|>\n<|im_start|>assistant\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(port: int, *extra: str, env=None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lead_recipes.cli",
-            "serve",
-            "--serve.port",
-            str(port),
-            "--grade.timeout_s",
-            "2",
-            "--grade.workers",
-            "2",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def _ready_line(proc: subprocess.Popen) -> str:
-    line = proc.stdout.readline()  # the first stdout line; logs go to stderr
-    if not line.startswith("lead-recipes serve: ready"):
-        proc.kill()
-        raise AssertionError(f"expected the ready line first, got {line!r}; stderr: {proc.communicate()[1]}")
-    return line
-
-
-def _start(*extra: str) -> tuple[subprocess.Popen, str, str]:
-    port = _free_port()
-    proc = _serve(port, *extra)
-    ready = _ready_line(proc)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        assert proc.poll() is None, proc.stderr.read()
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, base, ready
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise AssertionError("server did not become healthy")
 
 
 @pytest.fixture(scope="module")
 def served():
-    proc, base, ready = _start("--serve.token", TOKEN, "--serve.max_request_mb", "4")
+    proc, base, ready = start_serve("--serve.token", TOKEN, "--serve.max_request_mb", "4")
     yield base, ready
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
@@ -266,7 +210,7 @@ def test_stats_report_requests_statuses_latency_and_restarts(server):
 # ------------------------------------------------------------------------------------------------ shutdown
 @pytest.mark.timeout(120)
 def test_sigterm_finishes_in_flight_requests_then_exits_zero():
-    proc, base, _ = _start()
+    proc, base, _ = start_serve()
     try:
 
         async def run():
@@ -300,10 +244,10 @@ def test_extraction_flag_accepts_only_the_named_policies():
 
 # ------------------------------------------------------------------------------------------------ start-up
 def test_port_accepts_connections_once_the_ready_line_is_printed():
-    port = _free_port()
-    proc = _serve(port)
+    port = free_port()
+    proc = serve(port)
     try:
-        _ready_line(proc)
+        ready_line(proc)
         socket.create_connection(("127.0.0.1", port), timeout=5).close()  # no retry: it must listen already
     finally:
         proc.kill()
@@ -315,7 +259,7 @@ def test_a_port_in_use_is_one_error_line_naming_port_and_flag_and_exit_2():
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        proc = _serve(port)
+        proc = serve(port)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and out == ""
     assert len(err.splitlines()) == 1 and str(port) in err and "--serve.port" in err and "Traceback" not in err

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support.ports import free_port
 from support.slurm_cluster import which
 from support.slurm_helpers import (
     DONE,
     commands,
     expected_command,
-    free_port,
     leftovers,
     out_of,
     release_requeued,
@@ -34,8 +34,6 @@ from support.slurm_helpers import (
     train_log,
     wait_for,
 )
-
-pytest_plugins = ("support.slurm_helpers",)  # the session-wide `slurm` fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"

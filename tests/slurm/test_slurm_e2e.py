@@ -24,7 +24,6 @@ from support.slurm_helpers import (
     wait_for,
 )
 
-pytest_plugins = ("support.slurm_helpers",)  # the session-wide `slurm` fixture
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.e2e_full,

@@ -29,7 +29,6 @@ from support.slurm_helpers import (
     wait_for,
 )
 
-pytest_plugins = ("support.slurm_helpers",)  # the session-wide `slurm` fixture
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 

@@ -1,22 +1,18 @@
-"""A real `lead-recipes serve` in its own process that logs each sample it grades, for the fail-over tests of the
-reward and e2e areas; a free local port."""
+"""A real `lead-recipes serve` in its own process: started on a free port until healthy (`start_serve`), or with a
+log line per graded sample (`start_server`, for the fail-over tests of the reward and e2e areas)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from support.ports import free_port
+
+TOKEN = "s3cret-token"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _COUNTING_SERVER = """
@@ -54,3 +50,53 @@ def start_server(port, log_path):
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError("reward server did not become healthy")
+
+
+def serve(port: int, *extra: str, env=None) -> subprocess.Popen:
+    """`lead-recipes serve` on `port` (2 s grading timeout, 2 workers), not yet ready."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lead_recipes.cli",
+            "serve",
+            "--serve.port",
+            str(port),
+            "--grade.timeout_s",
+            "2",
+            "--grade.workers",
+            "2",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def ready_line(proc: subprocess.Popen) -> str:
+    line = proc.stdout.readline()  # the first stdout line; logs go to stderr
+    if not line.startswith("lead-recipes serve: ready"):
+        proc.kill()
+        raise AssertionError(f"expected the ready line first, got {line!r}; stderr: {proc.communicate()[1]}")
+    return line
+
+
+def start_serve(*extra: str) -> tuple[subprocess.Popen, str, str]:
+    """`lead-recipes serve` on a free port, once healthy: (process, base URL, its ready line)."""
+    port = free_port()
+    proc = serve(port, *extra)
+    ready = ready_line(proc)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base, ready
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise AssertionError("server did not become healthy")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import time
 from pathlib import Path
+
+from support.ports import free_port
 
 BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "munged", "munge")
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -32,12 +33,6 @@ def missing() -> str | None:
     if not Path("/etc/munge/munge.key").exists():
         return "/etc/munge/munge.key missing (the munge package's postinst creates it)"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SlurmCluster:
@@ -69,8 +64,8 @@ class SlurmCluster:
             "CredType=cred/munge",
             "SlurmUser=root",
             "SlurmdUser=root",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
+            f"SlurmctldPort={free_port()}",
+            f"SlurmdPort={free_port()}",
             f"StateSaveLocation={s}/state",
             f"SlurmdSpoolDir={s}/spool{per_node}",
             f"SlurmctldPidFile={s}/slurmctld.pid",
@@ -109,7 +104,7 @@ class SlurmCluster:
             lines.append(f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=4000{gres} State=UNKNOWN")
         else:
             lines += [
-                f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} CPUs={self.cpus} "
+                f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs={self.cpus} "
                 f"RealMemory=4000{gres} State=UNKNOWN"
                 for n in self.names
             ]

@@ -1,6 +1,5 @@
-"""Shared pieces of the real-Slurm tests (tests/test_slurm*.py): the one session-wide cluster (a pytest plugin), two
-slurmd nodes on this machine (tests/support/slurm_cluster.py) with 2 CPUs and 2 fake GPUs each; the stand-in trainer
-that replaces `lead-recipes train` inside jobs; and helpers to submit slurm/train.sbatch and read its logs. What the
+"""Shared pieces of the real-Slurm tests (tests/slurm/, whose conftest.py starts the cluster): the stand-in trainer
+that replaces `lead-recipes train` inside jobs, and helpers to submit slurm/train.sbatch and read its logs. What the
 tests cover and cannot show: docs/slurm.md."""
 
 from __future__ import annotations
@@ -8,44 +7,18 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 from lead_recipes.recipes.recipe import load_recipe
-from support.slurm_cluster import SlurmCluster, missing, which
+from support.slurm_cluster import which
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SBATCH = ROOT / "slurm" / "train.sbatch"
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 VENV_BIN = Path(sys.executable).parent
-
-
-# The one session-wide cluster: test modules name this file in `pytest_plugins`, so every module gets the same one.
-@pytest.fixture(scope="session")
-def slurm():
-    reason = missing()
-    if reason:
-        pytest.skip(reason)
-    root = Path(tempfile.mkdtemp(prefix="lrs", dir="/tmp"))  # short: Ray's socket paths live under it
-    cluster = SlurmCluster(root / "slurm", nodes=2, cpus=2, gpus=2).start()
-    cluster.env.update(TMPDIR=str(root), PATH=f"{VENV_BIN}:{os.environ['PATH']}")
-    cluster.root_tmp = root
-    yield cluster
-    cluster.stop()
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(pred, timeout: float, what: str):

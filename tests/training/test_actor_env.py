@@ -9,7 +9,6 @@ import os
 import pickle
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support.ports import free_port
 
 from lead_recipes.training import actor_env
 
@@ -78,10 +78,6 @@ def test_a_ray_initialised_before_without_the_variables_is_refused_naming_them(m
 
 
 # ------------------------------------------------------------------ inside a real Ray actor
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _clean_env() -> dict:
@@ -99,7 +95,7 @@ class _Cluster:
     def __init__(self):
         self.tag = uuid.uuid4().hex[:12]
         self.temp = tempfile.mkdtemp(prefix="rae-", dir="/tmp")  # short: Ray's unix socket paths are limited
-        self.port = _free_port()
+        self.port = free_port()
         lo = 30000 + (os.getpid() % 200) * 100
         env = {**_clean_env(), "ACTOR_ENV_TEST": self.tag, "RAY_USAGE_STATS_ENABLED": "0"}
         cmd = [
@@ -121,9 +117,9 @@ class _Cluster:
             "--node-ip-address",
             "127.0.0.1",
             "--ray-client-server-port",
-            str(_free_port()),
+            str(free_port()),
             "--dashboard-agent-listen-port",
-            str(_free_port()),
+            str(free_port()),
             "--min-worker-port",
             str(lo),
             "--max-worker-port",

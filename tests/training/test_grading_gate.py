@@ -7,78 +7,11 @@ from __future__ import annotations
 
 import pytest
 import ray
-import torch
-from ray import cloudpickle
-from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
+from support.trainer import CAP, PROMPTS_PER_STEP, GradedEngine, make_trainer, recording_trainer
 
-from lead_recipes.reward.logs import REWARD_LOG_KEYS
 from lead_recipes.training.guard import GradingFailure, grading_failure
 
-cloudpickle.register_pickle_by_value(__import__(__name__))  # Ray workers cannot import this test module by name
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-PROMPTS_PER_STEP = 4  # make_trainer's --rollout.batch_size (x n = 8 samples: one step, one guard window)
-
-
-@ray.remote
-class GradedEngine:
-    """Stands in for a vLLM engine actor: the first `healthy` prompts it serves get half correct, half wrong
-    samples; every later one is graded `error` for all samples (a grader outage)."""
-
-    def __init__(self, healthy: int):
-        self.healthy, self.served = healthy, 0
-
-    def get_num_unfinished_requests(self):
-        return 0
-
-    def generate_responses(self, prompt, label, sampling_params, max_length, hf_tokenizer, num_samples=1, images=None):
-        ok, self.served = self.served < self.healthy, self.served + 1
-        out = []
-        for j in range(num_samples):
-            status = ("correct" if j % 2 == 0 else "wrong") if ok else "error"
-            logs = dict.fromkeys(REWARD_LOG_KEYS, 0.0)
-            logs.update({"correct": float(status == "correct"), f"status_{status}": 1.0})
-            reward = logs["correct"]
-            out.append(
-                {
-                    "observation_tokens": [11] * 4 + [12 + j] * (3 + j),
-                    "action_ranges": [(4, 7 + j)],
-                    "reward": reward,
-                    "scores": reward,
-                    "extra_logs": logs,
-                    "rollout_log_probs": None,
-                    "prompt": prompt,
-                    "label": label,
-                    "truncated": False,
-                }
-            )
-        return out
-
-
-def recording_trainer(tiny, prompts, ckpt, healthy, extra=(), recipe_flags=None):
-    trainer = make_trainer(tiny, prompts, ckpt, "lead", extra=extra, recipe_flags=recipe_flags)
-    trainer.samples_generator.vllm_engines = [GradedEngine.remote(healthy)]
-    calls = {"ppo_train": [], "method_step": 0}
-
-    def forwards(samples_list):  # what the actor/reference forwards attach, without a reference model: kl = 0
-        for e in samples_list:
-            e.kl = torch.zeros(e.action_mask.shape)
-        return samples_list
-
-    def ppo_train(global_steps):
-        calls["ppo_train"].append(global_steps)
-        return {}
-
-    method, method_step = trainer.recipe_method, trainer.recipe_method.step
-
-    def step(batch):
-        calls["method_step"] += 1
-        return method_step(batch)
-
-    trainer.experience_maker.make_experience = forwards
-    trainer.actor_model_group.async_run_method_batch = lambda **_: []  # the replay buffer append feeds ppo_train only
-    trainer.ppo_train = ppo_train
-    method.step = step
-    return trainer, calls
 
 
 def checkpoints(ckpt):
@@ -151,8 +84,6 @@ def test_a_filtered_outage_that_exhausts_the_data_ends_with_the_guards_message(
 def _async_run(tiny, prompts, tmp_path, grade_failure_steps, extra=()):
     """OpenRLHF's async trainer (--train.async_enable) with the plug-in's generator and training actors, each its
     own Ray actor as in a real run; every sample graded `error`, so each step is skipped before the forwards."""
-    from test_openrlhf_plugin import CAP
-
     from lead_recipes.training import openrlhf_plugin as plugin
 
     tb = tmp_path / "tb"

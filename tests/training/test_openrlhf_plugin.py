@@ -13,11 +13,13 @@ import random
 from types import SimpleNamespace as NS
 
 import pytest
+import ray
 import torch
 from openrlhf.models.utils import compute_reward
 from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
+from support.trainer import CAP, N, make_trainer
 
 from lead_recipes.grading.pool.grader import get_grader
 from lead_recipes.grading.repetition import is_repetitive
@@ -29,10 +31,7 @@ from lead_recipes.reward.logs import REWARD_LOG_KEYS
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training import resume
-from lead_recipes.training.args import with_recipe
 
-N = 8  # samples per prompt in the shared rollouts
-CAP = 768  # rollout cap for these tests (tiny tokenizer: many responses exceed it and count as truncated)
 PROMPTS = 40  # of the 100 groups, to keep the module quick
 
 
@@ -479,120 +478,6 @@ def test_version_guard_names_a_different_version(monkeypatch):
 
 
 # ------------------------------------------------------------------ trainer: checkpointed controller state (Ray)
-import ray  # noqa: E402
-from ray import cloudpickle  # noqa: E402
-
-cloudpickle.register_pickle_by_value(__import__(__name__))  # Ray workers cannot import this test module by name
-
-
-@ray.remote
-class DeepSpeedCheckpointStandIn:
-    """Stands in for PolicyModelActor's checkpoint methods, which need a CUDA DeepSpeed engine: it keeps the
-    client_states dict the trainer sends exactly as DeepSpeed's save_checkpoint(client_state=...) does (torch.save
-    under <ckpt.path>/_actor/<tag>, a `latest` file) and, like init_model_from_pretrained with --ckpt.load_enable,
-    loads the latest one at init for get_checkpoint_states."""
-
-    def __init__(self, world_size, rank, master_addr, master_port):
-        self.args, self.checkpoint_states = None, {}
-
-    def init_model_from_pretrained(self, strategy, *args, **kwargs):
-        import os
-
-        self.args = strategy.args
-        root = os.path.join(self.args.ckpt.path, "_actor")
-        if self.args.ckpt.load_enable and os.path.exists(os.path.join(root, "latest")):
-            tag = open(os.path.join(root, "latest")).read().strip()
-            self.checkpoint_states = torch.load(os.path.join(root, tag, "client_states.pt"), weights_only=True)
-
-    def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
-        import os
-
-        root = os.path.join(self.args.ckpt.path, "_actor")
-        os.makedirs(os.path.join(root, tag), exist_ok=True)
-        torch.save(client_states or {}, os.path.join(root, tag, "client_states.pt"))
-        with open(os.path.join(root, "latest"), "w") as f:
-            f.write(tag)
-
-    def get_checkpoint_states(self):
-        return self.checkpoint_states
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def prompt_file(tmp_path_factory, shared_data):
-    path = tmp_path_factory.mktemp("data") / "prompts.jsonl"
-    rows = [json.loads(x) for x in (shared_data / "train" / "math_level3to5.jsonl").open().readlines()[:16]]
-    path.write_text("".join(json.dumps({"prompt": r["problem"], "label": r["answer"]}) + "\n" for r in rows))
-    return path
-
-
-def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extra=(), recipe_flags=None):
-    import argparse
-
-    from openrlhf.trainer.ray.launcher import RayActorGroup
-    from openrlhf.utils import get_strategy
-
-    from lead_recipes.flags import recipe_config
-
-    recipe = recipe_config(argparse.Namespace(**{"recipe.method": method, **(recipe_flags or {})}))
-    argv = [
-        "--actor.model_name_or_path",
-        str(tiny),
-        "--data.prompt_dataset",
-        str(prompt_file),
-        "--data.input_key",
-        "prompt",
-        "--data.label_key",
-        "label",
-        "--rollout.n_samples_per_prompt",
-        str(N),
-        "--rollout.max_new_tokens",
-        str(CAP),
-        "--rollout.batch_size",
-        "4",
-        "--train.batch_size",
-        "32",
-        "--algo.advantage.estimator",
-        "group_norm",
-        "--reward.remote_url",
-        "unused/reward_func.py",
-        "--ckpt.path",
-        str(ckpt),
-        "--ckpt.save_steps",
-        str(save_steps),
-        "--actor.num_gpus_per_node",
-        "1",
-        "--logger.wandb.run_name",
-        "test",
-        *(["--ckpt.load_enable"] if load else []),
-        *extra,
-    ]
-    args = with_recipe(openrlhf_parser.openrlhf_args(argv)[0], recipe, argv)
-    strategy = get_strategy(args)
-    group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
-    ray.get(group.async_init_model_from_pretrained(strategy))
-    return plugin.RecipeTrainer(
-        str(tiny),
-        strategy,
-        group,
-        None,
-        None,
-        None,
-        None,
-        do_sample=True,
-        max_len=CAP + 256,
-        max_new_tokens=CAP,
-        temperature=1.0,
-        top_p=1.0,
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("method", ["lead", "leash"])

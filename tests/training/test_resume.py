@@ -4,7 +4,7 @@ state, and a resume under other settings is refused naming every changed flag, u
 from __future__ import annotations
 
 import pytest
-from test_openrlhf_plugin import make_trainer, prompt_file, ray_local  # noqa: F401  (fixtures)
+from support.trainer import make_trainer
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.config import LeadConfig, LeashConfig, RecipeConfig

@@ -7,7 +7,6 @@ CONTRIBUTING.md#tests-per-area."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 import torch
+from support.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -33,12 +33,6 @@ def _set_executor(actor_self, url):  # runs inside the RolloutRayActor (Ray's __
 
     actor_self.executor = SingleTurnAgentExecutor(url)
     return True
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +74,7 @@ def engine(tiny_qwen2):  # one Ray + one vLLM engine for the whole module (~1 mi
 
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "lead_recipes.cli", "serve", "--serve.host", "127.0.0.1", "--serve.port", str(port)],
         cwd=ROOT,

@@ -275,7 +275,7 @@ def test_training_runs_the_policy_actor_that_deals_each_epoch(monkeypatch):
 def test_the_trainers_optimizer_steps_each_span_the_lengths(ray_local, tiny_qwen2, prompt_file, tmp_path):
     """The real PPOTrainer.train_step with --train.dynamic_batch_enable: what it appends to the actor (the replay
     buffer's input) cut into the optimizer steps of --train.batch_size 8 (4 per rollout of 32 samples)."""
-    from test_grading_gate import recording_trainer
+    from support.trainer import recording_trainer
 
     trainer, calls = recording_trainer(
         tiny_qwen2,
@@ -298,6 +298,3 @@ def test_the_trainers_optimizer_steps_each_span_the_lengths(ray_local, tiny_qwen
     assert len(calls["ppo_train"]) == 4 and len(appended) == 4
     for rollout in appended:
         assert spans(optimizer_steps(rollout, 8))
-
-
-from test_openrlhf_plugin import prompt_file, ray_local  # noqa: E402,F401  (fixtures)

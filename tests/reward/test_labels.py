@@ -11,19 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import lead_recipes.reward.reward_func as rf_module
 from lead_recipes.grading import cli as grade_cli
 from lead_recipes.grading.labels import LabelError, gold_answer
 from lead_recipes.training.data_check import check_data
 
 PROMPT = "<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n"
-
-
-@pytest.fixture(scope="module")
-def executor():
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
-    return SingleTurnAgentExecutor(str(Path(rf_module.__file__)))
 
 
 def _reward(executor, label, response="The answer is \\boxed{42}."):

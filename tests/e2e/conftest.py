@@ -1,11 +1,9 @@
-"""Module-scoped pytest fixtures of the CPU end-to-end tests (a plugin: a test module names it in `pytest_plugins`):
-the fixture model, built once and cached, and a Ray cluster with fake GPUs, stopped by its own PIDs.
-See docs/e2e.md."""
+"""Module-scoped fixtures of the CPU end-to-end tests: the fixture model, built once and cached, and a Ray cluster
+with fake GPUs, stopped by its own PIDs. See docs/e2e.md."""
 
 from __future__ import annotations
 
 import pytest
-
 from cpu_e2e import harness
 
 
