@@ -1,6 +1,7 @@
 """Benchmark: continuous evaluation generation (VLLMBackend's request-level loop, every finished sample fsync'd as it
-finishes) against the anchor (one `LLM.generate` over all requests, nothing written) and the former 512-request
-chunks, same run and engine; plus a GPU-like occupancy model and the OpenAI backend. Not collected by pytest.
+finishes) against the anchor (one `LLM.generate` over all requests, nothing written) and chunked generation
+(512-request chunks), same run and engine; plus a GPU-like occupancy model and the OpenAI backend. Not collected
+by pytest.
 
 Workload, model, run time: docs/benchmarks.md#evaluation-generation-continuous-against-chunks.
 Usage: .venv/bin/python benchmarks/bench_eval_continuous.py [--requests 4096] [--max-num-seqs 256]
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 ROLLOUTS = ROOT.parent / "shared" / "data" / "rollouts" / "qwen25math_cot_math100x8.jsonl"
-CHUNK = 512  # the former VLLMBackend chunk size
+CHUNK = 512  # requests per chunk of the chunked path
 PRESETS = {
     "sober": (
         {
@@ -161,7 +162,7 @@ def vllm_part(args) -> tuple[list[str], list[int]]:
             return p
 
     class Chunked(Forced):
-        """The former path: LLM.generate on chunks of 512, each finished chunk to the sink."""
+        """The chunked path: LLM.generate on chunks of 512, each finished chunk to the sink."""
 
         def generate(self, requests, gen, sink):
             for start in range(0, len(requests), CHUNK):

@@ -181,7 +181,7 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
             held[k] += c.held and v[i] == c.correct
             if c.review:
                 review[c.review][k] += v[i] == c.correct
-                # false positives / negatives per kind of the review's cases, as "<kind> FP" / "<kind> FN"
+                # false positives / negatives per kind of review_forms.py's cases, as "<kind> FP" / "<kind> FN"
                 if v[i] != c.correct:
                     review[c.review][f"{k} {c.category} {'FP' if v[i] else 'FN'}"] += 1
         out[c.category] = (n + 1, counts)
@@ -196,7 +196,7 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
 
 
 def review_errors(hard: dict[str, tuple[int, collections.Counter]]) -> list[str]:
-    """Table rows: per grader and kind, the review cases' false positives and false negatives."""
+    """Table rows: per grader and kind, the review_forms.py cases' false positives and false negatives."""
     from hard_forms import CASES
 
     rows = []

@@ -13,8 +13,8 @@ from review_forms import ROWS as REVIEW_ROWS
 
 class Case(NamedTuple):
     """`problem`: the problem text where its stated precision matters (our grader reads it, as `lead-recipes grade`
-    does; the anchors take no problem); `held`: written after the issue-21 fixes and measured once; `review`: the
-    issue-21 review's cases, `dev` or `held` (review_forms.py)."""
+    does; the anchors take no problem); `held`: held out from tuning and measured once; `review`: the split of a
+    review_forms.py case, `dev` or `held`."""
 
     category: str
     gold: str
@@ -179,7 +179,7 @@ _ROWS: list[tuple] = [
     ("matrix notation", "(1, 2, 3)", r"\begin{pmatrix}1 & 3 & 2\end{pmatrix}", False),
 ]
 CASES: list[Case] = [Case(*row) for row in _ROWS] + [
-    # ---- issue 21, second pass: adversarial cases written before the fixes (the fixes were made against them)
+    # ---- adversarial cases the rules were tuned on (multisets, negation, unit spellings, stated precision)
     Case("several boxes", "1, 1, 2", r"The roots, with multiplicity, are $\boxed{1}$ and $\boxed{2}$.", False),
     Case(
         "several boxes", "1, 1, 2", r"The roots, with multiplicity, are $\boxed{1}$, $\boxed{1}$ and $\boxed{2}$.", True
@@ -403,7 +403,7 @@ CASES: list[Case] = [Case(*row) for row in _ROWS] + [
     Case("precision, stated", "1230", "1240", False, "Round to the nearest ten."),
     Case("precision, default", "3.14", "3.1416", False),
     Case("precision, stated", "7", "7.07", False, r"What is the nearest integer to $\sqrt{50}$?"),
-    # ---- issue 21, second pass, held out: written after the fixes and measured once (`held`)
+    # ---- held out: never tuned on, measured once (`held`)
     Case(
         "several boxes", "2, 2, 3", r"The roots are $x=\boxed{2}$ (double) and $x=\boxed{3}$.", False, None, held=True
     ),

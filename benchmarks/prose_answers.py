@@ -83,7 +83,7 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("dev", "5", W + "The answer is $5$. No, wait, it should be $6$.", False),
     ("dev", "5", "We first try $x = 5$ and it works for the first equation.\n\nNow the second equation gives", False),
     ("dev", "5", "<think>The answer is 5.</think>\nI could not finish.", False),
-    # ---- statements as they stood before (must keep working)
+    # ---- plain statements every rule must keep reading
     ("dev", "20", W + "Therefore the rope is 20 cm.", True),
     ("dev", "20", W + "Therefore the rope is 21 cm.", False),
     ("dev", "7", W + "**Answer:** $7$", True),
@@ -96,7 +96,7 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("dev", "-1, -9", W + "Therefore, $k=-1$ or $k=-8$.", False),
     ("dev", "590", "Work:\n$$\n\\begin{aligned}\nS & =570+20 \\\\\n& =590\n\\end{aligned}\n$$", True),
     ("dev", "590", "Work:\n$$\n\\begin{aligned}\nS & =570+20 \\\\\n& =580\n\\end{aligned}\n$$", False),
-    # ---- held out: written before the rules changed, not used to tune them
+    # ---- held out: not used to tune the rules
     ("held", "15", W + "Final Answer: The number of diagonals of the hexagon is 15.", True),
     ("held", "15", W + "Final Answer: The number of diagonals of the hexagon is 9.", False),
     ("held", "42", W + "Therefore, the sum of all elements of $S$ is $42$.", True),
@@ -137,7 +137,7 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("held", "25", W + "In conclusion, $a^2 + b^2 = 24$.", False),
     ("held", "1", W + "The final answer is that the limit equals $1$.", True),
     ("held", "1", W + "The final answer is that the limit equals $0$.", False),
-    # ---- held out, second set: written after the rules changed, measured once, not used to tune them
+    # ---- held out, second set: measured once, not used to tune the rules
     ("held2", "48", W + "Final Answer: The total number of handshakes at the party is 48.", True),
     ("held2", "48", W + "Final Answer: The total number of handshakes at the party is 45.", False),
     (
@@ -168,7 +168,7 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("held2", "6", W + "Thus the count is not $6$.", False),
     ("held2", "-1", W + "Final Answer: the value of $\\cos\\pi$ is $-1$.", True),
     ("held2", "-1", W + "Final Answer: the value of $\\cos\\pi$ is $1$.", False),
-    # ---- issue 21, second pass: written before the fixes that bound a negation to its clause (dev: tuned on)
+    # ---- negation in an earlier clause, restatements, lists, contrasts (dev21: tuned on)
     ("dev21", "5", W + "Since no other value works, the answer is 5.", True),
     ("dev21", "5", W + "Since no other value works, the answer is 6.", False),
     ("dev21", "4", W + "Since $x$ cannot be negative, the answer is $x = 4$.", True),
@@ -204,7 +204,7 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("dev21", "10", W + "Although $x$ is not an integer, $y$ is, and the answer is $10$.", True),
     ("dev21", "10", W + "Unless $a = 0$, the answer is $10$.", False),
     ("dev21", "10", W + "The answer is $10$ only when $a$ is even.", False),
-    # ---- issue 21, second pass, held out: written after those fixes, measured once
+    # ---- held out from the dev21 tuning, measured once (held21)
     ("held21", "8", W + "Since none of the smaller cases work, the smallest such $n$ is $8$.", True),
     ("held21", "8", W + "Since none of the smaller cases work, the smallest such $n$ is $9$.", False),
     ("held21", "8", W + "There is no need to go further, so the answer is $8$.", True),

@@ -1,7 +1,7 @@
-"""Hand-written cases of the issue-21 review (not a test; read by hard_forms.py): gold/prediction pairs of the kinds
-the issue names — several boxes, prose final answers, units, number forms, vectors and matrices, precision — written
-cold from what models emit, half of them wrong. `dev` cases were written before the review's fixes (the fixes were
-made against them); `held` cases were written after the first fixes and measured once (57/64) before the last fix.
+"""Hand-written gold/prediction pairs (not a test; read by hard_forms.py) of the kinds graders get wrong — several
+boxes, prose final answers, units, number forms, vectors and matrices, precision — written from what models emit,
+not from the grader, half of them wrong. `dev` cases were tuned on; `held` cases were held out and measured once
+(docs/benchmarks.md#issue-21-review-cold-cases-fixes-by-kind-2026-12-04).
 Rows are (split, category, gold, answer, correct, problem); `answer` is the whole response for the `several boxes`
 and `prose statement` categories, else the boxed answer.
 """

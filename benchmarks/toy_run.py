@@ -328,7 +328,7 @@ def length_advantage_corr(run_dir: Path, batch: int) -> dict:
 def report(work: Path, args, t_all: float) -> None:
     data = json.loads((work / "results.json").read_text())
     start, results = data["start"], data["results"]
-    if "by_filler" not in start:  # results written before the breakdown existed: same seed, same numbers
+    if "by_filler" not in start:  # a results file without the breakdown: same seed, same numbers
         start = evaluate(work / "start", args.eval_samples, args.max_new_tokens, args.seed)
     plot(results, start, args.plot)
     print(

@@ -247,7 +247,7 @@ def _delta(metrics: dict, a: str, b: str | None, key: str, base: str | None = No
 
 
 def comparisons(metrics: dict[str, dict[tuple, dict]]) -> None:
-    """The issue's expectations. RL raises every method's accuracy from the SFT start, so "keeps accuracy" and
+    """The expected effects. RL raises every method's accuracy from the SFT start, so "keeps accuracy" and
     "cuts waste" compare each method's end state with grpo's (same starts, same seeds), not with the start."""
     print(
         "\n## The issue's expectations, as paired differences at step 30 (same start and seed; established = "

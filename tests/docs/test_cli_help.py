@@ -52,8 +52,8 @@ _DEFAULT = re.compile(r"\bdefault\b", re.I)
 
 @pytest.mark.parametrize("command,argv", HELP_ARGVS, ids=[" ".join([c, *a]) for c, a in HELP_ARGVS])
 def test_every_flag_shows_its_default_once_in_help_and_ours_say_what_none_means(command, argv, monkeypatch, capsys):
-    """Flags without help text showed no default at all (`--vllm.dtype`, `--slurm.*`, `--openai.*`), booleans and
-    None defaults were skipped, and --recipe.* flags whose text names the default got a second `(default: ...)`.
+    """Every flag's default shows once, also on flags without help text (`--vllm.dtype`, `--slurm.*`, `--openai.*`),
+    booleans, None defaults, and --recipe.* flags whose text names the default (no second `(default: ...)`).
     Rendered as `--help` renders each flag; OpenRLHF's own flags may show `(default: None)`, ours say it in words."""
     from lead_recipes.recipes.openrlhf_parser import openrlhf_parser
 
@@ -75,7 +75,7 @@ def test_every_flag_shows_its_default_once_in_help_and_ours_say_what_none_means(
 
 
 def test_eval_help_never_prints_the_api_key_from_the_environment(monkeypatch, capsys):
-    """--openai.api_key defaulted to $OPENAI_API_KEY's value, so `--help` printed the key as its default."""
+    """--openai.api_key's default is named `$OPENAI_API_KEY`, never its value, so `--help` cannot print the key."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     with pytest.raises(SystemExit):
         importlib.import_module(COMMANDS["eval"][0]).main(["--help"])

@@ -54,7 +54,7 @@ def test_lead_trained_advantage_equals_the_methods_advantage(lead):
     assert len(lead.trained_rows()) == 4 * PER_STEP
 
 
-# In e2e_full, not CI: on one fresh fixture model (CI run, 2026-12-01) step 2 logged vllm_kl 0.0186 with the sync
+# In e2e_full, not CI: on one fresh fixture model in CI, step 2 logged vllm_kl 0.0186 with the sync
 # on (steps 3-4: 5e-5, 1.5e-4; with the sync off it is ~5.5), so 1e-2 is marginal for this tiny, sharp policy at
 # lr 1e-2 and would make CI flaky; the sync-off control in test_e2e_full.py shows the check can fail.
 def test_the_log_shows_each_steps_progress_toward_the_runs_total(lead):
@@ -117,7 +117,7 @@ def test_resume_keeps_the_wandb_run_id(lead_resumed, cluster):
 
 
 def test_resumed_curves_show_each_global_step_once_in_tensorboard_and_wandb(lead_resumed, cluster):
-    """Steps 3-4 were logged by the first run before the resume from global_step2 logged them again."""
+    """Steps 3-4, logged by the first run and again by the resume from global_step2, show once."""
     run, _, wandb_id = lead_resumed
     tag = "recipe/correct_rate"
     tb_runs = [p for p in (run.dir / "tb").iterdir() if p.is_dir()]

@@ -402,8 +402,8 @@ def test_data_and_eval_share_one_benchmarks_dir_flag_and_variable(monkeypatch):
 
 
 def test_data_benchmarks_in_the_working_directory_is_the_default_offline(shared_data, tmp_path, monkeypatch, capsys):
-    """docs/evaluation.md's commands without --data.benchmarks_dir failed offline; ./data/benchmarks (where
-    `lead-recipes data` looks too) is now the default when it exists."""
+    """Without --data.benchmarks_dir, ./data/benchmarks (where `lead-recipes data` looks too) is the default when it
+    exists, so docs/evaluation.md's commands run offline."""
     from lead_recipes import data
 
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
@@ -423,8 +423,8 @@ def test_data_benchmarks_in_the_working_directory_is_the_default_offline(shared_
 
 
 def test_a_vllm_model_path_that_does_not_exist_is_one_line_naming_it(shared_data, tmp_path, capsys):
-    """A checkpoint path that does not exist reached transformers as a hub id: a traceback ending in `Repo id must be
-    in the form 'repo_name' or 'namespace/repo_name'`."""
+    """A checkpoint path that does not exist never reaches transformers as a hub id (a traceback ending in `Repo id
+    must be in the form 'repo_name' or 'namespace/repo_name'`)."""
     model = str(tmp_path / "runs" / "lead-1.5b" / "ckpt" / "global_step200_hf")
     argv = ["--eval.backend", "vllm", "--eval.model", model, "--output", str(tmp_path / "r"), "--limit", "1"]
     assert cli.main([*argv, "--data.benchmarks_dir", str(shared_data / "benchmarks")]) == 2
@@ -670,7 +670,7 @@ def test_frontier_keeps_two_identical_runs_visible_and_names_the_benchmark_marke
 @pytest.mark.parametrize("cap", [None, 16])
 def test_budgets_the_sweep_cannot_answer_are_named_not_silently_dropped(shared_data, tmp_path, capsys, cap):
     """`--eval.budgets 12,20,1024` on a replay of 10-24-token samples: the budgets above the cap (or, the cap unknown,
-    above the longest sample) were left out with no word, so `--eval.budgets 1024,2048` gave an empty table."""
+    above the longest sample) are named as left out, so `--eval.budgets 1024,2048` is no silently empty table."""
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     flags = ("--sampling.max_new_tokens", str(cap)) if cap else ()
     argv = _argv(replay, tmp_path / "r", shared_data, "--eval.budgets", "12,20,1024", "--no-eval.plots_enable", *flags)
@@ -688,8 +688,8 @@ def test_budgets_the_sweep_cannot_answer_are_named_not_silently_dropped(shared_d
 
 
 def test_compare_says_when_an_aes_compares_averages_over_different_benchmarks(shared_data, tmp_path, capsys):
-    """The AES warning (the run and the base cover different benchmarks) was only in compare.json: the printed table
-    and compare.md showed the number alone."""
+    """The AES warning (the run and the base cover different benchmarks) stands beside the number in the printed
+    table and compare.md, not only in compare.json."""
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     assert cli.main(_argv(replay, tmp_path / "run", shared_data, "--no-eval.plots_enable")) == 0
     only = ("--data.benchmarks", "aime2024", "--no-eval.plots_enable")
@@ -703,7 +703,7 @@ def test_compare_says_when_an_aes_compares_averages_over_different_benchmarks(sh
 
 
 def test_the_run_plot_title_names_the_backend_when_no_model_was_given(shared_data, tmp_path, monkeypatch):
-    """A replay without --eval.model drew the title `— preset sober`: an empty model name before the dash."""
+    """A replay without --eval.model titles its plot with the backend, never an empty name before `— preset sober`."""
     from matplotlib.figure import Figure
 
     titles, suptitle = [], Figure.suptitle

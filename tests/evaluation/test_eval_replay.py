@@ -12,11 +12,11 @@ import pytest
 from evaluation import cli, metrics, store
 from lead_recipes.benchmarks import EXPECTED_COUNTS, load_benchmark
 
-# Every per-sample disagreement with the file's own labels was inspected by hand (see /tmp/team/readme_eval.md):
+# Every per-sample disagreement with the file's own labels, judged by hand:
 #  - qwen25math_cot100-72 sample 7: gold "10{,}000" vs pred "10000"; the harness says wrong, we say correct — the
 #    harness's false negative (10{,}000 is 10000).
-# (qwen25math_cot100-26, gold "\$6", used to disagree on all 8 samples because the loader stripped the escaped
-# dollar to "\6"; test_escaped_dollar_gold_is_kept guards that fix.)
+# (qwen25math_cot100-26, gold "\$6", agrees on all 8 samples only while the loader keeps the escaped dollar rather
+# than "\6": test_escaped_dollar_gold_is_kept.)
 REVIEWED_DISAGREEMENTS = {("qwen25math_cot100-72", 7)}
 
 

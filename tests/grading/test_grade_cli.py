@@ -162,8 +162,8 @@ def test_the_progress_bar_is_on_by_default_and_off_with_its_no_flag(flags, bars,
 
 
 def test_the_full_progress_bar_is_printed_once(tmp_path):
-    """The last batch's update printed the 100% bar and close() printed it again (seen whenever that batch took
-    longer than tqdm's 0.1 s refresh interval; TQDM_MININTERVAL=0 TQDM_MINITERS=1 makes every update print)."""
+    """The 100% bar appears once, though the last batch's update prints it whenever that batch takes longer than
+    tqdm's 0.1 s refresh interval and close() may too (TQDM_MININTERVAL=0 TQDM_MINITERS=1 makes every update print)."""
     inp = _write(tmp_path / "in.jsonl", [json.dumps({"answer": str(i), "given_answer": str(i)}) for i in range(3)])
     env = {**os.environ, "TQDM_MININTERVAL": "0", "TQDM_MINITERS": "1"}
     cmd = [sys.executable, "-m", "lead_recipes.cli", "grade", "--input", str(inp), "--output", str(tmp_path / "o")]
@@ -183,7 +183,7 @@ def test_the_full_progress_bar_is_printed_once(tmp_path):
     ],
 )
 def test_the_summary_names_the_extraction_only_for_responses(rows, said, tmp_path, capsys):
-    """`--grade.use given_answer` reported `extraction final_answer`, though nothing was extracted."""
+    """The summary names an extraction policy only for rows graded from a response: given_answer extracts nothing."""
     inp = _write(tmp_path / "in.jsonl", [json.dumps(r) for r in rows])
     assert grade_cli.main(["--input", str(inp), "--output", str(tmp_path / "o"), "--no-grade.progress_enable"]) == 0
     summary = capsys.readouterr().out.strip().splitlines()[-1]

@@ -60,7 +60,7 @@ def test_the_named_quantity_is_never_taken_for_the_value(value):
     assert extract_statement(W + f"The volume of $ABCD$ is {value}.") == value
 
 
-# Issue 21 (false positives): each refused statement next to the right statement it nearly is.
+# No false positive: each refused statement next to the right statement it nearly is.
 @pytest.mark.parametrize(
     "wrong,right",
     [
@@ -111,7 +111,7 @@ def test_a_value_first_sentence_names_an_answer_and_is_not_denied_after_it(wrong
     assert extract_statement(W + wrong) is None and extract_statement(W + right) == "5"
 
 
-# Issue 21 (false negatives): a negation binds to its own clause. One before the answer marker's clause (a premise,
+# No false negative: a negation binds to its own clause. One before the answer marker's clause (a premise,
 # an earlier remark) does not refuse the asserted value; one in the marker's clause, or a condition or doubt
 # anywhere before it, still does.
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_a_negation_in_the_asserting_clause_or_a_condition_anywhere_still_refuse
     assert extract_statement(W + text) is None
 
 
-# Issue 21: what follows a value decides whether it was asserted alone.
+# What follows a value decides whether it was asserted alone.
 @pytest.mark.parametrize(
     "text,value",
     [
@@ -182,7 +182,7 @@ def test_an_alternative_a_denial_or_a_condition_after_the_value_still_refuses(te
     assert extract_statement(W + text) is None
 
 
-# Issue-21 review (false negatives): statements models write that gave no answer or the wrong part of the sentence.
+# No false negative: each closing statement, as models write it, gives the value it asserts, not another part.
 @pytest.mark.parametrize(
     "text,value",
     [
@@ -207,7 +207,7 @@ def test_review_statements_give_their_asserted_value(text, value):
     assert extract_statement(W + text) == value
 
 
-# Issue-21 review (false positives): the value a grader must not take from these.
+# No false positive: none of these asserts a value, so a grader takes none.
 @pytest.mark.parametrize(
     "text",
     [
@@ -230,7 +230,7 @@ def test_review_statements_that_give_no_answer(text):
     assert extract_statement(W + text) is None
 
 
-# Issue-21 review, on OlympiadBench reference solutions: a passive "is" asserts no value, and only the sentence right
+# On OlympiadBench reference solutions: a passive "is" asserts no value, and only the sentence right
 # after the answer's can revise it (a later check that opens with "But" is no revision).
 def test_a_passive_is_asserts_nothing_and_only_the_next_sentence_revises():
     text = "The answer is therefore the remainder when $576^{603}$ is divided by 1000 ."
@@ -239,7 +239,7 @@ def test_a_passive_is_asserts_nothing_and_only_the_next_sentence_revises():
     assert extract_statement(W + later) == "7"
 
 
-# Issue-21 review: "not X but Y" and "not X; it is Y" assert Y; "not X" alone, or "not X but maybe Y", none.
+# "not X but Y" and "not X; it is Y" assert Y; "not X" alone, or "not X but maybe Y", none.
 @pytest.mark.parametrize(
     "text,value",
     [

@@ -96,7 +96,7 @@ def test_a_gold_with_a_thousands_separator_reads_the_last_box(grader):
     assert grader.grade("1,000", "So $n = \\boxed{5}$ and the total is $\\boxed{1000}$.").correct
 
 
-# Issue 21: a box holding a value with words that change it is wrong, next to a box with a unit that is right; a
+# A box holding a value with words that change it is wrong, next to a box with a unit that is right; a
 # gold written with a decimal comma is not the decimal.
 @pytest.mark.parametrize(
     "gold,wrong,right",
@@ -110,7 +110,7 @@ def test_a_box_with_value_changing_words_is_wrong_and_one_with_a_unit_is_right(g
     assert not grader.grade(gold, "So " + wrong).correct and grader.grade(gold, "So " + right).correct
 
 
-# Issue 21 (false positives): a gold list that repeats a value is a multiset (roots with multiplicity, two parts
+# No false positive: a gold list that repeats a value is a multiset (roots with multiplicity, two parts
 # with equal answers); math-verify compares lists as sets, so the count and the multiplicity are checked here.
 @pytest.mark.parametrize(
     "gold,response,correct",
@@ -154,7 +154,7 @@ def test_a_list_gold_in_one_text_box_reads_every_box(grader):
     assert not grader.grade(r"\text{A, C}", "The correct options are $\\boxed{A}$ and $\\boxed{D}$.").correct
 
 
-# Issue-21 review (false positives): a box its own clause rejects is no part of the list, wherever the rejecting
+# No false positive: a box its own clause rejects is no part of the list, wherever the rejecting
 # word stands: before the box ("We reject $x = \boxed{-1}$"), or between it and the next ("is extraneous").
 @pytest.mark.parametrize(
     "response",
@@ -170,7 +170,7 @@ def test_a_rejected_box_is_not_joined_to_the_list(grader, response):
     assert not grader.grade("-1, 4", "Work.\n\n" + response).correct
 
 
-# Issue-21 review: a tuple gold answered with one labelled box per component (`x = \boxed{1}`, `y = \boxed{2}`)
+# A tuple gold answered with one labelled box per component (`x = \boxed{1}`, `y = \boxed{2}`)
 # is the labelled tuple, compared in the labels' order; unlabelled boxes and another count stay the last box.
 @pytest.mark.parametrize(
     "gold,response,correct",

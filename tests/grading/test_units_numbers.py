@@ -189,7 +189,7 @@ def test_the_grader_takes_the_relative_precision():
         Grader(rel_tol=-1)
 
 
-# Issue 21 (false positives): words that change the value, bound it or join a second one are never dropped; each
+# No false positive: words that change the value, bound it or join a second one are never dropped; each
 # refused form sits next to a right form the same words' neighbours keep (a unit or a count noun is still dropped).
 @pytest.mark.parametrize(
     "gold,wrong,right",
@@ -213,7 +213,7 @@ def test_words_that_change_the_value_are_not_dropped_but_units_and_count_nouns_a
     assert verdict(gold, right)
 
 
-# Issue 21 (false positive): a two-item bracket gold is the closed interval, not a vector, whatever the answer.
+# No false positive: a two-item bracket gold is the closed interval, not a vector, whatever the answer.
 @pytest.mark.parametrize(
     "pred", ["\\begin{pmatrix}1\\\\2\\end{pmatrix}", "\\begin{pmatrix}1 & 2\\end{pmatrix}", "(1, 2)"]
 )
@@ -221,7 +221,7 @@ def test_a_two_item_bracket_gold_is_an_interval_not_a_vector(pred):
     assert not verdict("[1, 2]", pred) and verdict("[1, 2]", "[1,2]")
 
 
-# Issue 21: a decimal comma is read in the prediction only; a gold written with one is the list it reads as.
+# A decimal comma is read in the prediction only; a gold written with one is the list it reads as.
 @pytest.mark.parametrize(
     "gold,wrong,right", [("1,5", "1.5", "1,5"), ("-2,3", "-2.3", "-2,3"), ("1.5", "1,6", "1,5"), ("0.5", "0,6", "0,5")]
 )
@@ -256,7 +256,7 @@ def test_the_precision_a_problem_states_is_read_from_it(problem, precision):
     assert stated_precision(problem) == precision
 
 
-# Issue 21: an answer is right when it rounds to the gold at the stated places; digits written beyond them must be
+# An answer is right when it rounds to the gold at the stated places; digits written beyond them must be
 # checkable against the gold and right (0.3349 is wrong for 1/3, 3.1416 for a gold 3.14 given to 2 places, and
 # 6287000 — a real rollout — for 6290000 to the nearest ten thousand). Each right value next to nearby wrong ones.
 NEAREST_H = "Express it as a decimal to the nearest hundredth."
@@ -300,8 +300,8 @@ def test_the_gold_rounded_to_the_stated_places_is_right_and_one_unit_off_either_
     assert number_verdict(gold, dec(rounded + 1), precision) is False
 
 
-# Issue 21: a decimal against a constant (`\pi`, `\sqrt2`) follows the same rule as against a fraction: the default
-# relative precision 1e-4 when the problem states none (math-verify 0.9 wanted 6 decimals: 3.1416 was wrong).
+# A decimal against a constant (`\pi`, `\sqrt2`) follows the same rule as against a fraction: the default
+# relative precision 1e-4 when the problem states none (plain math-verify 0.9 wants 6 decimals and calls 3.1416 wrong).
 @pytest.mark.parametrize(
     "gold,pred,same",
     [
@@ -325,7 +325,7 @@ def test_a_decimal_against_a_constant_follows_the_default_relative_precision(gol
     assert verdict(gold, pred) is same
 
 
-# Issue-21 review (false positives): math-verify reads `2 \text{ hours and } 30 \text{ minutes}` as 2, dropping
+# No false positive: math-verify reads `2 \text{ hours and } 30 \text{ minutes}` as 2, dropping
 # everything after the first unit; a value that goes on after its unit is a compound and equals no single value.
 @pytest.mark.parametrize(
     "pred",
@@ -342,7 +342,7 @@ def test_a_value_that_goes_on_after_its_unit_equals_no_single_value(pred):
     assert not verdict("2", pred) and not verdict(pred, "2") and verdict(pred, pred)
 
 
-# Issue-21 review: units on the items of a list are dropped item by item, labels kept; a wrong item stays wrong.
+# Units on the items of a list are dropped item by item, labels kept; a wrong item stays wrong.
 @pytest.mark.parametrize(
     "gold,pred,same",
     [
@@ -357,7 +357,7 @@ def test_units_on_list_items_are_dropped_item_by_item(gold, pred, same):
     assert verdict(gold, pred) is same
 
 
-# Issue-21 review: a currency or cent sign is a unit (`\$50` is 50 dollars, not 50 cents), a unit's power may sit in
+# A currency or cent sign is a unit (`\$50` is 50 dollars, not 50 cents), a unit's power may sit in
 # its box (`\mathrm{cm^2}`), and degrees Celsius / Fahrenheit and `°` are units too.
 @pytest.mark.parametrize(
     "gold,right,wrongs",
@@ -378,7 +378,7 @@ def test_currency_signs_powers_in_the_box_and_degrees_are_units(gold, right, wro
     assert not any(verdict(gold, w) for w in wrongs)
 
 
-# Issue-21 review: a repeating decimal (`0.\overline{3}`, `0.1\overline{6}`) is the exact fraction it writes, both
+# A repeating decimal (`0.\overline{3}`, `0.1\overline{6}`) is the exact fraction it writes, both
 # ways; the terminating decimal or fraction next to it is not.
 @pytest.mark.parametrize(
     "exact,repeating,wrongs",

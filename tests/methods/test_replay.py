@@ -456,7 +456,7 @@ def test_controller_panel_keeps_each_ema_weight_visible_beside_its_lambda_and_st
     "flags, bars", [([], True), (["--replay.progress_enable"], True), (["--no-replay.progress_enable"], False)]
 )
 def test_replay_shows_grading_and_step_progress_on_stderr_unless_turned_off(tmp_path, capsys, flags, bars):
-    """Replay of a long rollouts file showed nothing until the end (grade and eval show a bar)."""
+    """A long replay shows its progress as it goes, as grade and eval do, not nothing until the end."""
     argv = ["replay", "--replay.from_rollouts", str(_tiny_rollouts(tmp_path)), "--replay.prompts_per_step", "1"]
     assert cli_main([*argv, "--replay.epochs", "2", "--output", str(tmp_path / "o.jsonl"), *flags]) == 0
     err = capsys.readouterr().err.replace("\r", "\n")

@@ -105,7 +105,7 @@ def test_duplicates_keep_the_first_occurrence_and_are_reported(l35):
     ],
 )
 def test_build_summary_counts_in_words_not_a_dict(shared_data, tmp_path, capsys, extra, summary):
-    """It printed `removed 1 duplicates and 0 benchmark problems {}`."""
+    """Counts in words, never `removed 1 duplicates and 0 benchmark problems {}`."""
     amc = read(shared_data / "benchmarks" / "amc2023.jsonl")[0]
     rows = [
         {"id": "a", "problem": "What is 1+1?", "answer": "2"},
@@ -121,8 +121,8 @@ def test_build_summary_counts_in_words_not_a_dict(shared_data, tmp_path, capsys,
 
 
 def test_build_reads_benchmarks_from_data_benchmarks_offline_without_a_flag(shared_data, tmp_path, monkeypatch):
-    """docs/launch.md's `data build` failed offline without --data.benchmarks_dir: ./data/benchmarks (beside
-    ./data/sources) is now the default when it exists."""
+    """docs/launch.md's `data build` runs offline without --data.benchmarks_dir: ./data/benchmarks (beside
+    ./data/sources) is the default when it exists."""
     monkeypatch.delenv("LEAD_RECIPES_BENCHMARKS_DIR", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
@@ -364,7 +364,8 @@ def test_curriculum_picks_problems_at_or_below_the_threshold_and_merges(stage1, 
 
 
 def test_curriculum_report_counts_each_problem_with_records_once(stage1, tmp_path):
-    """Each record carries two keys (prompt_sha1 and its 16-hex `problem` prefix): the report counted keys, 2 x 5."""
+    """Each record carries two keys (prompt_sha1 and its 16-hex `problem` prefix): the report counts problems, not
+    the 2 x 5 keys."""
     rows, path = stage1
     recs = records(rows, {i: [(1, 4, 8), (2, 5, 8)] for i in range(5)})
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))

@@ -188,7 +188,7 @@ def test_broken_override_exits_2_naming_the_key(capsys):
     ],
 )
 def test_a_bad_override_blames_the_set_flag_not_the_recipe_file(override, message, capsys):
-    """A typo in `--set recipe.lead.aggregatr=...` was reported as `.../lead-1.5b.yaml: unknown key ...`."""
+    """A typo in `--set recipe.lead.aggregatr=...` is the flag's error, not `.../lead-1.5b.yaml: unknown key ...`."""
     assert launch.main(["lead-1.5b", "--run.dry_run_enable", "--set", override]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"lead-recipes launch: --set {override}: ") and message in err

@@ -251,7 +251,7 @@ def test_recipe_data_prepare_is_a_valid_lead_recipes_data_command(name):
 # ------------------------------------------------------------- a recipe carries only the sections its method reads
 @pytest.mark.parametrize("name", [n for n in NAMES if load_recipe(n).entrypoint == "train"])
 def test_a_recipe_renders_only_the_recipe_sections_its_method_reads(name):
-    """thinkprune-1.5b-2k extends lead-1.5b and rendered --recipe.lead.b_max 4000 beside its 2,000-token cap: a
+    """thinkprune-1.5b-2k extends lead-1.5b yet renders no --recipe.lead.b_max 4000 beside its 2,000-token cap: a
     flag its method never reads, on the command line a reader takes for the run's settings."""
     from lead_recipes.methods.config import entry
 

@@ -126,8 +126,8 @@ def test_preflight_says_what_it_cannot_check_a_dataset_script_is_not_run(tmp_pat
 
 
 def test_preflight_refuses_data_without_l1_targets_for_an_l1_method(tmp_path):
-    """l1-exact on prompts without n_gold started Ray, loaded the models and generated a whole step before the
-    method's "needs a target length per prompt" stopped the run."""
+    """An L1 method on prompts without n_gold is refused in the preflight, not after Ray, the models and a whole
+    generated step, where the method's "needs a target length per prompt" would stop the run."""
     plain = _write("jsonl", tmp_path / "plain", [{"prompt": "q1", "label": "1"}, {"prompt": "q2", "label": "2"}])
     for method in ("l1-exact", "l1-max"):
         check = check_data("data", plain, "prompt", "label", "train", method=method)

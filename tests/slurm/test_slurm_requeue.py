@@ -164,8 +164,8 @@ def test_sigterm_without_usr1_asks_the_trainer_for_a_checkpoint_within_the_grace
 def test_a_job_preempted_with_a_grace_time_requeues_itself_when_its_steps_are_stopped_and_resumes(slurm, tmp_path):
     # PreemptMode=REQUEUE with GraceTime (tests/support/slurm_cluster.py): an `urgent` job that needs both nodes
     # preempts this one; Slurm sends SIGTERM to its steps at once (here the reward server; on a cluster also Ray, whose
-    # workers exit on it) and would requeue only at the end of the grace time. Before, the dead step failed the job
-    # during the grace time, and a FAILED job is never requeued.
+    # workers exit on it) and would requeue only at the end of the grace time. The dead step must not fail the job
+    # during the grace time: a FAILED job is never requeued.
     run_dir = slurm.root_tmp / "preempted"
     job = submit_stand_in(
         slurm,

@@ -215,7 +215,7 @@ def test_variables_exported_after_ray_start_reach_a_real_actor_and_the_key_does_
             seen[mode] = json.loads(out.stdout.split("ENV ", 1)[1].splitlines()[0])
     finally:
         cluster.stop()
-    assert set(seen["plain"].values()) == {None}  # the defect: nothing reached the actor
+    assert set(seen["plain"].values()) == {None}  # without forwarding nothing reaches the actor
     assert seen["forward"] == {
         "LEAD_RECIPES_GRADE_TIMEOUT_S": "7.5",
         "LEAD_RECIPES_REWARD_URLS": "http://h:1/get_reward",

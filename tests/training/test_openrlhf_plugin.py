@@ -390,7 +390,7 @@ def test_with_length_penalties_grpo_equals_openrlhfs_own_group_norm(rollouts, pe
 
 
 def test_the_trainer_logs_steps_prompts_and_eta_after_each_step_counted_from_its_start(monkeypatch):
-    """`lead-recipes train` showed OpenRLHF's per-episode bar only: no run total, no ETA across episodes."""
+    """Beyond OpenRLHF's per-episode bar, `lead-recipes train` logs the run total and an ETA across episodes."""
     logged = []
     monkeypatch.setattr(plugin.logger, "info", logged.append)
     clock = iter([1000.0, 1090.0])  # the start of fit(), then the end of the first step after the resume
@@ -871,6 +871,6 @@ def test_the_plugin_refuses_overlong_without_max_new_tokens_for_any_caller():
 def test_stop_properly_is_refused_for_a_method_that_builds_its_own_reward(method):
     """ProRL's stop-properly coef rescales the reward function's 0/1 reward of a truncated sample; the plug-in hands
     the change to the method as a reward term. For thinkprune with coef 0 (the realisation baselines.md §4.8 names)
-    a cut response whose text holds the right answer then got R = −1 while a cut wrong one got 0."""
+    a cut response whose text holds the right answer would get R = −1 while a cut wrong one gets 0."""
     with pytest.raises(ValueError, match=f"--reward.stop_properly_penalty_coef.*{method}"):
         maker(make_args(method, stop_properly_penalty_coef=0.0))

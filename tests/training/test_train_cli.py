@@ -145,16 +145,16 @@ def _only_our_lines(err: str) -> list[str]:
 
 
 def test_help_prints_only_the_help_and_imports_nothing_heavy():
-    """--help built and validated the method first, importing torch (1.7 s and torch's pynvml FutureWarning)."""
+    """--help builds and validates no method: that imports torch (1.7 s and torch's pynvml FutureWarning)."""
     result, err, out = _run_cli("--help", with_stdout=True)
     assert result == {"rc": 0, "heavy": []}
     assert err == "" and out.startswith("usage: lead-recipes train")
 
 
 def test_dry_run_imports_no_trainer_and_prints_only_our_lines_with_openrlhfs_messages_in_todays_flag_names(tmp_path):
-    """The dry run imported OpenRLHF's trainer (~10 s of torch, DeepSpeed, vLLM) and printed their banners and
-    OpenRLHF's `[Warning] Set --rollout_max_tokens_per_gpu ...` (a pre-0.11 flag name) on stdout, before the
-    resolved command."""
+    """The dry run imports no trainer (~10 s of torch, DeepSpeed, vLLM), prints none of their banners and opens
+    stdout with the resolved command; OpenRLHF's `[Warning] Set --rollout_max_tokens_per_gpu ...` (a pre-0.11
+    flag name) reaches stderr in today's flag names."""
     result, err, out = _run_cli("--run.dry_run_enable", cwd=tmp_path, with_stdout=True)
     assert result == {"rc": 0, "heavy": []}
     assert out.startswith("# resolved command\n")
@@ -173,8 +173,8 @@ def _train_recipes() -> list[str]:
 
 @pytest.mark.parametrize("recipe", _train_recipes())
 def test_every_recipes_dry_run_prints_only_our_lines(recipe, tmp_path):
-    """leash-1.5b, leash-4b and shorter-better-1.5b inherit lead-1.5b's --recipe.lead.b_max with another cap, so the
-    dry run built the method to ask whether it reads b_max: torch's import printed its pynvml FutureWarning."""
+    """leash-1.5b, leash-4b and shorter-better-1.5b inherit lead-1.5b's --recipe.lead.b_max with another cap; the
+    dry run asks whether the method reads b_max without building it (torch's import prints a pynvml FutureWarning)."""
     result, err = _run_cli("--recipe.name", recipe, "--run.dry_run_enable", cwd=tmp_path)
     assert result["rc"] == 0 and _only_our_lines(err) == [], err
 
@@ -217,8 +217,8 @@ def test_openrlhfs_old_flag_names_map_to_flags_it_parses():
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_preflight_failure_prints_only_our_lines_and_no_checkpoint_notice(tmp_path):
-    """The preflight printed torch's, DeepSpeed's, vLLM's and Ray's start-up lines, and the SIGUSR1 checkpoint
-    notice although --preflight.only_enable never trains."""
+    """The preflight prints none of torch's, DeepSpeed's, vLLM's or Ray's start-up lines, and no SIGUSR1 checkpoint
+    notice: --preflight.only_enable never trains."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.run(
@@ -351,7 +351,7 @@ def test_preflight_on_cpu_reports_missing_gpu_and_exits_nonzero(tmp_path, tiny_q
 
 
 def test_dry_run_of_unrunnable_configuration_prints_only_the_error_and_exits_2(tmp_path, capsys):
-    """It printed the whole configuration, ending in `# warning: ERROR ...`, which buried the answer."""
+    """Not the whole configuration ending in `# warning: ERROR ...`, which would bury the answer."""
     assert train.main(base_flags(tmp_path, extra=["--ckpt.disable_ds"]) + ["--run.dry_run_enable"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -363,7 +363,7 @@ def test_dry_run_of_unrunnable_configuration_prints_only_the_error_and_exits_2(t
 
 
 def test_ckpt_disable_ds_is_refused_before_the_preflight_even_without_a_resume(tmp_path, capsys, monkeypatch):
-    """With --ckpt.disable_ds a save on request wrote the saved marker although nothing was saved."""
+    """With --ckpt.disable_ds a save on request would write the saved marker although nothing is saved."""
     monkeypatch.setattr(train, "run_preflight", lambda args: pytest.fail("preflight reached"))
     assert train.main(base_flags(tmp_path, extra=["--ckpt.disable_ds", "--ckpt.save_steps", "-1"])) == 2
     assert "drop --ckpt.disable_ds" in capsys.readouterr().err
@@ -573,7 +573,7 @@ def test_gpu_smoke_checks_the_controller_of_every_method_that_has_one():
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_gpu_smoke_dry_run_passes_openrlhfs_validation_on_cpu(tmp_path):
-    # composed: the method the hard-coded list used to leave out; its two commands through `train --run.dry_run_enable`
+    # composed, taken from the registry like every method: its two commands through `train --run.dry_run_enable`
     out = _gpu_smoke("--smoke.dry_run_enable", "--smoke.methods", "composed", "--smoke.workdir", str(tmp_path))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.stdout.count("ok composed: the") == 2 and "all methods passed (dry run)" in out.stdout
@@ -762,8 +762,8 @@ def test_main_job_builds_its_missing_prompt_data_from_the_source_before_the_pref
 
 
 def test_missing_dataset_hint_names_the_recipe_being_run_when_several_share_the_path(tmp_path, monkeypatch):
-    """grpo-lead-14b-stage1 extends grpo-lead-7b's prompt data: the hint named the 14B stage-1 recipe (the first of
-    the two in the recipe folder) to a user running grpo-lead-7b."""
+    """grpo-lead-14b-stage1 extends grpo-lead-7b's prompt data: the hint names the recipe being run, not the first
+    of the two in the recipe folder."""
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
     path = str(tmp_path / "deepscaler_d25.jsonl")
     assert "(recipe grpo-lead-7b)" in train.prepare_hint(path, recipe="grpo-lead-7b")
@@ -831,8 +831,8 @@ def test_a_larger_cap_over_a_base_recipe_gets_a_max_len_that_keeps_the_prompt():
 
 
 def test_a_cap_without_a_base_recipe_too_large_for_openrlhfs_max_len_gets_one_that_keeps_the_prompt(capsys):
-    """docs/training.md's `--recipe.name none ... --rollout.max_new_tokens 4000` exited 2: OpenRLHF's default
-    --data.max_len 2048 left -1952 prompt tokens. A cap that fits OpenRLHF's default keeps it."""
+    """docs/training.md's `--recipe.name none ... --rollout.max_new_tokens 4000` runs: OpenRLHF's default
+    --data.max_len 2048 would leave -1952 prompt tokens. A cap that fits OpenRLHF's default keeps it."""
     from lead_recipes.training.args import PROMPT_BUDGET, flag_values, resolve
 
     argv = [*NO_BASE, "--actor.model_name_or_path", "M", "--data.prompt_dataset", "D", "--rollout.max_new_tokens"]
@@ -889,7 +889,7 @@ def test_overlong_flags_that_would_not_do_what_they_say_are_refused_before_start
 
 def test_stop_properly_is_refused_before_start_unless_the_method_is_grpo(capsys):
     """ProRL's stop-properly coef rescales the reward function's 0/1 reward: with thinkprune a cut response holding
-    the right answer got R = −1 and a cut wrong one 0 (tests/training/test_openrlhf_plugin.py has the per-method
+    the right answer would get R = −1 and a cut wrong one 0 (tests/training/test_openrlhf_plugin.py has the per-method
     check)."""
     argv = ["--rollout.max_new_tokens", "4096", "--reward.stop_properly_penalty_coef", "0.0", "--run.dry_run_enable"]
     assert train.main([*argv, "--recipe.method", "thinkprune"]) == 2
@@ -901,7 +901,7 @@ def test_a_recipe_flag_of_a_section_the_method_does_not_read_is_warned_to_have_n
     argv = ["--recipe.method", "thinkprune", "--run.dry_run_enable"]
     assert train.main([*argv, "--recipe.lead.b_max", "3000"]) == 0
     assert "--recipe.lead.b_max 3000 has no effect: --recipe.method thinkprune does not read" in capsys.readouterr().out
-    assert train.main(argv) == 0  # its reference recipe extends lead-1.5b, whose lead section it no longer carries
+    assert train.main(argv) == 0  # its reference recipe extends lead-1.5b, whose lead section it does not carry
     assert "has no effect" not in capsys.readouterr().out
 
 
