@@ -1,13 +1,15 @@
 """Writes every generated block of the docs: the methods tables (README.md, docs/methods.md) and the flag reference
 (docs/methods.md), from the method registry (lead_recipes/methods/config.py: REGISTRY, each Method class's docstring,
 the config dataclasses' fields); the recipe sections of docs/recipes.md, the recipe table of docs/launch.md and the
-resources table of docs/slurm.md, from the recipe files and keys (lead_recipes/recipes/provenance.py).
+resources table of docs/slurm.md, from the recipe files and keys (lead_recipes/recipes/provenance.py); the README's
+repository layout, from each package folder's docstring.
 Usage: python docs/generate.py [--check]  (--check rewrites nothing and exits 1 listing the stale files; the test
 tests/docs/test_generated_docs.py runs the same check).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import sys
@@ -80,8 +82,52 @@ def flag_reference() -> str:
     return "\n".join(out).rstrip()
 
 
+PACKAGES = ("lead_recipes", "evaluation")
+FOLDERS = {  # the top-level folders that are not packages, in the layout's order
+    "launchers/": "Set-up and test command (bootstrap.sh), CPU-stack requirements, YAML recipes, GPU smoke test.",
+    "slurm/": "sbatch scripts: multi-node training (Ray, reward servers, preemption), evaluation over checkpoints.",
+    "docs/": "One page per area; generate.py writes their generated blocks, this layout included.",
+    "tests/": "One folder per area; support/ (shared helpers) and cpu_e2e/ (the CPU end-to-end harness).",
+    "benchmarks/": "Timed runs and studies whose tables are in docs/benchmarks.md; not collected by pytest.",
+}
+LAYOUT_WIDTH = 120
+_SENTENCE = re.compile(r"(.+?[.!?])(?=\s|$)")
+
+
+def _first_sentence(init: Path) -> str:
+    doc = ast.get_docstring(ast.parse(init.read_text(), str(init)))
+    if not doc:
+        raise ValueError(f"{init.relative_to(ROOT)} needs a docstring: its first sentence is its layout line")
+    return _SENTENCE.match(" ".join(doc.split()))[1].replace("`", "")
+
+
+def _packages(folder: Path, depth: int = 0):
+    """(label, folder) of a package and of each package below it, depth first in name order."""
+    yield "  " * depth + folder.name + "/", folder
+    for sub in sorted(p.parent for p in folder.glob("*/__init__.py")):
+        yield from _packages(sub, depth + 1)
+
+
+def repository_layout() -> str:
+    """One line per folder: each package's first docstring sentence (backticks dropped), then FOLDERS."""
+    rows = [(label, _first_sentence(path / "__init__.py")) for pkg in PACKAGES for label, path in _packages(ROOT / pkg)]
+    for folder, line in FOLDERS.items():
+        if not (ROOT / folder).is_dir():
+            raise ValueError(f"FOLDERS names {folder}, which is not a folder of the repository")
+        rows.append((folder, line))
+    width = max(len(label) for label, _ in rows) + 2
+    lines = [f"{label:<{width}}{text}" for label, text in rows]
+    for line in lines:
+        if len(line) > LAYOUT_WIDTH:
+            raise ValueError(f"layout line over {LAYOUT_WIDTH} characters, shorten its first sentence: {line}")
+    return "\n".join(["```", *lines, "```"])
+
+
 BLOCKS = {  # file -> {block name: its text}
-    "README.md": {"methods table": lambda: methods_table(full=False, docs="docs/methods.md", root="")},
+    "README.md": {
+        "methods table": lambda: methods_table(full=False, docs="docs/methods.md", root=""),
+        "repository layout": repository_layout,
+    },
     "docs/methods.md": {
         "methods table": lambda: methods_table(full=True, docs="", root="../"),
         "flag reference": flag_reference,

@@ -30,3 +30,15 @@ def test_the_check_names_a_file_whose_block_was_edited_by_hand(tmp_path):
     begin = text.index(generate.BEGIN.format(name=name))
     (tmp_path / edited).write_text(text[:begin] + text[begin:].replace("|", "¦", 1))
     assert generate.stale(tmp_path) == [edited]
+
+
+def test_the_layout_has_a_line_for_every_package_folder_and_top_level_folder():
+    # found here by walking the tree, not by the generator's own search, so a folder it misses fails
+    packages = [
+        p.parent.name + "/"
+        for pkg in generate.PACKAGES
+        for p in (ROOT / pkg).rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    ]
+    labels = [line.split()[0] for line in generate.repository_layout().splitlines()[1:-1]]
+    assert sorted(labels) == sorted(packages + list(generate.FOLDERS))
