@@ -18,9 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from lead_recipes.benchmarks import BENCHMARKS
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "benchmarks"
-NAMES = ("aime2024", "aime2025", "amc2023", "math500", "olympiadbench")
 FILLER = [
     "Let me reconsider the constraints. If we substitute x = 3 into the second equation we get 2x + y = 11, so y = 5.",
     "Wait, that does not look right. Let me recompute the discriminant: b^2 - 4ac = 49 - 40 = 9, so the roots are "
@@ -71,7 +72,7 @@ def make_workload(work: Path, samples: int, cap: int) -> tuple[Path, list[tuple[
     rng = random.Random(0)
     pairs = []
     with open(work / "replay.jsonl", "w") as fh:
-        for name in NAMES:
+        for name in BENCHMARKS:
             for line in (DATA / f"{name}.jsonl").open():
                 p = json.loads(line)
                 for s in range(samples):

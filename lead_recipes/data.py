@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from lead_recipes import length_prompts
-from lead_recipes.benchmarks import default_benchmarks_dir
+from lead_recipes.benchmarks import BENCHMARKS, default_benchmarks_dir
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 from lead_recipes.grading.labels import LabelError, gold_answer
 from lead_recipes.help_format import ArgumentParser
@@ -33,7 +33,6 @@ DAPO_PREFIX = (
 )
 DAPO_SUFFIX = 'Remember to put your answer on its own line after "Answer:".'
 
-BENCHMARK_NAMES = ("aime2024", "aime2025", "amc2023", "math500", "olympiadbench")
 BUILD_KEY_DEFAULTS = {"problem_key": "problem", "answer_key": "answer", "id_key": "id"}
 _LATEX_NOISE = re.compile(r"\\left|\\right|\\displaystyle|\\[,;:! ]|\\\[|\\\]|\\\(|\\\)|[\s${}.,;:!?]")
 
@@ -393,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--data.benchmarks",
         dest="benchmarks",
-        default=",".join(BENCHMARK_NAMES),
+        default=",".join(BENCHMARKS),
         help="benchmarks whose problems are removed",
     )
     d.add_argument(

@@ -1,4 +1,5 @@
-"""Group-advantage methods: `build_method`, the Method of the registry entry (methods.config.REGISTRY) a config names.
+"""Group-advantage methods (LEAD, GRPO-LEAD, Leash and the baselines) and their controllers. `build_method` returns
+the Method of the registry entry (methods.config.REGISTRY) a config names.
 
 One module per method, a pure tensor function and its `Method` class (methods.base); hyperparameters in
 methods.config. This module imports no torch at import time (flags and recipes stay light). See docs/methods.md.

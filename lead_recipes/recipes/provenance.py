@@ -1,6 +1,6 @@
 """The source of every value a recipe sets, read from the comments of its file, and the docs rendered from the recipe
 files: the per-recipe sections of docs/recipes.md and the recipe table of docs/launch.md (generated blocks, rewritten
-by `python tests/docs/test_methods_docs.py --write`). The comment rules and the allowed sources:
+by `python docs/generate.py`). The comment rules and the allowed sources:
 docs/recipes.md#conventions.
 """
 

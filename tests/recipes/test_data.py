@@ -10,6 +10,7 @@ import json
 import pytest
 
 from lead_recipes import data
+from lead_recipes.benchmarks import BENCHMARKS
 from lead_recipes.curriculum import hard_problems, problem_accuracy, seeded_rows
 
 
@@ -44,7 +45,7 @@ def l35(shared_data, tmp_path_factory):
 
 def bench_keys(shared_data):
     keys = {}
-    for name in data.BENCHMARK_NAMES:
+    for name in BENCHMARKS:
         for row in read(shared_data / "benchmarks" / f"{name}.jsonl"):
             keys[data.normalize_problem(row["problem"])] = f"{name}:{row['id']}"
     return keys
