@@ -15,9 +15,8 @@ import sys
 import time
 from typing import Iterator
 
-from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL
-from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.labels import gold_answer, label_problem
+from lead_recipes.grading.options import add_options, grader_kwargs
 from lead_recipes.grading.pool.grader import STATUSES, Grader
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.progress import Bar
@@ -27,60 +26,14 @@ BATCH = 512
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="lead-recipes grade", description="grade a JSONL file of model answers")
-    p.add_argument("--input", required=True, help="JSONL with `answer` and `response` or `given_answer`")
+    p.add_argument(
+        "--input", required=True, help="JSONL with `answer` and `response` or `given_answer` (and optionally `problem`)"
+    )
     p.add_argument("--output", required=True, help="JSONL to write (input + correct, status, extracted)")
-    g = p.add_argument_group("grade")
-    g.add_argument(
-        "--grade.use",
-        dest="grade.use",
-        choices=("auto", "response", "given_answer"),
-        default="auto",
-        help="which field to grade: auto = `response` when present, else `given_answer`",
-    )
-    g.add_argument(
-        "--grade.extraction",
-        dest="grade.extraction",
-        choices=EXTRACTION_POLICIES,
-        default="final_answer",
-        help="how the answer is found in `response`: final_answer = the last \\boxed{} or else the "
-        "final-answer statement of the closing part (as math-verify users expect); boxed = the last "
-        "\\boxed{} only (what the reward function uses)",
-    )
-    g.add_argument(
-        "--grade.timeout_s",
-        dest="grade.timeout_s",
-        type=float,
-        default=5.0,
-        help="per-answer hard limit in seconds, counted from when a worker starts it",
-    )
-    g.add_argument(
-        "--grade.workers",
-        dest="grade.workers",
-        type=int,
-        default=None,
-        help="worker processes (default: usable CPUs, at most 8)",
-    )
-    g.add_argument(
-        "--grade.rel_tol",
-        dest="grade.rel_tol",
-        type=float,
-        default=DEFAULT_REL_TOL,
-        help="relative precision of a decimal against a value whose expansion does not end (1/3, pi) when the "
-        "row's `problem` states none",
-    )
-    g.add_argument(
-        "--grade.problem_precision_enable",
-        dest="grade.problem_precision_enable",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help='read a precision stated in the row\'s `problem` ("to the nearest hundredth", "to 3 decimal places")',
-    )
-    g.add_argument(
-        "--grade.progress_enable",
-        dest="grade.progress_enable",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="tqdm progress bar on stderr",
+    add_options(
+        p.add_argument_group("grade"),
+        ("use", "extraction", "timeout_s", "workers", "rel_tol", "problem_precision_enable", "progress_enable"),
+        report=True,
     )
     return p
 
@@ -127,10 +80,7 @@ def _item(row: dict, use: str) -> tuple[object, str | None, str | None, str | No
 
 
 def main(argv: list[str]) -> int:
-    parser = build_parser()
-    args = vars(parser.parse_args(argv))
-    if not 0 <= args["grade.rel_tol"] < 1:
-        parser.error(f"--grade.rel_tol must be in [0, 1), got {args['grade.rel_tol']}")
+    args = vars(build_parser().parse_args(argv))
     if not os.path.isfile(args["input"]):
         print(f"lead-recipes grade: input file not found: {args['input']}", file=sys.stderr)
         return 2
@@ -152,13 +102,7 @@ def main(argv: list[str]) -> int:
     read_to = 0  # the last line number read: the bar counts lines, blank ones included, so it ends at its total
     policy = args["grade.extraction"]
     with (
-        Grader(
-            timeout_s=args["grade.timeout_s"],
-            workers=args["grade.workers"],
-            extraction=policy,
-            rel_tol=args["grade.rel_tol"],
-            problem_precision=args["grade.problem_precision_enable"],
-        ) as grader,
+        Grader(**grader_kwargs(args)) as grader,
         open(tmp, "w", encoding="utf-8") as out,
     ):
         batch: list[tuple[dict, str | None]] = []

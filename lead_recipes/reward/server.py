@@ -23,9 +23,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL
-from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES
 from lead_recipes.grading.labels import gold_answer, label_problem
+from lead_recipes.grading.options import add_options, grader_kwargs
 from lead_recipes.grading.pool.grader import STATUSES, Grade, Grader
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs
@@ -322,43 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="batch job this server belongs to, reported by GET /health (slurm/train.sbatch sets it; default: none)",
     )
-    g = p.add_argument_group("grade")
-    g.add_argument(
-        "--grade.timeout_s",
-        dest="grade.timeout_s",
-        type=float,
-        default=5.0,
-        help="per-answer hard limit, counted from when a worker starts it",
-    )
-    g.add_argument(
-        "--grade.workers",
-        dest="grade.workers",
-        type=int,
-        default=None,
-        help="grader worker processes (default: usable CPUs, at most 8)",
-    )
-    g.add_argument(
-        "--grade.extraction",
-        dest="grade.extraction",
-        choices=EXTRACTION_POLICIES,
-        default="boxed",
-        help="answer extraction: boxed = the last \\boxed{} only (rewards teach the format); "
-        "final_answer = the box, else the final-answer statement of the closing part",
-    )
-    g.add_argument(
-        "--grade.rel_tol",
-        dest="grade.rel_tol",
-        type=float,
-        default=DEFAULT_REL_TOL,
-        help="relative precision of a decimal against a value whose expansion does not end (1/3, pi) when the "
-        "prompt states none",
-    )
-    g.add_argument(
-        "--grade.problem_precision_enable",
-        dest="grade.problem_precision_enable",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help='read a precision stated in the prompt ("to the nearest hundredth", "to 3 decimal places")',
+    add_options(
+        p.add_argument_group("grade"),
+        ("timeout_s", "workers", "extraction", "rel_tol", "problem_precision_enable"),
     )
     return p
 
@@ -411,10 +376,7 @@ def exposure_warning(host: str, token: str | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    parser = build_parser()
-    args = vars(parser.parse_args(argv))
-    if not 0 <= args["grade.rel_tol"] < 1:
-        parser.error(f"--grade.rel_tol must be in [0, 1), got {args['grade.rel_tol']}")
+    args = vars(build_parser().parse_args(argv))
     host, port = args["serve.host"], args["serve.port"]
     token = args["serve.token"] or os.environ.get(TOKEN_ENV) or None
     warning = exposure_warning(host, token)
@@ -431,13 +393,7 @@ def main(argv: list[str]) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    grader = Grader(
-        timeout_s=args["grade.timeout_s"],
-        workers=args["grade.workers"],
-        extraction=args["grade.extraction"],
-        rel_tol=args["grade.rel_tol"],
-        problem_precision=args["grade.problem_precision_enable"],
-    )
+    grader = Grader(**grader_kwargs(args))
 
     async def make_app() -> web.Application:
         server = RewardServer(

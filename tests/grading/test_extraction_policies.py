@@ -14,7 +14,7 @@ from lead_recipes.grading import cli as grade_cli
 from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES, extract_final_answer
 from lead_recipes.grading.extraction.statement import extract_statement
 from lead_recipes.grading.pool import grader as grading
-from lead_recipes.grading.pool.grader import Grader, extraction_from_env
+from lead_recipes.grading.pool.grader import Grader
 
 
 # ------------------------------------------------------------------------------------------------ the policies
@@ -136,11 +136,16 @@ def test_reward_env_selects_the_shared_graders_policy(monkeypatch):
 
 
 def test_reward_env_defaults_to_boxed_and_rejects_unknown_names(monkeypatch):
+    monkeypatch.setattr(grading, "_SHARED", None)
     monkeypatch.delenv("LEAD_RECIPES_EXTRACTION", raising=False)
-    assert extraction_from_env() == "boxed"
+    g = grading.get_grader()  # lazy pool: nothing starts here
+    try:
+        assert g.extraction == "boxed"
+    finally:
+        g.close()
     monkeypatch.setenv("LEAD_RECIPES_EXTRACTION", "sloppy")
     with pytest.raises(ValueError, match="LEAD_RECIPES_EXTRACTION"):
-        extraction_from_env()
+        grading.get_grader()
 
 
 def test_reward_function_with_an_unknown_env_policy_gives_status_error(monkeypatch):

@@ -25,7 +25,6 @@ from lead_recipes.grading.extraction.pairing import (
 from lead_recipes.grading.extraction.statement import extract_statement
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
-EXTRACTION_ENV = "LEAD_RECIPES_EXTRACTION"  # the reward function's / shared grader's policy (default `boxed`)
 MAX_ANSWER_CHARS = 4_000  # extracted answers / golds longer than this are not sent to sympy (`error`)
 
 

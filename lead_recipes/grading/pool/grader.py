@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from lead_recipes.grading.equivalence.compare import prepare
-from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, Precision, stated_precision
+from lead_recipes.grading.equivalence.precision import Precision, stated_precision
 from lead_recipes.grading.extraction.answers import (
-    EXTRACTION_ENV,
     MAX_ANSWER_CHARS,
     _to_text,
     check_extraction,
@@ -28,6 +27,7 @@ from lead_recipes.grading.extraction.answers import (
     normalize_answer,
 )
 from lead_recipes.grading.extraction.pairing import gold_text
+from lead_recipes.grading.options import OPTIONS, grader_kwargs_from_env
 from lead_recipes.grading.pool.worker import _worker_chunk, _worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
@@ -85,21 +85,19 @@ class Grader:
 
     def __init__(
         self,
-        timeout_s: float = 5.0,
-        workers: int | None = None,
+        timeout_s: float = OPTIONS["timeout_s"].default,
+        workers: int | None = OPTIONS["workers"].default,
         *,
         chunk_size: int = 64,
         memory_limit_mb: int | None = 4096,
         cache_size: int = 200_000,
         result_timeout_s: float = 600.0,
-        extraction: str = "boxed",
-        rel_tol: float = DEFAULT_REL_TOL,
-        problem_precision: bool = True,
+        extraction: str = OPTIONS["extraction"].default,
+        rel_tol: float = OPTIONS["rel_tol"].default,
+        problem_precision: bool = OPTIONS["problem_precision_enable"].default,
     ):
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if not 0 <= rel_tol < 1:
-            raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol}")
+        OPTIONS["timeout_s"].check(timeout_s, "timeout_s")
+        OPTIONS["rel_tol"].check(rel_tol, "rel_tol")
         self.rel_tol = float(rel_tol)
         self.problem_precision = bool(problem_precision)
         self.extraction = check_extraction(extraction)
@@ -410,51 +408,18 @@ class Grader:
         self._pump()
 
 
-REL_TOL_ENV = "LEAD_RECIPES_GRADE_REL_TOL"
-PROBLEM_PRECISION_ENV = "LEAD_RECIPES_GRADE_PROBLEM_PRECISION"
 _SHARED: Grader | None = None
 _SHARED_LOCK = threading.Lock()
 
 
 def get_grader() -> Grader:
-    """This process's shared Grader (created on first use; its pool starts with the first graded answer).
-    Env: LEAD_RECIPES_GRADE_TIMEOUT_S (default 5), LEAD_RECIPES_GRADE_WORKERS (default: usable CPUs, at most 8),
-    LEAD_RECIPES_EXTRACTION (`boxed`, the default, or `final_answer`; another value is a ValueError),
-    LEAD_RECIPES_GRADE_REL_TOL (default 1e-4) and LEAD_RECIPES_GRADE_PROBLEM_PRECISION (`1`, the default, or `0`:
-    ignore a precision stated in the problem; a value that is neither, or a bad number, is a ValueError)."""
+    """This process's shared Grader (created on first use; its pool starts with the first graded answer), set by
+    the environment variables of `lead_recipes.grading.options.OPTIONS` (LEAD_RECIPES_GRADE_TIMEOUT_S, _WORKERS,
+    _REL_TOL, _PROBLEM_PRECISION (`1` or `0`), LEAD_RECIPES_EXTRACTION): unset or blank, the option's default; a
+    bad value is a ValueError naming the variable."""
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None or _SHARED._closed:
-            workers = os.environ.get("LEAD_RECIPES_GRADE_WORKERS")
-            flag = os.environ.get(PROBLEM_PRECISION_ENV, "").strip() or "1"
-            if flag not in ("0", "1"):
-                raise ValueError(f"{PROBLEM_PRECISION_ENV} must be 0 or 1, got {flag!r}")
-            _SHARED = Grader(
-                timeout_s=float(os.environ.get("LEAD_RECIPES_GRADE_TIMEOUT_S", "5")),
-                workers=int(workers) if workers else None,
-                extraction=extraction_from_env(),
-                rel_tol=_rel_tol_from_env(),
-                problem_precision=flag == "1",
-            )
+            _SHARED = Grader(**grader_kwargs_from_env())
             atexit.register(_SHARED.close)
         return _SHARED
-
-
-def _rel_tol_from_env() -> float:
-    raw = os.environ.get(REL_TOL_ENV, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_REL_TOL
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise ValueError(f"{REL_TOL_ENV} must be a number in [0, 1), got {raw!r}")
-    return value
-
-
-def extraction_from_env() -> str:
-    """The policy named by LEAD_RECIPES_EXTRACTION (default `boxed`); an unknown name is a ValueError naming it."""
-    value = os.environ.get(EXTRACTION_ENV, "").strip() or "boxed"
-    try:
-        return check_extraction(value)
-    except ValueError as e:
-        raise ValueError(f"{EXTRACTION_ENV}: {e}") from None
