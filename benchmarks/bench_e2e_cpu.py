@@ -1,6 +1,6 @@
 """Benchmark: the CPU end-to-end run (the real `lead-recipes train`, tests/cpu_e2e harness) per method: wall time,
 time per training step as a ratio to the anchor `grpo` (same run) and peak RSS of the driver and the Ray cluster.
-Not collected by pytest. How each figure is taken: docs/benchmarks.md#cpu-end-to-end-runs-2026-12-01.
+Not collected by pytest. How each figure is taken: docs/benchmarks.md#cpu-end-to-end-runs.
 Usage: .venv/bin/python benchmarks/bench_e2e_cpu.py [--methods grpo,lead,leash,grpo-lead] [--episodes 2]"""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 order (balance_experiences, no shuffle: the anchor, same run) and in ours (lead_recipes.training.step_order): per
 step, the samples' mean/min/max length, mean advantage and mean |A|. CPU only, deterministic, a few seconds; not
 collected by pytest. Rollout, layout and run:
-docs/benchmarks.md#optimizer-step-order-with-dynamic-batching-measured-2026-12-02.
+docs/benchmarks.md#optimizer-step-order-with-dynamic-batching.
 
     .venv/bin/python benchmarks/bench_step_order.py [--dp 4] [--steps 8] [--seed 0]"""
 

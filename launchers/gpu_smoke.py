@@ -19,7 +19,7 @@ from lead_recipes.methods.config import METHODS, RecipeConfig
 
 # per profile: sequence sizes, batch shape (prompts per step x samples), learning rate, layout flags. One episode =
 # 2 steps. The toy model's lr is large so one step moves the policy enough that a missing weight sync shows in
-# vllm_kl (docs/benchmarks.md#cpu-end-to-end-runs-2026-12-01 has the measurement).
+# vllm_kl (docs/benchmarks.md#cpu-end-to-end-runs has the measurement).
 PROFILES = {
     "gpu": {
         "max_len": 512,
