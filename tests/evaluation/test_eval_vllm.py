@@ -200,43 +200,48 @@ def test_a_data_parallel_engine_that_dies_stops_the_intake_and_takes_its_vllm_pr
     assert not left, f"the dead engine's vLLM processes outlived it: {left}"
 
 
-def test_data_parallel_engines_share_a_run_that_fits_in_one_engines_window(tiny_qwen2, monkeypatch):
-    """A run smaller than what one engine may hold (here 8 requests, 2 × a window of 4) is still split across the
+@pytest.fixture(scope="module")
+def dealt_run(tiny_qwen2):
+    """One run of 8 requests, 4 of a `long` benchmark before 4 of a `short` one, on two engines whose window holds 4
+    each: what each engine's inbox was handed, the rows written and the requests sent per engine."""
+    from evaluation.backends import GenRequest
+
+    reqs = [GenRequest("long" if i < 4 else "short", f"p{i}", 0, f"What is {i} + 1?", (), i) for i in range(8)]
+    handed: list[list[str]] = [[], []]
+    rows: list[dict] = []
+    with pytest.MonkeyPatch.context() as mp:
+        dp = _dp(tiny_qwen2, 2, mp)
+        try:
+            dp.start()
+            for rank, inbox in enumerate(dp._inboxes):
+
+                def put(msg, rank=rank, put=inbox.put):
+                    if msg and msg[0] == "reqs":
+                        handed[rank].extend(r.benchmark for r in msg[1])
+                    put(msg)
+
+                inbox.put = put
+            dp.generate(reqs, resolve("sober", max_new_tokens=MAX_NEW), rows.extend)
+        finally:
+            dp.close()
+    return handed, rows, dp.requests_per_engine
+
+
+def test_data_parallel_engines_share_a_run_that_fits_in_one_engines_window(dealt_run):
+    """A run smaller than what one engine may hold (8 requests, 2 × a window of 4) is still split across the
     engines: on a node of 8 GPUs, vLLM's default max_num_seqs of 1024 gives an engine room for 4,096 requests, more
     than grpo-lead-14b's whole run, and the other engines must not sit idle."""
-    dp = _dp(tiny_qwen2, 2, monkeypatch)
-    rows: list[dict] = []
-    try:
-        dp.generate(_toy_requests(8), resolve("sober", max_new_tokens=MAX_NEW), rows.extend)
-    finally:
-        dp.close()
+    _, rows, per_engine = dealt_run
     assert sorted(r["id"] for r in rows) == sorted(f"p{i}" for i in range(8))
-    assert dp.requests_per_engine == [4, 4]
+    assert per_engine == [4, 4]
 
 
-def test_data_parallel_engines_each_get_a_like_mix_of_the_runs_benchmarks(tiny_qwen2, monkeypatch):
+def test_data_parallel_engines_each_get_a_like_mix_of_the_runs_benchmarks(dealt_run):
     """Requests come in benchmark order and an AIME response runs several times a MATH-500 one, so handing each
     engine a contiguous block would leave the engine with the AIME block running long after the others. With 4
     requests of one benchmark before 4 of another, each of two engines is handed 2 of each (what each engine's
     inbox receives is recorded)."""
-    from evaluation.backends import GenRequest
-
-    dp = _dp(tiny_qwen2, 2, monkeypatch)
-    reqs = [GenRequest("long" if i < 4 else "short", f"p{i}", 0, f"What is {i} + 1?", (), i) for i in range(8)]
-    handed: list[list[str]] = [[], []]
-    try:
-        dp.start()
-        for rank, inbox in enumerate(dp._inboxes):
-
-            def put(msg, rank=rank, put=inbox.put):
-                if msg and msg[0] == "reqs":
-                    handed[rank].extend(r.benchmark for r in msg[1])
-                put(msg)
-
-            inbox.put = put
-        dp.generate(reqs, resolve("sober", max_new_tokens=MAX_NEW), lambda rows: None)
-    finally:
-        dp.close()
+    handed, _, _ = dealt_run
     assert [sorted(h) for h in handed] == [["long", "long", "short", "short"]] * 2
 
 

@@ -321,7 +321,8 @@ def test_max_samples_without_a_seeded_prompt_file_is_refused():
 def test_14b_stages_generate_14k_tokens_on_one_node_of_eight_gpus(name):
     r = load_recipe(name)
     assert r.openrlhf["rollout.max_new_tokens"] == 14336  # "14k" (§4.3)
-    assert (r.resources["nodes"], r.resources["gpus_per_node"], r.actor_gpus()) == (1, 8, 8)  # eight H20 (§5.3)
+    # eight H20 (arXiv 2504.09696, Section 5.3)
+    assert (r.resources["nodes"], r.resources["gpus_per_node"], r.actor_gpus()) == (1, 8, 8)
 
 
 def test_14b_chain_hands_each_stages_final_model_to_the_next(tmp_path, monkeypatch):
