@@ -20,6 +20,7 @@ from lead_recipes.grading.extraction.assertion import (
     starts_subject,
     value_first,
 )
+from lead_recipes.grading.extraction.brackets import top_split
 
 _TAIL_CHARS = 1_500  # the closing part is at most this many characters from the end
 _CLOSING_PARAGRAPHS = 2  # … and at most this many paragraphs (blank-line separated)
@@ -347,7 +348,7 @@ def _conclusion_value(sentence: str, connector: bool = False) -> str | None:
 def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | None:
     """Several math spans that are all assignments (`$x = 3$ and $y = -2$`, `$k=-1$ or $k=-9$`) as one list: labels
     kept when they differ (matched label by label later), the values alone for one repeated label; else None."""
-    items = [x for m in run for x in _top_items(_span_text(m))]
+    items = [x for m in run for x in top_split(_span_text(m), _COMMA_RE) if x]
     labels = [x.split("=")[0].strip() for x in items if "=" in x]
     if (
         len(run) < 2
@@ -360,19 +361,10 @@ def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | No
     return ", ".join(_rhs(x) for x in items)
 
 
+# A span's assignments are split at top-level commas only (`a=2, h=-1`), not at `;` or `\quad` as `top_items` splits:
+# such a span stays one item, which `_ASSIGNED_RE` refuses.
+_COMMA_RE = re.compile(",")
 _ASSIGNED_RE = re.compile(r"\s*(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?[-+\d.,/\\{}\s^()]*?[\d}]\s*")
-
-
-def _top_items(expr: str) -> list[str]:
-    """`a=2, h=-1` → [`a=2`, `h=-1`]: the comma-separated items of a math span (commas outside brackets)."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(expr):
-        depth += ch in "{(["
-        depth -= ch in "})]"
-        if ch == "," and depth == 0:
-            items.append(expr[start:i])
-            start = i + 1
-    return [x.strip() for x in items + [expr[start:]] if x.strip()]
 
 
 def _span_text(m: re.Match) -> str:
