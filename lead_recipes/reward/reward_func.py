@@ -28,7 +28,7 @@ def response_text(query: Any, prompt: Any) -> str:
     return q
 
 
-def _is_repetitive(text: str) -> bool:
+def safe_is_repetitive(text: str) -> bool:
     """`lead_recipes.grading.repetition.is_repetitive(text)`; a failure there must never cost the reward (→ False)."""
     try:
         from lead_recipes.grading.repetition import is_repetitive
@@ -77,7 +77,7 @@ def grade_samples(
         _log_once(e)
         grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
     logs = [
-        reward_extra_logs(g, _is_repetitive(t), labels[i] if i < len(labels) else None)
+        reward_extra_logs(g, safe_is_repetitive(t), labels[i] if i < len(labels) else None)
         for i, (g, t) in enumerate(zip(grades, texts))
     ]
     return [1.0 if g.correct else 0.0 for g in grades], logs
