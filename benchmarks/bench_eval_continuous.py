@@ -130,7 +130,7 @@ def vllm_part(args) -> tuple[list[str], list[int]]:
     from vllm import LLM
 
     from evaluation import run
-    from evaluation.backends import VLLMBackend, _row
+    from evaluation.backends import VLLMBackend, sample_row
     from evaluation.protocols import resolve
     from lead_recipes.benchmarks import Problem
 
@@ -174,7 +174,7 @@ def vllm_part(args) -> tuple[list[str], list[int]]:
                 )
                 sink(
                     [
-                        _row(
+                        sample_row(
                             r,
                             o.outputs[0].text,
                             len(o.outputs[0].token_ids),

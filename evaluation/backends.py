@@ -30,7 +30,9 @@ class GenRequest:
     seed: int
 
 
-def _row(req: GenRequest, response: str, num_tokens: int, finish_reason: str | None, truncated: bool | None) -> dict:
+def sample_row(
+    req: GenRequest, response: str, num_tokens: int, finish_reason: str | None, truncated: bool | None
+) -> dict:
     """A sample row; `truncated` None = unknown (a replay that carries neither it nor the cap)."""
     return {
         "benchmark": req.benchmark,
@@ -201,7 +203,7 @@ class VLLMBackend:
                     if o.finish_reason in ("abort", "error"):  # not a sample: never written, so regenerated
                         failed.append(f"{req.benchmark}/{req.id} sample {req.sample}: {o.finish_reason}")
                         continue
-                    rows.append(_row(req, o.text, len(o.token_ids), o.finish_reason, o.finish_reason == "length"))
+                    rows.append(sample_row(req, o.text, len(o.token_ids), o.finish_reason, o.finish_reason == "length"))
                 if rows:
                     sink(rows)
                 if failed and refused is None:
@@ -300,7 +302,7 @@ class OpenAIBackend:
                 raise RuntimeError("the server returned no usage.completion_tokens; pass --eval.tokenizer to count")
             num = count_tokens(self.tokenizer, text)
         reason = choice.get("finish_reason")
-        return _row(req, text, num, reason, reason == "length")
+        return sample_row(req, text, num, reason, reason == "length")
 
     async def _one(self, session, req: GenRequest, gen) -> dict:
         import aiohttp

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from evaluation.backends import GenRequest, Sink, _row, count_tokens
+from evaluation.backends import GenRequest, Sink, count_tokens, sample_row
 
 UNKNOWN = "unknown"
 SETTINGS = (
@@ -174,7 +174,9 @@ class ReplayBackend:
                     truncated = reason == "length"
                 else:  # without a known cap nothing says whether the sample was cut off
                     truncated = None if cap is None else int(num) >= cap
-                out = _row(req, row["response"], int(num) if cap is None else min(int(num), cap), reason, truncated)
+                out = sample_row(
+                    req, row["response"], int(num) if cap is None else min(int(num), cap), reason, truncated
+                )
                 # a seed flag given for a file without seeds states them (seed + s, as the other backends use)
                 out["seed"] = row.get("seed", gen.seed + req.sample if "seed" in self.explicit else None)
                 rows.append(out)

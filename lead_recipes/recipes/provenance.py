@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from lead_recipes.methods.config import DEFAULT_METHOD
-from lead_recipes.recipes.recipe import RECIPES_DIR, RESOURCE_DEFAULTS, RESOURCES, _read, recipe_names
+from lead_recipes.recipes.recipe import RECIPES_DIR, RESOURCE_DEFAULTS, RESOURCES, read_raw, recipe_names
 
 SECTIONS = {"resources": "resources.", "openrlhf": "", "recipe": "recipe."}
 SOURCE_FORM = re.compile(r"arXiv \d{4}\.\d{5}|authors' code|^ours: \S")
@@ -102,7 +102,7 @@ def own_values(name: str) -> dict:
 
 
 def merged_values(name: str) -> dict:
-    raw = _read(RECIPES_DIR / f"{name}.yaml")
+    raw = read_raw(RECIPES_DIR / f"{name}.yaml")
     return {prefix + k: v for section, prefix in SECTIONS.items() for k, v in (raw.get(section) or {}).items()}
 
 
@@ -157,7 +157,7 @@ def recipe_table() -> str:
     """The generated table of docs/launch.md: per recipe its method, model, prompt data, cap, layout, description."""
     rows = ["| recipe | method | model | prompt data | max new tokens | nodes × GPUs | description |", "|" + "---|" * 7]
     for name in _ordered():
-        raw, v = _read(RECIPES_DIR / f"{name}.yaml"), merged_values(name)
+        raw, v = read_raw(RECIPES_DIR / f"{name}.yaml"), merged_values(name)
         res = {**RESOURCE_DEFAULTS, **(raw.get("resources") or {})}
         sft = raw.get("entrypoint") == "sft"
         data = v.get("data.dataset" if sft else "data.prompt_dataset")

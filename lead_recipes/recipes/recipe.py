@@ -125,7 +125,9 @@ def _find(name_or_path: str) -> Path:
     return candidate
 
 
-def _read(path: Path, seen: tuple[str, ...] = ()) -> dict:
+def read_raw(path: Path, seen: tuple[str, ...] = ()) -> dict:
+    """The mapping in recipe file `path` with its `extends` chain merged in and its keys checked; no overrides, no
+    placeholders expanded. `seen`: the files that extend it, to refuse a cycle."""
     if str(path.resolve()) in seen:
         raise RecipeError(f"{path}: 'extends' cycle: {' -> '.join(seen)}")
     try:
@@ -143,7 +145,7 @@ def _read(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if "extends" not in raw:
         _only_read_sections(raw, set(raw.get("recipe") or ()), str(path))
         return raw
-    base = _read(
+    base = read_raw(
         _find(str(raw["extends"])) if "/" in str(raw["extends"]) else RECIPES_DIR / f"{raw['extends']}.yaml",
         seen + (str(path.resolve()),),
     )
@@ -302,7 +304,7 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     """Load a recipe by name (file stem in launchers/recipes/) or path, apply ``key=value`` overrides, expand
     placeholders and validate everything (RecipeError naming the key on the first problem)."""
     path = _find(name_or_path)
-    raw = _read(path)
+    raw = read_raw(path)
     where = str(path)
     given: dict[tuple[str, str], str] = {}  # (section, key) -> the --set that gave it: errors blame the flag
     for text in overrides:

@@ -1,5 +1,6 @@
-"""The per-sample `extra_logs` every reward entry point returns to OpenRLHF: `REWARD_LOG_KEYS` and
-`reward_extra_logs`. See docs/training.md#logged-per-step-wb--tensorboard-train."""
+"""What every reward entry point returns to OpenRLHF: the per-sample `extra_logs` (`REWARD_LOG_KEYS`,
+`reward_extra_logs`) and the rewards and scores as a float vector (`as_float_vector`).
+See docs/training.md#logged-per-step-wb--tensorboard-train."""
 
 from __future__ import annotations
 
@@ -31,3 +32,13 @@ def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None) -> dict
     logs["grade_latency_s"] = float(grade.latency_s) if grade.latency_s == grade.latency_s else 0.0
     logs["n_gold"], logs["l1_max"] = length_target(label)
     return logs
+
+
+def as_float_vector(values: list[float]):
+    """`values` as a float32 tensor, for OpenRLHF's `rewards` and `scores`."""
+    try:
+        import torch
+
+        return torch.tensor(values, dtype=torch.float32)
+    except ImportError:  # base install without torch (e.g. a grading-only box): plain lists work for OpenRLHF too
+        return list(values)

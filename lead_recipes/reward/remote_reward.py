@@ -19,7 +19,7 @@ import urllib.request
 from typing import Sequence
 
 from lead_recipes.grading.pool.grader import Grade
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, as_float_vector, reward_extra_logs
 
 URLS_ENV, WAIT_ENV, TIMEOUT_ENV, TOKEN_ENV = (
     "LEAD_RECIPES_REWARD_URLS",
@@ -201,18 +201,9 @@ def fetch(
         sleep(pause)
 
 
-def _as_float_vector(values: list[float]):
-    try:
-        import torch
-
-        return torch.tensor(values, dtype=torch.float32)
-    except ImportError:
-        return list(values)
-
-
 def _result(rewards: list[float], logs: dict[str, list[float]]) -> dict:
     extra = {k: v[0] for k, v in logs.items()} if len(rewards) == 1 else logs
-    return {"rewards": _as_float_vector(rewards), "scores": _as_float_vector(rewards), "extra_logs": extra}
+    return {"rewards": as_float_vector(rewards), "scores": as_float_vector(rewards), "extra_logs": extra}
 
 
 def _failed(n: int, labels) -> dict:

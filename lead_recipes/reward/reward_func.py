@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from lead_recipes.grading.labels import LabelError, gold_answer
 from lead_recipes.grading.pool.grader import Grade, get_grader
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, as_float_vector, reward_extra_logs
 
 
 def response_text(query: Any, prompt: Any) -> str:
@@ -28,7 +28,7 @@ def response_text(query: Any, prompt: Any) -> str:
     return q
 
 
-def _is_repetitive(text: str) -> bool:
+def safe_is_repetitive(text: str) -> bool:
     """`lead_recipes.grading.repetition.is_repetitive(text)`; a failure there must never cost the reward (→ False)."""
     try:
         from lead_recipes.grading.repetition import is_repetitive
@@ -36,15 +36,6 @@ def _is_repetitive(text: str) -> bool:
         return bool(is_repetitive(text))
     except Exception:  # noqa: BLE001
         return False
-
-
-def _as_float_vector(values: list[float]):
-    try:
-        import torch
-
-        return torch.tensor(values, dtype=torch.float32)
-    except ImportError:  # base install without torch (e.g. a grading-only box): plain lists work for OpenRLHF too
-        return list(values)
 
 
 _LOGGED: list[bool] = []
@@ -86,7 +77,7 @@ def grade_samples(
         _log_once(e)
         grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
     logs = [
-        reward_extra_logs(g, _is_repetitive(t), labels[i] if i < len(labels) else None)
+        reward_extra_logs(g, safe_is_repetitive(t), labels[i] if i < len(labels) else None)
         for i, (g, t) in enumerate(zip(grades, texts))
     ]
     return [1.0 if g.correct else 0.0 for g in grades], logs
@@ -106,4 +97,4 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
         extra = dict(logs[0])
     else:
         extra = {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS}
-    return {"rewards": _as_float_vector(rewards), "scores": _as_float_vector(rewards), "extra_logs": extra}
+    return {"rewards": as_float_vector(rewards), "scores": as_float_vector(rewards), "extra_logs": extra}

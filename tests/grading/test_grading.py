@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from lead_recipes.grading.extraction.answers import explosive, extract_final_answer, fast_verdict, normalize_answer
 from lead_recipes.grading.pool.grader import STATUSES, Grade, Grader, get_grader
-from lead_recipes.grading.pool.worker import _certainly_unequal, _parse, _worker_chunk
+from lead_recipes.grading.pool.worker import _certainly_unequal, _parse, worker_chunk
 from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs
 
 HARD_S = 2.0 + 0.5 + 0.05  # the conftest grader's soft limit + grace + chunk budget (pool/grader.py)
@@ -464,7 +464,7 @@ def test_what_crosses_the_process_boundary_pickles():
     assert pickle.loads(pickle.dumps(g)) == g
     args = ([("1", "x \ud800", ("rel", 1e-4)), (r"\frac{1}{2}", "0.5", ("places", 2))], 2.0, 0.25)
     assert pickle.loads(pickle.dumps(args)) == args
-    assert pickle.loads(pickle.dumps(_worker_chunk)) is _worker_chunk
+    assert pickle.loads(pickle.dumps(worker_chunk)) is worker_chunk
     results = [("correct", True), ("timeout", False)]
     assert pickle.loads(pickle.dumps(results)) == results
 
@@ -473,7 +473,7 @@ def test_worker_function_grades_in_process_with_its_own_alarm():
     old = signal.getsignal(signal.SIGALRM)
     try:
         rel = ("rel", 1e-4)
-        got = _worker_chunk(
+        got = worker_chunk(
             [("1", "1", rel), ("1", r"9^{9^{9^{9^{9^{9}}}}}", rel), (r"\frac{1}{2}", "0.5", rel)], 1.0, 60.0
         )
     finally:

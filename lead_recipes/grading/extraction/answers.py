@@ -31,7 +31,7 @@ MAX_ANSWER_CHARS = 4_000  # extracted answers / golds longer than this are not s
 # ---------------------------------------------------------------------------------------------------- extraction
 
 
-def _to_text(x: Any) -> str | None:
+def to_text(x: Any) -> str | None:
     """Model text or a label of any JSON type → str (invalid UTF-8 and lone surrogates become U+FFFD)."""
     if x is None:
         return None
@@ -42,7 +42,7 @@ def _to_text(x: Any) -> str | None:
     elif isinstance(x, (int, float)):
         x = repr(x) if isinstance(x, float) and not x.is_integer() else str(int(x)) if isinstance(x, float) else str(x)
     elif isinstance(x, (list, tuple)):
-        x = ", ".join(t for t in (_to_text(v) for v in x) if t is not None)
+        x = ", ".join(t for t in (to_text(v) for v in x) if t is not None)
     elif not isinstance(x, str):
         x = str(x)
     try:
@@ -68,7 +68,7 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
     policies. Under `final_answer` a response without a box gives the answer stated in its closing part
     (`lead_recipes.grading.extraction.statement.extract_statement`). None when there is no non-empty final answer."""
     check_extraction(policy)
-    text = _to_text(text)
+    text = to_text(text)
     if not text:
         return None
     cut = text.rfind("</think>")
@@ -81,7 +81,7 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
             except Exception:  # noqa: BLE001 - a closing part we cannot read states no answer
                 return None
         return None
-    gold_n = normalize_answer(gold_text(_to_text(gold))) if gold is not None else ""
+    gold_n = normalize_answer(gold_text(to_text(gold))) if gold is not None else ""
     if gold_n and BOX_RE.search(body, 0, last[0]):
         if is_list(gold_n):
             return join(final_run(body, box_spans(body), is_labelled(gold_n)))

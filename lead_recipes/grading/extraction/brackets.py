@@ -1,5 +1,5 @@
-"""Bracket-aware splitting of short LaTeX answers, shared by the answer-form modules of the grader: string positions
-only, no parsing of values, no verdicts. See docs/grading.md#answer-forms.
+"""Bracket-aware splitting of short LaTeX answers, shared by the grader's extraction and answer-form modules:
+string positions only, no parsing of values, no verdicts. See docs/grading.md#answer-forms.
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ def _repeating(s: str) -> str | None:
 
 
 def _items(s: str) -> list[str]:
+    # Not `brackets.top_items`: a comma splits only before a space, so `1,000` and `1,5` stay one number.
     return [x.strip() for x in (s.split(";") if ";" in s else re.split(r",\s+", s))]
 
 

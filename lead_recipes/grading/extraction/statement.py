@@ -20,6 +20,7 @@ from lead_recipes.grading.extraction.assertion import (
     starts_subject,
     value_first,
 )
+from lead_recipes.grading.extraction.brackets import top_split
 
 _TAIL_CHARS = 1_500  # the closing part is at most this many characters from the end
 _CLOSING_PARAGRAPHS = 2  # … and at most this many paragraphs (blank-line separated)
@@ -132,9 +133,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
             if hedged_subject(subject, verb) or _PASSIVE_RE.match(after):
                 return None  # "the remainder when $N$ is divided by 1000": "is" asserts no value there
             return _value(rest[len(subject) + len(verb) :], equation_rhs)
-    end = _SENTENCE_END_RE.search(rest)
-    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1 : end.start() + 2]):
-        end = _SENTENCE_END_RE.search(rest, end.start() + 1)  # a decimal point does not end the sentence
+    end = _sentence_end(rest)
     if end is not None and rest[end.start()] == "?":
         return None  # a question is not a statement
     first = re.search(r"\d|\$|\\\(", rest[: end.start()] if end else rest)
@@ -186,9 +185,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         ):
             val = f"{val}\\text{{ {unit.group(1).strip()}}}"
         return val
-    end = _SENTENCE_END_RE.search(rest)
-    while end is not None and rest[end.start()] == "." and re.match(r"\d", rest[end.start() + 1 : end.start() + 2]):
-        end = _SENTENCE_END_RE.search(rest, end.start() + 1)  # a decimal point does not end the sentence
+    end = _sentence_end(rest)
     val = (rest[: end.start()] if end else rest).strip().rstrip("*_ ").strip()
     val = re.split(r",\s*not\b", val)[0].strip()  # "34, not 35" asserts 34
     num = re.search(r"\d", val)
@@ -206,11 +203,18 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     return f"{m.group(1)}\\text{{ {m.group(2)}}}" if m else val or None
 
 
-def _sentence_len(text: str) -> int:
-    """Length of the first sentence of `text` (a decimal point does not end it)."""
-    end = _SENTENCE_END_RE.search(text)
+def _sentence_end(text: str, pos: int = 0) -> re.Match | None:
+    """The end of the sentence that starts at `pos` (`.`, `!`, `?` or a line break; a decimal point does not end it),
+    or None when the text runs out first."""
+    end = _SENTENCE_END_RE.search(text, pos)
     while end is not None and text[end.start()] == "." and re.match(r"\d", text[end.start() + 1 : end.start() + 2]):
         end = _SENTENCE_END_RE.search(text, end.start() + 1)
+    return end
+
+
+def _sentence_len(text: str) -> int:
+    """Length of the first sentence of `text` (a decimal point does not end it)."""
+    end = _sentence_end(text)
     return end.start() if end else len(text)
 
 
@@ -252,13 +256,7 @@ def extract_statement(text: str) -> str | None:
     # A refused answer statement is not read again as a concluding sentence ("The answer is $5$ or $6$.").
     floor = found.end() - (len(part) - len(last_para)) if found is not None else -1
     for m in reversed([c for c in _CONCLUDE_RE.finditer(last_para) if c.start() >= floor]):  # 2. a concluding
-        end = _SENTENCE_END_RE.search(last_para, m.end())
-        while (
-            end is not None
-            and last_para[end.start()] == "."
-            and re.match(r"\d", last_para[end.start() + 1 : end.start() + 2])
-        ):
-            end = _SENTENCE_END_RE.search(last_para, end.start() + 1)
+        end = _sentence_end(last_para, m.end())
         sentence = last_para[m.end() : end.start() if end else len(last_para)]
         after = last_para[end.end() :].strip() if end else ""
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
@@ -347,7 +345,7 @@ def _conclusion_value(sentence: str, connector: bool = False) -> str | None:
 def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | None:
     """Several math spans that are all assignments (`$x = 3$ and $y = -2$`, `$k=-1$ or $k=-9$`) as one list: labels
     kept when they differ (matched label by label later), the values alone for one repeated label; else None."""
-    items = [x for m in run for x in _top_items(_span_text(m))]
+    items = [x for m in run for x in top_split(_span_text(m), _COMMA_RE) if x]
     labels = [x.split("=")[0].strip() for x in items if "=" in x]
     if (
         len(run) < 2
@@ -360,19 +358,10 @@ def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | No
     return ", ".join(_rhs(x) for x in items)
 
 
+# A span's assignments are split at top-level commas only (`a=2, h=-1`), not at `;` or `\quad` as `top_items` splits:
+# such a span stays one item, which `_ASSIGNED_RE` refuses.
+_COMMA_RE = re.compile(",")
 _ASSIGNED_RE = re.compile(r"\s*(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?[-+\d.,/\\{}\s^()]*?[\d}]\s*")
-
-
-def _top_items(expr: str) -> list[str]:
-    """`a=2, h=-1` → [`a=2`, `h=-1`]: the comma-separated items of a math span (commas outside brackets)."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(expr):
-        depth += ch in "{(["
-        depth -= ch in "})]"
-        if ch == "," and depth == 0:
-            items.append(expr[start:i])
-            start = i + 1
-    return [x.strip() for x in items + [expr[start:]] if x.strip()]
 
 
 def _span_text(m: re.Match) -> str:

@@ -20,15 +20,15 @@ from lead_recipes.grading.equivalence.compare import prepare
 from lead_recipes.grading.equivalence.precision import Precision, stated_precision
 from lead_recipes.grading.extraction.answers import (
     MAX_ANSWER_CHARS,
-    _to_text,
     check_extraction,
     explosive,
     extract_final_answer,
     normalize_answer,
+    to_text,
 )
 from lead_recipes.grading.extraction.pairing import gold_text
 from lead_recipes.grading.options import OPTIONS, grader_kwargs_from_env
-from lead_recipes.grading.pool.worker import _worker_chunk, _worker_init
+from lead_recipes.grading.pool.worker import worker_chunk, worker_init
 
 STATUSES = ("correct", "wrong", "no_answer", "timeout", "error")
 
@@ -168,13 +168,13 @@ class Grader:
         t0 = time.perf_counter()
         out: cf.Future = cf.Future()
         try:
-            gold_s = _to_text(gold)
+            gold_s = to_text(gold)
             if gold_s is not None and ("\\boxed" in gold_s or "\\fbox" in gold_s):
                 gold_s = gold_text(gold_s)  # golds stored as `\boxed{...}`, several boxes joined
             if given_answer is not None:
-                extracted = _to_text(given_answer)
+                extracted = to_text(given_answer)
             else:
-                text = _to_text(response) or ""
+                text = to_text(response) or ""
                 if len(text) > MAX_RESPONSE_CHARS:
                     return self._done(out, "error", None, t0)
                 extracted = extract_final_answer(text, policy, gold_s)
@@ -186,7 +186,7 @@ class Grader:
             if not gold_n or len(gold_n) > MAX_ANSWER_CHARS or len(extracted) > MAX_ANSWER_CHARS:
                 return self._done(out, "error", extracted, t0)
             # `10 weeks` vs `10`, `1 1/2`, `T(4)=9, T(5)=2` vs `9, 2`, `0.3333` vs `\frac13`, integers, ...
-            stated = stated_precision(_to_text(problem)) if self.problem_precision else None
+            stated = stated_precision(to_text(problem)) if self.problem_precision else None
             precision = stated or ("rel", self.rel_tol)
             pair, verdict = prepare(gold_n, extracted, precision)
             key = (*pair, precision)
@@ -255,7 +255,7 @@ class Grader:
             pool = self._ensure_pool()
         futures = [
             pool.schedule(
-                _worker_chunk,
+                worker_chunk,
                 args=([("x+1", "1+x", ("rel", self.rel_tol))], self.timeout_s, _CHUNK_BUDGET_S),
                 timeout=wait_s,
             )
@@ -305,7 +305,7 @@ class Grader:
 
             self._pool = ProcessPool(
                 max_workers=self.workers,
-                initializer=_worker_init,
+                initializer=worker_init,
                 initargs=(self.memory_limit_mb,),
                 context=multiprocessing.get_context("spawn"),  # a fork of a threaded parent can deadlock
             )
@@ -348,7 +348,7 @@ class Grader:
             hard = self.timeout_s + _GRACE_S + (_CHUNK_BUDGET_S if len(chunk) > 1 else 0.0)
             try:
                 fut = pool.schedule(
-                    _worker_chunk, args=([j.key for j in chunk], self.timeout_s, _CHUNK_BUDGET_S), timeout=hard
+                    worker_chunk, args=([j.key for j in chunk], self.timeout_s, _CHUNK_BUDGET_S), timeout=hard
                 )
             except Exception as exc:  # noqa: BLE001 - pool unusable: drop it; the chunk fails into the retry path
                 fut = cf.Future()

@@ -1,5 +1,5 @@
-"""The worker-process side of the grader, run inside the pebble pool's spawned workers: the initializer (memory
-limit, warm-up parse) and `_worker_chunk` (math-verify `verify(gold, pred)` per item under a soft timeout, gold
+"""The worker-process side of the grader, run inside the pebble pool's spawned workers: `worker_init` (memory
+limit, warm-up parse) and `worker_chunk` (math-verify `verify(gold, pred)` per item under a soft timeout, gold
 parses cached; a number against a real constant under the item's precision). Top-level functions so the spawn pool
 pickles them by reference; pool management, hard timeouts and retries are the parent's (`grader`). LaTeX
 extraction only. See docs/grading.md#how-an-answer-is-graded.
@@ -29,7 +29,8 @@ def _on_alarm(signum, frame):
     raise _ItemTimeout()
 
 
-def _worker_init(memory_limit_mb: int | None) -> None:
+def worker_init(memory_limit_mb: int | None) -> None:
+    """The pool's initializer: the address-space limit, math-verify's warnings off, a warm-up parse."""
     import logging
 
     if memory_limit_mb:
@@ -49,7 +50,7 @@ _LATEX_CONFIG: list | None = None
 
 def _parse(ans: str):
     """math-verify's parse of `\\boxed{ans}` with only the LaTeX extractor: its ExprExtractionConfig calls sympy's
-    parse_expr on the text, which we never do on model output. Timeouts are ours (see `_worker_chunk`)."""
+    parse_expr on the text, which we never do on model output. Timeouts are ours (see `worker_chunk`)."""
     global _LATEX_CONFIG
     from math_verify import LatexExtractionConfig, parse
 
@@ -186,7 +187,7 @@ def _judge(gold: str, pred: str, precision: Precision = ("rel", DEFAULT_REL_TOL)
     return bool(verify(g, p, timeout_seconds=None))
 
 
-def _worker_chunk(
+def worker_chunk(
     items: list[tuple[str, str, Precision]], item_timeout_s: float, budget_s: float
 ) -> list[tuple[str, bool]]:
     """Grade (gold, pred, precision) items in order; stop starting new ones after `budget_s` (the caller re-queues
