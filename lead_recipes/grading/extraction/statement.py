@@ -41,6 +41,7 @@ _CONCLUDE_RE = re.compile(
 )
 _DISPLAY_RE = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$|\\begin\{(equation|align|gather)\*?\}(.+?)\\end\{\3\*?\}", re.S)
 _CURRENCY_RE = re.compile(r"\$\s?-?\d[\d,]*(?:\.\d+)?")
+# A mark ends a sentence only before a space, the end or `*`, so a decimal point (`3.5`) never does.
 _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
 _TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
 # A value after one of these words is not asserted ("the answer is probably 5", "cannot be 5", "isn't 5").
@@ -133,7 +134,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
             if hedged_subject(subject, verb) or _PASSIVE_RE.match(after):
                 return None  # "the remainder when $N$ is divided by 1000": "is" asserts no value there
             return _value(rest[len(subject) + len(verb) :], equation_rhs)
-    end = _sentence_end(rest)
+    end = _SENTENCE_END_RE.search(rest)
     if end is not None and rest[end.start()] == "?":
         return None  # a question is not a statement
     first = re.search(r"\d|\$|\\\(", rest[: end.start()] if end else rest)
@@ -185,7 +186,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         ):
             val = f"{val}\\text{{ {unit.group(1).strip()}}}"
         return val
-    end = _sentence_end(rest)
+    end = _SENTENCE_END_RE.search(rest)
     val = (rest[: end.start()] if end else rest).strip().rstrip("*_ ").strip()
     val = re.split(r",\s*not\b", val)[0].strip()  # "34, not 35" asserts 34
     num = re.search(r"\d", val)
@@ -203,18 +204,9 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     return f"{m.group(1)}\\text{{ {m.group(2)}}}" if m else val or None
 
 
-def _sentence_end(text: str, pos: int = 0) -> re.Match | None:
-    """The end of the sentence that starts at `pos` (`.`, `!`, `?` or a line break; a decimal point does not end it),
-    or None when the text runs out first."""
-    end = _SENTENCE_END_RE.search(text, pos)
-    while end is not None and text[end.start()] == "." and re.match(r"\d", text[end.start() + 1 : end.start() + 2]):
-        end = _SENTENCE_END_RE.search(text, end.start() + 1)
-    return end
-
-
 def _sentence_len(text: str) -> int:
     """Length of the first sentence of `text` (a decimal point does not end it)."""
-    end = _sentence_end(text)
+    end = _SENTENCE_END_RE.search(text)
     return end.start() if end else len(text)
 
 
@@ -256,7 +248,7 @@ def extract_statement(text: str) -> str | None:
     # A refused answer statement is not read again as a concluding sentence ("The answer is $5$ or $6$.").
     floor = found.end() - (len(part) - len(last_para)) if found is not None else -1
     for m in reversed([c for c in _CONCLUDE_RE.finditer(last_para) if c.start() >= floor]):  # 2. a concluding
-        end = _sentence_end(last_para, m.end())
+        end = _SENTENCE_END_RE.search(last_para, m.end())
         sentence = last_para[m.end() : end.start() if end else len(last_para)]
         after = last_para[end.end() :].strip() if end else ""
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
