@@ -1,5 +1,6 @@
 """The import graph of lead_recipes/ and evaluation/ has no cycles: not between modules, not between the package's
-folders, and evaluation depends on lead_recipes, never the reverse. Imports inside functions count (a lazy import
+folders, and evaluation depends on lead_recipes, never the reverse; grading's stages (extraction, equivalence, pool)
+import only earlier stages, and grading never imports the reward side. Imports inside functions count (a lazy import
 is still a dependency). Read from the source with `ast`; nothing is imported."""
 
 from __future__ import annotations
@@ -90,6 +91,39 @@ def test_no_two_folders_of_the_package_import_each_other():
     for src, targets in _graph().items():
         folders.setdefault(_folder(src), set()).update(_folder(t) for t in targets if _folder(t) != _folder(src))
     assert _cycles(folders) == []
+
+
+STAGES = ("extraction", "equivalence", "pool")  # grading's stages in order: each reads only the ones before it
+
+
+def _stage_offenders(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, import) pairs where a grading stage imports a later stage, or grading imports lead_recipes.reward."""
+
+    def stage(module: str) -> int | None:
+        parts = module.split(".")
+        return (
+            STAGES.index(parts[2])
+            if parts[:2] == ["lead_recipes", "grading"] and parts[2:3] and parts[2] in STAGES
+            else None
+        )
+
+    out = []
+    for src, targets in graph.items():
+        for t in targets:
+            later = stage(src) is not None and stage(t) is not None and stage(t) > stage(src)
+            upward = src.startswith("lead_recipes.grading") and t.startswith("lead_recipes.reward")
+            if later or upward:
+                out.append((src, t))
+    return sorted(out)
+
+
+def test_each_grading_stage_imports_only_earlier_stages_and_grading_never_the_reward_side():
+    assert _stage_offenders(_graph()) == []
+
+
+def test_the_stage_check_names_an_import_of_a_later_stage():
+    graph = {"lead_recipes.grading.extraction.a": {"lead_recipes.grading.pool.b"}, "lead_recipes.grading.pool.b": set()}
+    assert _stage_offenders(graph) == [("lead_recipes.grading.extraction.a", "lead_recipes.grading.pool.b")]
 
 
 def test_the_package_never_imports_evaluation():

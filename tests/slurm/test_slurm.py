@@ -1,5 +1,5 @@
 """Slurm scripts: static checks (bash -n, shellcheck, strict mode, --help, launch header) and, on the real Slurm of
-tests/support/slurm_helpers.py (two slurmd nodes on this one machine, shared by every Slurm test module),
+tests/slurm/conftest.py (two slurmd nodes on this one machine, shared by every Slurm test module),
 slurm/train.sbatch with the stand-in trainer (the real trainer needs a GPU): a 2-node job (Ray head + worker, reward
 server on the head) through a USR1 -> checkpoint -> requeue -> resume cycle, the checkpoint-on-USR1 handshake (request
 -> saved marker -> requeue -> --ckpt.load_enable) and its bounded wait; through `lead-recipes launch --launch.target

@@ -1,5 +1,5 @@
 """The real `lead-recipes train` (OpenRLHF's whole Ray loop on CPU, through tests/cpu_e2e's shim and tiny model)
-inside slurm/train.sbatch on the real Slurm of tests/support/slurm_helpers.py: the script starts Ray with 4 fake GPUs,
+inside slurm/train.sbatch on the real Slurm of tests/slurm/conftest.py: the script starts Ray with 4 fake GPUs,
 USR1 to the batch script makes the running trainer save at its next step boundary, the job requeues, and the requeued
 run resumes from that checkpoint and finishes. Minutes on this machine: behind the e2e_full marker.
 

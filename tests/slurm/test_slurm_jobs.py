@@ -1,4 +1,4 @@
-"""slurm/train.sbatch and slurm/eval.sbatch on the real Slurm of tests/support/slurm_helpers.py (two slurmd nodes on
+"""slurm/train.sbatch and slurm/eval.sbatch on the real Slurm of tests/slurm/conftest.py (two slurmd nodes on
 this machine, 2 CPUs and 2 fake GPUs each, tasks bound to their cores), with Ray and reward servers running. Each job is
 submitted once per module (a fixture: `launched`, `ray_probe`, `two_jobs`, `eval_array`, each saying what it runs)
 and several tests check one property of it each. What these tests cannot show (real GPUs used by Ray workers, a

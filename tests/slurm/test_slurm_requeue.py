@@ -1,4 +1,4 @@
-"""slurm/train.sbatch on the real Slurm of tests/support/slurm_helpers.py (tasks bound to their cores, fake GPUs): when
+"""slurm/train.sbatch on the real Slurm of tests/slurm/conftest.py (tasks bound to their cores, fake GPUs): when
 a job is requeued, resumed or stopped (time limits, USR1/SIGTERM, grace-time preemption, restart caps, stalled
 checkpoints, stale resume marks, bounded save waits), and the site-facing options (setup file, open-files limit,
 default time limit, head address and ports, CPUs/GPUs that cannot hold the layout). Each test submits the real script

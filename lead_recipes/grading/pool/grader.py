@@ -1,4 +1,4 @@
-"""Math answer grading: the public API (`Grader`, `Grade`, `get_grader`, `REWARD_LOG_KEYS`) and the parent side of
+"""Math answer grading: the public API (`Grader`, `Grade`, `get_grader`, `STATUSES`) and the parent side of
 the worker pool: extraction, form rewrites and exact paths in this process, math-verify 0.9.0 in a lazily created
 spawn pool with hard timeouts, re-runs of a dead worker's items and a heavy lane. No math-verify or sympy in this
 process; model text never reaches `eval`, `sympify` or `parse_expr`. See docs/grading.md#how-an-answer-is-graded.
