@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|")
     for cat, (n, counts) in hard.items():
         print(f"| {cat} | {n} | " + " | ".join(f"{counts[k]}/{n}" for k in ("ours", "math-verify", "openrlhf")) + " |")
-    print("\nIssue-21 review cases, false positives / false negatives per kind:\n")
+    print("\nreview_forms.py cases, false positives / false negatives per split and kind:\n")
     print("\n".join(review_errors(hard)))
     return 0
 
@@ -173,7 +173,7 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
     }
     out: dict[str, tuple[int, collections.Counter]] = {}
     held = collections.Counter()
-    review = {s: collections.Counter() for s in ("dev", "held")}
+    review = {s: collections.Counter() for s in sorted({c.review for c in CASES if c.review})}
     for i, c in enumerate(CASES):
         n, counts = out.get(c.category, (0, collections.Counter()))
         for k, v in verdicts.items():
@@ -189,9 +189,9 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
     for _n, counts in out.values():
         total.update(counts)
     out["all"] = (len(CASES), total)
-    out["held (written after the issue-21 fixes)"] = (sum(c.held for c in CASES), held)
+    out["hard_forms.py held out (measured once)"] = (sum(c.held for c in CASES), held)
     for split, counts in review.items():
-        out[f"review {split} (issue-21 review, review_forms.py)"] = (sum(c.review == split for c in CASES), counts)
+        out[f"review_forms.py {split}"] = (sum(c.review == split for c in CASES), counts)
     return out
 
 
@@ -201,8 +201,8 @@ def review_errors(hard: dict[str, tuple[int, collections.Counter]]) -> list[str]
 
     rows = []
     cats = sorted({c.category for c in CASES if c.review})
-    for split in ("dev", "held"):
-        counts = hard[f"review {split} (issue-21 review, review_forms.py)"][1]
+    for split in sorted({c.review for c in CASES if c.review}):
+        counts = hard[f"review_forms.py {split}"][1]
         for g in ("ours", "math-verify", "openrlhf"):
             cells = [f"{counts[f'{g} {cat} FP']} / {counts[f'{g} {cat} FN']}" for cat in cats]
             rows.append(f"| {split} | {g} | " + " | ".join(cells) + " |")

@@ -14,7 +14,7 @@ from review_forms import ROWS as REVIEW_ROWS
 class Case(NamedTuple):
     """`problem`: the problem text where its stated precision matters (our grader reads it, as `lead-recipes grade`
     does; the anchors take no problem); `held`: held out from tuning and measured once; `review`: the split of a
-    review_forms.py case, `dev` or `held`."""
+    review_forms.py case, `tuned` or `heldout`."""
 
     category: str
     gold: str

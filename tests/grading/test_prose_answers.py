@@ -203,7 +203,7 @@ def test_an_alternative_a_denial_or_a_condition_after_the_value_still_refuses(te
         ("In total, Maria spent $\\$100$.", "\\$100"),
     ],
 )
-def test_review_statements_give_their_asserted_value(text, value):
+def test_a_closing_statement_gives_the_value_it_asserts(text, value):
     assert extract_statement(W + text) == value
 
 
@@ -226,7 +226,7 @@ def test_review_statements_give_their_asserted_value(text, value):
         "#### Step 3: count the cases",
     ],
 )
-def test_review_statements_that_give_no_answer(text):
+def test_a_statement_that_asserts_no_single_value_gives_no_answer(text):
     assert extract_statement(W + text) is None
 
 

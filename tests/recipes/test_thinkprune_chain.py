@@ -1,6 +1,7 @@
-"""ThinkPrune's 4000 -> 3000 -> 2000 schedule (arXiv 2504.01296; baselines.md §4.5) as a `launch` chain: each round is
-a run of its own from the previous round's final model (a fresh optimizer), with the tighter limit as the rollout
-cap, as the method's limit and in the system prompt of its own prompt data."""
+"""ThinkPrune's 4000 -> 3000 -> 2000 schedule (arXiv 2504.01296; the authors' run scripts in
+github.com/UCSB-NLP-Chang/ThinkPrune) as a `launch` chain: each round is a run of its own from the previous round's
+final model (a fresh optimizer), with the tighter limit as the rollout cap, as the method's limit and in the system
+prompt of its own prompt data."""
 
 from __future__ import annotations
 

@@ -870,7 +870,8 @@ def test_the_plugin_refuses_overlong_without_max_new_tokens_for_any_caller():
 @pytest.mark.parametrize("method", [m for m in METHODS if m != "grpo"])
 def test_stop_properly_is_refused_for_a_method_that_builds_its_own_reward(method):
     """ProRL's stop-properly coef rescales the reward function's 0/1 reward of a truncated sample; the plug-in hands
-    the change to the method as a reward term. For thinkprune with coef 0 (the realisation baselines.md §4.8 names)
-    a cut response whose text holds the right answer would get R = −1 while a cut wrong one gets 0."""
+    the change to the method as a reward term. For thinkprune with coef 0 (stock OpenRLHF's way to zero a cut
+    response's reward, with `--rollout.max_new_tokens L`) a cut response whose text holds the right answer would get
+    R = −1 while a cut wrong one gets 0."""
     with pytest.raises(ValueError, match=f"--reward.stop_properly_penalty_coef.*{method}"):
         maker(make_args(method, stop_properly_penalty_coef=0.0))
