@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.config import REGISTRY, SECTIONS, RecipeConfig, flag
-from lead_recipes.methods.fields import BOUNDS
+from lead_recipes.methods.fields import range_text
 from lead_recipes.recipes import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ def methods_table(full: bool, docs: str, root: str) -> str:
 def _range(f: dataclasses.Field) -> str:
     if "choices" in f.metadata:
         return ", ".join(f"`{c}`" for c in f.metadata["choices"])
-    return " and ".join(f"{BOUNDS[k][1]} {f.metadata[k]}" for k in BOUNDS if k in f.metadata)
+    return range_text(f.metadata)
 
 
 def flag_reference() -> str:

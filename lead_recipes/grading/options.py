@@ -8,31 +8,34 @@ See docs/grading.md.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL
 from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES
+from lead_recipes.methods.fields import range_problem
+
+# The reward reads only the box (rewards teach the format); a report (`grade`, `eval`) also reads a closing "the
+# answer is ..." statement, so its accuracy compares with math-verify's and lighteval's. Both deliberate.
+REPORT_EXTRACTION = "final_answer"
 
 
 @dataclass(frozen=True)
 class GradeOption:
     """One option: `--grade.<name>` (argparse dest `grade.<name>`) of type `type` (bool: `--[no-]grade.<name>`);
-    `choices` for a string, `interval` for a number (e.g. "[0, 1)", "(0, inf)"); `grader`: the Grader keyword it
-    sets; `env`: the variable that sets it for `get_grader` (unset or blank: the default). `report_default`, when
-    set, replaces `default` in the commands that grade for a report rather than a reward (`grade`, `eval`)."""
+    `choices` for a string, `bounds` for a number (the `ge`/`gt`/`le`/`lt` of lead_recipes.methods.fields.BOUNDS);
+    `grader`: the Grader keyword it sets; `env`: the variable that sets it for `get_grader` (unset or blank: the
+    default)."""
 
     name: str
     type: type
     default: Any
     help: str
     choices: tuple[str, ...] = ()
-    interval: str | None = None
+    bounds: Mapping[str, float] = field(default_factory=dict)
     grader: str | None = None
     env: str | None = None
-    report_default: Any = None
 
     @property
     def flag(self) -> str:
@@ -42,62 +45,30 @@ class GradeOption:
     def dest(self) -> str:
         return f"grade.{self.name}"
 
-    def default_for(self, report: bool) -> Any:
-        return self.report_default if report and self.report_default is not None else self.default
-
-    @property
-    def expected(self) -> str:
-        """What a value must be, for error messages: "a number in [0, 1)", "one of boxed, final_answer", ..."""
-        if self.type is bool:
-            return "0 or 1"
-        if self.choices:
-            return f"one of {', '.join(self.choices)}"
-        if self.type is int:
-            return "an integer"
-        if self.interval is None:
-            return "a number"
-        low, high = self._bounds()
-        if math.isinf(high):
-            return f"a number {'>=' if self.interval[0] == '[' else '>'} {low:g}"
-        return f"a number in {self.interval}"
-
-    def _bounds(self) -> tuple[float, float]:
-        if self.interval is None:
-            return -math.inf, math.inf
-        low, high = self.interval[1:-1].split(",")
-        return float(low), float(high)
-
-    def in_range(self, value: float) -> bool:
-        """Whether a number lies in `interval` (NaN never does; no interval: any number)."""
-        if self.interval is None:
-            return True
-        low, high = self._bounds()
-        above = low <= value if self.interval[0] == "[" else low < value
-        below = value <= high if self.interval[-1] == "]" else value < high
-        return above and below
-
-    def check(self, value: Any, name: str) -> None:
-        """ValueError naming `name` when the number `value` is outside `interval` (Grader's own arguments)."""
-        if not self.in_range(value):
-            raise ValueError(f"{name} must be {self.expected}, got {value!r}")
+    def check(self, value: float) -> None:
+        """ValueError naming the Grader keyword when the number `value` is outside `bounds` (Grader's arguments)."""
+        problem = range_problem(value, self.bounds)
+        if problem:
+            raise ValueError(f"{self.grader} must be {problem}, got {value!r}")
 
     def parse(self, raw: str) -> Any:
         """`raw` as this option's value; ValueError (saying what it must be) for anything else."""
         text = raw.strip()
         if self.type is bool:
             if text not in ("0", "1"):
-                raise ValueError(f"must be {self.expected}, got {raw!r}")
+                raise ValueError(f"must be 0 or 1, got {raw!r}")
             return text == "1"
         if self.choices:
             if text not in self.choices:
-                raise ValueError(f"must be {self.expected}, got {raw!r}")
+                raise ValueError(f"must be one of {', '.join(self.choices)}, got {raw!r}")
             return text
         try:
             value = self.type(text)
         except ValueError:
-            raise ValueError(f"must be {self.expected}, got {raw!r}") from None
-        if not self.in_range(value):
-            raise ValueError(f"must be {self.expected}, got {raw!r}")
+            raise ValueError(f"must be {'an integer' if self.type is int else 'a number'}, got {raw!r}") from None
+        problem = range_problem(value, self.bounds)
+        if problem:
+            raise ValueError(f"must be {problem}, got {raw!r}")
         return value
 
     def from_env(self, environ: Mapping[str, str] | None = None) -> Any:
@@ -131,16 +102,13 @@ OPTIONS: dict[str, GradeOption] = {
             EXTRACTION_POLICIES,
             grader="extraction",
             env="LEAD_RECIPES_EXTRACTION",
-            # The reward reads only the box (rewards teach the format); a report also reads a closing "the answer
-            # is ..." statement, so its accuracy compares with math-verify's and lighteval's. Both deliberate.
-            report_default="final_answer",
         ),
         GradeOption(
             "timeout_s",
             float,
             5.0,
             "per-answer hard limit in seconds, counted from when a worker starts it",
-            interval="(0, inf)",
+            bounds={"gt": 0},
             grader="timeout_s",
             env="LEAD_RECIPES_GRADE_TIMEOUT_S",
         ),
@@ -149,6 +117,7 @@ OPTIONS: dict[str, GradeOption] = {
             int,
             None,
             "grader worker processes (default: usable CPUs, at most 8)",
+            bounds={"ge": 1},
             grader="workers",
             env="LEAD_RECIPES_GRADE_WORKERS",
         ),
@@ -158,7 +127,7 @@ OPTIONS: dict[str, GradeOption] = {
             DEFAULT_REL_TOL,
             "relative precision of a decimal against a value whose expansion does not end (1/3, pi) when the "
             "problem text states none",
-            interval="[0, 1)",
+            bounds={"ge": 0, "lt": 1},
             grader="rel_tol",
             env="LEAD_RECIPES_GRADE_REL_TOL",
         ),
@@ -175,12 +144,12 @@ OPTIONS: dict[str, GradeOption] = {
 }
 
 
-def add_options(parser: Any, names: Iterable[str], *, report: bool = False) -> None:
-    """Add `--grade.<name>` for each of `names`, in that order, to an argparse parser or argument group; `report`:
-    the command grades for a report (each option's `report_default` applies)."""
+def add_options(parser: Any, names: Iterable[str], **defaults: Any) -> None:
+    """Add `--grade.<name>` for each of `names`, in that order, to an argparse parser or argument group;
+    `defaults`: the command's own default of an option, by name (`grade`, `eval`: extraction=REPORT_EXTRACTION)."""
     for name in names:
         opt = OPTIONS[name]
-        kwargs: dict[str, Any] = {"dest": opt.dest, "default": opt.default_for(report), "help": opt.help}
+        kwargs: dict[str, Any] = {"dest": opt.dest, "default": defaults.get(name, opt.default), "help": opt.help}
         if opt.type is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif opt.choices:

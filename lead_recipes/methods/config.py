@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import math
 import types
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -21,7 +20,7 @@ from lead_recipes.methods.baseline_config import (
     L1MaxConfig,
     ThinkPruneConfig,
 )
-from lead_recipes.methods.fields import BOUNDS, option
+from lead_recipes.methods.fields import option, range_problem
 
 DEFAULT_METHOD = "lead"
 
@@ -406,14 +405,6 @@ def _section(section: str, value: Any):
     return SECTIONS[section](**values)
 
 
-def _range_problem(f: dataclasses.Field, v: float) -> str | None:
-    """What `v` must be per the field's range metadata (e.g. "≥ 0 and < 1"), or None when it is inside."""
-    bounds = [(key, f.metadata[key]) for key in BOUNDS if key in f.metadata]
-    if all(BOUNDS[key][0](v, bound) for key, bound in bounds):
-        return None
-    return " and ".join(f"{BOUNDS[key][1]} {bound}" for key, bound in bounds)
-
-
 def validate_section(section: str, sec: Any) -> None:
     """ValueError naming the --recipe.<section>.* flag whose value has the wrong type or is out of range."""
     for f in dataclasses.fields(SECTIONS[section]):
@@ -432,9 +423,7 @@ def validate_section(section: str, sec: Any) -> None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (typ is int and v != int(v)):
             raise ValueError(f"{name} must be a{'n integer' if typ is int else ' number'}, got {v!r}")
-        if not math.isfinite(v):
-            raise ValueError(f"{name} must be finite, got {v!r}")
-        problem = _range_problem(f, v)
+        problem = range_problem(v, f.metadata)
         if problem:
             raise ValueError(f"{name} must be {problem}, got {v!r}")
 

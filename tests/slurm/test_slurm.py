@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -34,6 +35,8 @@ from support.slurm_helpers import (
     train_log,
     wait_for,
 )
+
+from lead_recipes.benchmarks import BENCHMARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
@@ -196,6 +199,25 @@ def test_an_option_given_as_name_equals_value_is_read_as_name_then_value(tmp_pat
         text=True,
     )
     assert out.stdout == "0-5\n", out.stdout + out.stderr
+
+
+def test_eval_array_tasks_take_the_packages_benchmarks_when_none_are_given():
+    """Without --data.benchmarks, task i of one checkpoint evaluates lead_recipes.benchmarks.BENCHMARKS[i], read
+    with the python beside the lead-recipes on PATH (this venv's), so the script keeps no list of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    evaluated = []
+    for task in range(len(BENCHMARKS)):
+        out = subprocess.run(
+            ["bash", str(ROOT / "slurm/eval.sbatch"), "--sbatch.checkpoints=m", "--sbatch.dry_run_enable"],
+            capture_output=True,
+            text=True,
+            env={**env, "SLURM_ARRAY_TASK_ID": str(task)},
+        )
+        assert "] command: " in out.stdout, out.stdout + out.stderr
+        cmd = shlex.split(out.stdout.split("] command: ", 1)[1].splitlines()[0])
+        evaluated.append(cmd[cmd.index("--data.benchmarks") + 1])
+    assert evaluated == list(BENCHMARKS)
 
 
 # ---------------------------------------------------------------- real Slurm

@@ -96,13 +96,15 @@ class Grader:
         rel_tol: float = OPTIONS["rel_tol"].default,
         problem_precision: bool = OPTIONS["problem_precision_enable"].default,
     ):
-        OPTIONS["timeout_s"].check(timeout_s, "timeout_s")
-        OPTIONS["rel_tol"].check(rel_tol, "rel_tol")
+        OPTIONS["timeout_s"].check(timeout_s)
+        OPTIONS["rel_tol"].check(rel_tol)
+        if workers is not None:  # None: the default, usable CPUs (at most 8)
+            OPTIONS["workers"].check(workers)
         self.rel_tol = float(rel_tol)
         self.problem_precision = bool(problem_precision)
         self.extraction = check_extraction(extraction)
         self.timeout_s = float(timeout_s)
-        self.workers = int(workers) if workers else _default_workers()
+        self.workers = _default_workers() if workers is None else int(workers)
         self.chunk_size = max(1, int(chunk_size))
         self.memory_limit_mb = memory_limit_mb
         self.result_timeout_s = result_timeout_s
