@@ -1,5 +1,5 @@
 """What every reward entry point returns to OpenRLHF: the per-sample `extra_logs` (`REWARD_LOG_KEYS`,
-`reward_extra_logs`) and the rewards and scores as a float vector (`as_float_vector`).
+`reward_extra_logs`, `error_logs`) and the whole return value (`reward_result`).
 See docs/training.md#logged-per-step-wb--tensorboard-train."""
 
 from __future__ import annotations
@@ -34,8 +34,22 @@ def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None) -> dict
     return logs
 
 
-def as_float_vector(values: list[float]):
-    """`values` as a float32 tensor, for OpenRLHF's `rewards` and `scores`."""
+def error_logs(n: int, labels: Any) -> list[dict[str, float]]:
+    """`extra_logs` of `n` samples all graded `error`, each L1 target still echoed from its label."""
+    labels = list(labels) if isinstance(labels, (list, tuple)) else []
+    error = Grade(False, "error", None, 0.0)
+    return [reward_extra_logs(error, False, labels[i] if i < len(labels) else None) for i in range(n)]
+
+
+def reward_result(rewards: list[float], extra_logs: dict[str, list[float]]) -> dict:
+    """What a reward function returns to OpenRLHF: `rewards` = `scores` as a float32 tensor and `extra_logs`, one
+    list per REWARD_LOG_KEYS key (for a single sample, its bare values, as OpenRLHF's per-sample calls expect)."""
+    if len(rewards) == 1:
+        extra_logs = {k: v[0] for k, v in extra_logs.items()}
+    return {"rewards": _float_vector(rewards), "scores": _float_vector(rewards), "extra_logs": extra_logs}
+
+
+def _float_vector(values: list[float]):
     try:
         import torch
 

@@ -18,8 +18,7 @@ import urllib.error
 import urllib.request
 from typing import Sequence
 
-from lead_recipes.grading.pool.grader import Grade
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, as_float_vector, reward_extra_logs
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, error_logs, reward_result
 
 URLS_ENV, WAIT_ENV, TIMEOUT_ENV, TOKEN_ENV = (
     "LEAD_RECIPES_REWARD_URLS",
@@ -201,19 +200,9 @@ def fetch(
         sleep(pause)
 
 
-def _result(rewards: list[float], logs: dict[str, list[float]]) -> dict:
-    extra = {k: v[0] for k, v in logs.items()} if len(rewards) == 1 else logs
-    return {"rewards": as_float_vector(rewards), "scores": as_float_vector(rewards), "extra_logs": extra}
-
-
 def _failed(n: int, labels) -> dict:
     """Every sample graded `error`, its L1 target still echoed from its label."""
-    labels = list(labels) if isinstance(labels, (list, tuple)) else []
-    logs = [
-        reward_extra_logs(Grade(False, "error", None, 0.0), False, labels[i] if i < len(labels) else None)
-        for i in range(n)
-    ]
-    return _result([0.0] * n, {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS})
+    return reward_result([0.0] * n, {k: [d[k] for d in error_logs(n, labels)] for k in REWARD_LOG_KEYS})
 
 
 def reward_func(queries, prompts, labels, **kwargs) -> dict:
@@ -224,7 +213,7 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
         if not urls:
             raise Refused(f"${URLS_ENV} is empty: no reward server to forward to")
         if n == 0:
-            return _result([], {k: [] for k in REWARD_LOG_KEYS})
+            return reward_result([], {k: [] for k in REWARD_LOG_KEYS})
         payload = json.dumps(
             {"query": list(queries), "prompts": list(prompts or [""] * n), "labels": list(labels or [None] * n)}
         ).encode()
@@ -235,7 +224,7 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
             float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S)),
             float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)),
         )
-        return _result(out["rewards"], out["extra_logs"])
+        return reward_result(out["rewards"], out["extra_logs"])
     except OutageFailFast:  # logged when the outage's deadline passed, not once per sample
         return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1, labels)
     except Exception as exc:  # noqa: BLE001 - OpenRLHF turns an exception into reward None and a crash later

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from lead_recipes.grading.labels import LabelError, gold_answer
 from lead_recipes.grading.pool.grader import Grade, get_grader
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, as_float_vector, reward_extra_logs
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, error_logs, reward_extra_logs, reward_result
 
 
 def response_text(query: Any, prompt: Any) -> str:
@@ -90,11 +90,5 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
     except Exception:  # noqa: BLE001 - belt and braces: OpenRLHF turns an exception into reward=None
         n = len(queries) if isinstance(queries, (list, tuple)) else 1
         rewards = [0.0] * max(n, 1)
-        labels = list(labels) if isinstance(labels, (list, tuple)) else []
-        error = Grade(False, "error", None, 0.0)
-        logs = [reward_extra_logs(error, False, labels[i] if i < len(labels) else None) for i in range(len(rewards))]
-    if len(rewards) == 1:
-        extra = dict(logs[0])
-    else:
-        extra = {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS}
-    return {"rewards": as_float_vector(rewards), "scores": as_float_vector(rewards), "extra_logs": extra}
+        logs = error_logs(len(rewards), labels)
+    return reward_result(rewards, {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS})
