@@ -15,7 +15,7 @@ import time
 import pytest
 from cpu_e2e import harness
 from support.ports import free_port
-from support.reward_server import start_server
+from support.reward_server import start_counting_server
 
 pytestmark = [
     pytest.mark.e2e_full,
@@ -32,7 +32,7 @@ def test_reward_server_restarted_mid_run_loses_and_duplicates_no_sample(tmp_path
     model = harness.fixture_model()
     cluster = harness.RayCluster()
     port, graded_log = free_port(), tmp_path / "graded.jsonl"
-    server = start_server(port, graded_log)
+    server = start_counting_server(port, graded_log)
     try:
         run = harness.Run(
             cluster,
@@ -57,7 +57,7 @@ def test_reward_server_restarted_mid_run_loses_and_duplicates_no_sample(tmp_path
         before_outage = len(graded_log.read_text().splitlines())
         assert run.proc.poll() is None, "the run ended before the outage: " + run.tail()
         time.sleep(OUTAGE_S)
-        server = start_server(port, graded_log)
+        server = start_counting_server(port, graded_log)
         rc = run.wait(timeout=900)
     finally:
         if server.poll() is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.ports import free_port
-from support.reward_server import TOKEN, start_serve, start_server
+from support.reward_server import TOKEN, start_counting_server, start_serve
 
 from lead_recipes.reward import remote_reward as rr
 from lead_recipes.reward.logs import REWARD_LOG_KEYS
@@ -228,7 +228,7 @@ def test_server_killed_and_restarted_mid_stream_loses_nothing_and_grades_each_sa
     port, log_path = free_port(), tmp_path / "graded.jsonl"
     monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{port}/get_reward")
     monkeypatch.setenv(rr.WAIT_ENV, "120")
-    server = start_server(port, log_path)
+    server = start_counting_server(port, log_path)
     n, first = 60, 15
 
     def one(k):
@@ -247,7 +247,7 @@ def test_server_killed_and_restarted_mid_stream_loses_nothing_and_grades_each_sa
             late = [pool.submit(one, k) for k in range(first, n)]
             time.sleep(2.0)  # the outage
             assert not any(f.done() for f in late)  # nothing was answered (or given up) while the server was down
-            server = start_server(port, log_path)
+            server = start_counting_server(port, log_path)
             results = [f.result(timeout=240) for f in early + late]
     finally:
         if server.poll() is None:

@@ -1,5 +1,5 @@
 """A real `lead-recipes serve` in its own process: started on a free port until healthy (`start_serve`), or with a
-log line per graded sample (`start_server`, for the fail-over tests of the reward and e2e areas)."""
+log line per graded sample (`start_counting_server`, for the fail-over tests of the reward and e2e areas)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ sys.exit(s.main(sys.argv[2:]))
 """
 
 
-def start_server(port, log_path):
+def start_counting_server(port, log_path):
     """A real `lead-recipes serve` on `port` that appends one line per graded sample to `log_path`, once healthy."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _COUNTING_SERVER, str(log_path), "--serve.port", str(port), "--grade.workers", "1"],
@@ -40,16 +40,8 @@ def start_server(port, log_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("reward server did not become healthy")
+    wait_healthy(proc, f"http://127.0.0.1:{port}", 120)
+    return proc
 
 
 def serve(port: int, *extra: str, env=None) -> subprocess.Popen:
@@ -89,14 +81,22 @@ def start_serve(*extra: str) -> tuple[subprocess.Popen, str, str]:
     proc = serve(port, *extra)
     ready = ready_line(proc)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        assert proc.poll() is None, proc.stderr.read()
+    wait_healthy(proc, base, 90)
+    return proc, base, ready
+
+
+def wait_healthy(proc: subprocess.Popen, base: str, timeout_s: float) -> None:
+    """Until `base`/health answers 200; AssertionError (with the server's stderr when piped) if the process exits
+    first or `timeout_s` runs out, the process killed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
                 if r.status == 200:
-                    return proc, base, ready
+                    return
         except OSError:
-            time.sleep(0.3)
+            time.sleep(0.2)
     proc.kill()
-    raise AssertionError("server did not become healthy")
+    raise AssertionError(
+        f"lead-recipes serve at {base} did not become healthy; stderr: {proc.stderr and proc.stderr.read()}"
+    )
