@@ -54,6 +54,38 @@ PROFILES = {
 }
 
 
+# The GPU paths the shipped recipes take, each a set of flag overrides on top of a profile (a value of None is a
+# switch; "{max_len}" and the like are filled from the profile). gpu_smoke.sh runs them on GPUs; tests/e2e runs
+# the ones that can run on CPU through tests/cpu_e2e's shim. See docs/e2e.md.
+PATHS: dict[str, dict[str, str | None]] = {
+    "plain": {},
+    "packing": {"--ds.packing_samples": None, "--ds.attn_implementation": "flash_attention_2"},
+    "dynamic-batching": {
+        "--ds.packing_samples": None,
+        "--ds.attn_implementation": "flash_attention_2",
+        "--train.dynamic_batch_enable": None,
+        "--train.max_tokens_per_gpu": "{max_len}",
+        "--train.max_epochs": "2",
+    },
+    "zero3": {"--ds.zero_stage": "3"},
+    "tp2": {"--vllm.tensor_parallel_size": "2"},
+    "async": {"--train.async_enable": None},
+}
+
+
+def apply_path(argv: list[str], path: str, profile: dict) -> list[str]:
+    """ARGV with PATHS[path]'s flags set: a flag already there gets the path's value, a new one is appended."""
+    out = list(argv)
+    for flag, value in PATHS[path].items():
+        value = None if value is None else value.format(**profile)
+        if flag in out:
+            if value is not None:
+                out[out.index(flag) + 1] = value
+        else:
+            out += [flag] if value is None else [flag, value]
+    return out
+
+
 # per --recipe section: settings as fractions of the rollout cap, so the length terms can move within a few steps
 CAP_FRACTIONS = {
     "lead": {"b_max": 1, "l_min": 0.25},
@@ -89,10 +121,12 @@ def train_argv(
     episodes: int,
     gpus: int = 1,
     extra: list[str] | tuple = (),
+    path: str = "plain",
 ) -> list[str]:
-    """`lead-recipes train` flags (without the command) of one smoke run writing under RUN (ckpt, tb, hf)."""
+    """`lead-recipes train` flags (without the command) of one smoke run writing under RUN (ckpt, tb, hf), on the
+    GPU path PATH (PATHS)."""
     p = PROFILES[profile]
-    return [  # --recipe.name none: the command is complete, no base recipe underneath it
+    argv = [  # --recipe.name none: the command is complete, no base recipe underneath it
         "--recipe.name",
         "none",
         "--actor.model_name_or_path",
@@ -173,8 +207,8 @@ def train_argv(
         "--recipe.method",
         method,
         *method_flags(method, p["max_new_tokens"]),
-        *extra,
     ]
+    return apply_path(argv, path, p) + list(extra)
 
 
 def write_data(path: str, profile: str = "gpu") -> int:
@@ -282,6 +316,7 @@ def main(argv: list[str]) -> int:
         t.add_argument(f"--smoke.{name}", dest=name, required=True)
     t.add_argument("--smoke.episodes", dest="episodes", type=int, default=1)
     t.add_argument("--smoke.gpus", dest="gpus", type=int, default=1)
+    t.add_argument("--smoke.path", dest="path", choices=list(PATHS), default="plain")
     t.add_argument("extra", nargs="*")
     c = sub.add_parser("check", help="check a finished run's directory")
     c.add_argument("run")
@@ -300,7 +335,7 @@ def main(argv: list[str]) -> int:
     if a.cmd == "train":
         import subprocess
 
-        argv = train_argv(a.profile, a.method, a.model, a.data, a.run, a.reward, a.episodes, a.gpus, a.extra)
+        argv = train_argv(a.profile, a.method, a.model, a.data, a.run, a.reward, a.episodes, a.gpus, a.extra, a.path)
         return subprocess.call([sys.executable, "-m", "lead_recipes.cli", "train", *argv])
     problems = check(a.run, a.method, [int(s) for s in a.steps.split(",")], a.resumed_from)
     for p in problems:

@@ -30,9 +30,16 @@ def flags(argv):
     }
 
 
-def argv_of(profile, tmp_path, method="lead"):
+def argv_of(profile, tmp_path, method="lead", path="plain"):
     return gpu_smoke.train_argv(
-        profile, method, str(tmp_path / "model"), str(tmp_path / "p.jsonl"), str(tmp_path / "run"), "reward_func.py", 1
+        profile,
+        method,
+        str(tmp_path / "model"),
+        str(tmp_path / "p.jsonl"),
+        str(tmp_path / "run"),
+        "reward_func.py",
+        1,
+        path=path,
     )
 
 
@@ -57,3 +64,14 @@ def test_profile_command_passes_openrlhf_validation(profile, tmp_path, capsys):
     out = capsys.readouterr()
     assert rc == 0, out.err[-3000:]
     assert "--recipe.method lead" in out.out
+
+
+def test_a_path_overrides_the_profiles_value_in_place_and_never_duplicates_a_flag(tmp_path):
+    for path in gpu_smoke.PATHS:
+        argv = argv_of("cpu", tmp_path, path=path)
+        flags = [a for a in argv if a.startswith("--")]
+        assert len(flags) == len(set(flags)), (path, [f for f in flags if flags.count(f) > 1])
+        for flag, value in gpu_smoke.PATHS[path].items():
+            assert flag in argv, (path, flag)
+            if value is not None:
+                assert argv[argv.index(flag) + 1] == value.format(**gpu_smoke.PROFILES["cpu"]), (path, flag)
