@@ -687,6 +687,15 @@ def test_gpu_smoke_sync_check_counts_only_steps_after_a_real_gradient_and_refuse
     assert len(vacuous) == 1 and "unchecked" in vacuous[0] and "no step followed a real gradient" in vacuous[0]
 
 
+def test_gpu_smoke_path_check_adds_the_sync_check_except_on_the_lagged_async_path(tmp_path, capsys):
+    smoke_check = _launcher("smoke_check")
+    _fake_run(tmp_path, "lead", [{"w_c": 0.5, "step": 1}, {"w_c": 0.52, "step": 2}], [1, 2], [1, 2])  # no vllm_kl
+    assert smoke_check.main(["check", str(tmp_path), "lead", "--smoke.steps", "1,2", "--smoke.path", "async"]) == 0
+    assert "ok async (lead): steps 1,2; train/vllm_kl not checked: its rollouts lag" in capsys.readouterr().out
+    assert smoke_check.main(["check", str(tmp_path), "lead", "--smoke.steps", "1,2", "--smoke.path", "packing"]) == 1
+    assert "FAIL packing (lead): weight sync unchecked" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ preemption: signals request a checkpoint
 def _driver_in_preflight(tmp_path, env):
     """A real `lead-recipes train` driver held in its preflight: the reward URL is a socket that accepts and never
