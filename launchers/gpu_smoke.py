@@ -339,14 +339,14 @@ def main(argv: list[str]) -> int:
         what = f"{a.path} ({a.method})" if a.path != "plain" else a.method or "data"
         print(f"{'ok' if result.ok else 'FAIL'} {what}: the preflight's data check: {result.detail}")
         return 0 if result.ok else 1
-    import subprocess
+    from lead_recipes import cli
 
     argv = train_argv(a.profile, a.method, a.model, a.data, a.run, a.reward, a.episodes, a.gpus, a.extra, a.path)
     problem = layout_problem(argv, a.gpus) if a.profile == "gpu" else None
     if problem:
         print(f"gpu_smoke.py: the {a.path} command does not fit {a.gpus} GPU(s): {problem}", file=sys.stderr)
         return 2
-    return subprocess.call([sys.executable, "-m", "lead_recipes.cli", "train", *argv])
+    return cli.main(["train", *argv])  # in this process: the dry run's many commands start one interpreter each
 
 
 if __name__ == "__main__":

@@ -97,13 +97,23 @@ train() {
     --smoke.episodes "$episodes" --smoke.gpus "$GPUS" -- "$@" "${dry[@]}"
 }
 
+# $1 label, remaining: a command whose stdout is ok/FAIL lines; a non-zero exit without a FAIL line is one too
+lines() {
+  local label="$1" out rc=0
+  shift
+  out="$("$@")" || rc=$?
+  [[ -z "$out" ]] || says "$out"
+  [[ "$rc" -eq 0 || "$out" == *FAIL* ]] || say "FAIL $label: $(basename "$2") exited $rc (its error is above)"
+  return "$rc"
+}
+
 # $1 method, $2 path: a fresh run directory with its prompts, which must pass the preflight's data check
 prepare() {
-  local run="$WORK/$2/$1" out
+  local run="$WORK/$2/$1"
   rm -rf "$run"
   mkdir -p "$run"
-  if out="$("$PY" "$HERE/gpu_smoke.py" data "$run/prompts.jsonl" --smoke.method "$1" --smoke.path "$2" \
-    --smoke.gpus "$GPUS")"; then says "$out"; else says "$out"; return 1; fi
+  lines "$1 data" "$PY" "$HERE/gpu_smoke.py" data "$run/prompts.jsonl" --smoke.method "$1" --smoke.path "$2" \
+    --smoke.gpus "$GPUS"
 }
 
 # $1 label, $2 log, remaining: train's arguments. Whether the command ran (or, dry, passed validation).
@@ -122,7 +132,7 @@ for method in $METHODS; do
   prepare "$method" plain || continue
   run_ok "$method" "$run/train.log" "$method" plain 1 || continue
   if [[ "$DRY_RUN" -eq 0 ]]; then
-    says "$("$PY" "$HERE/smoke_check.py" check "$run" "$method" --smoke.steps 1,2)" || true
+    lines "$method" "$PY" "$HERE/smoke_check.py" check "$run" "$method" --smoke.steps 1,2 || true
   fi
   echo "== $method: resume from global_step2, 2 more steps"
   run_ok "$method resume" "$run/train.log.resume" "$method" plain 2 --ckpt.load_enable || continue
@@ -130,7 +140,8 @@ for method in $METHODS; do
   if ! grep -q "lead-recipes: restored $method state at global_step 2" "$run/train.log.resume"; then
     say "FAIL $method resume: the resumed run did not report restoring the recipe state"
   fi
-  says "$("$PY" "$HERE/smoke_check.py" check "$run" "$method" --smoke.steps 3,4 --smoke.resumed_from 2)" || true
+  lines "$method resume" "$PY" "$HERE/smoke_check.py" check "$run" "$method" --smoke.steps 3,4 \
+    --smoke.resumed_from 2 || true
 done
 
 for item in $PATH_NEEDS; do
@@ -143,8 +154,8 @@ for item in $PATH_NEEDS; do
   prepare lead "$path" || continue
   run_ok "$path (lead)" "$WORK/$path/lead/train.log" lead "$path" 2 || continue
   if [[ "$DRY_RUN" -eq 0 ]]; then
-    says "$("$PY" "$HERE/smoke_check.py" check "$WORK/$path/lead" lead --smoke.steps 1,2,3,4 --smoke.path "$path")" \
-      || true
+    lines "$path (lead)" "$PY" "$HERE/smoke_check.py" check "$WORK/$path/lead" lead --smoke.steps 1,2,3,4 \
+      --smoke.path "$path" || true
   fi
 done
 

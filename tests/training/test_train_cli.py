@@ -613,6 +613,29 @@ def test_gpu_smoke_skips_the_two_gpu_paths_on_one_gpu_with_a_line_saying_why(tmp
     assert out.returncode == 2 and "unknown path(s) nosuch" in out.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_gpu_smoke_reports_a_failed_run_as_a_fail_line_in_its_summary_and_exits_1(tmp_path):
+    # a real (not dry) run on this GPU-less machine: the preflight refuses it, which must not read as a pass
+    (tmp_path / "model").mkdir()
+    out = _gpu_smoke(
+        "--smoke.gpus",
+        "1",
+        "--smoke.model",
+        str(tmp_path / "model"),
+        "--smoke.methods",
+        "lead",
+        "--smoke.paths",
+        "",
+        "--smoke.workdir",
+        str(tmp_path / "work"),
+    )
+    assert out.returncode == 1 and "gpu_smoke.sh: FAILED" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    lines, summary = out.stdout.split("==== gpu_smoke summary")
+    assert "FAIL lead: training exited non-zero" in lines and "FAIL lead: training exited non-zero" in summary
+    assert "ok lead: the preflight's data check" in summary and "no CUDA GPU visible" in lines
+
+
 def _fake_run(root, method, controllers, steps, problems_steps):
     """A run directory as a real smoke run leaves it: DeepSpeed model_states with client_states merged in,
     TensorBoard scalars, recipe_problems.jsonl."""
