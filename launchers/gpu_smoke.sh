@@ -34,7 +34,7 @@ DRY_RUN=0
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${PYTHON:-python}"
 
-usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }  # the header
 
 while [[ $# -gt 0 ]]; do
   [[ $1 == --?*=* ]] && set -- "${1%%=*}" "${1#*=}" "${@:2}"   # --name=VALUE, as argparse takes it
