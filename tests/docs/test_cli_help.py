@@ -166,7 +166,7 @@ def test_an_abbreviated_flag_is_refused(command, argv, capsys):
 
 
 @pytest.mark.parametrize(
-    "script", sorted([*ROOT.glob("benchmarks/*.py"), ROOT / "launchers" / "gpu_smoke.py"]), ids=lambda p: p.name
+    "script", sorted([*ROOT.glob("benchmarks/*.py"), *ROOT.glob("launchers/*.py")]), ids=lambda p: p.name
 )
 def test_the_scripts_outside_the_package_refuse_abbreviated_flags_too(script):
     # an abbreviation that is a prefix of a later flag would silently change its meaning

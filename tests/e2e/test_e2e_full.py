@@ -5,8 +5,6 @@ test_e2e_cpu.py must fail)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from cpu_e2e import harness
 from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
@@ -49,24 +47,12 @@ def test_composed_trains_two_steps_and_resumes(cluster, model, tmp_path):
 BASELINES = ["arora-zanette", "l1-exact", "l1-max", "kimi", "thinkprune"]
 
 
-def write_l1_data(path, mode: str) -> None:
-    """The CPU smoke prompts with L1's suffix and a target in an object label; l1-max data mixes both modes."""
-    harness.gpu_smoke.write_data(str(path), "cpu")
-    rows = [json.loads(line) for line in open(path, encoding="utf-8")]
-    with open(path, "w", encoding="utf-8") as f:
-        for i, row in enumerate(rows):
-            n, kind = 8 + 4 * i, ("max" if mode == "max" and i % 2 else "exact")
-            suffix = f" Think for {'maximum ' if kind == 'max' else ''}{n} tokens."
-            label = {"answer": row["label"], "n_gold": n, "l1_mode": kind}
-            f.write(json.dumps({"prompt": row["prompt"] + suffix, "label": label}) + "\n")
-
-
 @pytest.mark.parametrize("method", BASELINES)
 def test_length_baseline_trains_two_steps_and_resumes(method, cluster, model, tmp_path):
     extra = []
     if method.startswith("l1-"):
-        data = tmp_path / "l1-prompts.jsonl"
-        write_l1_data(data, method.removeprefix("l1-"))
+        data = tmp_path / "l1-prompts.jsonl"  # the CPU smoke prompts with L1's suffix and target (n_gold, l1_mode)
+        harness.gpu_smoke.write_data(str(data), "cpu", method)
         extra = ["--data.prompt_dataset", str(data)]
     run = harness.Run(cluster, model, tmp_path / method, method, episodes=1, extra=extra)
     assert run.wait() == 0, run.tail()

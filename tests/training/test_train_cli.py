@@ -6,6 +6,7 @@ missing GPU."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -557,28 +558,82 @@ def test_gpu_smoke_runs_every_registered_method_by_default_and_refuses_an_unknow
     assert out.returncode == 2 and "unknown method(s) nosuch" in out.stderr and "needs at least one" not in out.stderr
 
 
-def test_gpu_smoke_checks_the_controller_of_every_method_that_has_one():
+def _launcher(name: str):
     sys.path.insert(0, str(ROOT / "launchers"))
     try:
-        import gpu_smoke
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
+
+
+def test_gpu_smoke_checks_the_controller_of_every_method_that_has_one():
     from lead_recipes.methods import build_method
     from lead_recipes.methods.config import METHODS, RecipeConfig
 
+    smoke_check = _launcher("smoke_check")
     expected = {m for m in METHODS if build_method(RecipeConfig(method=m)).state_dict() is not None}
-    assert {m for m in METHODS if gpu_smoke.stateful(m)} == expected and {"lead", "leash", "composed"} <= expected
+    assert {m for m in METHODS if smoke_check.stateful(m)} == expected and {"lead", "leash", "composed"} <= expected
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_gpu_smoke_dry_run_passes_openrlhfs_validation_and_the_data_check_on_cpu(tmp_path):
+    # composed and l1-max (L1 data), taken from the registry like every method, and every path on the dry run's 2
+    # GPUs: each command through `train --run.dry_run_enable`, each run's prompts through the preflight's data check
+    out = _gpu_smoke("--smoke.dry_run_enable", "--smoke.methods", "composed l1-max", "--smoke.workdir", str(tmp_path))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines, summary = out.stdout.split("==== gpu_smoke summary")
+    for method in ("composed", "l1-max"):
+        assert f"ok {method}: the preflight's data check" in lines
+        assert lines.count(f"ok {method}: the command passed") == lines.count(f"ok {method} resume: the com") == 1
+    for path in _launcher("gpu_smoke").PATHS:
+        assert f"ok {path} (lead): the command passed OpenRLHF's validation" in lines, path
+    assert "all checks passed (dry run)" in summary and "FAIL" not in out.stdout
+    resumed = (tmp_path / "plain" / "composed" / "train.log.resume").read_text()
+    assert "--ckpt.load_enable" in resumed and "--recipe.method composed" in resumed
+    assert "openrlhf 0.11.2" in summary and "ok async (lead)" in summary  # versions and every result line
+
+
+def test_gpu_smoke_skips_the_two_gpu_paths_on_one_gpu_with_a_line_saying_why(tmp_path):
+    out = _gpu_smoke(
+        "--smoke.dry_run_enable",
+        "--smoke.gpus",
+        "1",
+        "--smoke.methods",
+        "",
+        "--smoke.paths",
+        "tp2 async",
+        "--smoke.workdir",
+        str(tmp_path),
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for path in ("tp2", "async"):
+        assert f"skip {path}: needs >= 2 GPUs" in out.stdout and f"ok {path}" not in out.stdout
+    out = _gpu_smoke("--smoke.paths", "tp2 nosuch", "--smoke.gpus", "0")
+    assert out.returncode == 2 and "unknown path(s) nosuch" in out.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_gpu_smoke_dry_run_passes_openrlhfs_validation_on_cpu(tmp_path):
-    # composed, taken from the registry like every method: its two commands through `train --run.dry_run_enable`
-    out = _gpu_smoke("--smoke.dry_run_enable", "--smoke.methods", "composed", "--smoke.workdir", str(tmp_path))
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("ok composed: the") == 2 and "all methods passed (dry run)" in out.stdout
-    resumed = (tmp_path / "composed" / "train.log.resume").read_text()
-    assert "--ckpt.load_enable" in resumed and "--recipe.method composed" in resumed
+def test_gpu_smoke_reports_a_failed_run_as_a_fail_line_in_its_summary_and_exits_1(tmp_path):
+    # a real (not dry) run on this GPU-less machine: the preflight refuses it, which must not read as a pass
+    (tmp_path / "model").mkdir()
+    out = _gpu_smoke(
+        "--smoke.gpus",
+        "1",
+        "--smoke.model",
+        str(tmp_path / "model"),
+        "--smoke.methods",
+        "lead",
+        "--smoke.paths",
+        "",
+        "--smoke.workdir",
+        str(tmp_path / "work"),
+    )
+    assert out.returncode == 1 and "gpu_smoke.sh: FAILED" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    lines, summary = out.stdout.split("==== gpu_smoke summary")
+    assert "FAIL lead: training exited non-zero" in lines and "FAIL lead: training exited non-zero" in summary
+    assert "ok lead: the preflight's data check" in summary and "no CUDA GPU visible" in lines
 
 
 def _fake_run(root, method, controllers, steps, problems_steps):
@@ -616,17 +671,13 @@ def _fake_run(root, method, controllers, steps, problems_steps):
 
 
 def test_gpu_smoke_checker_accepts_a_good_run_and_names_each_defect(tmp_path):
-    sys.path.insert(0, str(ROOT / "launchers"))
-    try:
-        import gpu_smoke
-    finally:
-        sys.path.pop(0)
+    smoke_check = _launcher("smoke_check")
     good = tmp_path / "good"
     _fake_run(good, "lead", [{"w_c": 0.5, "step": 1}, {"w_c": 0.52, "step": 2}], [1, 2], [1, 2])
-    assert gpu_smoke.check(str(good), "lead", [1, 2], None) == []
+    assert smoke_check.check(str(good), "lead", [1, 2], None) == []
     frozen = tmp_path / "frozen"
     _fake_run(frozen, "lead", [{"w_c": 0.5, "step": 1}, {"w_c": 0.5, "step": 1}], [1, 2], [1])
-    problems = gpu_smoke.check(str(frozen), "lead", [1, 2], None)
+    problems = smoke_check.check(str(frozen), "lead", [1, 2], None)
     assert any("did not move" in p for p in problems) and any("lacks steps [2]" in p for p in problems)
     restarted = tmp_path / "restarted"
     _fake_run(
@@ -636,7 +687,36 @@ def test_gpu_smoke_checker_accepts_a_good_run_and_names_each_defect(tmp_path):
         [2, 3, 4],
         [3, 4],
     )
-    assert any("restarted" in p for p in gpu_smoke.check(str(restarted), "lead", [3, 4], 2))
+    assert any("restarted" in p for p in smoke_check.check(str(restarted), "lead", [3, 4], 2))
+
+
+def _scalars(kl: dict, grad: dict) -> dict:
+    return {"train/vllm_kl": kl, "train/actor_grad_norm": grad}
+
+
+def test_gpu_smoke_sync_check_passes_a_synced_run_and_fails_a_stale_vllm_with_the_values():
+    sync = _launcher("smoke_check").sync_problems
+    bound = _launcher("smoke_check").VLLM_KL_BOUND
+    assert sync(_scalars({1: 1e-3, 2: 2e-3, 3: 1e-3, 4: 3e-3}, {1: 0.5, 2: 0.0, 3: 0.7, 4: 0.2})) == []
+    stale = sync(_scalars({1: 1e-3, 2: 0.4, 3: 1e-3, 4: 0.2}, {1: 0.5, 2: 0.0, 3: 0.7, 4: 0.2}))
+    assert len(stale) == 1 and "steps [2, 4]" in stale[0] and "0.4" in stale[0] and str(bound) in stale[0]
+
+
+def test_gpu_smoke_sync_check_counts_only_steps_after_a_real_gradient_and_refuses_a_vacuous_run():
+    sync = _launcher("smoke_check").sync_problems
+    # step 3 follows a zero-gradient step: its vllm_kl says nothing about the sync and is not held to the bound
+    assert sync(_scalars({2: 1e-3, 3: 0.5}, {1: 0.5, 2: 0.0})) == []
+    vacuous = sync(_scalars({1: 1e-3, 2: 1e-3}, {1: 0.0, 2: 0.0}))
+    assert len(vacuous) == 1 and "unchecked" in vacuous[0] and "no step followed a real gradient" in vacuous[0]
+
+
+def test_gpu_smoke_path_check_adds_the_sync_check_except_on_the_lagged_async_path(tmp_path, capsys):
+    smoke_check = _launcher("smoke_check")
+    _fake_run(tmp_path, "lead", [{"w_c": 0.5, "step": 1}, {"w_c": 0.52, "step": 2}], [1, 2], [1, 2])  # no vllm_kl
+    assert smoke_check.main(["check", str(tmp_path), "lead", "--smoke.steps", "1,2", "--smoke.path", "async"]) == 0
+    assert "ok async (lead): steps 1,2; train/vllm_kl not checked: its rollouts lag" in capsys.readouterr().out
+    assert smoke_check.main(["check", str(tmp_path), "lead", "--smoke.steps", "1,2", "--smoke.path", "packing"]) == 1
+    assert "FAIL packing (lead): weight sync unchecked" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ preemption: signals request a checkpoint
