@@ -182,11 +182,20 @@ def check_fused_adam(timeout: float = DEFAULT_TIMEOUT) -> Check:
     ok, detail = run_probe("fused-adam", timeout=timeout)
     if ok:
         return Check("fused-adam", True, detail)
-    fix = (
+    return _failed("fused-adam", detail, _deepspeed_fix())
+
+
+def _deepspeed_fix() -> str:
+    return (
         f"install {_pin('deepspeed')} and ninja; its JIT build needs nvcc for CUDA {TORCH_CUDA} (CUDA_HOME) and a "
         "writable ~/.cache/torch_extensions"
     )
-    return _failed("fused-adam", detail, fix)
+
+
+def check_zero3(timeout: float = DEFAULT_TIMEOUT) -> Check:
+    """DeepSpeed ZeRO-3 initialises a tiny model in one process and one step moves it (CPU too, over gloo)."""
+    ok, detail = run_probe("zero3", timeout=timeout)
+    return Check("zero3", True, detail) if ok else _failed("zero3", detail, _deepspeed_fix())
 
 
 def check_nccl(timeout: float = DEFAULT_TIMEOUT) -> Check:

@@ -7,6 +7,7 @@ Imports only the standard library at import time; each probe imports what it tes
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 # bf16 keeps 8 significant bits: unit roundoff u = 2^-8. FlashAttention-2 accumulates in fp32 but rounds the
@@ -122,6 +123,51 @@ def nccl() -> dict:
     return _result(True, f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}: all-reduce across {world} GPU(s)")
 
 
+def zero3() -> dict:
+    """DeepSpeed ZeRO-3 initialises a tiny model in one process (world size 1) and one step moves its parameters;
+    on CUDA in bf16 with DeepSpeed's own Adam (FusedAdam, the recipes' optimizer), on CPU with torch's over gloo."""
+    import os
+    import socket
+
+    import deepspeed
+    import torch
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    accelerator = deepspeed.get_accelerator()
+    cuda = accelerator.device_name() == "cuda"
+    deepspeed.init_distributed(dist_backend=accelerator.communication_backend_name())
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    config = {
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": 3},
+        "bf16": {"enabled": cuda},
+        "optimizer": {"type": "Adam", "params": {"lr": 1e-2, "torch_adam": not cuda}},
+    }
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+
+    def gathered() -> torch.Tensor:
+        with deepspeed.zero.GatheredParameters(list(engine.module.parameters())):
+            return torch.cat([p.detach().float().flatten().cpu() for p in engine.module.parameters()])
+
+    before = gathered()
+    x = torch.randn(4, 64).to(engine.device, next(engine.module.parameters()).dtype)
+    loss = engine(x).float().pow(2).mean()
+    engine.backward(loss)
+    engine.step()
+    moved = float((gathered() - before).abs().max())
+    stage = engine.zero_optimization_stage()
+    # Adam's first step moves every parameter with a nonzero gradient by about lr = 1e-2
+    ok = stage == 3 and math.isfinite(float(loss)) and moved > 1e-3
+    where = f"{accelerator.device_name()} {'bf16' if cuda else 'fp32'}"
+    detail = f"deepspeed {deepspeed.__version__} ZeRO-{stage} on {where}: one step, max |param change| {moved:.1e}"
+    return _result(ok, detail)
+
+
 def version_of(module: str) -> dict:
     """`module` imports; detail is its __version__ (the doctor compares it with the pin)."""
     import importlib
@@ -130,7 +176,7 @@ def version_of(module: str) -> dict:
     return _result(True, str(getattr(mod, "__version__", "?")))
 
 
-PROBES = {"flash-attn": flash_attn, "fused-adam": fused_adam, "nccl": nccl, "version": version_of}
+PROBES = {"flash-attn": flash_attn, "fused-adam": fused_adam, "nccl": nccl, "zero3": zero3, "version": version_of}
 
 
 def main(argv: list[str]) -> int:
