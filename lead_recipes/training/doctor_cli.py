@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from lead_recipes.help_format import ArgumentParser
+from lead_recipes.help_format import ArgumentParser, did_you_mean, option_strings
 from lead_recipes.training.doctor import DEFAULT_TIMEOUT, report_line, run_doctor
 
 PROG = "lead-recipes doctor"
@@ -43,7 +43,11 @@ def train_args(argv: list[str]):
 
 
 def main(argv: list[str]) -> int:
-    ours, rest = _parser().parse_known_args(argv)
+    parser = _parser()
+    ours, rest = parser.parse_known_args(argv)
+    for flag in (token.split("=", 1)[0] for token in rest):
+        if flag.startswith("--doctor."):  # ours, misspelled: not a train flag to look for among OpenRLHF's
+            parser.error(f"unknown flag {flag}{did_you_mean(flag, option_strings(parser))}")
     args = None
     if rest:
         from lead_recipes.recipes import RecipeError

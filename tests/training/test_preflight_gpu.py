@@ -50,10 +50,10 @@ def _preflight(args) -> dict:
 
 
 def test_flash_attn_that_fails_to_load_is_missing_under_sdpa_too(tmp_path, monkeypatch):
-    (tmp_path / "flash_attn_2_cuda.py").write_text("raise ImportError('built against torch 2.9')")
+    (tmp_path / "flash_attn_2_cuda.py").write_text("raise ImportError('built against another torch')")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     check = _preflight(_args("--ds.attn_implementation", "sdpa"))["flash-attn"]
-    assert not check.ok and "built against torch 2.9" in check.detail and "not needed" not in check.detail
+    assert not check.ok and "built against another torch" in check.detail and "not needed" not in check.detail
 
 
 def test_flash_attn_cpu_stub_is_missing_with_packing_and_enough_under_sdpa():
