@@ -45,22 +45,22 @@ def flash_attn(need_kernels: str = "1") -> dict:
     return _varlen_equals_sdpa(torch, flash_attn.__version__)
 
 
-def _varlen_equals_sdpa(torch, version: str) -> dict:
+def _varlen_equals_sdpa(torch, version: str, device: str = "cuda") -> dict:
     from flash_attn import flash_attn_varlen_func
 
     gen = torch.Generator().manual_seed(0)
     lengths = [int(n) for n in torch.randint(1, 200, (6,), generator=gen)]
     heads, dim = 4, 64
     total = sum(lengths)
-    q, k, v = (torch.randn(total, heads, dim, generator=gen).to("cuda", torch.bfloat16) for _ in range(3))
-    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q, k, v = (torch.randn(total, heads, dim, generator=gen).to(device, torch.bfloat16) for _ in range(3))
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
     out = flash_attn_varlen_func(q, k, v, cu, cu, max(lengths), max(lengths), causal=True).float()
     worst = 0.0
     for start, end in zip(cu[:-1].tolist(), cu[1:].tolist()):
         # [L, H, D] -> [1, H, L, D], fp32 from the same bf16 values
         qs, ks, vs = (x[start:end].float().transpose(0, 1)[None] for x in (q, k, v))
         ref = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True)[0].transpose(0, 1)
-        worst = max(worst, float((out[start:end] - ref).abs().max()))
+        worst = max(worst, float((out[start:end] - ref).abs().max().cpu()))
     bound = VARLEN_TOLERANCE * float(v.float().abs().max())
     detail = (
         f"flash-attn {version}: varlen attention over {len(lengths)} packed sequences ({total} tokens) vs SDPA "

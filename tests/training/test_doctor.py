@@ -121,6 +121,31 @@ def test_cpu_stub_of_flash_attn_passes_when_only_its_import_is_needed():
     assert check.ok and "the CPU stub (imports; its kernels are unused here)" in check.detail
 
 
+def _packed_sdpa(q, k, v, cu_q, cu_k, max_q, max_k, causal, per_sequence=True):
+    """A pure-torch flash_attn_varlen_func in bf16 (the CUDA kernel cannot run here); per_sequence=False is the
+    classic packing bug, attention across the boundaries of the packed sequences."""
+    bounds = list(zip(cu_q[:-1].tolist(), cu_q[1:].tolist())) if per_sequence else [(0, q.shape[0])]
+    outs = []
+    for start, end in bounds:
+        x = [t[start:end].transpose(0, 1)[None] for t in (q, k, v)]
+        outs.append(torch.nn.functional.scaled_dot_product_attention(*x, is_causal=causal)[0].transpose(0, 1))
+    return torch.cat(outs)
+
+
+@pytest.mark.parametrize("per_sequence", [True, False], ids=["per-sequence", "across-sequences"])
+def test_varlen_comparison_passes_a_correct_kernel_and_fails_one_that_attends_across_sequences(
+    per_sequence, monkeypatch
+):
+    from lead_recipes.training import gpu_probes
+
+    def varlen(*args, **kwargs):
+        return _packed_sdpa(*args, **kwargs, per_sequence=per_sequence)
+
+    monkeypatch.setitem(sys.modules, "flash_attn", NS(flash_attn_varlen_func=varlen))
+    result = gpu_probes._varlen_equals_sdpa(torch, "stand-in", device="cpu")
+    assert result["ok"] is per_sequence and "vs SDPA per sequence: max |diff|" in result["detail"], result
+
+
 def test_missing_deepspeed_is_named_with_its_pin_and_ninja(fake_modules):
     fake_modules("deepspeed.py", "raise ModuleNotFoundError(\"No module named 'deepspeed'\")")
     check = doctor.check_fused_adam(timeout=120)
@@ -178,6 +203,14 @@ def test_probe_that_hangs_is_killed_with_its_children_and_named(fake_modules, tm
         pytest.fail(f"the probe's child {child} survived the timeout")
 
 
+def test_probe_that_exits_without_a_result_is_named_with_its_status(fake_modules):
+    fake_modules(
+        "vllm.py", "import os, sys\nsys.stderr.write('vllm: CUDA driver initialisation failed\\n')\nos._exit(3)\n"
+    )
+    check = doctor.check_vllm(timeout=120)
+    assert not check.ok and "exit 3 without a result: vllm: CUDA driver initialisation failed" in check.detail
+
+
 def _args(ring: int = 1, liger: bool = False, sync_with_ray: bool = False):
     return NS(ds=NS(ring_attn_size=ring, use_liger_kernel=liger), vllm=NS(sync_with_ray=sync_with_ray))
 
@@ -210,6 +243,13 @@ def test_train_flags_given_to_the_doctor_are_resolved_as_train_resolves_them():
     args = train_args(["--recipe.name", "lead-1.5b", "--ds.ring_attn_size", "2", "--vllm.sync_with_ray"])
     assert (args.ds.ring_attn_size, args.vllm.sync_with_ray, args.ds.use_liger_kernel) == (2, True, False)
     assert args.recipe.method == "lead"
+
+
+def test_pins_without_a_checkout_come_from_the_installed_requirements(tmp_path, monkeypatch):
+    monkeypatch.setattr(doctor, "PACKAGE_ROOT", tmp_path)  # no pyproject.toml there
+    installed = doctor.pins()
+    assert installed["vllm"] == PINS["vllm"] and installed["torch"] == PINS["torch"]
+    assert "flash-attn" not in installed  # [tool.lead-recipes] is not part of the package's metadata
 
 
 def test_pins_are_read_from_pyproject():
