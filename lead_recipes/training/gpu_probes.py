@@ -27,6 +27,8 @@ def flash_attn(need_kernels: str = "1") -> dict:
     one flash_attn_varlen_func call over a random packed batch equals SDPA run per sequence."""
     import importlib
 
+    import torch  # first, as flash_attn does: the extension links against libtorch and fails to load without it
+
     ext = importlib.import_module("flash_attn_2_cuda")
     origin = getattr(ext, "__file__", None) or "?"
     import flash_attn
@@ -38,8 +40,6 @@ def flash_attn(need_kernels: str = "1") -> dict:
         return _result(True, f"flash_attn {flash_attn.__version__} imports; flash_attn_2_cuda: {what}")
     if stub:
         return _result(False, f"flash_attn_2_cuda is the CPU stub {origin}, not the CUDA build")
-    import torch
-
     if not torch.cuda.is_available():
         return _result(False, f"{origin} loads; {NO_GPU} to run it on")
     return _varlen_equals_sdpa(torch, flash_attn.__version__)

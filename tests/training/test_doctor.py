@@ -111,6 +111,20 @@ def test_flash_attn_extension_that_fails_to_load_is_named_even_under_sdpa(fake_m
     assert "OpenRLHF imports flash_attn even under sdpa" in check.detail and "fix: build flash-attn" in check.detail
 
 
+def test_flash_attn_extension_is_loaded_after_torch_as_the_real_one_needs(fake_modules):
+    """The real flash_attn_2_cuda links against libtorch: loaded before `import torch` it fails on libc10.so."""
+    fake_modules(
+        "flash_attn_2_cuda.py",
+        """
+        import sys
+        if "torch" not in sys.modules:
+            raise ImportError("libc10.so: cannot open shared object file")
+        """,
+    )
+    check = doctor.check_flash_attn(need_kernels=False, timeout=120)
+    assert check.ok, check.detail
+
+
 def test_cpu_stub_of_flash_attn_is_refused_when_its_kernels_are_needed():
     check = doctor.check_flash_attn(need_kernels=True, timeout=120)
     assert not check.ok and "is the CPU stub" in check.detail and "fix: build flash-attn" in check.detail
