@@ -22,6 +22,7 @@ COMMANDS = {
     "serve": ("lead_recipes.reward.server", "run the remote reward server (OpenRLHF remote-RM protocol)"),
     "replay": ("lead_recipes.replay", "replay logged rollout statistics through a method and its controller"),
     "eval": ("evaluation.cli", "evaluate a model or saved generations on the five benchmarks"),
+    "doctor": ("lead_recipes.training.doctor_cli", "check a GPU node for training: one line per check, its remedy"),
 }
 
 

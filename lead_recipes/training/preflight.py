@@ -1,7 +1,8 @@
-"""Preflight of `lead-recipes train`: every check before training (OpenRLHF version, GPUs for the layout, flash-attn,
-data, model, the reward function on a probe, checkpoint directory, Ray), none stopping the others, and building
-missing prompt data from the recipe's `data.prepare`. It does not parse flags, print or train, and imports
-OpenRLHF, torch and Ray only inside the checks. See docs/training.md.
+"""Preflight of `lead-recipes train`: every check before training (OpenRLHF version, GPUs for the layout, flash-attn
+and the optional packages the flags need, both the doctor's checks from lead_recipes.training.doctor, data, model,
+the reward function on a probe, checkpoint directory, Ray), none stopping the others, and building missing prompt
+data from the recipe's `data.prepare`. It does not parse flags, print or train, and imports OpenRLHF, torch and Ray
+only inside the checks. See docs/training.md.
 """
 
 from __future__ import annotations
@@ -13,21 +14,24 @@ import shlex
 import sys
 
 from lead_recipes.training.data_check import Check, check_data
+from lead_recipes.training.doctor import check_flash_attn, check_packages
 
 PROG = "lead-recipes train"
 
 
 def required_gpus(args) -> int:
-    """GPUs this layout asks Ray for (train_ppo_ray's placement: colocated groups share the actor's GPUs)."""
+    """GPUs this layout asks Ray for (train_ppo_ray's placement: colocated groups share the actor's GPUs). Under
+    --train.async_enable, colocate_all colocates only the DeepSpeed models: train_ppo_ray gives the vLLM engines no
+    placement group then, so they take GPUs of their own."""
     actor = args.actor.num_nodes * args.actor.num_gpus_per_node
+    vllm = (args.vllm.num_engines or 0) * args.vllm.tensor_parallel_size
     if args.train.colocate_all:
-        return actor
+        return actor + (vllm if args.train.async_enable else 0)
     ref = (
         0
         if args.train.colocate_actor_ref or args.algo.kl.init_coef <= 0
         else args.ref.num_nodes * args.ref.num_gpus_per_node
     )
-    vllm = (args.vllm.num_engines or 0) * args.vllm.tensor_parallel_size
     return actor + ref + vllm
 
 
@@ -48,23 +52,9 @@ def _check_gpus(args) -> Check:
 
 
 def _check_flash_attn(args) -> Check:
-    if "flash" not in (args.ds.attn_implementation or "") and not args.ds.packing_samples:
-        return Check("flash-attn", True, f"not needed (--ds.attn_implementation {args.ds.attn_implementation})")
-    import importlib.util
-
-    spec = importlib.util.find_spec("flash_attn_2_cuda")
-    if spec is None or spec.origin is None:
-        return Check(
-            "flash-attn", False, "flash_attn_2_cuda is not installed (pip install flash-attn==2.8.3 on the GPU node)"
-        )
-    if spec.origin.endswith(".py"):
-        return Check(
-            "flash-attn",
-            False,
-            f"{spec.origin} is the CPU stub, not the CUDA build "
-            "(pip install flash-attn==2.8.3 on the GPU node, or --ds.attn_implementation sdpa without packing)",
-        )
-    return Check("flash-attn", True, spec.origin)
+    """Never "not needed": OpenRLHF imports flash_attn always; its CUDA kernels only with flash attention or packing."""
+    need_kernels = "flash" in (args.ds.attn_implementation or "") or bool(args.ds.packing_samples)
+    return check_flash_attn(need_kernels)
 
 
 def _check_model(name: str | None) -> Check:
@@ -180,7 +170,7 @@ def _check_ray(args) -> Check:
     return Check("ray", True, f"{where} started, {gpus} GPU(s)")
 
 
-CHECK_NAMES = ("openrlhf", "gpu", "flash-attn", "data", "eval-data", "model", "reward", "ckpt", "ray")
+CHECK_NAMES = ("openrlhf", "gpu", "flash-attn", "packages", "data", "eval-data", "model", "reward", "ckpt", "ray")
 
 
 def parse_skip(value: str) -> tuple[str, ...]:
@@ -230,6 +220,7 @@ def run_preflight(args, skip=()) -> list[Check]:
         "openrlhf": _check_openrlhf,
         "gpu": lambda: _check_gpus(args),
         "flash-attn": lambda: _check_flash_attn(args),
+        "packages": lambda: check_packages(args),
         "data": lambda: check_data(
             "data",
             args.data.prompt_dataset,

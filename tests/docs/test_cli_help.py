@@ -46,6 +46,7 @@ HELP_ARGVS = [
     ("replay", ["--help"]),
     ("eval", ["--help"]),
     ("eval", ["compare", "--help"]),
+    ("doctor", ["--help"]),
 ]
 _DEFAULT = re.compile(r"\bdefault\b", re.I)
 
@@ -139,6 +140,7 @@ UNKNOWN_FLAGS = [
     ("replay", ["--output", "o", "--replay.epohcs", "2"], "--replay.epochs"),
     ("eval", ["--eval.backend", "replay", "--output", "o", "--eval.presett", "sober"], "--eval.preset"),
     ("eval", ["compare", "r", "--eval.bsae", "b"], "--eval.base"),
+    ("doctor", ["--doctor.timout_s", "5"], "--doctor.timeout_s"),
 ]
 
 
@@ -156,6 +158,7 @@ ABBREVIATIONS = [
     ("grade", ["--input", "i", "--output", "o", "--grade.extr", "boxed"]),
     ("replay", ["--output", "o", "--replay.epo", "2"]),
     ("eval", ["--eval.backend", "replay", "--output", "o", "--eval.pre", "sober"]),
+    ("doctor", ["--doctor.time", "5"]),
 ]
 
 

@@ -193,6 +193,8 @@ def _stop(command: Documented) -> tuple[str, list[str]]:
         return "nothing", argv
     if sub == "train" or (sub == "launch" and target == "local"):
         return "gpu", argv
+    if sub == "doctor":
+        return "doctor", argv
     if sub == "launch" and target in ("slurm", "ray"):
         return "nothing", argv + ["--run.dry_run_enable"]
     if sub == "serve":
@@ -267,6 +269,8 @@ def _check_stop(command: Documented, sandbox: Path) -> None:
     assert third_party_noise(done.stderr) == [], said
     if stop == "gpu":
         assert done.returncode == 1 and "cannot start training, missing: gpu: no CUDA GPU visible" in done.stderr, said
+    elif stop == "doctor":  # its checks name the missing GPU; a subprocess check must not crash it
+        assert done.returncode == 1 and done.stdout.startswith("[FAIL] gpu        no GPU"), said
     elif stop == "gpu-run":
         inputs = [t for t in argv if t.startswith("runs/") and t != _flag(argv, "--output")]
         last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
@@ -279,7 +283,7 @@ def _check_stop(command: Documented, sandbox: Path) -> None:
 
 def _marks(command: Documented):
     stop = _stop(command)[0]
-    return [pytest.mark.slow] if stop == "gpu" else []  # the preflight starts Ray: tens of seconds
+    return [pytest.mark.slow] if stop in ("gpu", "doctor") else []  # the preflight starts Ray, the doctor vLLM
 
 
 @pytest.mark.parametrize("command", [pytest.param(c, id=c.id, marks=_marks(c)) for c in COMMANDS_FOUND])

@@ -318,7 +318,7 @@ def test_required_gpus_follows_openrlhf_placement():
         ref=NS(num_nodes=1, num_gpus_per_node=4),
         vllm=NS(num_engines=2, tensor_parallel_size=2),
         algo=NS(kl=NS(init_coef=0.01)),
-        train=NS(colocate_all=True, colocate_actor_ref=False),
+        train=NS(colocate_all=True, colocate_actor_ref=False, async_enable=False),
     )
     assert required_gpus(args) == 4
     args.train.colocate_all = False
