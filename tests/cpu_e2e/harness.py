@@ -217,7 +217,8 @@ class RayCluster:
 
 
 class Run:
-    """One `lead-recipes train` process of a CPU smoke run under `dir` (ckpt/, tb/, hf/, train.log)."""
+    """One `lead-recipes train` process of a CPU smoke run under `dir` (ckpt/, tb/, hf/, train.log), on the smoke
+    driver's GPU path `path` (gpu_smoke.PATHS)."""
 
     def __init__(
         self,
@@ -228,6 +229,7 @@ class Run:
         episodes: int = 1,
         extra: list[str] | tuple = (),
         log_name: str = "train.log",
+        path: str = "plain",
     ):
         self.dir, self.method = Path(run_dir), method
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -245,6 +247,7 @@ class Run:
             reward,
             episodes,
             extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100", *extra],
+            path=path,
         )
         self.log_path = self.dir / log_name
         self.log = open(self.log_path, "w")

@@ -53,6 +53,38 @@ EXPECTED = {
         "loss_batch_info",
     ],
     ("vllm.model_executor.model_loader.reload", "initialize_layerwise_reload"): ["model"],
+    ("transformers.utils.import_utils", "is_flash_attn_2_available"): ["kernels_fallback_ok"],
+    ("flash_attn", "flash_attn_varlen_func"): [
+        "q",
+        "k",
+        "v",
+        "cu_seqlens_q",
+        "cu_seqlens_k",
+        "max_seqlen_q",
+        "max_seqlen_k",
+        "dropout_p",
+        "softmax_scale",
+        "causal",
+        "window_size",
+        "softcap",
+        "alibi_slopes",
+        "deterministic",
+        "return_attn_probs",
+        "block_table",
+    ],
+    ("flash_attn", "flash_attn_func"): [
+        "q",
+        "k",
+        "v",
+        "dropout_p",
+        "softmax_scale",
+        "causal",
+        "window_size",
+        "softcap",
+        "alibi_slopes",
+        "deterministic",
+        "return_attn_probs",
+    ],
     ("vllm.distributed.utils", "stateless_init_torch_distributed_process_group"): [
         "host",
         "port",
@@ -236,6 +268,14 @@ def _ppo_actor(mod):
     orig = mod.ActorPPOTrainer.training_step
 
     def training_step(self, experience, kl_ctl, step, loss_batch_info=None):
+        # where this micro-batch sits: its index in the epoch, whether an optimizer step ends with it (dynamic
+        # batching cuts steps by tokens), and the flash-attn stand-in's calls so far in this process (P8)
+        buffer = self.replay_buffer
+        place = {
+            "micro_batch": step,
+            "step_end": bool(buffer.dynamic_optimizer_step[step]) if buffer.dynamic_batch else None,
+            "varlen": dict(sys.modules["flash_attn_cpu"].CALLS) if "flash_attn_cpu" in sys.modules else None,
+        }
         rows = []
         for b in range(experience.action_mask.shape[0]):
             mask = experience.action_mask[b].bool()
@@ -254,7 +294,9 @@ def _ppo_actor(mod):
                     "response_ids": response,
                     "prompt": experience.prompts[b] if len(experience.prompts) > b else None,
                     "truncated": bool(truncated[b]) if truncated is not None else None,
+                    "total_length": float(experience.total_length[b]),
                     "info": info,
+                    **place,
                 }
             )
         record_dir = os.path.join(self.args.ckpt.path, "e2e_record")
@@ -266,8 +308,34 @@ def _ppo_actor(mod):
     _wrap(mod.ActorPPOTrainer, "training_step", training_step)
 
 
+def _transformers_import_utils(mod):
+    _guard(mod, "is_flash_attn_2_available")
+    # P7: transformers enables flash_attention_2 only where flash-attn is installed *and* CUDA is available; with
+    # the stand-in (P8) it runs on CPU -> available when the flash_attn package is. Patched before
+    # transformers.utils re-exports it, so every later `from ... import is_flash_attn_2_available` sees this.
+    import importlib.util
+
+    def is_flash_attn_2_available(kernels_fallback_ok=False):
+        return importlib.util.find_spec("flash_attn") is not None
+
+    _wrap(mod, "is_flash_attn_2_available", is_flash_attn_2_available)
+
+
+def _flash_attn(mod):
+    _guard(mod, "flash_attn_varlen_func", "flash_attn_func")
+    # P8: flash-attn's kernels are CUDA only (flash_attn_2_cuda); transformers calls these two (varlen for
+    # OpenRLHF's packed rows, the plain one for a batch without padding) -> per-sequence SDPA stand-ins with the
+    # same signatures, since transformers reads the varlen signature to choose the kwargs it passes.
+    import flash_attn_cpu
+
+    for name in ("flash_attn_varlen_func", "flash_attn_func"):
+        _wrap(mod, name, getattr(flash_attn_cpu, name))
+
+
 PATCHES = {
     "torch": _torch,
+    "transformers.utils.import_utils": _transformers_import_utils,
+    "flash_attn": _flash_attn,
     "openrlhf.utils.deepspeed.deepspeed": _ds_strategy,
     "openrlhf.trainer.ppo_utils.replay_buffer": _replay_buffer,
     "openrlhf.utils.distributed_util": _dist_util,
