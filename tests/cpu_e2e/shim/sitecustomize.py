@@ -266,12 +266,15 @@ def _ppo_actor(mod):
     import json
 
     orig = mod.ActorPPOTrainer.training_step
+    calls = []
 
     def training_step(self, experience, kl_ctl, step, loss_batch_info=None):
-        # where this micro-batch sits: its index in the epoch, whether an optimizer step ends with it (dynamic
-        # batching cuts steps by tokens), and the flash-attn stand-in's calls so far in this process (P8)
+        # where this micro-batch sits: the call's number, its index in the epoch, whether an optimizer step ends
+        # with it (dynamic batching cuts steps by tokens), and the flash-attn stand-in's calls so far (P8)
         buffer = self.replay_buffer
+        calls.append(step)
         place = {
+            "call": len(calls),
             "micro_batch": step,
             "step_end": bool(buffer.dynamic_optimizer_step[step]) if buffer.dynamic_batch else None,
             "varlen": dict(sys.modules["flash_attn_cpu"].CALLS) if "flash_attn_cpu" in sys.modules else None,
