@@ -105,6 +105,8 @@ def shim_env(**extra: str) -> dict:
             "RAY_USAGE_STATS_ENABLED": "0",
             "WANDB_MODE": "offline",
             "WANDB_SILENT": "true",
+            # DeepSpeed's JIT-built ops (FusedAdam with E2E_FUSED_ADAM=1), built once per machine like the model
+            "TORCH_EXTENSIONS_DIR": str(cache_dir() / "torch_extensions"),
         }
     )
     env.pop("RAY_ADDRESS", None)

@@ -1,8 +1,9 @@
 """The shipped recipes' GPU paths through the real `lead-recipes train` loop on CPU (tests/cpu_e2e's shim, one Ray
 cluster and fixture model for the module, 2 steps each): sample packing with flash_attention_2 (the shim's per-sequence
 SDPA stand-in for flash-attn's varlen kernel), dynamic batching over 2 epochs with the step-order actor, ZeRO-3. Each
-run's flags come from launchers/gpu_smoke.py's PATHS. What each proves: docs/e2e.md#what-each-run-proves; what cannot
-run on CPU (ZeRO-3 with DeepSpeed sleep, vLLM tensor parallel 2): docs/e2e.md#what-cannot-run-on-cpu."""
+run's flags come from launchers/gpu_smoke.py's PATHS; ZeRO-3 with DeepSpeed sleep is test_e2e_zero3_sleep.py (e2e_full).
+What each proves: docs/e2e.md#what-each-run-proves; what cannot run on CPU (vLLM tensor parallel 2):
+docs/e2e.md#what-cannot-run-on-cpu."""
 
 from __future__ import annotations
 
@@ -100,8 +101,7 @@ def test_dynamic_batching_deals_each_epoch_into_steps_that_span_the_lengths(clus
 
 def test_zero3_trains_on_the_methods_advantage_and_saves_the_method_state(cluster, model, tmp_path):
     """lead, 2 steps, --ds.zero_stage 3 (partitioned parameters: the forward, the step, the gathered weight sync
-    to vLLM and a ZeRO-3 checkpoint with the method's state). Without --ds.enable_sleep, which cannot run on CPU
-    (docs/e2e.md#what-cannot-run-on-cpu)."""
+    to vLLM and a ZeRO-3 checkpoint with the method's state). With --ds.enable_sleep: test_e2e_zero3_sleep.py."""
     run = _run(cluster, model, tmp_path, "lead", "zero3")
     assert advantage_mismatches(run, _argv("lead"), 1, N, CAP, PER_STEP) == []
     assert run.recipe_state(2)["method"] == "lead"

@@ -167,12 +167,13 @@ def _ds_strategy(mod):
         return orig_mesh("cpu", *a, **k)
 
     _wrap(mod, "init_device_mesh", init_device_mesh)
-    # P3: optimizer "torch_adam": DeepSpeed's FusedAdam would JIT-build a CUDA extension.
+    # P3: optimizer "torch_adam": DeepSpeed's FusedAdam is a JIT-built extension (on the CPU accelerator a C++ one,
+    # minutes to build). E2E_FUSED_ADAM=1 keeps FusedAdam: ZeRO-3's state offload (--ds.enable_sleep) needs it.
     orig_cfg = mod.DeepspeedStrategy.get_ds_train_config
 
     def get_ds_train_config(self, *a, **k):
         cfg = orig_cfg(self, *a, **k)
-        if "optimizer" in cfg:
+        if "optimizer" in cfg and os.environ.get("E2E_FUSED_ADAM") != "1":
             cfg["optimizer"].setdefault("params", {})["torch_adam"] = True
         return cfg
 
