@@ -2,8 +2,8 @@
 on PYTHONPATH (the test driver's `lead-recipes train`, Ray workers, the vLLM engine). Only when E2E_CPU_SHIM=1, it
 patches the named modules right after they execute so the loop runs on CPUs with fake Ray GPUs, each patched symbol
 first checked against the signature it was written for (`signature_problems`); see PATCHES for each patch and why.
-Extras E2E_RECORD=1 and E2E_SYNC_OFF=1; it refuses a machine with an NVIDIA GPU. Patches, extras and why:
-docs/e2e.md#the-shims-patches-and-why."""
+Extras E2E_RECORD=1, E2E_SYNC_OFF=1 and E2E_FUSED_ADAM=1; it refuses a machine with an NVIDIA GPU. Patches, extras
+and why: docs/e2e.md#the-shims-patches-and-why."""
 
 import importlib
 import importlib.abc
