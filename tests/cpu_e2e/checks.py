@@ -28,13 +28,16 @@ def steps_of(rows: list[dict], per_step: int) -> list[list[dict]]:
     return [rows[i : i + per_step] for i in range(0, len(rows), per_step)]
 
 
-def advantage_mismatches(run, argv: list[str], first_step: int, n: int, cap: int, per_step: int) -> list[str]:
+def advantage_mismatches(
+    run, argv: list[str], first_step: int, n: int, cap: int, per_step: int, trained: list[dict] | None = None
+) -> list[str]:
     """For every trained step: each sample's per-token advantage (all tokens: the KL is a loss term, not in the
     reward) equals the method's advantage for that sample, the method run on the step's whole batch from the
-    controller state of the checkpoint before the step. Returns the mismatches ([] = all equal)."""
+    controller state of the checkpoint before the step. Returns the mismatches ([] = all equal). `trained`: one pass
+    per step when the actor trains more than one epoch (default: every row the run trained on)."""
     recipe = recipe_of(argv)
     problems = []
-    for k, rows in enumerate(steps_of(run.trained_rows(), per_step)):
+    for k, rows in enumerate(steps_of(run.trained_rows() if trained is None else trained, per_step)):
         step = first_step + k
         method = build_method(recipe)
         if step > 1:
@@ -135,3 +138,36 @@ def wandb_steps(wandb_dir: Path, run_id: str, tag: str) -> list[int]:
             if tag in items and "train/global_step" in items:
                 steps.append(int(items["train/global_step"]))
     return sorted(steps)
+
+
+def epochs_and_steps(rows: list[dict]) -> list[list[list[dict]]]:
+    """The trained rows of a dynamic-batching run as passes over the replay buffer (a pass restarts the micro-batch
+    index at 0), each cut into its optimizer steps (closed by the micro-batch that the buffer marks `step_end`)."""
+    micro: list[list[dict]] = []
+    for r in rows:  # one training_step call each
+        if not micro or micro[-1][0]["call"] != r["call"]:
+            micro.append([])
+        micro[-1].append(r)
+    passes: list[list[list[dict]]] = []
+    for mb in micro:
+        if mb[0]["micro_batch"] == 0:
+            passes.append([[]])
+        passes[-1][-1] += mb
+        if mb[0]["step_end"]:
+            passes[-1].append([])
+    return [[step for step in p if step] for p in passes]
+
+
+def unstratified_steps(steps: list[list[dict]]) -> list[int]:
+    """Indices of the optimizer steps that do not hold one sample of every length stratum (the pass's samples
+    sorted by total length and cut into strata of one sample per step): the j-th longest sample of each step must
+    lie within stratum j. Ties make a stratum's bounds equal, so ties never fail it."""
+    size = len(steps[0])
+    ranked = sorted((r["total_length"] for s in steps for r in s), reverse=True)
+    n = len(steps)
+    bad = []
+    for k, step in enumerate(steps):
+        own = sorted((r["total_length"] for r in step), reverse=True)
+        if len(own) != size or not all(ranked[j * n + n - 1] <= own[j] <= ranked[j * n] for j in range(size)):
+            bad.append(k)
+    return bad

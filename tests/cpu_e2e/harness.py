@@ -105,6 +105,8 @@ def shim_env(**extra: str) -> dict:
             "RAY_USAGE_STATS_ENABLED": "0",
             "WANDB_MODE": "offline",
             "WANDB_SILENT": "true",
+            # DeepSpeed's JIT-built ops (FusedAdam with E2E_FUSED_ADAM=1), built once per machine like the model
+            "TORCH_EXTENSIONS_DIR": str(cache_dir() / "torch_extensions"),
         }
     )
     env.pop("RAY_ADDRESS", None)
@@ -217,7 +219,8 @@ class RayCluster:
 
 
 class Run:
-    """One `lead-recipes train` process of a CPU smoke run under `dir` (ckpt/, tb/, hf/, train.log)."""
+    """One `lead-recipes train` process of a CPU smoke run under `dir` (ckpt/, tb/, hf/, train.log), on the smoke
+    driver's GPU path `path` (gpu_smoke.PATHS)."""
 
     def __init__(
         self,
@@ -228,6 +231,7 @@ class Run:
         episodes: int = 1,
         extra: list[str] | tuple = (),
         log_name: str = "train.log",
+        path: str = "plain",
     ):
         self.dir, self.method = Path(run_dir), method
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -245,6 +249,7 @@ class Run:
             reward,
             episodes,
             extra=["--preflight.skip", "gpu", "--ckpt.max_num", "100", *extra],
+            path=path,
         )
         self.log_path = self.dir / log_name
         self.log = open(self.log_path, "w")

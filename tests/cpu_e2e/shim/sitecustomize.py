@@ -2,8 +2,8 @@
 on PYTHONPATH (the test driver's `lead-recipes train`, Ray workers, the vLLM engine). Only when E2E_CPU_SHIM=1, it
 patches the named modules right after they execute so the loop runs on CPUs with fake Ray GPUs, each patched symbol
 first checked against the signature it was written for (`signature_problems`); see PATCHES for each patch and why.
-Extras E2E_RECORD=1 and E2E_SYNC_OFF=1; it refuses a machine with an NVIDIA GPU. Patches, extras and why:
-docs/e2e.md#the-shims-patches-and-why."""
+Extras E2E_RECORD=1, E2E_SYNC_OFF=1 and E2E_FUSED_ADAM=1; it refuses a machine with an NVIDIA GPU. Patches, extras
+and why: docs/e2e.md#the-shims-patches-and-why."""
 
 import importlib
 import importlib.abc
@@ -53,6 +53,38 @@ EXPECTED = {
         "loss_batch_info",
     ],
     ("vllm.model_executor.model_loader.reload", "initialize_layerwise_reload"): ["model"],
+    ("transformers.utils.import_utils", "is_flash_attn_2_available"): ["kernels_fallback_ok"],
+    ("flash_attn", "flash_attn_varlen_func"): [
+        "q",
+        "k",
+        "v",
+        "cu_seqlens_q",
+        "cu_seqlens_k",
+        "max_seqlen_q",
+        "max_seqlen_k",
+        "dropout_p",
+        "softmax_scale",
+        "causal",
+        "window_size",
+        "softcap",
+        "alibi_slopes",
+        "deterministic",
+        "return_attn_probs",
+        "block_table",
+    ],
+    ("flash_attn", "flash_attn_func"): [
+        "q",
+        "k",
+        "v",
+        "dropout_p",
+        "softmax_scale",
+        "causal",
+        "window_size",
+        "softcap",
+        "alibi_slopes",
+        "deterministic",
+        "return_attn_probs",
+    ],
     ("vllm.distributed.utils", "stateless_init_torch_distributed_process_group"): [
         "host",
         "port",
@@ -135,12 +167,13 @@ def _ds_strategy(mod):
         return orig_mesh("cpu", *a, **k)
 
     _wrap(mod, "init_device_mesh", init_device_mesh)
-    # P3: optimizer "torch_adam": DeepSpeed's FusedAdam would JIT-build a CUDA extension.
+    # P3: optimizer "torch_adam": DeepSpeed's FusedAdam is a JIT-built extension (on the CPU accelerator a C++ one,
+    # minutes to build). E2E_FUSED_ADAM=1 keeps FusedAdam: ZeRO-3's state offload (--ds.enable_sleep) needs it.
     orig_cfg = mod.DeepspeedStrategy.get_ds_train_config
 
     def get_ds_train_config(self, *a, **k):
         cfg = orig_cfg(self, *a, **k)
-        if "optimizer" in cfg:
+        if "optimizer" in cfg and os.environ.get("E2E_FUSED_ADAM") != "1":
             cfg["optimizer"].setdefault("params", {})["torch_adam"] = True
         return cfg
 
@@ -234,8 +267,19 @@ def _ppo_actor(mod):
     import json
 
     orig = mod.ActorPPOTrainer.training_step
+    calls = []
 
     def training_step(self, experience, kl_ctl, step, loss_batch_info=None):
+        # where this micro-batch sits: the call's number, its index in the epoch, whether an optimizer step ends
+        # with it (dynamic batching cuts steps by tokens), and the flash-attn stand-in's calls so far (P8)
+        buffer = self.replay_buffer
+        calls.append(step)
+        place = {
+            "call": len(calls),
+            "micro_batch": step,
+            "step_end": bool(buffer.dynamic_optimizer_step[step]) if buffer.dynamic_batch else None,
+            "varlen": dict(sys.modules["flash_attn_cpu"].CALLS) if "flash_attn_cpu" in sys.modules else None,
+        }
         rows = []
         for b in range(experience.action_mask.shape[0]):
             mask = experience.action_mask[b].bool()
@@ -254,7 +298,9 @@ def _ppo_actor(mod):
                     "response_ids": response,
                     "prompt": experience.prompts[b] if len(experience.prompts) > b else None,
                     "truncated": bool(truncated[b]) if truncated is not None else None,
+                    "total_length": float(experience.total_length[b]),
                     "info": info,
+                    **place,
                 }
             )
         record_dir = os.path.join(self.args.ckpt.path, "e2e_record")
@@ -266,8 +312,34 @@ def _ppo_actor(mod):
     _wrap(mod.ActorPPOTrainer, "training_step", training_step)
 
 
+def _transformers_import_utils(mod):
+    _guard(mod, "is_flash_attn_2_available")
+    # P7: transformers enables flash_attention_2 only where flash-attn is installed *and* CUDA is available; with
+    # the stand-in (P8) it runs on CPU -> available when the flash_attn package is. Patched before
+    # transformers.utils re-exports it, so every later `from ... import is_flash_attn_2_available` sees this.
+    import importlib.util
+
+    def is_flash_attn_2_available(kernels_fallback_ok=False):
+        return importlib.util.find_spec("flash_attn") is not None
+
+    _wrap(mod, "is_flash_attn_2_available", is_flash_attn_2_available)
+
+
+def _flash_attn(mod):
+    _guard(mod, "flash_attn_varlen_func", "flash_attn_func")
+    # P8: flash-attn's kernels are CUDA only (flash_attn_2_cuda); transformers calls these two (varlen for
+    # OpenRLHF's packed rows, the plain one for a batch without padding) -> per-sequence SDPA stand-ins with the
+    # same signatures, since transformers reads the varlen signature to choose the kwargs it passes.
+    import flash_attn_cpu
+
+    for name in ("flash_attn_varlen_func", "flash_attn_func"):
+        _wrap(mod, name, getattr(flash_attn_cpu, name))
+
+
 PATCHES = {
     "torch": _torch,
+    "transformers.utils.import_utils": _transformers_import_utils,
+    "flash_attn": _flash_attn,
     "openrlhf.utils.deepspeed.deepspeed": _ds_strategy,
     "openrlhf.trainer.ppo_utils.replay_buffer": _replay_buffer,
     "openrlhf.utils.distributed_util": _dist_util,
