@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 
+from lead_recipes.recipes.own_model import check_args as check_context_of
 from lead_recipes.training.data_check import Check, check_data
 
 PROG = "lead-recipes train"
@@ -180,7 +181,7 @@ def _check_ray(args) -> Check:
     return Check("ray", True, f"{where} started, {gpus} GPU(s)")
 
 
-CHECK_NAMES = ("openrlhf", "gpu", "flash-attn", "data", "eval-data", "model", "reward", "ckpt", "ray")
+CHECK_NAMES = ("openrlhf", "gpu", "flash-attn", "data", "eval-data", "model", "context", "reward", "ckpt", "ray")
 
 
 def parse_skip(value: str) -> tuple[str, ...]:
@@ -242,6 +243,7 @@ def run_preflight(args, skip=()) -> list[Check]:
             "eval data", args.eval.dataset, args.data.input_key, args.data.label_key, args.eval.split
         ),
         "model": lambda: _check_model(args.actor.model_name_or_path),
+        "context": lambda: check_context_of(args),
         "reward": lambda: _check_reward(args.reward.remote_url),
         "ckpt": lambda: _check_ckpt_dir(args.ckpt.path),
         "ray": lambda: _check_ray(args),
