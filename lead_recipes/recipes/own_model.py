@@ -1,7 +1,7 @@
 """What follows the model a recipe runs: its context length against `data.max_len` (from its `config.json` in a local
-directory or the Hugging Face cache, never downloaded; recipe loading refuses a recipe over it and the preflight
-reports it as check `context`, so a 4k-context model under a 5,024-token recipe fails before vLLM starts), and the
-run's W&B and Slurm job name. See docs/own-data.md.
+directory or the Hugging Face cache, never downloaded; recipe loading refuses a recipe over it, and so does the
+preflight through lead_recipes/training/context_check.py, so a 4k-context model under a 5,024-token recipe fails
+before vLLM starts), and the run's W&B and Slurm job name. See docs/own-data.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from pathlib import Path
 import yaml
 
 from lead_recipes.recipes import RecipeError
-from lead_recipes.training.data_check import Check
 
 # config.json keys that state the positions a model can attend over, most specific first
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
@@ -66,18 +65,6 @@ def refuse_over_context(recipe, where: str) -> None:
     problem = context_problem(recipe.openrlhf.get("actor.model_name_or_path"), recipe.openrlhf.get("data.max_len"))
     if problem and recipe.entrypoint == "train":
         raise RecipeError(f"{where}: {problem}")
-
-
-def check_args(args) -> Check:
-    """The preflight's `context` check on `lead-recipes train`'s parsed (hierarchized) OpenRLHF arguments."""
-    model, max_len = args.actor.model_name_or_path, args.data.max_len
-    problem = context_problem(model, max_len)
-    if problem:
-        return Check("context", False, problem)
-    found = model_context(model)
-    if found is None:
-        return Check("context", True, f"{model}: no local config.json to read its context from; not checked")
-    return Check("context", True, f"data.max_len {max_len} fits {model}'s context of {found[0]} tokens")
 
 
 def run_name_of(path: Path, raw: dict, given: dict) -> str:

@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 
-from lead_recipes.recipes.own_model import check_args as check_context_of
+from lead_recipes.training.context_check import check_args as check_context_of
 from lead_recipes.training.data_check import Check, check_data
 
 PROG = "lead-recipes train"

@@ -12,9 +12,10 @@ from types import SimpleNamespace as ns
 import pytest
 
 from lead_recipes.recipes import launch
-from lead_recipes.recipes.own_model import check_args, context_problem, model_context
+from lead_recipes.recipes.own_model import context_problem, model_context
 from lead_recipes.recipes.recipe import load_recipe
 from lead_recipes.training import preflight
+from lead_recipes.training.context_check import check_args
 
 
 @pytest.fixture(autouse=True)
