@@ -115,8 +115,6 @@ def render_markdown(summary: dict) -> str:
             f"benchmark-averaged accuracy and length: {_num(o['aes'])} (ΔLength {_num(o['delta_length'])}, "
             f"ΔAcc {_num(o['delta_accuracy'])})" + (f"; {o['reason']}" if o["reason"] else ""),
         ]
-        if summary["aes"].get("warning"):
-            lines.append(f"Warning: {summary['aes']['warning']}")
     if "budget_sweep" in summary:
         sweep = summary["budget_sweep"]
         names = list(summary["benchmarks"])
@@ -355,7 +353,6 @@ def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir
     for r in rows:
         md.append("| " + " | ".join(_fmt_cell(k, r.get(k)) for k in header) + " |")
     notes = [f"{lb}: AES undefined: {r['overall']['reason']}" for lb, r in table.items() if r["overall"]["reason"]]
-    notes += [f"{lb}: AES warning: {r['warning']}" for lb, r in table.items() if r.get("warning")]
     if notes:
         md += ["", *notes]
     result = {"table": rows, "aes": table, "markdown": "\n".join(md)}
