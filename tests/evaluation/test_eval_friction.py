@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from evaluation import cli, protocols, report, store
+from evaluation import cli, plots, protocols, report, store
 from lead_recipes.benchmarks import load_benchmark
 
 
@@ -268,7 +268,7 @@ def test_one_run_plot_shows_accuracy_and_length_per_benchmark_and_the_length_his
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
     assert (tmp_path / "r" / "run.png").stat().st_size > 0
-    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    drawn = plots.plot_run(summary, rows, tmp_path / "again.png")
     assert drawn["accuracy"] == pytest.approx({n: m["accuracy"] for n, m in summary["benchmarks"].items()})
     assert drawn["mean_length"] == pytest.approx({n: m["mean_length"] for n, m in summary["benchmarks"].items()})
     assert drawn["histogram_total"] == len(rows) == 12
@@ -588,7 +588,7 @@ def test_replay_of_a_file_without_its_cap_records_plots_and_applies_no_cap(share
     assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {None}
     text = (tmp_path / "r" / "report.md").read_text()
     assert "max new tokens **unknown**" in text and "32768" not in text
-    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    drawn = plots.plot_run(summary, rows, tmp_path / "again.png")
     assert (drawn["cap"], drawn["cap_line"], drawn["histogram_total"]) == (None, False, len(rows))
 
 
@@ -602,7 +602,7 @@ def test_replay_takes_its_cap_from_the_file_or_the_flag(shared_data, tmp_path, w
     assert summary["config"]["generation"]["max_new_tokens"] == 8192
     assert "max_new_tokens" not in summary["config"]["generation"]["unknown"]
     rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
-    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    drawn = plots.plot_run(summary, rows, tmp_path / "again.png")
     if where == "file":  # every sample stopped at the cap: truncated, as the file's cap says, and drawn at it
         assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {1.0}
         assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, True, len(rows))
