@@ -67,6 +67,11 @@ def refuse_over_context(recipe, where: str) -> None:
         raise RecipeError(f"{where}: {problem}")
 
 
+def with_model(name: str, model) -> str:
+    """A run name for `model` trained with what `name` names: the model's last path part appended."""
+    return f"{name}-{str(model).rstrip('/').rsplit('/', 1)[-1]}"
+
+
 def run_name_of(path: Path, raw: dict, given: dict) -> str:
     """The run's name: the recipe file's stem, with the model's last path part appended when `--set` gives another
     model. A `logger.wandb.run_name` the file itself or `--set` states wins; one inherited through `extends` (the
@@ -74,7 +79,7 @@ def run_name_of(path: Path, raw: dict, given: dict) -> str:
     openrlhf = raw.get("openrlhf") or {}
     name = path.stem
     if ("openrlhf", "actor.model_name_or_path") in given:
-        name += "-" + str(openrlhf["actor.model_name_or_path"]).rstrip("/").rsplit("/", 1)[-1]
+        name = with_model(name, openrlhf["actor.model_name_or_path"])
     own = (yaml.safe_load(path.read_text()) or {}).get("openrlhf") or {}
     key, model_given = "logger.wandb.run_name", ("openrlhf", "actor.model_name_or_path") in given
     if key in openrlhf and ("openrlhf", key) not in given and (key not in own or model_given):

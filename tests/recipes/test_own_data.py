@@ -165,3 +165,16 @@ def test_a_run_shorter_than_save_steps_warns_with_the_step_count(capsys, tmp_pat
 def test_a_run_that_reaches_its_first_checkpoint_does_not_warn(capsys, tmp_path):
     _, _, err = rendered(capsys, "lead-1.5b", "--set", f"data.prompt_dataset={prompts(tmp_path, 3 * 128)}")
     assert "checkpoint" not in err  # 7 x 3 = 21 steps
+
+
+def test_train_with_another_model_names_the_run_after_the_base_recipe_and_the_model():
+    from lead_recipes.training.args import flag_values, resolve
+    from lead_recipes.training.cli import _our_parser
+
+    argv = ["--actor.model_name_or_path", "Qwen/Qwen3-4B", "--data.prompt_dataset", "d.jsonl"]
+    assert flag_values(resolve(argv, _our_parser()).argv, "--logger.wandb.run_name") == ["lead-1.5b-Qwen3-4B"]
+    named = resolve([*argv, "--logger.wandb.run_name", "mine"], _our_parser()).argv
+    assert flag_values(named, "--logger.wandb.run_name") == ["mine"]
+    assert flag_values(resolve(["--data.prompt_dataset", "d"], _our_parser()).argv, "--logger.wandb.run_name") == [
+        "lead-1.5b"
+    ]
