@@ -58,9 +58,11 @@ class TRLReward:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float]:
         if self.label_key not in columns:
-            have = ", ".join(sorted(k for k in columns if not k.startswith(("completion_", "trainer_")))) or "none"
+            # the dataset's columns are lists; TRL adds completion_ids and non-list helpers (trainer_state, log_metric)
+            have = ", ".join(sorted(k for k, v in columns.items() if isinstance(v, list) and k != "completion_ids"))
             raise KeyError(
-                f"TRLReward: no dataset column {self.label_key!r} (columns: {have}); pass TRLReward(label_key=...)"
+                f"TRLReward: no dataset column {self.label_key!r} (columns: {have or 'none'}); pass "
+                "TRLReward(label_key=...)"
             )
         return grade_remote(completions, columns[self.label_key], prompts, self.urls)["rewards"]
 

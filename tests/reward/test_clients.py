@@ -1,7 +1,7 @@
 """The TRL and verl client functions against a real `lead-recipes serve` (a subprocess on a 127.0.0.1 port). TRL
-and verl are not installed: each test calls the function exactly as that framework does (TRL 1.x `GRPOTrainer`
-passes `prompts`, `completions`, `completion_ids`, `trainer_state` and every dataset column by keyword; verl's
-reward managers pass `data_source`, `solution_str`, `ground_truth`, `extra_info` by keyword)."""
+and verl are not installed: each test calls the function exactly as that framework does (TRL 1.16's `GRPOTrainer`
+passes `prompts`, `completions`, `completion_ids`, `trainer_state`, `log_extra`, `log_metric` and every dataset column
+by keyword; verl's reward managers pass `data_source`, `solution_str`, `ground_truth`, `extra_info` by keyword)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_trl_reward_grades_standard_completions_that_contain_the_prompt_text(env
 
 def test_trl_reward_without_its_label_column_names_the_columns_and_the_fix(env):
     with pytest.raises(KeyError, match="'answer'.*columns: solution.*label_key"):
-        TRLReward()(prompts=["p"], completions=["\\boxed{1}"], completion_ids=[[1]], solution=["1"])
+        TRLReward()(prompts=["p"], completions=["\\boxed{1}"], completion_ids=[[1]], solution=["1"], log_metric=print)
 
 
 def test_trl_reward_pickles_with_its_name(url):
