@@ -255,7 +255,14 @@ def aes_report(model: dict, base: dict) -> dict:
         if name in base["benchmarks"]:
             b = base["benchmarks"][name]
             out["per_benchmark"][name] = aes(m["accuracy"], m["mean_length"], b["accuracy"], b["mean_length"])
-            differ = _unlike(m, b)
+            differ = next(
+                (
+                    f"{what} differ (model {m.get(key)} vs base {b.get(key)})"
+                    for key, what in (("n_problems", "problems"), ("n_samples", "samples per problem"))
+                    if m.get(key) != b.get(key)
+                ),
+                None,
+            )
             if differ:
                 out["per_benchmark"][name].update(aes=None, reason=f"not comparable: {differ}")
                 unlike.append(f"{name}: {differ}")
@@ -264,11 +271,3 @@ def aes_report(model: dict, base: dict) -> dict:
     if unlike:
         out["overall"].update(aes=None, reason="not comparable: " + "; ".join(unlike))
     return out
-
-
-def _unlike(m: dict, b: dict) -> str | None:
-    """Why one benchmark's metrics of two runs do not measure the same thing (problem count, samples per problem)."""
-    for key, what in (("n_problems", "problems"), ("n_samples", "samples per problem")):
-        if m.get(key) != b.get(key):
-            return f"{what} differ (model {m.get(key)} vs base {b.get(key)})"
-    return None

@@ -21,7 +21,8 @@ def installed_methods(taken: tuple[str, ...]) -> tuple:
 
     found = []
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        where = f"entry point {ep.name!r} = {ep.value!r} of group {GROUP!r} (distribution {_dist(ep)})"
+        dist = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) is not None else "unknown"
+        where = f"entry point {ep.name!r} = {ep.value!r} of group {GROUP!r} (distribution {dist})"
         try:
             obj = ep.load()
         except Exception as exc:  # any failure of the plugin's import, re-raised naming its source
@@ -36,8 +37,3 @@ def installed_methods(taken: tuple[str, ...]) -> tuple:
             raise PluginError(f"{where}: the method name {obj.name!r} (flags --recipe.{obj.section}.*) is taken")
         found.append(obj)
     return tuple(found)
-
-
-def _dist(ep) -> str:
-    dist = getattr(ep, "dist", None)
-    return f"{dist.name} {dist.version}" if dist is not None else "unknown"

@@ -47,11 +47,6 @@ class RewardRequest(BaseModel):
 NULL_LABEL = 'the label is null; send the gold answer (e.g. "42") or an object holding it under "answer"'
 
 
-def sample_label_problem(label: Any) -> str | None:
-    """Why a sample's label cannot be graded (`label_problem`, and null, which the grader cannot read either)."""
-    return NULL_LABEL if label is None else label_problem(label)
-
-
 def sample_texts(req: RewardRequest) -> list[str]:
     """What is graded: each `responses` item as is when the request has them, else the response inside each `query`
     (`response_text`: the prompt stripped only from a query that starts with it)."""
@@ -236,7 +231,9 @@ class RewardServer:
         self.inflight += 1
         # an ungradable label is its sample's `error` (the grading guard counts it), named in `errors` and the log:
         # OpenRLHF's client retries any non-2xx response 5 times and then drops the sample's reward
-        problems = {i: why for i, why in enumerate(map(sample_label_problem, req.labels or [])) if why}
+        # null is ungradable too: the grader cannot read it
+        problems = {i: NULL_LABEL if x is None else label_problem(x) for i, x in enumerate(req.labels or [])}
+        problems = {i: why for i, why in problems.items() if why}
         for why in problems.values():
             self._label_error(why)
         errors = {str(i): f"labels[{i}]: {why}" for i, why in problems.items()}
