@@ -10,7 +10,9 @@ from lead_recipes.training.data_check import Check
 
 def check_args(args) -> Check:
     """The preflight's `context` check on `lead-recipes train`'s parsed (hierarchized) OpenRLHF arguments."""
-    model, max_len = args.actor.model_name_or_path, args.data.max_len
+    # read as the other checks' callers may hand it: a namespace holding only some groups
+    model = getattr(getattr(args, "actor", None), "model_name_or_path", None)
+    max_len = getattr(getattr(args, "data", None), "max_len", None)
     problem = context_problem(model, max_len)
     if problem:
         return Check("context", False, problem)
