@@ -297,11 +297,12 @@ def comparisons(metrics: dict[str, dict[tuple, dict]]) -> None:
             print(f"- {label}: {_delta(metrics, a, b, key, base)}")
 
 
-def _colors(names) -> dict:
-    import matplotlib
+def _styles(names) -> dict:
+    """{config: (colour, marker)}, no pair repeated however many configs (evaluation.plots.config_styles)."""
+    from evaluation.plots import config_styles
 
-    cmap = matplotlib.colormaps["tab10"]
-    return {n: cmap(i % 10) for i, n in enumerate(names)}
+    names = list(names)
+    return dict(zip(names, config_styles(len(names))))
 
 
 def plot_tradeoff(metrics: dict, starts: dict, runs: dict, path: Path) -> None:
@@ -311,15 +312,15 @@ def plot_tradeoff(metrics: dict, starts: dict, runs: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 6))
-    colors, markers = _colors(metrics), dict(zip(starts, "os^v"))
+    styles, markers = _styles(metrics), dict(zip(starts, "os^v"))
     for name, ms in metrics.items():
         for r, m in zip(runs[name], ms):
-            ax.scatter(m["len"], m["acc"], color=colors[name], marker=markers[r["start"]], s=22, alpha=0.55)
+            ax.scatter(m["len"], m["acc"], color=styles[name][0], marker=markers[r["start"]], s=22, alpha=0.55)
         ax.scatter(
             spread([m["len"] for m in ms])[0],
             spread([m["acc"] for m in ms])[0],
-            color=colors[name],
-            marker="D",
+            color=styles[name][0],
+            marker=styles[name][1],
             s=110,
             edgecolor="black",
             zorder=3,
@@ -359,7 +360,7 @@ def plot_tradeoff(metrics: dict, starts: dict, runs: dict, path: Path) -> None:
     ax.set(
         xlabel="mean response length at the end (tokens, evaluation)",
         ylabel="accuracy at the end (evaluation)",
-        title="Accuracy against length after RL: small marks = runs (○ start0, □ start1), ◆ = mean",
+        title="Accuracy against length after RL: small marks = runs (○ start0, □ start1), large = mean (edged)",
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right", ncol=2)
@@ -376,7 +377,7 @@ def plot_steps(runs: dict, starts: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
-    colors = _colors(runs)
+    colors = {name: style[0] for name, style in _styles(runs).items()}
     panels = (
         ("accuracy", "accuracy of the step's rollouts"),
         ("length", "mean length of the step's rollouts"),

@@ -14,11 +14,13 @@ import sys
 from pathlib import Path
 
 from evaluation.protocols import DEFAULT_BENCHMARKS, PRESETS
+from evaluation.replay import ROW_FIELDS
 from lead_recipes.benchmarks import BENCHMARKS, BENCHMARKS_DIR_ENV, LOCAL_BENCHMARKS_DIR, default_benchmarks_dir
 from lead_recipes.grading.options import REPORT_EXTRACTION, add_options
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.prompts import L1_MODES, PROMPT_TEMPLATES
 
+DEFAULT_PRESET = "sober"
 # GenConfig fields and the flag (argparse dest) that sets each; what a replay records as given.
 _GEN_FLAGS = {
     "temperature": "temperature",
@@ -55,6 +57,14 @@ def _field_map(text: str) -> dict:
     return out
 
 
+def _replay_field_map(text: str) -> dict:
+    out = dict(part.partition("=")[::2] for part in text.split(","))
+    if not out or any(k not in ROW_FIELDS or not v for k, v in out.items()):
+        fields = ", ".join(ROW_FIELDS)
+        raise argparse.ArgumentTypeError(f"expected FIELD=COL,... with FIELD one of {fields}, got {text!r}")
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="lead-recipes eval",
@@ -75,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--eval.preset",
         dest="preset",
-        default="sober",
+        default=None,  # None: sober, and a replay records its preset as unknown
         choices=sorted(PRESETS),
-        help="protocol (default sober); grpo-lead-7b / grpo-lead-14b by model size",
+        help=f"protocol (default {DEFAULT_PRESET}; a replay without this flag records its preset as unknown); "
+        "grpo-lead-7b / grpo-lead-14b by model size",
     )
     e.add_argument(
         "--eval.base",
@@ -174,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
     r = p.add_argument_group("replay", "replay backend")
     r.add_argument(
         "--replay.path", dest="replay.path", help="JSONL of saved generations; no default: the replay backend needs it"
+    )
+    r.add_argument(
+        "--replay.field_map",
+        dest="replay_field_map",
+        type=_replay_field_map,
+        help="the file's column names, e.g. id=problem_id,response=output,num_tokens=tokens "
+        f"(default: the names themselves: {', '.join(ROW_FIELDS)})",
     )
     o = p.add_argument_group("openai", "openai backend")
     o.add_argument("--openai.base_url", dest="openai.base_url", default="http://127.0.0.1:8000")
@@ -286,7 +304,7 @@ def benchmark_specs(args, replay=None) -> list[str]:
     """--data.benchmarks as given, else the replay file's benchmarks, else the preset's paper set."""
     if args.benchmarks:
         return [s.strip() for s in args.benchmarks.split(",") if s.strip()]
-    return replay.benchmarks() if replay else list(DEFAULT_BENCHMARKS[args.preset])
+    return replay.benchmarks() if replay else list(DEFAULT_BENCHMARKS[args.preset or DEFAULT_PRESET])
 
 
 def run_main(argv: list[str]) -> int:
@@ -310,9 +328,10 @@ def run_main(argv: list[str]) -> int:
             if not a["replay.path"]:
                 raise ValueError("--eval.backend replay needs --replay.path")
             explicit = set(given) | ({"prompt_template_name"} if "prompt_template" in given else set())
-            replay = ReplayBackend(a["replay.path"], tokenizer=tok, explicit=explicit)
+            explicit |= {k for k, v in (("preset", args.preset), ("n_default", args.n)) if v is not None}
+            replay = ReplayBackend(a["replay.path"], tokenizer=tok, explicit=explicit, field_map=args.replay_field_map)
         gen = protocols.resolve(
-            args.preset,
+            args.preset or DEFAULT_PRESET,
             temperature=args.temperature,
             top_p=args.top_p,
             min_p=args.min_p,
@@ -369,12 +388,20 @@ def run_main(argv: list[str]) -> int:
     return 0
 
 
+def _summary_path(run_path: str) -> Path:
+    """A run directory or its summary.json, as the one file it names."""
+    path = Path(run_path).resolve()
+    return path / "summary.json" if path.is_dir() else path
+
+
 def compare_main(argv: list[str]) -> int:
     from evaluation import report, run
 
     args = build_compare_parser().parse_args(argv)
     try:
-        loaded = [(r, run.load_summary(r)) for r in args.runs + ([args.base] if args.base else [])]
+        # the base listed among the runs too is shown once, as the base
+        runs = [r for r in args.runs if not (args.base and _summary_path(r) == _summary_path(args.base))]
+        loaded = [(r, run.load_summary(r)) for r in runs + ([args.base] if args.base else [])]
         labels = [report.run_label(r, s) for r, s in loaded]
         # two runs of one model (e.g. two presets) keep apart by their directory names
         labels = [

@@ -244,24 +244,30 @@ def l1_budget_sweep(runs: dict[int, tuple[dict, list[dict]]], l1_mode: str) -> d
 def aes_report(model: dict, base: dict) -> dict:
     """AES of a run against a base run, both summary dicts with "benchmarks" and "average": the headline on
     the benchmark-averaged accuracy and length, plus one per benchmark the two runs share. Note the mean of
-    per-benchmark AES differs from the AES of the means."""
-    out = {
-        "overall": aes(
-            model["average"]["accuracy"],
-            model["average"]["mean_length"],
-            base["average"]["accuracy"],
-            base["average"]["mean_length"],
-        ),
-        "per_benchmark": {},
-    }
+    per-benchmark AES differs from the AES of the means. Only like is compared with like: a benchmark whose problem
+    count or samples per problem differ gets no AES, and the headline none unless both runs cover the same
+    benchmarks alike; each says why in its "reason"."""
+    out, unlike = {"per_benchmark": {}}, []
+    mine, theirs = sorted(model["benchmarks"]), sorted(base["benchmarks"])
+    if mine != theirs:
+        unlike.append(f"runs cover different benchmarks (model {mine} vs base {theirs})")
     for name, m in model["benchmarks"].items():
         if name in base["benchmarks"]:
             b = base["benchmarks"][name]
             out["per_benchmark"][name] = aes(m["accuracy"], m["mean_length"], b["accuracy"], b["mean_length"])
-    shared = set(model["benchmarks"]) & set(base["benchmarks"])
-    if shared != set(model["benchmarks"]) or shared != set(base["benchmarks"]):
-        out["warning"] = (
-            "runs cover different benchmarks; the overall AES compares averages over different sets: "
-            f"model {sorted(model['benchmarks'])} vs base {sorted(base['benchmarks'])}"
-        )
+            differ = next(
+                (
+                    f"{what} differ (model {m.get(key)} vs base {b.get(key)})"
+                    for key, what in (("n_problems", "problems"), ("n_samples", "samples per problem"))
+                    if m.get(key) != b.get(key)
+                ),
+                None,
+            )
+            if differ:
+                out["per_benchmark"][name].update(aes=None, reason=f"not comparable: {differ}")
+                unlike.append(f"{name}: {differ}")
+    a, b = model["average"], base["average"]
+    out["overall"] = aes(a["accuracy"], a["mean_length"], b["accuracy"], b["mean_length"])
+    if unlike:
+        out["overall"].update(aes=None, reason="not comparable: " + "; ".join(unlike))
     return out

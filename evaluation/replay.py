@@ -25,33 +25,46 @@ SETTINGS = (
     "l1_budget",
     "l1_mode",
 )
-# GenConfig fields a replay can only know from the file or a flag; "seed" is derived from the rows' seeds.
-_RECORDED = SETTINGS + ("seed",)
+# GenConfig fields a replay can only know from the file or a flag; "seed" is derived from the rows' seeds; the
+# preset is known only when --eval.preset names it.
+_RECORDED = SETTINGS + ("seed", "preset")
+ROW_FIELDS = ("benchmark", "id", "sample", "response", "num_tokens")  # what --replay.field_map may rename
 
 
 class ReplayBackend:
     """Saved generations (see the module docstring). A request with no saved row is an error listing the missing
     keys (raised by `check`, before the run directory is touched); nothing is generated. `explicit` names the
-    GenConfig fields the user gave as flags: those are recorded as given."""
+    GenConfig fields the user gave as flags: those are recorded as given. `field_map`: {row field: the file's column}
+    (ROW_FIELDS). A problem's rows without `sample` are numbered 0, 1, … in file order."""
 
     name = "replay"
     prompt_mode = "none"
 
-    def __init__(self, path: str | Path, tokenizer=None, explicit=frozenset(), chunk_size: int = 16384):
+    def __init__(self, path: str | Path, tokenizer=None, explicit=frozenset(), chunk_size: int = 16384, field_map=None):
         from lead_recipes.jsonl import read_jsonl
 
         self.path, self.tokenizer, self.chunk_size = str(path), tokenizer, chunk_size
         self.explicit = frozenset(explicit)
         self.rows: dict[tuple, dict] = {}
-        for i, row in enumerate(read_jsonl(Path(path))):
+        columns = {f: (field_map or {}).get(f, f) for f in ROW_FIELDS}
+        numbered: dict[tuple, int] = defaultdict(int)  # per problem: rows seen, the next sample number
+        for i, raw in enumerate(read_jsonl(Path(path))):
+            row = dict(raw, **{f: raw[c] for f, c in columns.items() if isinstance(raw, dict) and c in raw})
             try:
-                key = (str(row["benchmark"]), str(row["id"]), int(row["sample"]))
+                problem = (str(row["benchmark"]), str(row["id"]))
+                numbered[problem] += 1
+                key = (*problem, int(row["sample"]) if "sample" in row else numbered[problem] - 1)
+                row["sample"] = key[2]
                 if not isinstance(row["response"], str):
                     raise TypeError("response is not a string")
                 if key[2] < 0:
                     raise ValueError("sample is negative")
             except (KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"{path}: row {i + 1} needs benchmark, id, sample, response ({e})") from None
+                names = ", ".join(columns[f] for f in ("benchmark", "id", "response"))
+                raise ValueError(
+                    f"{path}: row {i + 1} needs {names} (and sample, or none on every row of its problem) ({e}); "
+                    "--replay.field_map renames them, e.g. id=problem_id,response=output"
+                ) from None
             if key in self.rows:
                 raise ValueError(f"{path}: duplicate generation {key}")
             self.rows[key] = row
@@ -113,6 +126,8 @@ class ReplayBackend:
         """gen.to_dict() with each setting the file does not carry and no flag gave replaced by "unknown", and the
         list of those under "unknown"."""
         rec = gen.to_dict()
+        if "n_default" not in self.explicit:  # each benchmark's n comes from the file: no default applies
+            rec["n_default"] = None
         known = dict(self.settings, seed=self._seed_record())
         for name in _RECORDED:
             if name in known and known[name] != UNKNOWN:

@@ -1,6 +1,6 @@
-"""Reports and plots from summary dicts: report.md/report.csv, run.png, the accuracy-vs-length frontier, budget
-curves and the comparison table with AES (`lead-recipes eval compare`). Matplotlib is imported lazily; nothing
-here generates or grades. See docs/evaluation.md#the-run-directory.
+"""Reports from summary dicts: report.md/report.csv, the plots of a run (evaluation/plots.py) and the comparison
+table with AES (`lead-recipes eval compare`). Nothing here generates or grades. See
+docs/evaluation.md#the-run-directory.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from evaluation import metrics, store
+from evaluation.plots import plot_budgets, plot_frontier, plot_run
 from evaluation.scoring import BUDGET_MODES, left_out_text
 
 
@@ -115,8 +116,6 @@ def render_markdown(summary: dict) -> str:
             f"benchmark-averaged accuracy and length: {_num(o['aes'])} (ΔLength {_num(o['delta_length'])}, "
             f"ΔAcc {_num(o['delta_accuracy'])})" + (f"; {o['reason']}" if o["reason"] else ""),
         ]
-        if summary["aes"].get("warning"):
-            lines.append(f"Warning: {summary['aes']['warning']}")
     if "budget_sweep" in summary:
         sweep = summary["budget_sweep"]
         names = list(summary["benchmarks"])
@@ -144,169 +143,6 @@ def render_markdown(summary: dict) -> str:
             )
     lines += ["", "## Configuration", "", "```json", json.dumps(summary["config"], indent=2), "```", ""]
     return "\n".join(lines)
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _finish_png(plt, fig, ax, path: Path, **legend) -> None:
-    """Grid, legend, layout, then the PNG written atomically (a killed run never leaves a torn plot)."""
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, **legend)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    store.write_atomic(path, buf.getvalue())
-
-
-def _overlaps(key, label: str, firsts: dict) -> tuple[int, str]:
-    """How many earlier runs drew exactly `key` (their marker or line is under this one), and this run's legend label,
-    which names the first of them: two identical runs stay visible as a smaller marker in a larger one."""
-    same = firsts.setdefault(key, [])
-    same.append(label)
-    return len(same) - 1, label + (f" (same as {same[0]})" if len(same) > 1 else "")
-
-
-_SHAPES = "sD^vP*Xph"  # per-benchmark markers; the averages are circles
-
-
-def plot_frontier(points: list[tuple[str, dict]], path: Path, title: str = "Accuracy vs mean length") -> dict:
-    """Accuracy–efficiency frontier: per run (one colour) a circle at its benchmark-averaged (length, accuracy) and a
-    small marker per benchmark (one shape per benchmark, named in the legend). Returns the legend labels and the
-    marker sizes drawn, so a test can check the picture."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 5))
-    names = list(dict.fromkeys(n for _, s in points for n in s["benchmarks"]))
-    shape = {n: _SHAPES[i % len(_SHAPES)] for i, n in enumerate(names)}
-    firsts, sizes = {}, {}
-    for i, (label, s) in enumerate(points):
-        below, label = _overlaps(json.dumps([s["average"], s["benchmarks"]], sort_keys=True), label, firsts)
-        sizes[label] = size = 150 / (1 + below)
-        colour = f"C{i % 10}"
-        ax.scatter(
-            [s["average"]["mean_length"]],
-            [100 * s["average"]["accuracy"]],
-            s=size,
-            color=colour,
-            edgecolor="black",
-            label=label,
-            zorder=3 + i,
-        )
-        for n, m in s["benchmarks"].items():
-            ax.scatter(
-                [m["mean_length"]], [100 * m["accuracy"]], s=size / 3, marker=shape[n], color=colour, zorder=3 + i
-            )
-    for n in names:  # the benchmark key, in grey: which shape is which benchmark
-        ax.scatter([], [], s=30, marker=shape[n], color="grey", label=f"{n} (per-benchmark markers)")
-    ax.set_xlabel("mean response length (tokens, thinking included)")
-    ax.set_ylabel("accuracy (avg@n, %)")
-    ax.set_title(title)
-    labels = ax.get_legend_handles_labels()[1]
-    _finish_png(plt, fig, ax, path, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return {"labels": labels, "sizes": sizes}
-
-
-def plot_budgets(curves: list[tuple[str, dict]], path: Path) -> dict:
-    """Budget curves: accuracy vs token budget, one line per benchmark (single run) or per run (average), the mode
-    in the title. Returns the legend labels and the line widths drawn, so a test can check the picture."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    firsts, sizes = {}, {}
-    for label, sweep in curves:
-        bs = sorted(sweep["budgets"], key=int)
-        if len(curves) == 1:
-            for name in sweep["budgets"][bs[0]]["benchmarks"]:
-                ax.plot(
-                    [int(b) for b in bs],
-                    [100 * sweep["budgets"][b]["benchmarks"][name]["accuracy"] for b in bs],
-                    marker="o",
-                    label=name,
-                )
-        below, label = _overlaps(json.dumps(sweep, sort_keys=True), f"{label} average", firsts)
-        sizes[label] = width = 3.5 / (1 + below)
-        ax.plot(
-            [int(b) for b in bs],
-            [100 * sweep["budgets"][b]["average"]["accuracy"] for b in bs],
-            marker="s",
-            markersize=3 + width,
-            linewidth=width,
-            label=label,
-        )
-    l1 = any(sweep["mode"] == "l1_prompt" for _, sweep in curves)
-    ax.set_xlabel("budget asked for in the prompt (L1)" if l1 else "max new tokens (budget)")
-    ax.set_ylabel("accuracy (%)")
-    modes = sorted({sweep["mode"] for _, sweep in curves})
-    ax.set_title(f"Accuracy at a token budget ({', '.join(modes)} mode; report.md explains it)", fontsize=10)
-    labels = ax.get_legend_handles_labels()[1]
-    _finish_png(plt, fig, ax, path)
-    return {"labels": labels, "sizes": sizes}
-
-
-def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
-    """What one run shows: accuracy (± stderr) and mean length per benchmark, and the histogram of response
-    lengths (correct, wrong and truncated samples stacked, the cap marked or named). Returns the values drawn, read
-    back from the figure's own bars, so a test can check the picture."""
-    plt = _pyplot()
-    names = list(summary["benchmarks"])
-    fig, (ax_acc, ax_len, ax_hist) = plt.subplots(1, 3, figsize=(14, 4.2))
-    acc = ax_acc.bar(
-        names,
-        [100 * summary["benchmarks"][n]["accuracy"] for n in names],
-        yerr=[100 * summary["benchmarks"][n]["accuracy_stderr"] for n in names],
-        capsize=3,
-    )
-    ax_acc.set_ylabel("accuracy (avg@n, %)")
-    lens = ax_len.bar(names, [summary["benchmarks"][n]["mean_length"] for n in names], color="tab:orange")
-    ax_len.set_ylabel("mean response length (tokens)")
-    for ax in (ax_acc, ax_len):
-        ax.tick_params(axis="x", labelrotation=30)
-        ax.grid(alpha=0.3, axis="y")
-    # Truncated samples get their own colour: they pile up at the real cap even when the record does not know it.
-    # The axis ends at the longest sample; the cap is drawn when known and on the axis, else named in the legend.
-    cap = summary["config"]["generation"]["max_new_tokens"]
-    cap = cap if isinstance(cap, int) else None
-    longest = max((r["num_tokens"] for r in rows), default=1)
-    on_axis = cap is not None and cap <= 1.05 * longest
-    kinds = (
-        ("correct", "tab:green", lambda r: r["correct"] and not r["truncated"]),
-        ("wrong", "tab:red", lambda r: not r["correct"] and not r["truncated"]),
-        ("truncated", "tab:gray", lambda r: bool(r["truncated"])),
-    )
-    counts = ax_hist.hist(
-        [[r["num_tokens"] for r in rows if keep(r)] for _, _, keep in kinds],
-        bins=40,
-        range=(0, max(longest, cap) if on_axis else longest),
-        stacked=True,
-        label=[name for name, _, _ in kinds],
-        color=[color for _, color, _ in kinds],
-    )[0]
-    if cap is None:
-        ax_hist.plot([], [], " ", label="cap unknown")
-    elif on_axis:
-        ax_hist.axvline(cap, color="k", linestyle="--", linewidth=1, label=f"cap {cap}")
-    else:
-        ax_hist.plot([], [], " ", label=f"cap {cap} (beyond the longest sample, {longest})")
-    ax_hist.set_xlabel("response length (tokens)")
-    ax_hist.set_ylabel("samples")
-    config = summary["config"]
-    fig.suptitle(f"{config.get('model') or config['backend']['backend']} — preset {config['generation']['preset']}")
-    drawn = {
-        "accuracy": {n: b.get_height() / 100 for n, b in zip(names, acc.patches)},
-        "mean_length": {n: b.get_height() for n, b in zip(names, lens.patches)},
-        "histogram_total": int(round(float(counts[-1].sum()))),
-        "histogram_truncated": int(round(float((counts[-1] - counts[-2]).sum()))),
-        "cap": cap,
-        "cap_line": on_axis,
-    }
-    _finish_png(plt, fig, ax_hist, path)
-    return drawn
 
 
 def run_label(path: str | Path, summary: dict) -> str:
@@ -355,7 +191,6 @@ def compare(runs: list[tuple[str, dict]], base: tuple[str, dict] | None, out_dir
     for r in rows:
         md.append("| " + " | ".join(_fmt_cell(k, r.get(k)) for k in header) + " |")
     notes = [f"{lb}: AES undefined: {r['overall']['reason']}" for lb, r in table.items() if r["overall"]["reason"]]
-    notes += [f"{lb}: AES warning: {r['warning']}" for lb, r in table.items() if r.get("warning")]
     if notes:
         md += ["", *notes]
     result = {"table": rows, "aes": table, "markdown": "\n".join(md)}

@@ -305,6 +305,7 @@ REGISTRY = (
         ("lead", "grpo_lead", "leash"),
     ),
 )
+REGISTRY += importlib.import_module("lead_recipes.method_plugins").installed_methods(tuple(e.name for e in REGISTRY))
 METHODS = tuple(e.name for e in REGISTRY)
 
 
@@ -376,7 +377,7 @@ def flag(section: str, name: str) -> str:
 
 def base_type(f: dataclasses.Field) -> type:
     """bool, int, float or str: the type a field's flag parses (annotations are strings here, e.g. "int | None")."""
-    ann = str(f.type).replace(" ", "")
+    ann = (f.type.__name__ if isinstance(f.type, type) else str(f.type)).replace(" ", "")  # a plugin's may be types
     for name, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
         if ann.split("|")[0] == name:
             return typ

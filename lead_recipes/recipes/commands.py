@@ -58,6 +58,12 @@ def slurm_seconds(limit: str) -> int | None:
     return a * 3600 + b * 60 + c if c is not None else (a * 60 + b if b is not None else a * 60)
 
 
+CPUS_UNKNOWN = (
+    "lead-recipes launch: warning: cannot determine CPUs per task (`sinfo` failed or listed no node here), so the job "
+    "asks for no --cpus-per-task and may wait forever (docs/slurm.md); set --slurm.cpus_per_node N"
+)
+
+
 def node_cpus(partition: str | None) -> int | None:
     """CPUs of the smallest node of the partition (all nodes without one), from sinfo; None without Slurm."""
     try:
@@ -107,11 +113,13 @@ def sbatch_command(recipe, args, run_dir: Path, cmd: list[str]) -> list[str]:
     # whole node's CPUs (the smallest node of the partition) unless the recipe says how many.
     if not res.get("cpus_per_node"):
         res["cpus_per_node"] = node_cpus(res.get("partition"))
+        if not res["cpus_per_node"]:
+            print(CPUS_UNKNOWN, file=sys.stderr)
     logs = run_dir / "slurm"
     sb = [
         "sbatch",
         "--parsable",
-        f"--job-name={recipe.name}",
+        f"--job-name={recipe.run_name}",
         f"--nodes={res['nodes']}",
         "--ntasks-per-node=1",
         f"--time={res['time']}",
@@ -167,7 +175,7 @@ def ray_command(recipe, args, cmd: list[str]) -> list[str]:
         "--address",
         args.ray_address,
         "--submission-id",
-        f"{recipe.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+        f"{recipe.run_name}-{time.strftime('%Y%m%d-%H%M%S')}",
     ]
     if not args.wait:
         sub.append("--no-wait")

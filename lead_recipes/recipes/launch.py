@@ -29,7 +29,7 @@ from lead_recipes.recipes.commands import (
     sbatch_command,
     train_command,
 )
-from lead_recipes.recipes.layout import unseeded_file
+from lead_recipes.recipes.layout import checkpoint_warning, unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -243,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     print("# command:\n" + shlex.join(cmd))
     if submit is not cmd:
         print("# submit:\n" + shlex.join(submit))
+    warning = checkpoint_warning(recipe)
+    if warning:
+        print(warning, file=sys.stderr)
     for item in missing:
         prep = recipe.data.get("prepare")
         hint = f"; build it with: lead-recipes data {shlex.join(prep)}" if prep else ""

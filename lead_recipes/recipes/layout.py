@@ -74,6 +74,33 @@ def rollout_steps(recipe) -> int | None:
     return int(_value(o, "train.num_episodes")) * (min(known) // int(_value(o, "rollout.batch_size")))
 
 
+def planned_steps(recipe) -> int | None:
+    """`rollout_steps`, or, when the prompt file exists here, episodes x its rows (capped by data.max_samples) //
+    rollout batch; None when neither is known."""
+    known = rollout_steps(recipe)
+    path = recipe.openrlhf.get("data.prompt_dataset")
+    if known is not None or recipe.entrypoint != "train" or not path or not os.path.isfile(str(path)):
+        return known
+    with open(path, "rb") as f:
+        rows = sum(1 for line in f if line.strip())
+    cap = recipe.openrlhf.get("data.max_samples")
+    rows = min(rows, int(cap)) if cap is not None else rows
+    o = recipe.openrlhf
+    return int(_value(o, "train.num_episodes")) * (rows // int(_value(o, "rollout.batch_size")))
+
+
+def checkpoint_warning(recipe) -> str | None:
+    """One line when the run ends before its first checkpoint (fewer steps than ckpt.save_steps): a requeued or
+    preempted job then has nothing to resume from."""
+    every, steps = recipe.openrlhf.get("ckpt.save_steps"), planned_steps(recipe)
+    if steps is None or every is None or int(every) <= 0 or steps >= int(every):
+        return None
+    return (
+        f"lead-recipes launch: warning: the run takes {steps} steps, fewer than ckpt.save_steps {every}, so it writes "
+        f"no checkpoint to resume from; --set ckpt.save_steps={max(1, steps // 2)} (or more data or episodes)"
+    )
+
+
 def check_layout(recipe) -> None:
     """Impossible resource layouts, caught before any allocation (OpenRLHF would assert only after Ray is up)."""
     o, r, where = recipe.openrlhf, recipe.resources, recipe.path

@@ -20,6 +20,7 @@ import yaml
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.layout import check_layout, check_seeded_selection
 from lead_recipes.recipes.openrlhf_parser import ENTRYPOINTS, openrlhf_parser
+from lead_recipes.recipes.own_model import refuse_over_context, run_name_of
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "launchers" / "recipes"
 TOP_KEYS = ("description", "entrypoint", "extends", "after", "data", "resources", "openrlhf", "recipe")
@@ -186,15 +187,15 @@ def _only_read_sections(raw: dict, own: set[str], where: str, given: dict | None
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
-    """'section.key=value' -> (section, key, value). Sections: openrlhf, recipe, resources, description,
-    entrypoint; a bare OpenRLHF flag name ('actor.adam.lr=2e-6') means the openrlhf section. Values are YAML."""
+    """'section.key=value' -> (section, key, value); a bare OpenRLHF flag ('actor.adam.lr=2e-6', 'data.max_len=…':
+    `data.` keys other than DATA_KEYS are OpenRLHF's) means the openrlhf section. Values are YAML."""
     if "=" not in text:
         raise RecipeError(f"--set {text!r}: expected key=value")
     key, _, raw_value = text.partition("=")
     key = key.strip().removeprefix("--")
     value = yaml.safe_load(raw_value) if raw_value.strip() else ""
     head, _, rest = key.partition(".")
-    if head in ("openrlhf", "recipe", "resources", "data") and rest:
+    if head in ("openrlhf", "recipe", "resources") and rest or (head == "data" and rest in DATA_KEYS):
         return head, rest, value
     if key in ("description", "entrypoint"):
         return key, "", value
@@ -251,6 +252,7 @@ class Recipe:
     recipe: dict[str, Any]
     resources: dict[str, Any]
     data: dict[str, Any] = field(default_factory=dict)
+    run_name: str = ""  # the W&B run and Slurm job name (`own_model.run_name_of`)
     extends: str | None = None
     after: str | None = None
 
@@ -320,7 +322,7 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     def origin(section: str, key: str) -> str:
         return given.get((section, key), where)
 
-    name = path.stem
+    name, run_name = path.stem, run_name_of(path, raw, given)
     entrypoint = raw.get("entrypoint", "train")
     if entrypoint not in ENTRYPOINTS:
         raise RecipeError(f"{where}: key 'entrypoint': {entrypoint!r} is not one of {list(ENTRYPOINTS)}")
@@ -375,11 +377,13 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
         recipe=recipe_values,
         resources=resources,
         data=data,
+        run_name=run_name,
         extends=raw.get("extends"),
         after=None if after is None else str(after),
     )
     check_layout(recipe)
     check_seeded_selection(recipe)
+    refuse_over_context(recipe, origin("openrlhf", "data.max_len"))
     if recipe_values:
         _check_recipe_semantics(recipe)
     return recipe

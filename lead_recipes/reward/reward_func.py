@@ -16,16 +16,12 @@ from lead_recipes.reward.logs import REWARD_LOG_KEYS, error_logs, reward_extra_l
 
 
 def response_text(query: Any, prompt: Any) -> str:
-    """The response part of OpenRLHF's `query` (prompt + response): the text after the prompt."""
+    """The response inside `query`: the text after `prompt` when `query` starts with it (OpenRLHF's query is the
+    decoded prompt + response), else the whole query (verl and TRL hand over the response alone). Never a search
+    for the prompt inside the query: a short prompt such as `2` occurs in the response `\\boxed{2}`."""
     q = query if isinstance(query, str) else ("" if query is None else str(query))
     p = prompt if isinstance(prompt, str) else ""
-    if p:
-        if q.startswith(p):
-            return q[len(p) :]
-        i = q.find(p)
-        if i >= 0:
-            return q[i + len(p) :]
-    return q
+    return q[len(p) :] if p and q.startswith(p) else q
 
 
 def safe_is_repetitive(text: str) -> bool:

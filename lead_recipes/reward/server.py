@@ -38,9 +38,22 @@ class RewardRequest(BaseModel):
     """The envelope only: sample contents are checked per sample (a bad sample is graded `error`, not a 4xx)."""
 
     model_config = ConfigDict(extra="ignore")
-    query: list[Any]
+    query: list[Any] | None = None
+    responses: list[Any] | None = None
     prompts: list[Any] | None = None
     labels: list[Any] | None = None
+
+
+NULL_LABEL = 'the label is null; send the gold answer (e.g. "42") or an object holding it under "answer"'
+
+
+def sample_texts(req: RewardRequest) -> list[str]:
+    """What is graded: each `responses` item as is when the request has them, else the response inside each `query`
+    (`response_text`: the prompt stripped only from a query that starts with it)."""
+    if req.responses is not None:
+        return [r if isinstance(r, str) else ("" if r is None else str(r)) for r in req.responses]
+    prompts = req.prompts or [""] * len(req.query or [])
+    return [response_text(q, p) for q, p in zip(req.query or [], prompts)]
 
 
 def _error(status: int, message: str, **headers: str) -> web.Response:
@@ -197,10 +210,13 @@ class RewardServer:
         except ValidationError as e:
             errs = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'body'}: {x['msg']}" for x in e.errors()[:5])
             return _error(422, f"expected {{'query': [str], 'prompts': [str], 'labels': [any]}}: {errs}")
-        n = len(req.query)
-        for name, lst in (("prompts", req.prompts), ("labels", req.labels)):
+        if req.query is None and req.responses is None:
+            return _error(422, "`query` (prompt + response, or the response alone) or `responses` is required")
+        first = "responses" if req.responses is not None else "query"
+        n = len(getattr(req, first))
+        for name, lst in (("query", req.query), ("prompts", req.prompts), ("labels", req.labels)):
             if lst is not None and len(lst) != n:
-                return _error(422, f"`{name}` has {len(lst)} items but `query` has {n}")
+                return _error(422, f"`{name}` has {len(lst)} items but `{first}` has {n}")
         if req.labels is None and n:
             return _error(422, "`labels` (the gold answers) is required")
         if n > self.max_samples:
@@ -215,12 +231,14 @@ class RewardServer:
         self.inflight += 1
         # an ungradable label is its sample's `error` (the grading guard counts it), named in `errors` and the log:
         # OpenRLHF's client retries any non-2xx response 5 times and then drops the sample's reward
-        problems = {i: why for i, why in enumerate(map(label_problem, req.labels or [])) if why}
+        # null is ungradable too: the grader cannot read it
+        problems = {i: NULL_LABEL if x is None else label_problem(x) for i, x in enumerate(req.labels or [])}
+        problems = {i: why for i, why in problems.items() if why}
         for why in problems.values():
             self._label_error(why)
         errors = {str(i): f"labels[{i}]: {why}" for i, why in problems.items()}
         try:
-            rewards, logs = await self._grade(req.query, req.prompts, req.labels or [], skip=set(problems))
+            rewards, logs = await self._grade(sample_texts(req), req.prompts, req.labels or [], skip=set(problems))
         finally:
             self.inflight -= 1
             self.sem.release()
@@ -241,13 +259,12 @@ class RewardServer:
             log.error("ungradable label, graded `error`: %s", why)
 
     async def _grade(
-        self, queries: list[str], prompts: list[str] | None, labels: list[Any], skip: set[int]
+        self, texts: list[str], prompts: list[str] | None, labels: list[Any], skip: set[int]
     ) -> tuple[list[float], list[dict[str, float]]]:
-        """Grade parallel lists; the samples in `skip` (ungradable labels) are graded `error` without a grader call;
-        a valid label's L1 target is echoed."""
-        n = len(queries)
+        """Grade the response texts; the samples in `skip` (ungradable labels) are graded `error` without a grader
+        call; a valid label's L1 target is echoed."""
+        n = len(texts)
         prompts = prompts or [""] * n
-        texts = [response_text(queries[i], prompts[i]) for i in range(n)]
         graded = [i for i in range(n) if i not in skip]
         futures = [
             asyncio.wait_for(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from lead_recipes.methods import sections_read
 from lead_recipes.methods.config import entry
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default
+from lead_recipes.recipes.own_model import with_model
 from lead_recipes.training.preemption import save_request_path
 
 NONE = "none"
@@ -145,6 +146,9 @@ def resolve(argv: list[str], parser) -> Resolved:
     # a cap given without --data.max_len must not keep the base's max_len: OpenRLHF keeps only the last
     # max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor), so a larger cap would cut the prompt
     used = drop_flags(base, dropped) + list(argv)
+    model, run_name = flag_values(argv, "--actor.model_name_or_path"), flag_values(base, "--logger.wandb.run_name")
+    if model and run_name and "--logger.wandb.run_name" not in user:  # the base recipe's name, for another model
+        used = drop_flags(used, {"--logger.wandb.run_name"}) + ["--logger.wandb.run_name", with_model(name, model[0])]
     given = flag_names(parser.parse_known_args(used)[1])
     out = Resolved(argv=used, base=None if name == NONE else name, user_flags=user)
 

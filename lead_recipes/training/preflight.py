@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 
+from lead_recipes.training.context_check import check_args as check_context_of
 from lead_recipes.training.data_check import Check, check_data
 from lead_recipes.training.doctor import check_flash_attn, check_packages
 
@@ -170,7 +171,19 @@ def _check_ray(args) -> Check:
     return Check("ray", True, f"{where} started, {gpus} GPU(s)")
 
 
-CHECK_NAMES = ("openrlhf", "gpu", "flash-attn", "packages", "data", "eval-data", "model", "reward", "ckpt", "ray")
+CHECK_NAMES = (
+    "openrlhf",
+    "gpu",
+    "flash-attn",
+    "packages",
+    "data",
+    "eval-data",
+    "model",
+    "context",
+    "reward",
+    "ckpt",
+    "ray",
+)
 
 
 def parse_skip(value: str) -> tuple[str, ...]:
@@ -233,6 +246,7 @@ def run_preflight(args, skip=()) -> list[Check]:
             "eval data", args.eval.dataset, args.data.input_key, args.data.label_key, args.eval.split
         ),
         "model": lambda: _check_model(args.actor.model_name_or_path),
+        "context": lambda: check_context_of(args),
         "reward": lambda: _check_reward(args.reward.remote_url),
         "ckpt": lambda: _check_ckpt_dir(args.ckpt.path),
         "ray": lambda: _check_ray(args),

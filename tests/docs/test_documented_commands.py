@@ -148,6 +148,17 @@ def _generations(benchmark: Path, path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+SANDBOX_FILE = re.compile(r"^<!-- sandbox file: (\S+) -->\n```[^\n]*\n(.*?)^```", re.M | re.S)
+
+
+def _doc_files(dest: Path) -> None:
+    """The files a page shows as content (a fenced block after `<!-- sandbox file: NAME -->`), written as shown, so
+    that its commands read what the reader would have written."""
+    for path in DOCS:
+        for name, body in SANDBOX_FILE.findall(path.read_text(encoding="utf-8")):
+            (dest / name).write_text(body)
+
+
 @pytest.fixture()
 def sandbox(tmp_path) -> Path:
     assert SHARED.is_dir(), f"../shared/data not found at {SHARED} (set LEAD_RECIPES_SHARED)"
@@ -161,6 +172,7 @@ def sandbox(tmp_path) -> Path:
     _replay_steps(rollouts, tmp_path / "steps.jsonl")
     _generations(SHARED / "benchmarks" / "amc2023.jsonl", tmp_path / "generations.jsonl")
     (tmp_path / "responses.jsonl").symlink_to(SHARED / "grader" / "qwen25math_cot100.jsonl")
+    _doc_files(tmp_path)
     return tmp_path
 
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from evaluation import cli, protocols, report, store
+from evaluation import cli, plots, protocols, report, store
 from lead_recipes.benchmarks import load_benchmark
 
 
@@ -268,7 +268,7 @@ def test_one_run_plot_shows_accuracy_and_length_per_benchmark_and_the_length_his
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
     assert (tmp_path / "r" / "run.png").stat().st_size > 0
-    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    drawn = plots.plot_run(summary, rows, tmp_path / "again.png")
     assert drawn["accuracy"] == pytest.approx({n: m["accuracy"] for n, m in summary["benchmarks"].items()})
     assert drawn["mean_length"] == pytest.approx({n: m["mean_length"] for n, m in summary["benchmarks"].items()})
     assert drawn["histogram_total"] == len(rows) == 12
@@ -588,7 +588,7 @@ def test_replay_of_a_file_without_its_cap_records_plots_and_applies_no_cap(share
     assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {None}
     text = (tmp_path / "r" / "report.md").read_text()
     assert "max new tokens **unknown**" in text and "32768" not in text
-    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    drawn = plots.plot_run(summary, rows, tmp_path / "again.png")
     assert (drawn["cap"], drawn["cap_line"], drawn["histogram_total"]) == (None, False, len(rows))
 
 
@@ -602,7 +602,7 @@ def test_replay_takes_its_cap_from_the_file_or_the_flag(shared_data, tmp_path, w
     assert summary["config"]["generation"]["max_new_tokens"] == 8192
     assert "max_new_tokens" not in summary["config"]["generation"]["unknown"]
     rows = store.read_samples(tmp_path / "r" / "samples.jsonl")
-    drawn = report.plot_run(summary, rows, tmp_path / "again.png")
+    drawn = plots.plot_run(summary, rows, tmp_path / "again.png")
     if where == "file":  # every sample stopped at the cap: truncated, as the file's cap says, and drawn at it
         assert {m["truncation_rate"] for m in summary["benchmarks"].values()} == {1.0}
         assert (drawn["cap"], drawn["cap_line"], drawn["histogram_truncated"]) == (8192, True, len(rows))
@@ -687,9 +687,9 @@ def test_budgets_the_sweep_cannot_answer_are_named_not_silently_dropped(shared_d
         assert ("the cap" if cap else "the longest sample") in text, text
 
 
-def test_compare_says_when_an_aes_compares_averages_over_different_benchmarks(shared_data, tmp_path, capsys):
-    """The AES warning (the run and the base cover different benchmarks) stands beside the number in the printed
-    table and compare.md, not only in compare.json."""
+def test_compare_refuses_an_aes_over_different_benchmarks_and_says_why(shared_data, tmp_path, capsys):
+    """The run and the base cover different benchmarks: no headline AES, and the reason stands in the printed table
+    and compare.md, not only in compare.json."""
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     assert cli.main(_argv(replay, tmp_path / "run", shared_data, "--no-eval.plots_enable")) == 0
     only = ("--data.benchmarks", "aime2024", "--no-eval.plots_enable")
@@ -699,15 +699,17 @@ def test_compare_says_when_an_aes_compares_averages_over_different_benchmarks(sh
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     for text in (out, (tmp_path / "c" / "compare.md").read_text()):
-        assert "run: AES warning: runs cover different benchmarks" in text, text
+        assert "run: AES undefined: not comparable: runs cover different benchmarks" in text, text
+    assert json.loads((tmp_path / "c" / "compare.json").read_text())["aes"]["run"]["overall"]["aes"] is None
 
 
 def test_the_run_plot_title_names_the_backend_when_no_model_was_given(shared_data, tmp_path, monkeypatch):
-    """A replay without --eval.model titles its plot with the backend, never an empty name before `— preset sober`."""
+    """A replay without --eval.model titles its plot with the backend, never an empty name before `— preset …`; its
+    preset, not given, is unknown."""
     from matplotlib.figure import Figure
 
     titles, suptitle = [], Figure.suptitle
     monkeypatch.setattr(Figure, "suptitle", lambda self, t, **k: titles.append(t) or suptitle(self, t, **k))
     replay = _replay_file(tmp_path / "g.jsonl", shared_data)
     assert cli.main(_argv(replay, tmp_path / "r", shared_data)) == 0
-    assert titles == ["replay — preset sober"]
+    assert titles == ["replay — preset unknown"]

@@ -212,42 +212,31 @@ def test_unknown_benchmark_name_is_a_clear_error():
         load_benchmark("aime2099", "/nonexistent")
 
 
-def test_compare_reports_aes_against_base(replay_run, rollouts, tiny_qwen2, tmp_path, capsys):
+def test_compare_reports_aes_against_a_base_with_the_same_n_and_refuses_another_n(
+    replay_run, rollouts, tiny_qwen2, tmp_path, capsys
+):
+    """The run has n = 8: a base of n = 4 gets no AES (the reason names both), one of n = 8 gets the formula's."""
     d, _ = rollouts
-    base_dir = tmp_path / "base"
-    argv = [
-        "--eval.backend",
-        "replay",
-        "--replay.path",
-        str(d / "replay.jsonl"),
-        "--data.benchmarks",
-        f"math100={d / 'math100.jsonl'}",
-        "--sampling.n",
-        "4",
-        "--sampling.max_new_tokens",
-        "4096",
-        "--eval.tokenizer",
-        str(tiny_qwen2),
-        "--output",
-        str(base_dir),
-        "--no-eval.progress_enable",
-        "--no-eval.plots_enable",
-    ]
-    assert cli.main(argv) == 0
-    assert (
-        cli.main(["compare", str(replay_run[0]), "--eval.base", str(base_dir), "--output", str(tmp_path / "cmp")]) == 0
-    )
+    for n in ("4", "8"):
+        argv = ["--eval.backend", "replay", "--replay.path", str(d / "replay.jsonl"), "--data.benchmarks"]
+        argv += [f"math100={d / 'math100.jsonl'}", "--sampling.n", n, "--sampling.max_new_tokens", "4096"]
+        argv += ["--eval.tokenizer", str(tiny_qwen2), "--output", str(tmp_path / f"base{n}")]
+        assert cli.main([*argv, "--no-eval.progress_enable", "--no-eval.plots_enable"]) == 0
+        compare = ["compare", str(replay_run[0]), "--eval.base", str(tmp_path / f"base{n}")]
+        assert cli.main([*compare, "--output", str(tmp_path / f"cmp{n}")]) == 0
+    refused = json.loads((tmp_path / "cmp4" / "compare.json").read_text())["aes"]["math100"]["overall"]
+    assert refused["aes"] is None and "samples per problem differ (model 8 vs base 4)" in refused["reason"]
     model = json.loads((replay_run[0] / "summary.json").read_text())
-    base = json.loads((base_dir / "summary.json").read_text())
+    base = json.loads((tmp_path / "base8" / "summary.json").read_text())
     want = metrics.aes(
         model["average"]["accuracy"],
         model["average"]["mean_length"],
         base["average"]["accuracy"],
         base["average"]["mean_length"],
     )["aes"]
-    table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    table = json.loads((tmp_path / "cmp8" / "compare.json").read_text())
     assert table["aes"]["math100"]["overall"]["aes"] == pytest.approx(want)
-    assert (tmp_path / "cmp" / "accuracy_vs_length.png").stat().st_size > 0
+    assert (tmp_path / "cmp8" / "accuracy_vs_length.png").stat().st_size > 0
 
 
 def test_import_evaluation_does_not_import_the_training_stack():
@@ -286,7 +275,8 @@ def test_custom_benchmark_field_map_and_base_aes_through_the_cli(rollouts, tiny_
         "--no-eval.progress_enable",
         "--no-eval.plots_enable",
     ]
-    assert cli.main(common + ["--sampling.n", "2", "--output", str(tmp_path / "base")]) == 0
+    # the same n as the run: AES compares like with like (another n is refused, test above)
+    assert cli.main(common + ["--sampling.n", "8", "--output", str(tmp_path / "base")]) == 0
     assert (
         cli.main(
             common + ["--sampling.n", "8", "--output", str(tmp_path / "model"), "--eval.base", str(tmp_path / "base")]

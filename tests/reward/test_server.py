@@ -345,3 +345,46 @@ def test_an_l1_label_target_is_echoed_and_a_broken_one_is_that_samples_error_nam
     assert code == 200 and payload["extra_logs"]["status_error"] == [0.0, 1.0], (code, payload)
     assert payload["rewards"] == [1.0, 0.0] and payload["extra_logs"]["n_gold"] == [900.0, 0.0]
     assert "labels[1]" in payload["errors"]["1"] and "n_gold" in payload["errors"]["1"], payload
+
+
+# ------------------------------------------------------------------------------------------------ what `query` holds
+@pytest.mark.parametrize(
+    "query,prompt,label",
+    [("\\boxed{2}", "2", "2"), ("Answer: \\boxed{12}", "1", "12")],  # issue 36's two examples
+)
+def test_a_response_only_query_containing_the_prompt_text_is_graded_whole(server, query, prompt, label):
+    code, out = post(server + "/get_reward", {"query": [query], "prompts": [prompt], "labels": [label]}, AUTH)
+    assert code == 200 and out["rewards"] == [1.0], out
+
+
+def test_the_prompt_is_stripped_from_a_query_that_starts_with_it(server):
+    """A prompt that shows a boxed example: graded whole, its `\\boxed{7}` would be the answer."""
+    prompt = "Example: \\boxed{7}. Now compute 6*7.\n"
+    body = {"query": [prompt + "I cannot say."], "prompts": [prompt], "labels": ["7"]}
+    code, out = post(server + "/get_reward", body, AUTH)
+    assert code == 200 and out["rewards"] == [0.0] and out["extra_logs"]["status_no_answer"] == [1.0], out
+
+
+def test_responses_are_graded_as_sent_even_when_they_start_with_the_prompt(server):
+    prompt = "\\boxed{7} is wrong; compute 6*7.\n"
+    body = {"responses": [prompt], "prompts": [prompt], "labels": ["7"]}
+    code, out = post(server + "/get_reward", body, AUTH)
+    assert code == 200 and out["rewards"] == [1.0], out
+
+
+def test_a_request_with_neither_query_nor_responses_is_422_naming_both(server):
+    code, out = post(server + "/get_reward", {"prompts": ["p"], "labels": ["1"]}, AUTH)
+    assert code == 422 and "`query`" in out["error"] and "`responses`" in out["error"]
+
+
+def test_responses_and_query_of_different_lengths_are_422(server):
+    body = {"responses": ["\\boxed{1}"], "query": ["a", "b"], "labels": ["1"]}
+    code, out = post(server + "/get_reward", body, AUTH)
+    assert code == 422 and "`query` has 2 items but `responses` has 1" in out["error"]
+
+
+def test_a_null_label_is_that_samples_error_named_in_errors(server):
+    body = {"query": ["\\boxed{1}", "\\boxed{1}"], "prompts": ["", ""], "labels": ["1", None]}
+    code, out = post(server + "/get_reward", body, AUTH)
+    assert code == 200 and out["rewards"] == [1.0, 0.0] and out["extra_logs"]["status_error"] == [0.0, 1.0]
+    assert list(out["errors"]) == ["1"] and "null" in out["errors"]["1"], out

@@ -1,0 +1,87 @@
+"""What follows the model a recipe runs: its context length against `data.max_len` (from its `config.json` in a local
+directory or the Hugging Face cache, never downloaded; recipe loading refuses a recipe over it, and so does the
+preflight through lead_recipes/training/context_check.py, so a 4k-context model under a 5,024-token recipe fails
+before vLLM starts), and the run's W&B and Slurm job name. See docs/own-data.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+from lead_recipes.recipes import RecipeError
+
+# config.json keys that state the positions a model can attend over, most specific first
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def config_path(model: str) -> str | None:
+    """The model's config.json on this machine (a directory, or the hub cache), or None."""
+    if os.path.isdir(model):
+        path = os.path.join(model, "config.json")
+        return path if os.path.isfile(path) else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception:  # noqa: BLE001 - an invalid repo id is as unknown as an uncached one
+        return None
+    return cached if isinstance(cached, str) else None
+
+
+def model_context(model: str | None) -> tuple[int, str] | None:
+    """(context length, the key it came from) from the model's local config, or None when it cannot be read."""
+    path = config_path(model) if model else None
+    if not path:
+        return None
+    try:
+        config = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError):
+        return None
+    for section in (config, config.get("text_config") or {}):  # a multimodal config nests the language model's
+        for key in CONTEXT_KEYS:
+            if isinstance(section.get(key), int) and section[key] > 0:
+                return section[key], key
+    return None
+
+
+def context_problem(model: str | None, max_len: int | None) -> str | None:
+    """One line when `max_len` (prompt + response tokens) exceeds the model's context, else None."""
+    found = model_context(model)
+    if found is None or max_len is None or int(max_len) <= found[0]:
+        return None
+    context, key = found
+    return (
+        f"data.max_len {max_len} exceeds {model}'s context of {context} tokens ({key} in its config.json): vLLM "
+        f"would refuse to start; set data.max_len to at most {context} and rollout.max_new_tokens below it"
+    )
+
+
+def refuse_over_context(recipe, where: str) -> None:
+    """Refuse a training recipe whose data.max_len exceeds its model's context (RecipeError blaming `where`)."""
+    problem = context_problem(recipe.openrlhf.get("actor.model_name_or_path"), recipe.openrlhf.get("data.max_len"))
+    if problem and recipe.entrypoint == "train":
+        raise RecipeError(f"{where}: {problem}")
+
+
+def with_model(name: str, model) -> str:
+    """A run name for `model` trained with what `name` names: the model's last path part appended."""
+    return f"{name}-{str(model).rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def run_name_of(path: Path, raw: dict, given: dict) -> str:
+    """The run's name: the recipe file's stem, with the model's last path part appended when `--set` gives another
+    model. A `logger.wandb.run_name` the file itself or `--set` states wins; one inherited through `extends` (the
+    base recipe's own name) is replaced by this name in `raw`."""
+    openrlhf = raw.get("openrlhf") or {}
+    name = path.stem
+    if ("openrlhf", "actor.model_name_or_path") in given:
+        name = with_model(name, openrlhf["actor.model_name_or_path"])
+    own = (yaml.safe_load(path.read_text()) or {}).get("openrlhf") or {}
+    key, model_given = "logger.wandb.run_name", ("openrlhf", "actor.model_name_or_path") in given
+    if key in openrlhf and ("openrlhf", key) not in given and (key not in own or model_given):
+        openrlhf[key] = name
+    return str(openrlhf.get(key) or name)
