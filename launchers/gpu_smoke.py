@@ -298,6 +298,14 @@ def tb_scalars(tb_dir: str) -> dict[str, dict[int, float]]:
     return out
 
 
+def vllm_kl_after_gradient_steps(scalars: dict) -> dict[int, float]:
+    """{step: vllm_kl} for every step whose previous step changed the policy (grad_norm > 0): only there does
+    vLLM generating with stale weights show. A step with all-equal rewards in every group has zero gradient."""
+    grads = next((v for k, v in scalars.items() if k.endswith("grad_norm")), {})
+    kl = scalars.get("train/vllm_kl", {})
+    return {s: v for s, v in kl.items() if grads.get(s - 1, 0.0) > 0}
+
+
 def main(argv: list[str]) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)

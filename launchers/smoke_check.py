@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from gpu_smoke import recipe_state, tb_scalars
+from gpu_smoke import recipe_state, tb_scalars, vllm_kl_after_gradient_steps
 
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.methods import build_method
@@ -73,14 +73,6 @@ def check(run: str, method: str, steps: list[int], resumed_from: int | None) -> 
     if not set(steps) <= logged:
         problems.append(f"recipe_problems.jsonl lacks steps {sorted(set(steps) - logged)}")
     return problems
-
-
-def vllm_kl_after_gradient_steps(scalars: dict) -> dict[int, float]:
-    """{step: vllm_kl} for every step whose previous step changed the policy (grad_norm > 0): only there does
-    vLLM generating with stale weights show. A step with all-equal rewards in every group has zero gradient."""
-    grads = next((v for k, v in scalars.items() if k.endswith("grad_norm")), {})
-    kl = scalars.get("train/vllm_kl", {})
-    return {s: v for s, v in kl.items() if grads.get(s - 1, 0.0) > 0}
 
 
 def sync_problems(scalars: dict, bound: float = VLLM_KL_BOUND) -> list[str]:

@@ -80,14 +80,6 @@ def problem_record_counts(ckpt: Path) -> dict[tuple[int, str], int]:
     return counts
 
 
-def vllm_kl_after_gradient_steps(scalars: dict) -> dict[int, float]:
-    """{step: vllm_kl} for every step whose previous step changed the policy (grad_norm > 0): only there does
-    vLLM generating with stale weights show. A step with all-equal rewards in every group has zero gradient."""
-    grads = next((v for k, v in scalars.items() if k.endswith("grad_norm")), {})
-    kl = scalars.get("train/vllm_kl", {})
-    return {s: v for s, v in kl.items() if grads.get(s - 1, 0.0) > 0}
-
-
 def tensorboard_steps(run_dir: Path, tag: str) -> list[int]:
     """Every step at which TensorBoard shows `tag` for one TensorBoard run (a directory of event files, read in
     order as TensorBoard reads them: a writer's purge_step drops the earlier files' events from that step on)."""

@@ -21,7 +21,6 @@ from cpu_e2e.checks import (
     advantage_mismatches,
     problem_record_counts,
     tensorboard_steps,
-    vllm_kl_after_gradient_steps,
     wandb_steps,
 )
 
@@ -69,7 +68,7 @@ def test_the_log_shows_each_steps_progress_toward_the_runs_total(lead):
 
 @pytest.mark.e2e_full
 def test_lead_vllm_is_in_sync_with_the_actor_after_a_real_gradient_step(lead):
-    checked = vllm_kl_after_gradient_steps(lead.scalars())
+    checked = harness.gpu_smoke.vllm_kl_after_gradient_steps(lead.scalars())
     assert checked, "no step followed a step with a gradient: the sync check would be vacuous"
     assert all(abs(v) < 1e-2 for v in checked.values()), checked
 

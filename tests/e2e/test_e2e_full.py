@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from cpu_e2e import harness
-from cpu_e2e.checks import advantage_mismatches, problem_record_counts, vllm_kl_after_gradient_steps
+from cpu_e2e.checks import advantage_mismatches, problem_record_counts
 
 pytestmark = [
     pytest.mark.e2e_full,
@@ -72,7 +72,7 @@ def test_without_the_weight_sync_vllm_kl_fails_the_check(model, tmp_path):
     try:
         run = harness.Run(cluster, model, tmp_path / "sync-off", "lead", episodes=2)
         assert run.wait() == 0, run.tail()
-        checked = vllm_kl_after_gradient_steps(run.scalars())
+        checked = harness.gpu_smoke.vllm_kl_after_gradient_steps(run.scalars())
         assert checked and any(abs(v) >= 1e-2 for v in checked.values()), checked  # the CI check would fail
     finally:
         cluster.stop()
