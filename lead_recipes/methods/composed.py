@@ -116,7 +116,7 @@ class ComposedMethod(Method):
                 beta_ema=lead.beta_ema,
                 lambda_min=lead.lambda_min,
                 static_lambda_c=lead.static_lambda_c,
-                decay_on_zero_psi=lead.ref_code_psi_decay_enable,
+                skip_on_zero_psi=lead.zero_psi_skip_enable,
             ),
             dual=LeashController(
                 lr=leash.lr,

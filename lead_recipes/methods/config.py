@@ -75,6 +75,7 @@ class GdpoConfig:
 
 AGGREGATORS = ("mean_correct", "min_correct", "median_correct", "mean_all")
 UNSOLVED_LENGTH = ("sentinel", "flat")
+LENGTH_MODES = ("max_sym", "ref_code_max_asym", "ref_code_upper_only")
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,17 @@ class LeadConfig:
         ge=0,
         le=1,
     )
+    length_mode: str = option(
+        "max_sym",
+        "r_l: max_sym = Eq. 9 (paper; every released script, the Table-1 one included); the authors' code's other "
+        "modes: ref_code_max_asym (its yaml default: correct max(0, 1 − l/L*), 0 below "
+        "ref_code_asym_floor_tokens; incorrect clamp(1 − l/L*, −1, 0)), ref_code_upper_only (max(−1, min(0, "
+        "1 − l/L*)))",
+        LENGTH_MODES,
+    )
+    ref_code_asym_floor_tokens: float = option(
+        500.0, "ref_code_max_asym: a correct rollout shorter than this gets r_l = 0 (code: 500, hard-coded)", ge=0
+    )
     whiten: str = option(
         "token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence", ("token", "sequence")
     )
@@ -110,10 +122,10 @@ class LeadConfig:
         "every rollout, so no length advantage there",
         UNSOLVED_LENGTH,
     )
-    ref_code_psi_decay_enable: bool = option(
+    zero_psi_skip_enable: bool = option(
         False,
-        "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
-        "toward (0, 0) (default: skip that step's update)",
+        "ours, not in the paper or its code: when Ψ_c = Ψ_l = 0, skip that step's EMA update (default, as Eq. 7 "
+        "and the authors' code: the EMA moves toward the target (0, 0))",
     )
 
 
