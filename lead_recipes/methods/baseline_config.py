@@ -27,7 +27,8 @@ class AroraZanetteConfig:
     ref_code_rloo_whiten_enable: bool = option(
         False,
         "reference-code behaviour: RLOO advantage (R − mean of the group's other rewards), then token-level "
-        "whitening over the batch (their OpenRLHF 0.5.4 fork), instead of GRPO as for every baseline",
+        "whitening over the batch as their OpenRLHF 0.5.4 fork does it (population variance, clamp(min = 1e-8)), "
+        "instead of GRPO as for every baseline; the fork's per-token KL inside the whitening is not reproduced",
     )
     grade_truncated_enable: bool = option(
         False,

@@ -68,8 +68,9 @@ class GdpoConfig:
     length_threshold: float = option(2000.0, "T in tokens for conditioned/classic length rewards", gt=0)
     whiten: str = option(
         "token",
-        "batch whitening: token (verl masked_whiten, LEAD's re-implementation) or sequence (TRL)",
-        ("token", "sequence"),
+        "normalisation: token = group ε 1e-6, then verl masked_whiten over tokens (LEAD's re-implementation); trl "
+        "= TRL's GDPO: group and batch std (unbiased) each + 1e-4, batch statistics per sequence",
+        ("token", "trl"),
     )
 
 
