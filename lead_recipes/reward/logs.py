@@ -12,6 +12,7 @@ from lead_recipes.grading.pool.grader import STATUSES, Grade
 REWARD_LOG_KEYS = (
     "correct",
     "repetitive",
+    "think_boxed",  # GRPO-LEAD code's format rule on prompt + response (`think_boxed`); RolloutBatch.think_boxed
     "status_correct",
     "status_wrong",
     "status_no_answer",
@@ -23,10 +24,23 @@ REWARD_LOG_KEYS = (
 )
 
 
-def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None) -> dict[str, float]:
-    """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot); the L1 target
-    is echoed from `label` whatever the grade, so a failed grade never drops it."""
-    logs = {"correct": 1.0 if grade.correct else 0.0, "repetitive": 1.0 if repetitive else 0.0}
+def think_boxed(text: Any) -> bool:
+    """GRPO-LEAD's format rule (aeroplanepaper/GRPO-LEAD `math_reward.py` L187-194) on the decoded prompt + response:
+    the text has a `</think>` and a `\\boxed` before its first one. Its negation is the code's format failure."""
+    if not isinstance(text, str) or "</think>" not in text:
+        return False
+    return "\\boxed" in text.split("</think>", 1)[0]
+
+
+def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None, boxed: bool = False) -> dict[str, float]:
+    """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot); `boxed` is
+    `think_boxed` of the sample's text (False when there is none); the L1 target is echoed from `label` whatever the
+    grade, so a failed grade never drops it."""
+    logs = {
+        "correct": 1.0 if grade.correct else 0.0,
+        "repetitive": 1.0 if repetitive else 0.0,
+        "think_boxed": 1.0 if boxed else 0.0,
+    }
     for s in STATUSES:
         logs[f"status_{s}"] = 1.0 if grade.status == s else 0.0
     logs["grade_latency_s"] = float(grade.latency_s) if grade.latency_s == grade.latency_s else 0.0

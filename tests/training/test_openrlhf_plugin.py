@@ -27,7 +27,7 @@ from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, RecipeConfig
 from lead_recipes.recipes import openrlhf_parser
-from lead_recipes.reward.logs import REWARD_LOG_KEYS
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, think_boxed
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training import resume
@@ -80,7 +80,11 @@ def rollouts(shared_data, tiny_qwen2):
             grade = grades[q * N + j]
             resp_ids = tok(s["response"])["input_ids"] + [tok.eos_token_id]
             truncated = len(resp_ids) > CAP
-            info = {"correct": float(grade.correct), "repetitive": float(is_repetitive(s["response"]))}
+            info = {
+                "correct": float(grade.correct),
+                "repetitive": float(is_repetitive(s["response"])),
+                "think_boxed": float(think_boxed(prompt + s["response"])),
+            }
             info.update(
                 {
                     f"status_{st}": float(grade.status == st)
