@@ -1,6 +1,6 @@
-"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5 and ThinkPrune: one frozen
-dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of config.py for its
-size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
+"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune and DLER: one
+frozen dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of config.py for
+its size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
 """
 
 from __future__ import annotations
@@ -95,4 +95,18 @@ class ThinkPruneConfig:
         False,
         "reference-code behaviour: grade a truncated response on its text (a boxed answer in unfinished "
         "thinking scores 1); the abstract: unfinished answers get zero reward",
+    )
+
+
+@dataclass(frozen=True)
+class DlerConfig:
+    """DLER (arXiv 2510.15110): the advantage step only. Its truncation scale κ is OpenRLHF's
+    `--reward.stop_properly_penalty_coef` (project page: 0; the authors' code: 0.1), set by the recipe dler-1.5b
+    with the cap, the dynamic filter, the clip range and the KL loss."""
+
+    ref_code_correct_boost: float = option(
+        0.0,
+        "reference-code behaviour (verl-dler/dler_slurm.sh, not the root script): add this to the whitened "
+        "advantage of every graded-correct rollout, truncated ones included (that script: 0.1)",
+        ge=0,
     )

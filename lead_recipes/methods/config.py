@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from lead_recipes.methods.baseline_config import (
     AroraZanetteConfig,
+    DlerConfig,
     KimiConfig,
     L1ExactConfig,
     L1MaxConfig,
@@ -257,7 +258,9 @@ class MethodEntry:
     module stays torch-free), its config dataclass (flags `--recipe.<section>.*`, section = name with '-' → '_')
     and its reference recipe (launchers/recipes/<recipe>.yaml); `shares`: the other methods' sections its
     `from_config` reads too (e.g. gdpo reads lead's); `label_keys`: what every training label must carry for it
-    (L1's target, checked by the preflight); the stats keys are the class's STATS_KEYS."""
+    (L1's target, checked by the preflight); `reward_is_score`: its reward is the reward function's 0/1 score, so
+    OpenRLHF's `--reward.stop_properly_penalty_coef` may rescale it (training.args refuses it for the others); the
+    stats keys are the class's STATS_KEYS."""
 
     name: str
     method: str
@@ -265,6 +268,7 @@ class MethodEntry:
     recipe: str
     shares: tuple[str, ...] = ()
     label_keys: tuple[str, ...] = ()
+    reward_is_score: bool = False
 
     @property
     def section(self) -> str:
@@ -285,7 +289,9 @@ COMMON_SECTIONS = ("guard", "resume")  # read whatever the method
 
 # the method registry: every list of methods (flags, validation, build_method, base recipes, docs) derives from it
 REGISTRY = (
-    MethodEntry("grpo", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-correctness-1.5b"),
+    MethodEntry(
+        "grpo", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-correctness-1.5b", reward_is_score=True
+    ),
     MethodEntry(
         "grpo-scalarized", "lead_recipes.methods.grpo:ScalarizedMethod", ScalarizedConfig, "grpo-1.5b", ("lead",)
     ),
@@ -313,6 +319,7 @@ REGISTRY = (
     ),
     MethodEntry("kimi", "lead_recipes.methods.kimi:KimiMethod", KimiConfig, "kimi-1.5b"),
     MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
+    MethodEntry("dler", "lead_recipes.methods.dler:DlerMethod", DlerConfig, "dler-1.5b", reward_is_score=True),
     MethodEntry(
         "composed",
         "lead_recipes.methods.composed:ComposedMethod",
