@@ -49,7 +49,14 @@ def batch_from_record(rec: dict, max_new_tokens: int):
     groups = rec.get("groups")
     if not isinstance(groups, list) or not groups:
         raise ValueError(f"step {step}: 'groups' must be a non-empty list")
-    cols: dict[str, list] = {"correct": [], "lengths": [], "truncated": [], "repetitive": [], "think_boxed": []}
+    cols: dict[str, list] = {
+        "correct": [],
+        "lengths": [],
+        "truncated": [],
+        "repetitive": [],
+        "think_boxed": [],
+        "answer_boxed": [],
+    }
     g = None
     for q, grp in enumerate(groups):
         if not isinstance(grp, dict):
@@ -69,6 +76,7 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         cols["truncated"].append(_flags(grp, "truncated", q, step, bool, g))
         cols["repetitive"].append(_flags(grp, "repetitive", q, step, bool, g))
         cols["think_boxed"].append(_flags(grp, "think_boxed", q, step, bool, g))
+        cols["answer_boxed"].append(_flags(grp, "answer_boxed", q, step, bool, g))
 
     def opt(key):  # an optional flag column is used only when every group has it
         rows = cols[key]
@@ -82,6 +90,7 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         truncated=opt("truncated"),
         repetitive=opt("repetitive"),
         think_boxed=opt("think_boxed"),
+        answer_boxed=opt("answer_boxed"),
         n_gold=n_gold,
         l1_max=l1_max,
     )
@@ -131,7 +140,7 @@ def records_from_rollouts(
     """Grade a rollouts file (a progress bar on stderr with `progress`) and chunk its groups into steps. Lengths
     above the cap count at the cap and are marked truncated. Returns (records, length unit label)."""
     from lead_recipes.grading.repetition import is_repetitive
-    from lead_recipes.reward.logs import think_boxed
+    from lead_recipes.reward.logs import answer_boxed, think_boxed
 
     rows = read_jsonl(path)
     count, unit = length_counter(tokenizer)
@@ -165,7 +174,9 @@ def records_from_rollouts(
                 "lengths": [min(n, max_new_tokens) for n in lengths],
                 "truncated": [n >= max_new_tokens for n in lengths],
                 "repetitive": [is_repetitive(t) for t in texts],
-                "think_boxed": [think_boxed(t) for t in texts],  # the response only: the file has no prompt
+                # the format flags on the response only: the file has no prompt
+                "think_boxed": [think_boxed(t) for t in texts],
+                "answer_boxed": [answer_boxed(t) for t in texts],
                 **{k: row[k] for k in ("n_gold", "l1_mode") if k in row},
             }
         )

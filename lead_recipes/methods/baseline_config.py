@@ -1,6 +1,6 @@
-"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune and DLER: one
-frozen dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of config.py for
-its size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
+"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune, DLER and
+Laser: one frozen dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of
+config.py for its size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
 """
 
 from __future__ import annotations
@@ -109,4 +109,15 @@ class DlerConfig:
         "reference-code behaviour (verl-dler/dler_slurm.sh, not the root script): add this to the whitened "
         "advantage of every graded-correct rollout, truncated ones included (that script: 0.1)",
         ge=0,
+    )
+
+
+@dataclass(frozen=True)
+class LaserConfig:
+    """Laser (arXiv 2505.15612; the rule is the authors' code, hkust-nlp/Laser): a step bonus α for a correct,
+    well-formatted response within the target length L_T, on Laser's base score."""
+
+    alpha: float = option(0.5, "α, the bonus of a correct response with l ≤ L_T (authors' code: 0.5)", ge=0)
+    target_length: float = option(
+        4096.0, "L_T in tokens (authors' code: one run each at 2048, 4096 and 8192; inclusive ≤)", gt=0
     )

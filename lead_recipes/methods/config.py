@@ -19,6 +19,7 @@ from lead_recipes.methods.baseline_config import (
     KimiConfig,
     L1ExactConfig,
     L1MaxConfig,
+    LaserConfig,
     ThinkPruneConfig,
 )
 from lead_recipes.methods.fields import option, range_problem
@@ -320,6 +321,7 @@ REGISTRY = (
     MethodEntry("kimi", "lead_recipes.methods.kimi:KimiMethod", KimiConfig, "kimi-1.5b"),
     MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
     MethodEntry("dler", "lead_recipes.methods.dler:DlerMethod", DlerConfig, "dler-1.5b", reward_is_score=True),
+    MethodEntry("laser", "lead_recipes.methods.laser:LaserMethod", LaserConfig, "laser-1.5b-l4096"),
     MethodEntry(
         "composed",
         "lead_recipes.methods.composed:ComposedMethod",

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from lead_recipes.grading.labels import LabelError, gold_answer
 from lead_recipes.grading.pool.grader import Grade, get_grader
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, error_logs, reward_extra_logs, reward_result, think_boxed
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, error_logs, reward_extra_logs, reward_result
 
 
 def response_text(query: Any, prompt: Any) -> str:
@@ -77,7 +77,7 @@ def grade_samples(
         _log_once(e)
         grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
     logs = [
-        reward_extra_logs(g, safe_is_repetitive(t), labels[i] if i < len(labels) else None, think_boxed(queries[i]))
+        reward_extra_logs(g, safe_is_repetitive(t), labels[i] if i < len(labels) else None, queries[i])
         for i, (g, t) in enumerate(zip(grades, texts))
     ]
     return [1.0 if g.correct else 0.0 for g in grades], logs

@@ -27,7 +27,7 @@ from lead_recipes.grading.labels import gold_answer, label_problem
 from lead_recipes.grading.options import add_options, grader_kwargs
 from lead_recipes.grading.pool.grader import STATUSES, Grade, Grader
 from lead_recipes.help_format import ArgumentParser
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs, think_boxed
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs
 from lead_recipes.reward.reward_func import response_text, safe_is_repetitive
 
 log = logging.getLogger("lead_recipes.reward.server")
@@ -262,7 +262,7 @@ class RewardServer:
         logs = []
         for g, t, label, query in zip(grades, texts, labels, queries):
             self.samples[g.status] += 1
-            logs.append(reward_extra_logs(g, safe_is_repetitive(t), label, think_boxed(query)))
+            logs.append(reward_extra_logs(g, safe_is_repetitive(t), label, query))
         return [1.0 if g.correct else 0.0 for g in grades], logs
 
 

@@ -142,6 +142,21 @@ def test_dler_replay_applies_openrlhfs_truncation_scale_and_gives_the_golden_bat
     assert line["advantages"] == [pytest.approx(a, abs=1e-5) for a in advantages]
 
 
+def test_laser_replay_reads_the_format_flag_and_gives_the_golden_group(tmp_path):
+    group = {  # the 2026 baselines spec's G-L1 (tests/methods/test_methods_laser.py)
+        "correct": [True, True, True, False, False, False],
+        "lengths": [1500, 4096, 4097, 900, 6000, 8192],
+        "answer_boxed": [True, True, True, True, True, False],
+    }
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, [{"step": 1, "groups": [group]}])), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "laser", "--rollout.max_new_tokens", "8192"]) == 0
+    line = json.loads(out.read_text())
+    assert line["rewards"][0] == pytest.approx([1.5, 1.5, 1.0, -0.5, -0.5, -1.0], abs=1e-6)
+    want = [1.03661, 1.03661, 0.592348, -0.740435, -0.740435, -1.184697]
+    assert line["advantages"][0] == pytest.approx(want, abs=1e-5)
+
+
 def test_replay_refuses_the_truncation_scale_for_a_method_with_its_own_reward(tmp_path, capsys):
     argv = ["replay", str(write(tmp_path, STEPS)), "--output", str(tmp_path / "o.jsonl"), "--recipe.method", "lead"]
     assert cli_main([*argv, "--reward.stop_properly_penalty_coef", "0"]) == 2

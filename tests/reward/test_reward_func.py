@@ -264,3 +264,17 @@ NO_BOX_PROMPT = PROMPT.replace(" Put the final answer in \\boxed{}.", "")
 def test_think_boxed_is_grpo_lead_codes_format_rule_on_prompt_and_response(query, boxed):
     prompt = query[: query.index("<think>")]
     assert rf_module.reward_func([query], [prompt], ["42"])["extra_logs"]["think_boxed"] == boxed
+
+
+@pytest.mark.parametrize(
+    "query,boxed",
+    [
+        (PROMPT + "<think>6*7</think> so \\boxed{42}.", 1.0),  # a complete box after </think>
+        (PROMPT + "<think>6*7 = \\boxed{42}</think> 42", 0.0),  # the prompt's \\boxed{} and this one are before it
+        (PROMPT + "6*7</think> \\boxed{42}", 0.0),  # no <think> in prompt + response
+        (PROMPT + "<think>6*7 = 42, \\boxed{42}", 0.0),  # no </think>: cut in its thinking
+        (PROMPT + "<think>x</think> \\boxed{\\frac{1}{2}} </think> more", 1.0),  # nested braces, up to the next
+    ],
+)
+def test_answer_boxed_is_lasers_format_rule_on_prompt_and_response(query, boxed):
+    assert rf_module.reward_func([query], [PROMPT], ["42"])["extra_logs"]["answer_boxed"] == boxed

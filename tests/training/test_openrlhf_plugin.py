@@ -27,7 +27,7 @@ from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, REGISTRY, RecipeConfig
 from lead_recipes.recipes import openrlhf_parser
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, think_boxed
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, answer_boxed, think_boxed
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training import resume
@@ -84,6 +84,7 @@ def rollouts(shared_data, tiny_qwen2):
                 "correct": float(grade.correct),
                 "repetitive": float(is_repetitive(s["response"])),
                 "think_boxed": float(think_boxed(prompt + s["response"])),
+                "answer_boxed": float(answer_boxed(prompt + s["response"])),
             }
             info.update(
                 {
@@ -166,10 +167,13 @@ def expected_output(records, method_name, cap=CAP):
         torch.zeros(shape, dtype=torch.bool),
         torch.zeros(shape, dtype=torch.bool),
     )
+    boxed = {key: torch.zeros(shape, dtype=torch.bool) for key in ("think_boxed", "answer_boxed")}
     for r in records:
         i, j = pos[r["q"]], r["j"]
         correct[i, j], lengths[i, j] = bool(r["info"]["correct"]), min(len(r["resp_ids"]), cap)
         trunc[i, j], rep[i, j] = r["truncated"], bool(r["info"]["repetitive"])
+        for key, flags in boxed.items():
+            flags[i, j] = bool(r["info"].get(key, 0.0))
     targets = {r["q"]: (r["info"].get("n_gold", 0.0), r["info"].get("l1_max", 0.0)) for r in records}
     n_gold = l1_max = None
     if all(targets[q][0] > 0 for q in qs):  # the reward function echoed an L1 target for every prompt
@@ -183,6 +187,7 @@ def expected_output(records, method_name, cap=CAP):
         repetitive=rep,
         n_gold=n_gold,
         l1_max=l1_max,
+        **boxed,
     )
     out = build_method(make_args(method_name).recipe).step(batch)
     return {
