@@ -174,3 +174,32 @@ class StepCounter:
         if unknown:
             raise ValueError(f"step counter state has unknown keys {unknown}")
         self.step = _int(state, "step", "step counter")
+
+
+@dataclass
+class LaserTargets:
+    """Laser-D/-DE's per-bucket target lengths, replaced by each monitor pass (`observe_monitor`); the state is
+    `{"targets": {"low", "medium", "high": L or None}, "last_monitor_step", "step"}`, as the 2026 baselines spec
+    writes it. The authors re-run the monitor on resume instead of saving it; restoring it resumes exactly."""
+
+    targets: dict | None = None
+    last_monitor_step: int = 0
+    step: int = 0
+
+    def observe(self, targets: dict, step: int) -> None:
+        self.targets, self.last_monitor_step = dict(targets), int(step)
+
+    def state_dict(self) -> dict:
+        return {"targets": dict(self.targets or {}), "last_monitor_step": self.last_monitor_step, "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or not isinstance(state.get("targets"), dict):
+            raise ValueError(f"laser controller state must be a dict with a 'targets' dict, got {state!r}")
+        targets = state["targets"]
+        if set(targets) != {"low", "medium", "high"}:
+            raise ValueError(f"laser controller targets need exactly low, medium, high, got {sorted(targets)}")
+        for name, v in targets.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                raise ValueError(f"laser controller target {name!r} must be a positive int or null, got {v!r}")
+        last, step = _int(state, "last_monitor_step", "laser"), _int(state, "step", "laser")
+        self.targets, self.last_monitor_step, self.step = dict(targets), last, step
