@@ -49,7 +49,14 @@ def batch_from_record(rec: dict, max_new_tokens: int):
     groups = rec.get("groups")
     if not isinstance(groups, list) or not groups:
         raise ValueError(f"step {step}: 'groups' must be a non-empty list")
-    cols: dict[str, list] = {"correct": [], "lengths": [], "truncated": [], "repetitive": []}
+    cols: dict[str, list] = {
+        "correct": [],
+        "lengths": [],
+        "truncated": [],
+        "repetitive": [],
+        "think_boxed": [],
+        "answer_boxed": [],
+    }
     g = None
     for q, grp in enumerate(groups):
         if not isinstance(grp, dict):
@@ -68,6 +75,8 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         cols["lengths"].append(lengths)
         cols["truncated"].append(_flags(grp, "truncated", q, step, bool, g))
         cols["repetitive"].append(_flags(grp, "repetitive", q, step, bool, g))
+        cols["think_boxed"].append(_flags(grp, "think_boxed", q, step, bool, g))
+        cols["answer_boxed"].append(_flags(grp, "answer_boxed", q, step, bool, g))
 
     def opt(key):  # an optional flag column is used only when every group has it
         rows = cols[key]
@@ -80,6 +89,8 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         max_new_tokens=max_new_tokens,
         truncated=opt("truncated"),
         repetitive=opt("repetitive"),
+        think_boxed=opt("think_boxed"),
+        answer_boxed=opt("answer_boxed"),
         n_gold=n_gold,
         l1_max=l1_max,
     )
@@ -129,6 +140,7 @@ def records_from_rollouts(
     """Grade a rollouts file (a progress bar on stderr with `progress`) and chunk its groups into steps. Lengths
     above the cap count at the cap and are marked truncated. Returns (records, length unit label)."""
     from lead_recipes.grading.repetition import is_repetitive
+    from lead_recipes.reward.logs import answer_boxed, think_boxed
 
     rows = read_jsonl(path)
     count, unit = length_counter(tokenizer)
@@ -162,6 +174,9 @@ def records_from_rollouts(
                 "lengths": [min(n, max_new_tokens) for n in lengths],
                 "truncated": [n >= max_new_tokens for n in lengths],
                 "repetitive": [is_repetitive(t) for t in texts],
+                # the format flags on the response only: the file has no prompt
+                "think_boxed": [think_boxed(t) for t in texts],
+                "answer_boxed": [answer_boxed(t) for t in texts],
                 **{k: row[k] for k in ("n_gold", "l1_mode") if k in row},
             }
         )
@@ -186,19 +201,33 @@ def logged_unit(records: list) -> str:
     return unit or "as logged"
 
 
-def replay(records: list[dict], method, max_new_tokens: int, progress: bool = False) -> list[dict]:
-    """Run every step through `method` (advancing its controller), a progress bar on stderr with `progress`.
-    Returns the output lines."""
+def replay(
+    records: list[dict], method, max_new_tokens: int, progress: bool = False, stop_properly: float | None = None
+) -> list[dict]:
+    """Run every step through `method` (advancing its controller), a progress bar on stderr with `progress`;
+    `stop_properly`: OpenRLHF's `--reward.stop_properly_penalty_coef` (None: off). Returns the output lines."""
     out = []
     with Bar(len(records), "replay", "step", progress) as bar:
         for rec in records:
-            out.append(_replay_step(rec, method, max_new_tokens))
+            out.append(_replay_step(rec, method, max_new_tokens, stop_properly))
             bar.advance_to(len(out))
     return out
 
 
-def _replay_step(rec: dict, method, max_new_tokens: int) -> dict:
+def stop_properly_change(correct, truncated, coef: float):
+    """OpenRLHF's ProRL stop-properly rule (`apply_stop_properly_penalty`) as the change of the 0/1 reward, which is
+    how the plug-in hands it to a method: a truncated sample's reward becomes coef·c (coef ≥ 0) or coef (< 0)."""
+    import torch
+
+    c = correct.double()
+    return torch.where(truncated, (c * coef if coef >= 0 else torch.full_like(c, coef)) - c, 0.0)
+
+
+def _replay_step(rec: dict, method, max_new_tokens: int, stop_properly: float | None = None) -> dict:
     batch = batch_from_record(rec, max_new_tokens)
+    if stop_properly is not None:
+        truncated = batch.truncated if batch.truncated is not None else batch.lengths >= max_new_tokens
+        batch.length_penalty = stop_properly_change(batch.correct, truncated, stop_properly)
     try:
         res = method.step(batch)
     except ValueError as e:
@@ -404,6 +433,14 @@ def main(argv: list[str]) -> int:
         default=4000,
         help="rollout cap (LEAD B_max); default 4000",
     )
+    rw = p.add_argument_group("reward")
+    rw.add_argument(
+        "--reward.stop_properly_penalty_coef",
+        dest="stop_properly",
+        type=float,
+        default=None,
+        help="OpenRLHF's truncation scale of the 0/1 reward (grpo, dler; DLER's recipe: 0); default: off",
+    )
     add_recipe_flags(p)
     args = p.parse_args(argv)
     if bool(args.input) == bool(args.from_rollouts):
@@ -412,9 +449,17 @@ def main(argv: list[str]) -> int:
         p.error("--replay.prompts_per_step, --replay.epochs and --rollout.max_new_tokens must be ≥ 1")
     try:
         from lead_recipes.methods import build_method
+        from lead_recipes.training.args import length_penalty_errors
 
         config = recipe_config(args)
         method = build_method(config)
+        reward = argparse.Namespace(stop_properly_penalty_coef=args.stop_properly)
+        errors = length_penalty_errors(
+            argparse.Namespace(rollout=argparse.Namespace(max_new_tokens=args.max_new_tokens), reward=reward),
+            config.method,
+        )
+        if errors:
+            raise ValueError("; ".join(errors))
         if args.from_rollouts:
             records, unit = records_from_rollouts(
                 Path(args.from_rollouts),
@@ -431,7 +476,7 @@ def main(argv: list[str]) -> int:
             unit = logged_unit(records)
         if not records:
             raise ValueError(f"{args.input or args.from_rollouts}: no steps to replay")
-        lines = replay(records, method, args.max_new_tokens, progress=args.progress)
+        lines = replay(records, method, args.max_new_tokens, progress=args.progress, stop_properly=args.stop_properly)
     except (ValueError, OSError) as e:
         print(f"lead-recipes replay: {e}", file=sys.stderr)
         return 2

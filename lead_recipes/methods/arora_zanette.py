@@ -10,7 +10,7 @@ import torch
 
 from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.baseline_config import AroraZanetteConfig
-from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
 from lead_recipes.methods.config import RecipeConfig
 
 STD_EPS = 1e-7  # authors' reward server (math_server.py): added to the std
@@ -20,6 +20,15 @@ def rloo(r: torch.Tensor) -> torch.Tensor:
     """r − mean of the group's other rewards (RLOO), per row."""
     g = r.shape[1]
     return r - (r.sum(1, keepdim=True) - r) / (g - 1)
+
+
+def fork_whiten(a: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The authors' OpenRLHF fork's advantage whitening: every rollout's scalar counted once per response token,
+    (a − μ̄)·rsqrt(clamp(σ̄², min = 1e-8)) with the population (token-count) variance."""
+    n = lengths.sum()
+    mean = (lengths * a).sum() / n
+    var = (lengths * (a - mean).square()).sum() / n
+    return (a - mean) * var.clamp(min=1e-8).rsqrt()
 
 
 def arora_zanette(
@@ -34,7 +43,7 @@ def arora_zanette(
     penalty = cfg.alpha * torch.sigmoid((lengths - mu) / (s + STD_EPS))
     r = torch.where(ok, 1.0 - penalty, 0.0) + length_penalty
     if cfg.ref_code_rloo_whiten_enable:
-        adv = whiten(rloo(r), lengths, "token")[0]
+        adv = fork_whiten(rloo(r), lengths)
     else:
         adv = group_normalize(r)
     n_ok = int(ok.sum())

@@ -24,6 +24,10 @@ class RolloutBatch:
     max_new_tokens: int  # the rollout cap (LEAD B_max, truncation cap)
     truncated: "torch.Tensor | None" = None  # [M, G] bool
     repetitive: "torch.Tensor | None" = None  # [M, G] bool
+    # [M, G] bool: prompt + response has `</think>` with a `\boxed` before it (GRPO-LEAD code's format rule)
+    think_boxed: "torch.Tensor | None" = None
+    # [M, G] bool: prompt + response has `<think>`, `</think>` and a `\boxed{}` after it (Laser's format rule)
+    answer_boxed: "torch.Tensor | None" = None
     n_gold: "torch.Tensor | None" = None  # [M] float, per-prompt target tokens (L1's "Think for N tokens.")
     l1_max: "torch.Tensor | None" = None  # [M] bool, the prompt asks for "maximum N tokens" (L1-Max)
     # [M, G] float: OpenRLHF's length penalties (DAPO overlong, ProRL stop-properly) as a reward change; every method
@@ -148,6 +152,8 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
     else:  # a response that reached the cap was cut off
         trunc = lens >= mnt
     rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
+    boxed = None if batch.think_boxed is None else _as_bool("think_boxed", batch.think_boxed, (m, g))
+    answer = None if batch.answer_boxed is None else _as_bool("answer_boxed", batch.answer_boxed, (m, g))
     n_gold = None if batch.n_gold is None else _per_prompt_targets(batch.n_gold, m)
     l1_max = None if batch.l1_max is None else _as_bool("l1_max", batch.l1_max, (m,))
     return RolloutBatch(
@@ -156,6 +162,8 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
         max_new_tokens=mnt,
         truncated=trunc,
         repetitive=rep,
+        think_boxed=boxed,
+        answer_boxed=answer,
         n_gold=n_gold,
         l1_max=l1_max,
         length_penalty=_reward_change(batch.length_penalty, m, g),

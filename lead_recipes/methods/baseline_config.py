@@ -1,6 +1,6 @@
-"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5 and ThinkPrune: one frozen
-dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of config.py for its
-size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
+"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune, DLER and
+Laser: one frozen dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of
+config.py for its size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ class AroraZanetteConfig:
     ref_code_rloo_whiten_enable: bool = option(
         False,
         "reference-code behaviour: RLOO advantage (R − mean of the group's other rewards), then token-level "
-        "whitening over the batch (their OpenRLHF 0.5.4 fork), instead of GRPO as for every baseline",
+        "whitening over the batch as their OpenRLHF 0.5.4 fork does it (population variance, clamp(min = 1e-8)), "
+        "instead of GRPO as for every baseline; the fork's per-token KL inside the whitening is not reproduced",
     )
     grade_truncated_enable: bool = option(
         False,
@@ -94,4 +95,29 @@ class ThinkPruneConfig:
         False,
         "reference-code behaviour: grade a truncated response on its text (a boxed answer in unfinished "
         "thinking scores 1); the abstract: unfinished answers get zero reward",
+    )
+
+
+@dataclass(frozen=True)
+class DlerConfig:
+    """DLER (arXiv 2510.15110): the advantage step only. Its truncation scale κ is OpenRLHF's
+    `--reward.stop_properly_penalty_coef` (project page: 0; the authors' code: 0.1), set by the recipe dler-1.5b
+    with the cap, the dynamic filter, the clip range and the KL loss."""
+
+    ref_code_correct_boost: float = option(
+        0.0,
+        "reference-code behaviour (verl-dler/dler_slurm.sh, not the root script): add this to the whitened "
+        "advantage of every graded-correct rollout, truncated ones included (that script: 0.1)",
+        ge=0,
+    )
+
+
+@dataclass(frozen=True)
+class LaserConfig:
+    """Laser (arXiv 2505.15612; the rule is the authors' code, hkust-nlp/Laser): a step bonus α for a correct,
+    well-formatted response within the target length L_T, on Laser's base score."""
+
+    alpha: float = option(0.5, "α, the bonus of a correct response with l ≤ L_T (authors' code: 0.5)", ge=0)
+    target_length: float = option(
+        4096.0, "L_T in tokens (authors' code: one run each at 2048, 4096 and 8192; inclusive ≤)", gt=0
     )

@@ -12,7 +12,7 @@ from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whiten
 from lead_recipes.methods.config import ComposedConfig, GrpoLeadConfig, LeadConfig, LeashConfig, RecipeConfig
 from lead_recipes.methods.controllers import ComposedController, LeadController, LeashController
-from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight
+from lead_recipes.methods.grpo_lead import accuracy_reward, difficulty_reweight, effective_correct
 from lead_recipes.methods.lead import PSI_STATS, length_reward, psi_statistics
 from lead_recipes.methods.leash import length_excess
 
@@ -38,6 +38,7 @@ def composed(
     lengths: torch.Tensor,
     truncated: torch.Tensor,
     repetitive: torch.Tensor | None,
+    think_boxed: torch.Tensor | None,
     b_max: float,
     budget_tokens: float,
     lam: float,
@@ -53,8 +54,8 @@ def composed(
     stats = dict.fromkeys(EXTRA_STATS, 0.0)
     # correctness channel: ok, r_c and the reward of a wrong answer
     if parts.correct_reward == "grpo_lead":
-        ok = correct & ~truncated
-        r_c, r_wrong = accuracy_reward(correct, lengths, truncated, repetitive, grpo_lead_cfg), -1.0
+        ok = effective_correct(correct, truncated, think_boxed, grpo_lead_cfg)
+        r_c, r_wrong = accuracy_reward(correct, lengths, truncated, repetitive, grpo_lead_cfg, think_boxed), -1.0
     elif parts.correct_reward == "signed":
         ok = correct
         r_c, r_wrong = 2.0 * correct.double() - 1.0, -1.0
@@ -116,7 +117,7 @@ class ComposedMethod(Method):
                 beta_ema=lead.beta_ema,
                 lambda_min=lead.lambda_min,
                 static_lambda_c=lead.static_lambda_c,
-                decay_on_zero_psi=lead.ref_code_psi_decay_enable,
+                skip_on_zero_psi=lead.zero_psi_skip_enable,
             ),
             dual=LeashController(
                 lr=leash.lr,
@@ -144,6 +145,7 @@ class ComposedMethod(Method):
             b.lengths,
             b.truncated,
             b.repetitive,
+            b.think_boxed,
             b_max,
             budget,
             lam,

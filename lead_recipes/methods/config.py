@@ -15,9 +15,11 @@ from typing import Any, Mapping
 
 from lead_recipes.methods.baseline_config import (
     AroraZanetteConfig,
+    DlerConfig,
     KimiConfig,
     L1ExactConfig,
     L1MaxConfig,
+    LaserConfig,
     ThinkPruneConfig,
 )
 from lead_recipes.methods.fields import option, range_problem
@@ -68,13 +70,15 @@ class GdpoConfig:
     length_threshold: float = option(2000.0, "T in tokens for conditioned/classic length rewards", gt=0)
     whiten: str = option(
         "token",
-        "batch whitening: token (verl masked_whiten, LEAD's re-implementation) or sequence (TRL)",
-        ("token", "sequence"),
+        "normalisation: token = group ε 1e-6, then verl masked_whiten over tokens (LEAD's re-implementation); trl "
+        "= TRL's GDPO: group and batch std (unbiased) each + 1e-4, batch statistics per sequence",
+        ("token", "trl"),
     )
 
 
 AGGREGATORS = ("mean_correct", "min_correct", "median_correct", "mean_all")
 UNSOLVED_LENGTH = ("sentinel", "flat")
+LENGTH_MODES = ("max_sym", "ref_code_max_asym", "ref_code_upper_only")
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,17 @@ class LeadConfig:
         ge=0,
         le=1,
     )
+    length_mode: str = option(
+        "max_sym",
+        "r_l: max_sym = Eq. 9 (paper; every released script, the Table-1 one included); the authors' code's other "
+        "modes: ref_code_max_asym (its yaml default: correct max(0, 1 − l/L*), 0 below "
+        "ref_code_asym_floor_tokens; incorrect clamp(1 − l/L*, −1, 0)), ref_code_upper_only (max(−1, min(0, "
+        "1 − l/L*)))",
+        LENGTH_MODES,
+    )
+    ref_code_asym_floor_tokens: float = option(
+        500.0, "ref_code_max_asym: a correct rollout shorter than this gets r_l = 0 (code: 500, hard-coded)", ge=0
+    )
     whiten: str = option(
         "token", "BatchWhiten statistics: token (reference code, verl masked_whiten) or sequence", ("token", "sequence")
     )
@@ -110,10 +125,10 @@ class LeadConfig:
         "every rollout, so no length advantage there",
         UNSOLVED_LENGTH,
     )
-    ref_code_psi_decay_enable: bool = option(
+    zero_psi_skip_enable: bool = option(
         False,
-        "reference-code behaviour: when Ψ_c = Ψ_l = 0, still run the EMA "
-        "toward (0, 0) (default: skip that step's update)",
+        "ours, not in the paper or its code: when Ψ_c = Ψ_l = 0, skip that step's EMA update (default, as Eq. 7 "
+        "and the authors' code: the EMA moves toward the target (0, 0))",
     )
 
 
@@ -137,8 +152,11 @@ class GrpoLeadConfig:
         "mean of the 3 shortest lengths in the group exceeds the gate",
     )
     ref_code_length_gate_tokens: float = option(4000.0, "the gate for ref_code_length_gate_enable (code: 4000)", gt=0)
-    ref_code_truncated_zero_enable: bool = option(
-        False, "reference-code behaviour: truncated (format-failed) responses get 0 instead of the paper's −1"
+    ref_code_format_failure_enable: bool = option(
+        False,
+        "reference-code behaviour: a format failure (no </think>, or no \\boxed before it, in prompt + response) "
+        "gets 0, or the repetition reward when repetitive (the only rollouts the code penalises for repetition); "
+        "a completed wrong answer −1; correct = graded correct and no format failure (paper: truncated ⇒ −1)",
     )
     ref_code_sigma_one_enable: bool = option(
         False, "reference-code behaviour: σ := 1 when fewer than 2 correct (paper: σ := 0; both give z = 0)"
@@ -241,7 +259,9 @@ class MethodEntry:
     module stays torch-free), its config dataclass (flags `--recipe.<section>.*`, section = name with '-' → '_')
     and its reference recipe (launchers/recipes/<recipe>.yaml); `shares`: the other methods' sections its
     `from_config` reads too (e.g. gdpo reads lead's); `label_keys`: what every training label must carry for it
-    (L1's target, checked by the preflight); the stats keys are the class's STATS_KEYS."""
+    (L1's target, checked by the preflight); `reward_is_score`: its reward is the reward function's 0/1 score, so
+    OpenRLHF's `--reward.stop_properly_penalty_coef` may rescale it (training.args refuses it for the others); the
+    stats keys are the class's STATS_KEYS."""
 
     name: str
     method: str
@@ -249,6 +269,7 @@ class MethodEntry:
     recipe: str
     shares: tuple[str, ...] = ()
     label_keys: tuple[str, ...] = ()
+    reward_is_score: bool = False
 
     @property
     def section(self) -> str:
@@ -269,7 +290,9 @@ COMMON_SECTIONS = ("guard", "resume")  # read whatever the method
 
 # the method registry: every list of methods (flags, validation, build_method, base recipes, docs) derives from it
 REGISTRY = (
-    MethodEntry("grpo", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-correctness-1.5b"),
+    MethodEntry(
+        "grpo", "lead_recipes.methods.grpo:GrpoMethod", GrpoConfig, "grpo-correctness-1.5b", reward_is_score=True
+    ),
     MethodEntry(
         "grpo-scalarized", "lead_recipes.methods.grpo:ScalarizedMethod", ScalarizedConfig, "grpo-1.5b", ("lead",)
     ),
@@ -297,6 +320,8 @@ REGISTRY = (
     ),
     MethodEntry("kimi", "lead_recipes.methods.kimi:KimiMethod", KimiConfig, "kimi-1.5b"),
     MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
+    MethodEntry("dler", "lead_recipes.methods.dler:DlerMethod", DlerConfig, "dler-1.5b", reward_is_score=True),
+    MethodEntry("laser", "lead_recipes.methods.laser:LaserMethod", LaserConfig, "laser-1.5b-l4096"),
     MethodEntry(
         "composed",
         "lead_recipes.methods.composed:ComposedMethod",

@@ -33,14 +33,14 @@ def _int(state: dict, key: str, kind: str) -> int:
 class LeadController:
     """w(t) = β·w(t−1) + (1−β)·λ̂(t), w(0) = (0.5, 0.5); λ_c = max(w_c, λ_min), λ_l = 1 − λ_c (LEAD Eq. 7).
 
-    The stored state is the un-floored w (reference code). When Ψ_c + Ψ_l < ε the update is skipped (our choice) unless
-    `decay_on_zero_psi` (reference code: the EMA then shrinks toward (0, 0)). With `static_lambda_c` set, λ_c is that
-    constant and w never moves (LEAD-static ablation)."""
+    The stored state is the un-floored w (reference code). When Ψ_c + Ψ_l < ε the target is (0, 0) and the EMA
+    shrinks toward it (Eq. 7 and the authors' code), unless `skip_on_zero_psi` (ours: keep w(t−1)). With
+    `static_lambda_c` set, λ_c is that constant and w never moves (LEAD-static ablation)."""
 
     beta_ema: float = 0.95
     lambda_min: float = 0.3
     static_lambda_c: float | None = None
-    decay_on_zero_psi: bool = False
+    skip_on_zero_psi: bool = False
     w_c: float = 0.5
     w_l: float = 0.5
     step: int = 0
@@ -52,7 +52,7 @@ class LeadController:
         `lambda_c`/`lambda_l` (the weights to use for this same batch)."""
         total = psi_c + psi_l
         t_c, t_l = psi_c / (total + PSI_EPS), psi_l / (total + PSI_EPS)
-        skipped = self.static_lambda_c is None and total < PSI_EPS and not self.decay_on_zero_psi
+        skipped = self.static_lambda_c is None and total < PSI_EPS and self.skip_on_zero_psi
         if self.static_lambda_c is not None:
             self.lambda_c = float(self.static_lambda_c)
         else:
@@ -174,3 +174,32 @@ class StepCounter:
         if unknown:
             raise ValueError(f"step counter state has unknown keys {unknown}")
         self.step = _int(state, "step", "step counter")
+
+
+@dataclass
+class LaserTargets:
+    """Laser-D/-DE's per-bucket target lengths, replaced by each monitor pass (`observe_monitor`); the state is
+    `{"targets": {"low", "medium", "high": L or None}, "last_monitor_step", "step"}`, as the 2026 baselines spec
+    writes it. The authors re-run the monitor on resume instead of saving it; restoring it resumes exactly."""
+
+    targets: dict | None = None
+    last_monitor_step: int = 0
+    step: int = 0
+
+    def observe(self, targets: dict, step: int) -> None:
+        self.targets, self.last_monitor_step = dict(targets), int(step)
+
+    def state_dict(self) -> dict:
+        return {"targets": dict(self.targets or {}), "last_monitor_step": self.last_monitor_step, "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or not isinstance(state.get("targets"), dict):
+            raise ValueError(f"laser controller state must be a dict with a 'targets' dict, got {state!r}")
+        targets = state["targets"]
+        if set(targets) != {"low", "medium", "high"}:
+            raise ValueError(f"laser controller targets need exactly low, medium, high, got {sorted(targets)}")
+        for name, v in targets.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                raise ValueError(f"laser controller target {name!r} must be a positive int or null, got {v!r}")
+        last, step = _int(state, "last_monitor_step", "laser"), _int(state, "step", "laser")
+        self.targets, self.last_monitor_step, self.step = dict(targets), last, step

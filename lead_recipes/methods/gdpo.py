@@ -12,6 +12,8 @@ from lead_recipes.methods.common import BASE_STATS, finish, group_normalize, whi
 from lead_recipes.methods.config import GdpoConfig, LeadConfig, RecipeConfig
 from lead_recipes.methods.grpo import length_channel
 
+TRL_EPS = 1e-4  # TRL's GDPO: added to the group std and to the batch std
+
 
 def gdpo(
     correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: GdpoConfig, lead: LeadConfig, length_penalty=0.0
@@ -20,8 +22,14 @@ def gdpo(
     Returns (rewards w_c r_c + w_l r_len, advantages, statistics)."""
     r_c = correct.double()
     r_len = length_channel(cfg.length_reward, correct, lengths, cfg.length_threshold, b_max, lead) + length_penalty
-    a_c, a_l = group_normalize(r_c), group_normalize(r_len)
-    adv, w_mean, w_std = whiten(cfg.correct_weight * a_c + cfg.length_weight * a_l, lengths, cfg.whiten)
+    if cfg.whiten == "trl":  # TRL: (x − mean)/(std + 1e-4) per group and channel, then over the batch's sequences
+        a_c, a_l = group_normalize(r_c, TRL_EPS), group_normalize(r_len, TRL_EPS)
+        combined = cfg.correct_weight * a_c + cfg.length_weight * a_l
+        w_mean, std = float(combined.mean()), combined.std(correction=1)
+        adv, w_std = (combined - w_mean) / (std + TRL_EPS), float(std)
+    else:
+        a_c, a_l = group_normalize(r_c), group_normalize(r_len)
+        adv, w_mean, w_std = whiten(cfg.correct_weight * a_c + cfg.length_weight * a_l, lengths, "token")
     rewards = cfg.correct_weight * r_c + cfg.length_weight * r_len
     return rewards, adv, {"length_reward_mean": float(r_len.mean()), "whiten_mean": w_mean, "whiten_std": w_std}
 

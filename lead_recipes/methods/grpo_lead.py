@@ -18,16 +18,33 @@ def difficulty_weight(rho: torch.Tensor | float, cfg: GrpoLeadConfig):
     return cfg.weight_min + (cfg.weight_max - cfg.weight_min) / (1 + torch.exp(cfg.steepness * (rho - cfg.rho0)))
 
 
+def effective_correct(
+    correct: torch.Tensor, truncated: torch.Tensor, think_boxed: torch.Tensor | None, cfg: GrpoLeadConfig
+) -> torch.Tensor:
+    """The rollouts counted correct [M, G]: graded correct and not truncated (paper), or, with
+    `ref_code_format_failure_enable`, graded correct and not a format failure (the code: truncation itself does not
+    matter there; a truncated response has no `</think>` unless it was cut in its answer)."""
+    if not cfg.ref_code_format_failure_enable:
+        return correct & ~truncated
+    if think_boxed is None:
+        raise ValueError(
+            "--recipe.grpo_lead.ref_code_format_failure_enable needs per-rollout format flags (RolloutBatch."
+            'think_boxed: the reward function\'s extra_logs["think_boxed"], or "think_boxed" in each replayed group)'
+        )
+    return correct & think_boxed
+
+
 def accuracy_reward(
     correct: torch.Tensor,
     lengths: torch.Tensor,
     truncated: torch.Tensor,
     repetitive: torch.Tensor | None,
     cfg: GrpoLeadConfig,
+    think_boxed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """R [M, G]: exp(−α z) for a correct rollout, −1 otherwise, with the reference-code options and the
     repetition penalty (docs/methods.md#equations-grpo-lead)."""
-    ok = correct & ~truncated
+    ok = effective_correct(correct, truncated, think_boxed, cfg)
     n_ok = ok.sum(1, keepdim=True)
     mu = torch.where(ok, lengths, 0.0).sum(1, keepdim=True) / n_ok.clamp(min=1)
     dev = torch.where(ok, lengths - mu, 0.0)  # 0 off the correct rollouts: their z is 0, exp(−α z) finite
@@ -39,15 +56,18 @@ def accuracy_reward(
         shortest3 = lengths.topk(min(3, lengths.shape[1]), dim=1, largest=False).values.mean(1, keepdim=True)
         shaped = torch.where(shortest3 > cfg.ref_code_length_gate_tokens, shaped, 1.0)
     r = torch.where(ok, shaped, -1.0)
-    if cfg.ref_code_truncated_zero_enable:
-        r = torch.where(truncated, 0.0, r)
+    # who the repetition penalty can hit: every incorrect rollout (paper), only format failures (the code)
+    penalisable = ~ok
+    if cfg.ref_code_format_failure_enable:  # the code's remap: format failure 0, completed wrong answer −1
+        penalisable = ~think_boxed
+        r = torch.where(penalisable, 0.0, r)
     if cfg.repetition_penalty_enable:
         if repetitive is None:
             raise ValueError(
                 "--recipe.grpo_lead.repetition_penalty_enable needs per-rollout repetition flags "
                 "(RolloutBatch.repetitive, from lead_recipes.grading.repetition.is_repetitive)"
             )
-        r = torch.where(repetitive & ~ok, cfg.repetition_reward, r)
+        r = torch.where(repetitive & penalisable, cfg.repetition_reward, r)
     return r
 
 
@@ -63,17 +83,19 @@ def grpo_lead(
     repetitive: torch.Tensor | None,
     cfg: GrpoLeadConfig,
     length_penalty=0.0,
+    think_boxed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Returns (rewards R + the length penalty, advantages A', statistics) for a validated batch."""
-    r = accuracy_reward(correct, lengths, truncated, repetitive, cfg) + length_penalty
-    ok = correct & ~truncated
+    r = accuracy_reward(correct, lengths, truncated, repetitive, cfg, think_boxed) + length_penalty
+    ok = effective_correct(correct, truncated, think_boxed, cfg)
     rho = ok.double().mean(1, keepdim=True)
     adv = difficulty_reweight(group_normalize(r), rho, cfg)
     rejected = torch.zeros_like(rho, dtype=torch.bool)
     if cfg.ref_code_rejection_enable:  # no rollout with a positive reward, or every reward exactly 1
         rejected = ~(r > 0).any(1, keepdim=True) | (r == 1).all(1, keepdim=True)
         adv = torch.where(rejected, 0.0, adv)
-    penalised = repetitive & ~ok if cfg.repetition_penalty_enable else torch.zeros_like(ok)
+    penalisable = ~think_boxed if cfg.ref_code_format_failure_enable else ~ok
+    penalised = repetitive & penalisable if cfg.repetition_penalty_enable else torch.zeros_like(ok)
     return (
         r,
         adv,
@@ -102,5 +124,7 @@ class GrpoLeadMethod(Method):
         return cls(cfg.grpo_lead)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        r, a, extra = grpo_lead(b.correct, b.lengths, b.truncated, b.repetitive, self.config, b.length_penalty)
+        r, a, extra = grpo_lead(
+            b.correct, b.lengths, b.truncated, b.repetitive, self.config, b.length_penalty, b.think_boxed
+        )
         return finish(b, r, a, extra)

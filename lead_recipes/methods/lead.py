@@ -21,22 +21,21 @@ LTV_EPS = 1e-8
 def target_lengths(
     correct: torch.Tensor, lengths: torch.Tensor, b_max: float, aggregator: str, l_min: float
 ) -> torch.Tensor:
-    """L*_q [M] (Eq. 8). The clamp is max(min(agg, B_max), L_min), as the reference code (L_min wins if > B_max)."""
+    """L*_q [M] (Eq. 8). The clamp is max(min(agg, B_max), L_min), as the reference code (L_min wins if > B_max);
+    a prompt with no correct rollout gets the sentinel B_max itself, unclamped (Eq. 8 and the reference code)."""
     b_max, l_min = float(b_max), float(l_min)
     if aggregator == "mean_all":
-        agg = lengths.mean(1)
+        return lengths.mean(1).clamp(max=b_max).clamp(min=l_min)
+    n_correct = correct.sum(1)
+    if aggregator == "mean_correct":
+        agg = torch.where(correct, lengths, 0.0).sum(1) / n_correct.clamp(min=1)
+    elif aggregator == "min_correct":
+        agg = torch.where(correct, lengths, math.inf).amin(1)
+    elif aggregator == "median_correct":  # the mean of the two middle values for an even count
+        agg = torch.where(correct, lengths, math.nan).nanquantile(0.5, dim=1)
     else:
-        n_correct = correct.sum(1)
-        if aggregator == "mean_correct":
-            agg = torch.where(correct, lengths, 0.0).sum(1) / n_correct.clamp(min=1)
-        elif aggregator == "min_correct":
-            agg = torch.where(correct, lengths, math.inf).amin(1)
-        elif aggregator == "median_correct":  # the mean of the two middle values for an even count
-            agg = torch.where(correct, lengths, math.nan).nanquantile(0.5, dim=1)
-        else:
-            raise ValueError(f"--recipe.lead.aggregator: unknown aggregator {aggregator!r}")
-        agg = torch.where(n_correct > 0, agg, b_max)
-    return agg.clamp(max=b_max).clamp(min=l_min)
+        raise ValueError(f"--recipe.lead.aggregator: unknown aggregator {aggregator!r}")
+    return torch.where(n_correct > 0, agg.clamp(max=b_max).clamp(min=l_min), b_max)
 
 
 def efficiency_reward(lengths: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -45,13 +44,32 @@ def efficiency_reward(lengths: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return (1.0 - (lengths - t).abs() / t).clamp(min=-1.0)
 
 
+def ref_code_reward(
+    correct: torch.Tensor, lengths: torch.Tensor, target: torch.Tensor, mode: str, floor_tokens: float
+) -> torch.Tensor:
+    """r_l [M, G] of the authors' code's other L* modes (`ray_trainer.py`, `lstar_mode`): `ref_code_upper_only` =
+    max(−1, min(0, 1 − l/L*)); `ref_code_max_asym` (their yaml default) = max(0, 1 − l/L*) for a correct rollout,
+    0 when it is shorter than `floor_tokens`, and clamp(1 − l/L*, −1, 0) for an incorrect one."""
+    raw = 1.0 - lengths / target.unsqueeze(1)
+    if mode == "ref_code_upper_only":
+        return raw.clamp(min=-1.0, max=0.0)
+    if mode != "ref_code_max_asym":
+        raise ValueError(f"--recipe.lead.length_mode: unknown mode {mode!r}")
+    shaped = torch.where(lengths < floor_tokens, 0.0, raw.clamp(min=0.0))
+    return torch.where(correct, shaped, raw.clamp(min=-1.0, max=0.0))
+
+
 def length_reward(
     correct: torch.Tensor, lengths: torch.Tensor, b_max: float, cfg: LeadConfig
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(r_l [M, G], L* [M]): Eqs. 8–9. With `unsolved_length = flat` (ours) a group with no correct rollout gets
-    r_l = 1 throughout: the sentinel L* = B_max would pay its longest answers (r_l = l/B_max)."""
+    """(r_l [M, G], L* [M]): Eqs. 8–9, or one of the reference code's modes (`--recipe.lead.length_mode`). With
+    `unsolved_length = flat` (ours) a group with no correct rollout gets r_l = 1 throughout: the sentinel L* = B_max
+    would pay its longest answers (r_l = l/B_max)."""
     target = target_lengths(correct, lengths, b_max, cfg.aggregator, cfg.l_min)
-    r_l = efficiency_reward(lengths, target)
+    if cfg.length_mode == "max_sym":
+        r_l = efficiency_reward(lengths, target)
+    else:
+        r_l = ref_code_reward(correct, lengths, target, cfg.length_mode, cfg.ref_code_asym_floor_tokens)
     if cfg.unsolved_length == "flat":
         r_l = torch.where(correct.any(1, keepdim=True), r_l, 1.0)
     return r_l, target
@@ -181,7 +199,7 @@ class LeadMethod(Method):
             beta_ema=config.beta_ema,
             lambda_min=config.lambda_min,
             static_lambda_c=config.static_lambda_c,
-            decay_on_zero_psi=config.ref_code_psi_decay_enable,
+            skip_on_zero_psi=config.zero_psi_skip_enable,
         )
 
     @classmethod

@@ -4,6 +4,7 @@ See docs/training.md#logged-per-step-wb--tensorboard-train."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lead_recipes.grading.labels import length_target
@@ -12,6 +13,8 @@ from lead_recipes.grading.pool.grader import STATUSES, Grade
 REWARD_LOG_KEYS = (
     "correct",
     "repetitive",
+    "think_boxed",  # GRPO-LEAD code's format rule on prompt + response (`think_boxed`); RolloutBatch.think_boxed
+    "answer_boxed",  # Laser code's format rule on prompt + response (`answer_boxed`); RolloutBatch.answer_boxed
     "status_correct",
     "status_wrong",
     "status_no_answer",
@@ -23,10 +26,36 @@ REWARD_LOG_KEYS = (
 )
 
 
-def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None) -> dict[str, float]:
-    """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot); the L1 target
-    is echoed from `label` whatever the grade, so a failed grade never drops it."""
-    logs = {"correct": 1.0 if grade.correct else 0.0, "repetitive": 1.0 if repetitive else 0.0}
+def think_boxed(text: Any) -> bool:
+    """GRPO-LEAD's format rule (aeroplanepaper/GRPO-LEAD `math_reward.py` L187-194) on the decoded prompt + response:
+    the text has a `</think>` and a `\\boxed` before its first one. Its negation is the code's format failure."""
+    if not isinstance(text, str) or "</think>" not in text:
+        return False
+    return "\\boxed" in text.split("</think>", 1)[0]
+
+
+# Laser's extract_last_boxed: a \boxed{...} with up to two levels of nested braces
+_LASER_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}")
+
+
+def answer_boxed(text: Any) -> bool:
+    """Laser's format rule (hkust-nlp/Laser `hf_math_verifier.py::compute_score`) on the decoded prompt + response:
+    the text has `<think>` and `</think>`, and a complete `\\boxed{...}` between the first `</think>` and the next."""
+    if not isinstance(text, str) or "<think>" not in text or "</think>" not in text:
+        return False
+    return _LASER_BOXED.search(text.split("</think>")[1]) is not None
+
+
+def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None, text: Any = None) -> dict[str, float]:
+    """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot); the format
+    flags are read from `text`, the sample's prompt + response (None: no text, both 0); the L1 target is echoed from
+    `label` whatever the grade, so a failed grade never drops it."""
+    logs = {
+        "correct": 1.0 if grade.correct else 0.0,
+        "repetitive": 1.0 if repetitive else 0.0,
+        "think_boxed": 1.0 if think_boxed(text) else 0.0,
+        "answer_boxed": 1.0 if answer_boxed(text) else 0.0,
+    }
     for s in STATUSES:
         logs[f"status_{s}"] = 1.0 if grade.status == s else 0.0
     logs["grade_latency_s"] = float(grade.latency_s) if grade.latency_s == grade.latency_s else 0.0

@@ -277,9 +277,9 @@ class RewardServer:
         for i, r in zip(graded, await asyncio.gather(*futures, return_exceptions=True)):
             grades[i] = r if isinstance(r, Grade) else Grade(False, "error", None, 0.0)
         logs = []
-        for g, t, label in zip(grades, texts, labels):
+        for g, t, label, query in zip(grades, texts, labels, queries):
             self.samples[g.status] += 1
-            logs.append(reward_extra_logs(g, safe_is_repetitive(t), label))
+            logs.append(reward_extra_logs(g, safe_is_repetitive(t), label, query))
         return [1.0 if g.correct else 0.0 for g in grades], logs
 
 

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from lead_recipes.methods import sections_read
-from lead_recipes.methods.config import entry
+from lead_recipes.methods.config import REGISTRY, entry
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default
 from lead_recipes.recipes.own_model import with_model
 from lead_recipes.training.preemption import save_request_path
@@ -99,13 +99,14 @@ def length_penalty_errors(args, method: str) -> list[str]:
             f"--reward.stop_properly_penalty_coef {coef}: must be in [0, 1] (scales a truncated sample's reward) or "
             "negative (replaces it)"
         )
-    elif coef is not None and method != "grpo":
+    elif coef is not None and not entry(method).reward_is_score:
         # the plug-in hands the method the change of the reward function's 0/1 reward as a reward term; a method
         # that builds its own reward then gets it on top (thinkprune, coef 0: a cut response with the right answer
         # in its text R = -1, a cut wrong one 0)
+        plain = " and ".join(e.name for e in REGISTRY if e.reward_is_score)
         errors.append(
             f"--reward.stop_properly_penalty_coef with --recipe.method {method}: it rescales (or replaces) the "
-            "reward function's 0/1 reward of a truncated sample, and only grpo's reward is that reward; "
+            f"reward function's 0/1 reward of a truncated sample, and only {plain}'s reward is that reward; "
             f"{method} builds its own (the length baselines and grpo-lead already score a truncated sample as "
             "wrong). --reward.overlong_buffer_len is the length penalty every method takes"
         )

@@ -52,9 +52,10 @@ def finite(name: str, t: torch.Tensor) -> torch.Tensor:
 
 def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[RolloutBatch, dict]:
     """The Method's input from a step's experiences: correctness (`info["correct"]`), response lengths (action-mask
-    sums, clamped to 1..cap), truncation, repetition and L1 targets when every experience has them, regrouped to
-    [prompts, n] by `grouped`, and `length_penalty` [prompts, n] (OpenRLHF's, already grouped); plus `extra` = the
-    clamp count and the grading status / latency tensors (flat, micro-batch order)."""
+    sums, clamped to 1..cap), truncation, repetition, GRPO-LEAD's and Laser's format flags and L1 targets when every
+    experience has them, regrouped to [prompts, n] by `grouped`, and `length_penalty` [prompts, n] (OpenRLHF's,
+    already grouped); plus `extra` = the clamp count and the grading status / latency tensors (flat, micro-batch
+    order)."""
     try:
         correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
     except KeyError:
@@ -71,9 +72,12 @@ def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[Rollo
     truncated = None
     if all(e.truncated is not None for e in experiences):
         truncated = grouped(torch.cat([e.truncated.reshape(-1) for e in experiences]).bool())
-    repetitive = None
-    if all("repetitive" in e.info for e in experiences):
-        repetitive = grouped(torch.cat([e.info["repetitive"].reshape(-1) for e in experiences]) > 0.5)
+    repetitive, boxed, answer_boxed = (
+        grouped(torch.cat([e.info[key].reshape(-1) for e in experiences]) > 0.5)
+        if all(key in e.info for e in experiences)
+        else None
+        for key in ("repetitive", "think_boxed", "answer_boxed")
+    )
     n_gold, l1_max = _length_targets(experiences, grouped)
     extra = {"clamped": clamped}
     for key in STATUS_KEYS + ("grade_latency_s",):
@@ -85,6 +89,8 @@ def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[Rollo
         max_new_tokens=cap,
         truncated=truncated,
         repetitive=repetitive,
+        think_boxed=boxed,
+        answer_boxed=answer_boxed,
         n_gold=n_gold,
         l1_max=l1_max,
         length_penalty=length_penalty,

@@ -44,7 +44,7 @@ def test_composed_trains_two_steps_and_resumes(cluster, model, tmp_path):
     assert set(problem_record_counts(run.ckpt).values()) == {1}
 
 
-BASELINES = ["arora-zanette", "l1-exact", "l1-max", "kimi", "thinkprune"]
+BASELINES = ["arora-zanette", "l1-exact", "l1-max", "kimi", "thinkprune", "dler"]
 
 
 @pytest.mark.parametrize("method", BASELINES)

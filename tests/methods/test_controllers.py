@@ -19,7 +19,7 @@ from lead_recipes.methods.controllers import LeadController, LeashController, St
 RECIPES = {
     "lead": {"method": "lead"},
     "leash": {"method": "leash", "leash": {"target_length": 1500.0, "lr": 0.05}},
-    "lead-ref-decay": {"method": "lead", "lead": {"ref_code_psi_decay_enable": True, "beta_ema": 0.9}},
+    "lead-zero-psi-skip": {"method": "lead", "lead": {"zero_psi_skip_enable": True, "beta_ema": 0.9}},
     "kimi-warmup": {"method": "kimi", "kimi": {"warmup_steps": 2}},
 }
 

@@ -86,8 +86,8 @@ def test_unknown_method_names_the_flag(value, match):
 
 
 def test_wrong_types_from_a_yaml_recipe_are_named():
-    with pytest.raises(ValueError, match=r"--recipe\.lead\.ref_code_psi_decay_enable must be true or false"):
-        validate(RecipeConfig.of({"lead": {"ref_code_psi_decay_enable": "yes"}}))
+    with pytest.raises(ValueError, match=r"--recipe\.lead\.zero_psi_skip_enable must be true or false"):
+        validate(RecipeConfig.of({"lead": {"zero_psi_skip_enable": "yes"}}))
     with pytest.raises(ValueError, match=r"--recipe\.lead\.b_max must be an integer"):
         validate(RecipeConfig.of({"lead": {"b_max": 4000.5}}))
 

@@ -42,14 +42,13 @@ def test_scalarized_classic_length_reward_ignores_correctness():
     assert out.rewards[0].tolist() == [1.0, 0.5, 0.5, 0.0]
 
 
-def test_gdpo_normalises_each_channel_before_summing():
-    correct, lengths = [[1, 1, 0, 0], [1, 0, 0, 0]], [[1500, 2500, 1000, 3000], [100, 200, 300, 400]]
-    out = step("gdpo", correct, lengths, whiten="sequence")
-    c = torch.tensor(correct, dtype=torch.float64)
-    ln = (c.bool() & (torch.tensor(lengths) <= 2000)).double()
-    pre = group_normalize(c) + group_normalize(ln)
-    white = (pre - pre.mean()) / (pre.var() + 1e-8).sqrt()
-    assert torch.allclose(out.advantages.double(), white, atol=1e-6)
+def test_gdpo_trl_adds_1e4_to_the_group_and_the_batch_std():
+    # r_c = [[1, 0], [1, 1]], r_len = 1[c ∧ l ≤ 2000] = [[1, 0], [1, 0]]. A group of two with rewards 1, 0 has
+    # unbiased std √0.5, so ±0.5/(√0.5 + 1e-4) = ±0.707006795; the all-correct group's r_c gives 0. Summed:
+    # [2a, −2a, a, −a], batch mean 0, unbiased std 1.290811900; A = x/(1.290811900 + 1e-4)
+    out = step("gdpo", [[1, 0], [1, 1]], [[100, 3000], [500, 2500]], whiten="trl")
+    expected = [[1.09536026, -1.09536026], [0.54768013, -0.54768013]]
+    assert out.advantages.tolist() == [pytest.approx(row, abs=1e-6) for row in expected]
 
 
 def test_gdpo_lead_reward_with_static_weights_equals_lead_static():

@@ -40,7 +40,8 @@ def random_batches(n, seed=0, m=12, g=8, truncate=False, repetitive=False):
         if truncate:
             l[torch.rand(m, g, generator=gen) < 0.15] = CAP
         rep = (torch.rand(m, g, generator=gen) < 0.2) if repetitive else None
-        out.append(RolloutBatch(c, l, CAP, repetitive=rep))
+        boxed = torch.rand(m, g, generator=gen) < 0.8
+        out.append(RolloutBatch(c, l, CAP, repetitive=rep, think_boxed=boxed))
     return out
 
 
@@ -84,7 +85,7 @@ def test_difficulty_part_alone_equals_grpo_lead_reweighting_of_grpo():
         {},
         {
             "repetition_penalty_enable": True,
-            "ref_code_truncated_zero_enable": True,
+            "ref_code_format_failure_enable": True,
             "ref_code_sigma_one_enable": True,
             "alpha": 0.2,
         },

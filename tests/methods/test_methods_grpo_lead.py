@@ -24,14 +24,17 @@ def _2d(x):
     return None if x is None else (x if isinstance(x[0], list) else [x])
 
 
-def run(correct, lengths, cap=8000, truncated=None, repetitive=None, **kw):
-    correct, lengths, truncated, repetitive = map(_2d, (correct, lengths, truncated, repetitive))
+def run(correct, lengths, cap=8000, truncated=None, repetitive=None, think_boxed=None, **kw):
+    correct, lengths, truncated, repetitive, think_boxed = map(
+        _2d, (correct, lengths, truncated, repetitive, think_boxed)
+    )
     b = RolloutBatch(
         torch.tensor(correct, dtype=torch.bool),
         torch.tensor(lengths, dtype=torch.float32),
         cap,
         None if truncated is None else torch.tensor(truncated),
         None if repetitive is None else torch.tensor(repetitive),
+        None if think_boxed is None else torch.tensor(think_boxed),
     )
     return method(**kw).step(b)
 
@@ -109,11 +112,29 @@ def test_truncated_response_gets_minus_one_even_if_graded_correct():
     assert out.rewards[0, 2] == -1.0
 
 
-def test_ref_code_truncated_zero_option_gives_zero_to_truncated_only():
+def test_ref_code_format_failure_option_follows_the_code_remap():
+    # r0 graded correct, </think> and a box before it, cut in its answer: correct (z = 0 ⇒ 1); r1 a completed wrong
+    # answer, repetitive: −1 (the code's −2 hits format failures only); r2 a repetitive format failure: −2; r3 a
+    # format failure: 0; r4 graded correct but no box before </think>: a format failure, 0.
+    # R = [1, −1, −2, 0, 0]: mean −0.4, unbiased std 1.140175; ρ = 1/5, w(0.2) = 1.495523, w(0.8) = 0.815295
     out = run(
-        [1, 0, 0, 1], [100, 200, 300, 400], truncated=[False, False, True, False], ref_code_truncated_zero_enable=True
+        [1, 0, 0, 0, 1],
+        [300, 400, 500, 600, 700],
+        truncated=[1, 0, 0, 0, 0],
+        repetitive=[0, 1, 1, 0, 0],
+        think_boxed=[1, 1, 0, 0, 0],
+        ref_code_format_failure_enable=True,
+        repetition_penalty_enable=True,
+        repetition_reward=-2.0,
     )
-    assert out.rewards[0, 1] == -1.0 and out.rewards[0, 2] == 0.0
+    assert out.rewards[0].tolist() == [1.0, -1.0, -2.0, 0.0, 0.0]
+    assert out.advantages[0].tolist() == pytest.approx([1.836323, -0.429036, -1.144096, 0.524664, 0.524664], abs=1e-5)
+    assert out.stats["repetition_penalised_frac"] == pytest.approx(0.2)
+
+
+def test_ref_code_format_failure_without_flags_is_a_clear_error():
+    with pytest.raises(ValueError, match="think_boxed"):
+        run([1, 0], [100, 200], ref_code_format_failure_enable=True)
 
 
 def test_repetition_penalty_applies_to_incorrect_repetitive_only():
@@ -143,27 +164,19 @@ def test_ref_code_length_gate_keeps_reward_one_below_4000_tokens():
 
 
 def test_ref_code_rejection_zeroes_no_positive_and_all_exactly_one_groups_only():
+    boxed = [[False, True, True, True], [True] * 4, [True] * 4]  # row 0: one format failure (0) among wrong (−1)
     out = run(
         [[0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 1, 0]],
         [[100, 200, 300, 400], [500] * 4, [100, 200, 300, 400]],
-        truncated=[[True, False, False, False], [False] * 4, [False] * 4],
+        think_boxed=boxed,
         ref_code_rejection_enable=True,
-        ref_code_truncated_zero_enable=True,
+        ref_code_format_failure_enable=True,
     )
     assert out.advantages[0].abs().sum() == 0 and out.advantages[1].abs().sum() == 0
     assert out.advantages[2].abs().sum() > 0 and out.stats["rejected_groups"] == 2.0
     # without the option the mixed 0/−1 group keeps its nonzero advantages (the authors' code)
-    assert (
-        run(
-            [[0, 0, 0, 0]],
-            [[100, 200, 300, 400]],
-            truncated=[[True, False, False, False]],
-            ref_code_truncated_zero_enable=True,
-        )
-        .advantages.abs()
-        .sum()
-        > 0
-    )
+    kept = run([[0, 0, 0, 0]], [[100, 200, 300, 400]], think_boxed=boxed[:1], ref_code_format_failure_enable=True)
+    assert kept.advantages.abs().sum() > 0
 
 
 def test_pure_function_matches_method_output():

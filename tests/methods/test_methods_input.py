@@ -52,8 +52,8 @@ def test_nan_in_correctness_is_a_value_error_naming_the_prompt(name):
 
 @pytest.mark.parametrize("name", METHODS)
 def test_float_zero_one_correctness_is_accepted_like_bool(name):
-    a = make(name).step(RolloutBatch(GOOD_C, GOOD_L, 4000, **targets(name, 3))).advantages
-    b = make(name).step(RolloutBatch(GOOD_C.float(), GOOD_L, 4000, **targets(name, 3))).advantages
+    a = make(name).step(RolloutBatch(GOOD_C, GOOD_L, 4000, **targets(name, 3, g=GOOD_C.shape[1]))).advantages
+    b = make(name).step(RolloutBatch(GOOD_C.float(), GOOD_L, 4000, **targets(name, 3, g=GOOD_C.shape[1]))).advantages
     assert torch.equal(a, b)
 
 
@@ -76,7 +76,7 @@ def test_mismatched_shapes_are_rejected(name, field):
 @pytest.mark.parametrize("name", METHODS)
 def test_all_correct_and_all_wrong_batches_give_finite_defined_output(name):
     for c in (torch.ones_like(GOOD_C), torch.zeros_like(GOOD_C)):
-        out = make(name).step(RolloutBatch(c, GOOD_L, 4000, **targets(name, 3)))
+        out = make(name).step(RolloutBatch(c, GOOD_L, 4000, **targets(name, 3, g=GOOD_C.shape[1])))
         assert torch.isfinite(out.advantages).all() and torch.isfinite(out.rewards).all()
         assert all(isinstance(v, float) for v in out.stats.values())
 

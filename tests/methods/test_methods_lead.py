@@ -1,6 +1,7 @@
 """LEAD (arXiv 2605.09806, Eqs. 2–9; docs/methods.md): hand-computed L*_q, r_l, the Law-of-Total-Variance statistics
 with correct-only masking, CṼ, P, Ψ,
-the EMA, the floor, the Ψ_c = Ψ_l = 0 skip, and token-weighted BatchWhiten against an explicit per-token reference."""
+the EMA, the floor, the Ψ_c = Ψ_l = 0 decay (and our skip option), the reference code's L* modes, and
+token-weighted BatchWhiten against an explicit per-token reference."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import torch
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import RecipeConfig
-from lead_recipes.methods.lead import efficiency_reward, psi_statistics, target_lengths
+from lead_recipes.methods.config import LeadConfig, RecipeConfig
+from lead_recipes.methods.lead import efficiency_reward, length_reward, psi_statistics, target_lengths
 
 
 def T(x, dtype=torch.float64):
@@ -50,6 +51,15 @@ def test_unsolved_prompt_gets_the_b_max_sentinel(agg):
     assert target_lengths(B([[0, 0, 0]]), T([[100, 200, 300]]), 4000, agg, 1000).tolist() == [4000.0]
 
 
+def test_sentinel_is_b_max_unclamped_when_b_max_is_below_l_min():
+    # B_max = 800 < L_min = 1000: the solved prompt's L* is max(min(600, 800), 1000) = 1000, the unsolved one's
+    # the sentinel 800 itself (Eq. 8, reference code); its r_l = l/800 = [0.25, 0.5, 1.0]
+    correct, lengths = B([[1, 0, 0], [0, 0, 0]]), T([[600, 700, 800], [200, 400, 800]])
+    assert target_lengths(correct, lengths, 800, "mean_correct", 1000).tolist() == [1000.0, 800.0]
+    r_l, _ = length_reward(correct, lengths, 800, LeadConfig())
+    assert r_l[1].tolist() == pytest.approx([0.25, 0.5, 1.0])
+
+
 def test_mean_all_never_uses_the_sentinel():
     assert target_lengths(B([[0, 0, 0]]), T([[1000, 2000, 3000]]), 4000, "mean_all", 1000).tolist() == [2000.0]
 
@@ -62,6 +72,30 @@ def test_l_min_clamps_short_targets_up_and_b_max_clamps_long_ones_down():
 def test_efficiency_reward_is_symmetric_and_clipped_at_minus_one():
     r = efficiency_reward(T([[400, 1600, 2000, 2800, 4800, 8000]]), T([1600]))
     assert r[0].tolist() == pytest.approx([0.25, 1.0, 0.75, 0.25, -1.0, -1.0])
+
+
+MODE_CORRECT, MODE_LENGTHS = [[1, 1, 1, 0, 0]], [[400, 800, 1600, 1000, 3000]]  # L* = max(933.3, L_min) = 1000
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("max_sym", [0.4, 0.8, 0.4, 1.0, -1.0]),
+        # correct: 400 < 500 ⇒ 0, max(0, 1 − 0.8) = 0.2, max(0, −0.6) = 0; incorrect: min(0, 0) = 0, max(−1, −2) = −1
+        ("ref_code_max_asym", [0.0, 0.2, 0.0, 0.0, -1.0]),
+        ("ref_code_upper_only", [0.0, 0.0, -0.6, 0.0, -1.0]),
+    ],
+)
+def test_length_mode_gives_the_reference_code_rewards(mode, expected):
+    r_l, target = length_reward(B(MODE_CORRECT), T(MODE_LENGTHS), 4000, LeadConfig(length_mode=mode))
+    assert target.tolist() == [1000.0]
+    assert r_l[0].tolist() == pytest.approx(expected, abs=1e-12)
+
+
+def test_max_asym_floor_is_a_setting():
+    cfg = LeadConfig(length_mode="ref_code_max_asym", ref_code_asym_floor_tokens=300.0)
+    r_l, _ = length_reward(B(MODE_CORRECT), T(MODE_LENGTHS), 4000, cfg)
+    assert r_l[0, 0].item() == pytest.approx(0.6)  # 400 ≥ 300: max(0, 1 − 400/1000)
 
 
 def test_unsolved_prompt_efficiency_reward_is_l_over_b_max():
@@ -171,17 +205,20 @@ def degenerate_batch():
     return batch([[1, 1, 1, 1], [1, 1, 1, 1]], [[2000] * 4, [3000] * 4])
 
 
-def test_psi_both_zero_skips_the_ema_update():
+def test_psi_both_zero_decays_the_ema_toward_zero_by_default():
+    # Eq. 7: λ̂ = Ψ/(Ψ_c + Ψ_l + ε) = (0, 0), so w = 0.95·(0.5, 0.5) = (0.475, 0.475); λ_c = max(0.475, 0.3)
     m = lead()
     out = m.step(degenerate_batch())
-    assert out.stats["psi_c"] == 0 and out.stats["psi_l"] == 0 and out.stats["ema_skipped"] == 1.0
+    assert out.stats["psi_c"] == 0 and out.stats["psi_l"] == 0 and out.stats["ema_skipped"] == 0.0
+    assert (m.controller.w_c, m.controller.w_l, m.controller.step) == (0.95 * 0.5, 0.95 * 0.5, 1)
+    assert (out.stats["lambda_c"], out.stats["lambda_l"]) == (0.475, pytest.approx(0.525))
+
+
+def test_zero_psi_skip_option_keeps_the_previous_weights():
+    m = lead(zero_psi_skip_enable=True)
+    out = m.step(degenerate_batch())
+    assert out.stats["ema_skipped"] == 1.0
     assert (m.controller.w_c, m.controller.w_l, m.controller.step) == (0.5, 0.5, 1)
-
-
-def test_reference_code_option_lets_the_ema_decay_when_psi_both_zero():
-    m = lead(ref_code_psi_decay_enable=True)
-    m.step(degenerate_batch())
-    assert (m.controller.w_c, m.controller.w_l) == (0.95 * 0.5, 0.95 * 0.5)
 
 
 def test_no_correct_rollout_in_batch_sends_target_to_correctness():

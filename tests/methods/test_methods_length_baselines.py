@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from lead_recipes.methods import build_method
-from lead_recipes.methods.arora_zanette import rloo
+from lead_recipes.methods.arora_zanette import fork_whiten, rloo
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.common import whiten
 from lead_recipes.methods.config import RecipeConfig
 
 
@@ -71,10 +70,24 @@ def test_arora_ref_code_rloo_whiten_is_rloo_then_token_weighted_batch_whitening(
     )
     w = lengths / lengths.sum()
     mean = (w * pre).sum()
-    var = (lengths * (pre - mean) ** 2).sum() / (lengths.sum() - 1)
-    want = (pre - mean) / (var + 1e-8).sqrt()
+    var = (lengths * (pre - mean) ** 2).sum() / lengths.sum()  # population variance over tokens (the fork)
+    want = (pre - mean) / var.clamp(min=1e-8).sqrt()
     assert torch.allclose(out.advantages.double(), want, atol=1e-5)
-    assert torch.allclose(out.advantages.double(), whiten(rloo(out.rewards.double()), lengths)[0], atol=1e-6)
+
+
+def test_arora_ref_code_whitening_uses_the_population_variance():
+    # one token each: R = [0.95, 0] (one correct ⇒ 1 − α/2), RLOO = [0.95, −0.95], token mean 0, population
+    # variance 0.9025 ⇒ A = ±1 (the unbiased variance over 2 tokens, 1.805, would give ±0.707107)
+    out = step("arora-zanette", [[1, 0]], [[1, 1]], [[0, 0]], ref_code_rloo_whiten_enable=True)
+    close(out.advantages[0], [1.0, -1.0], 1e-6)
+
+
+def test_arora_ref_code_whitening_clamps_the_variance_at_1e8_rather_than_adding_it():
+    # a = ±1e-4 on one token each: variance 1e-8 = the clamp ⇒ A = ±1 (adding 1e-8 would give ±0.707107)
+    got = fork_whiten(torch.tensor([[1e-4, -1e-4]], dtype=torch.float64), torch.tensor([[1.0, 1.0]]).double())
+    close(got[0], [1.0, -1.0], 1e-9)
+    zero = fork_whiten(torch.zeros(2, 2, dtype=torch.float64), torch.tensor([[5.0, 7.0], [3.0, 2.0]]).double())
+    assert zero.abs().sum() == 0  # variance 0 ⇒ clamp(0, 1e-8): finite, 0
 
 
 def test_arora_sample_std_option_uses_the_unbiased_std_of_the_correct_lengths():

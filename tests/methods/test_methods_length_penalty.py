@@ -40,8 +40,11 @@ def test_a_length_penalty_on_one_of_two_twin_rollouts_ranks_it_below_its_twin(na
     penalty = torch.zeros(c.shape)
     penalty[0, 0] = -p
     method = build_method(RecipeConfig.of({"method": name}))
-    plain = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max)).advantages
+    boxed = torch.ones_like(c)  # Laser's format flag: every response well formatted
+    plain = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, answer_boxed=boxed)).advantages
     assert plain[0, 0] == plain[0, 1]  # twins
     method = build_method(RecipeConfig.of({"method": name}))  # a fresh controller state
-    a = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, length_penalty=penalty)).advantages
+    a = method.step(
+        RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, answer_boxed=boxed, length_penalty=penalty)
+    ).advantages
     assert a[0, 0] < a[0, 1] - 1e-4, (a[0, 0].item(), a[0, 1].item())

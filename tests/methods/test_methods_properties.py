@@ -44,7 +44,7 @@ def fit(row: torch.Tensor, g: int) -> torch.Tensor:
 
 def run(name, c, l, **recipe):
     return build_method(RecipeConfig.of({"method": name, **recipe})).step(
-        RolloutBatch(c, l, CAP, **targets(name, c.shape[0]))
+        RolloutBatch(c, l, CAP, **targets(name, c.shape[0], g=c.shape[1]))
     )
 
 

@@ -110,6 +110,59 @@ def test_replay_of_each_length_baseline_equals_stepping_the_method_directly(tmp_
         assert lines[0]["stats"]["target_mean"] == 1500.0
 
 
+DLER_STEP = {  # the 2026 baselines spec's G-D1 batch after the filter (tests/methods/test_methods_dler.py)
+    "step": 1,
+    "groups": [
+        {"correct": [True, True, False, False], "lengths": [1200, 2500, 3100, 4000], "truncated": [0, 0, 0, 1]},
+        {"correct": [True, False, False, False], "lengths": [4000, 900, 1500, 2000], "truncated": [1, 0, 0, 0]},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "coef, rewards, advantages",
+    [
+        ("0", [[1, 1, 0, 0], [0, 0, 0, 0]], [[1.615068, 1.615068, -1.129118, -1.129118], [0.242975] * 4]),
+        (
+            "0.1",
+            [[1, 1, 0, 0], [0.1, 0, 0, 0]],
+            [[1.570448, 1.570448, -1.143558, -1.143558], [0.416996, 0.145595, 0.145595, 0.145595]],
+        ),
+    ],
+)
+def test_dler_replay_applies_openrlhfs_truncation_scale_and_gives_the_golden_batch(tmp_path, coef, rewards, advantages):
+    steps = [
+        {**DLER_STEP, "groups": [{**g, "truncated": [bool(t) for t in g["truncated"]]} for g in DLER_STEP["groups"]]}
+    ]
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, steps)), "--output", str(out), "--recipe.method", "dler"]
+    assert cli_main([*argv, "--reward.stop_properly_penalty_coef", coef]) == 0
+    line = json.loads(out.read_text())
+    assert line["rewards"] == [pytest.approx(r, abs=1e-6) for r in rewards]
+    assert line["advantages"] == [pytest.approx(a, abs=1e-5) for a in advantages]
+
+
+def test_laser_replay_reads_the_format_flag_and_gives_the_golden_group(tmp_path):
+    group = {  # the 2026 baselines spec's G-L1 (tests/methods/test_methods_laser.py)
+        "correct": [True, True, True, False, False, False],
+        "lengths": [1500, 4096, 4097, 900, 6000, 8192],
+        "answer_boxed": [True, True, True, True, True, False],
+    }
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, [{"step": 1, "groups": [group]}])), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "laser", "--rollout.max_new_tokens", "8192"]) == 0
+    line = json.loads(out.read_text())
+    assert line["rewards"][0] == pytest.approx([1.5, 1.5, 1.0, -0.5, -0.5, -1.0], abs=1e-6)
+    want = [1.03661, 1.03661, 0.592348, -0.740435, -0.740435, -1.184697]
+    assert line["advantages"][0] == pytest.approx(want, abs=1e-5)
+
+
+def test_replay_refuses_the_truncation_scale_for_a_method_with_its_own_reward(tmp_path, capsys):
+    argv = ["replay", str(write(tmp_path, STEPS)), "--output", str(tmp_path / "o.jsonl"), "--recipe.method", "lead"]
+    assert cli_main([*argv, "--reward.stop_properly_penalty_coef", "0"]) == 2
+    assert "--reward.stop_properly_penalty_coef with --recipe.method lead" in capsys.readouterr().err
+
+
 def test_l1_replay_without_targets_says_the_input_needs_n_gold(tmp_path, capsys):
     argv = ["replay", str(write(tmp_path, STEPS)), "--output", str(tmp_path / "o.jsonl"), "--recipe.method", "l1-max"]
     assert cli_main(argv) == 2

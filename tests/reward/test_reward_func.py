@@ -247,3 +247,34 @@ def test_the_target_is_echoed_even_when_grading_itself_fails(monkeypatch):
     monkeypatch.setattr(rf_module, "get_grader", broken)
     out = rf_module.reward_func([PROMPT + "\\boxed{42}"] * 2, [PROMPT] * 2, [L1_LABEL, "42"])
     assert out["extra_logs"]["status_error"] == [1.0, 1.0] and out["extra_logs"]["n_gold"] == [1234.0, 0.0]
+
+
+NO_BOX_PROMPT = PROMPT.replace(" Put the final answer in \\boxed{}.", "")
+
+
+@pytest.mark.parametrize(
+    "query,boxed",
+    [
+        (NO_BOX_PROMPT + "<think>6*7 = \\boxed{42}</think> 42", 1.0),  # a box before </think>
+        (NO_BOX_PROMPT + "<think>6*7 = 42</think> \\boxed{42}", 0.0),  # the box only after </think>
+        (NO_BOX_PROMPT + "<think>6*7 = \\boxed{42} and then I was cut", 0.0),  # no </think>
+        (PROMPT + "<think>6*7 = 42</think> \\boxed{42}", 1.0),  # the prompt's own \boxed{} counts, as in the code
+    ],
+)
+def test_think_boxed_is_grpo_lead_codes_format_rule_on_prompt_and_response(query, boxed):
+    prompt = query[: query.index("<think>")]
+    assert rf_module.reward_func([query], [prompt], ["42"])["extra_logs"]["think_boxed"] == boxed
+
+
+@pytest.mark.parametrize(
+    "query,boxed",
+    [
+        (PROMPT + "<think>6*7</think> so \\boxed{42}.", 1.0),  # a complete box after </think>
+        (PROMPT + "<think>6*7 = \\boxed{42}</think> 42", 0.0),  # the prompt's \\boxed{} and this one are before it
+        (PROMPT + "6*7</think> \\boxed{42}", 0.0),  # no <think> in prompt + response
+        (PROMPT + "<think>6*7 = 42, \\boxed{42}", 0.0),  # no </think>: cut in its thinking
+        (PROMPT + "<think>x</think> \\boxed{\\frac{1}{2}} </think> more", 1.0),  # nested braces, up to the next
+    ],
+)
+def test_answer_boxed_is_lasers_format_rule_on_prompt_and_response(query, boxed):
+    assert rf_module.reward_func([query], [PROMPT], ["42"])["extra_logs"]["answer_boxed"] == boxed

@@ -25,9 +25,9 @@ from lead_recipes.grading.pool.grader import get_grader
 from lead_recipes.grading.repetition import is_repetitive
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
-from lead_recipes.methods.config import METHODS, RecipeConfig
+from lead_recipes.methods.config import METHODS, REGISTRY, RecipeConfig
 from lead_recipes.recipes import openrlhf_parser
-from lead_recipes.reward.logs import REWARD_LOG_KEYS
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, answer_boxed, think_boxed
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training import resume
@@ -80,7 +80,12 @@ def rollouts(shared_data, tiny_qwen2):
             grade = grades[q * N + j]
             resp_ids = tok(s["response"])["input_ids"] + [tok.eos_token_id]
             truncated = len(resp_ids) > CAP
-            info = {"correct": float(grade.correct), "repetitive": float(is_repetitive(s["response"]))}
+            info = {
+                "correct": float(grade.correct),
+                "repetitive": float(is_repetitive(s["response"])),
+                "think_boxed": float(think_boxed(prompt + s["response"])),
+                "answer_boxed": float(answer_boxed(prompt + s["response"])),
+            }
             info.update(
                 {
                     f"status_{st}": float(grade.status == st)
@@ -162,10 +167,13 @@ def expected_output(records, method_name, cap=CAP):
         torch.zeros(shape, dtype=torch.bool),
         torch.zeros(shape, dtype=torch.bool),
     )
+    boxed = {key: torch.zeros(shape, dtype=torch.bool) for key in ("think_boxed", "answer_boxed")}
     for r in records:
         i, j = pos[r["q"]], r["j"]
         correct[i, j], lengths[i, j] = bool(r["info"]["correct"]), min(len(r["resp_ids"]), cap)
         trunc[i, j], rep[i, j] = r["truncated"], bool(r["info"]["repetitive"])
+        for key, flags in boxed.items():
+            flags[i, j] = bool(r["info"].get(key, 0.0))
     targets = {r["q"]: (r["info"].get("n_gold", 0.0), r["info"].get("l1_max", 0.0)) for r in records}
     n_gold = l1_max = None
     if all(targets[q][0] > 0 for q in qs):  # the reward function echoed an L1 target for every prompt
@@ -179,6 +187,7 @@ def expected_output(records, method_name, cap=CAP):
         repetitive=rep,
         n_gold=n_gold,
         l1_max=l1_max,
+        **boxed,
     )
     out = build_method(make_args(method_name).recipe).step(batch)
     return {
@@ -867,7 +876,7 @@ def test_the_plugin_refuses_overlong_without_max_new_tokens_for_any_caller():
         maker(args)
 
 
-@pytest.mark.parametrize("method", [m for m in METHODS if m != "grpo"])
+@pytest.mark.parametrize("method", [e.name for e in REGISTRY if not e.reward_is_score])
 def test_stop_properly_is_refused_for_a_method_that_builds_its_own_reward(method):
     """ProRL's stop-properly coef rescales the reward function's 0/1 reward of a truncated sample; the plug-in hands
     the change to the method as a reward term. For thinkprune with coef 0 (stock OpenRLHF's way to zero a cut
@@ -875,3 +884,16 @@ def test_stop_properly_is_refused_for_a_method_that_builds_its_own_reward(method
     R = −1 while a cut wrong one gets 0."""
     with pytest.raises(ValueError, match=f"--reward.stop_properly_penalty_coef.*{method}"):
         maker(make_args(method, stop_properly_penalty_coef=0.0))
+
+
+def test_dler_takes_openrlhfs_stop_properly_scale_as_its_truncation_rule(rollouts):
+    """DLER's truncation rule is OpenRLHF's `--reward.stop_properly_penalty_coef 0` (the recipe's flag): the reward
+    the method shapes is the correctness of a rollout that stopped, 0 for a truncated one (docs/methods.md)."""
+    args = make_args("dler", stop_properly_penalty_coef=0.0)
+    exps = micro_batches(rollouts, args)
+    maker(args).compute_advantages_and_returns(exps)
+    truncated = 0
+    for e in exps:
+        assert torch.equal(e.info["recipe_reward"], e.info["correct"] * (~e.truncated.bool()).float())
+        truncated += int(e.truncated.sum())
+    assert truncated  # the rollouts do hold truncated samples

@@ -1,0 +1,120 @@
+"""Laser (Liu et al., arXiv 2505.15612; the paper body is unverified, the rule is the authors' code, hkust-nlp/Laser
+`length_penalty.py` mode "reward"): Laser's base score s ∈ {1, −0.5, −1} plus a step bonus α for a correct response
+within the target length, then GRPO. Stateless. See docs/methods.md#equations-laser.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
+from lead_recipes.methods.baseline_config import LaserConfig
+from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
+from lead_recipes.methods.config import RecipeConfig
+
+
+def base_score(correct: torch.Tensor, answer_boxed: torch.Tensor | None) -> torch.Tensor:
+    """s [M, G] of Laser's `hf_math_verifier.compute_score`: +1 correct, −0.5 wrong, −1 when the format fails (no
+    `<think>`/`</think>` in prompt + response, or no `\\boxed{}` after `</think>`: RolloutBatch.answer_boxed)."""
+    if answer_boxed is None:
+        raise ValueError(
+            "--recipe.method laser needs per-rollout format flags (RolloutBatch.answer_boxed: the reward function's "
+            'extra_logs["answer_boxed"], or "answer_boxed" in each replayed group)'
+        )
+    return torch.where(answer_boxed, torch.where(correct, 1.0, -0.5), -1.0).double()
+
+
+def laser(
+    correct: torch.Tensor,
+    lengths: torch.Tensor,
+    answer_boxed: torch.Tensor | None,
+    cfg: LaserConfig,
+    length_penalty=0.0,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """R = s + α·1[s = 1 ∧ l ≤ L_T] (+ the length penalty), A = GroupNorm(R). Returns (R, A, statistics)."""
+    s = base_score(correct, answer_boxed)
+    bonus = (s == 1.0) & (lengths <= cfg.target_length)
+    r = s + cfg.alpha * bonus.double() + length_penalty
+    return (
+        r,
+        group_normalize(r),
+        {"format_ok_frac": float((s > -1).double().mean()), "bonus_frac": float(bonus.double().mean())},
+    )
+
+
+class LaserMethod(Method):
+    """Laser (arXiv 2505.15612; hkust-nlp/Laser): R = s + α·1[s = 1 ∧ l ≤ L_T], s = +1 correct, −0.5 wrong, −1
+    format failure; A = GroupNorm(R)."""
+
+    STATS_KEYS = BASE_STATS + ("format_ok_frac", "bonus_frac")
+
+    @classmethod
+    def from_config(cls, cfg: RecipeConfig) -> "LaserMethod":
+        return cls(cfg.laser)
+
+    def _step(self, b: RolloutBatch) -> MethodOutput:
+        r, a, extra = laser(b.correct, b.lengths, b.answer_boxed, self.config, b.length_penalty)
+        return finish(b, r, a, extra)
+
+
+# Laser-D / Laser-DE building blocks (hkust-nlp/Laser `length_penalty.py` L249-548, `ray_trainer.py` L551-693). Not
+# registered as methods: the monitor pass that feeds LaserTargets.observe_monitor is not hooked into OpenRLHF's loop.
+BUCKETS = ("low", "medium", "high")
+MONITOR_N = 8  # rollouts per monitor prompt; the code's n in n_b (its default, equal to G in every script)
+BUCKET_N = {"low": 1, "medium": MONITOR_N // 3, "high": MONITOR_N * 2 // 3}  # n_b of `_choose_target_length`
+
+
+def target_grid(lower: int, upper: int = 16384, step: int = 1024) -> list[int]:
+    """The code's `get_length_threshold` grid: [lower, lower + step, …, upper], or [lower, step, 2·step, …] when
+    lower < step."""
+    if lower < step:
+        return [lower] + list(range(step, upper + 1, step))
+    return list(range(lower, upper + 1, step))
+
+
+def monitor_targets(correct: torch.Tensor, lengths: torch.Tensor, grid: list[int], k: int = 1) -> dict:
+    """L*_b per monitor band from one monitor pass (correct, lengths [P, n]): a prompt's band is low if acc ≤ 1/3,
+    medium if ≤ 2/3, else high (inclusive, unlike the training buckets); coverage_b(L) = the share of ALL the band's
+    rollouts no longer than L; L*_b = the least grid L with ⌊coverage_b(L)·n_b⌋ ≥ k, None when there is none."""
+    acc = correct.double().mean(1)
+    band = torch.where(acc <= 1 / 3, 0, torch.where(acc <= 2 / 3, 1, 2))
+    targets = {}
+    for i, name in enumerate(BUCKETS):
+        rows = lengths[band == i].reshape(-1).double()
+        found = None
+        for limit in grid:
+            coverage = float((rows <= limit).double().mean()) if rows.numel() else 0.0
+            if int(coverage * BUCKET_N[name]) >= k:
+                found = limit
+                break
+        targets[name] = found
+    return targets
+
+
+def bucket_targets(s: torch.Tensor, targets: dict) -> torch.Tensor:
+    """L_T [M, 1] of each training group from its bucket (accuracy a_q = #{s = 1}/G: high if ≥ 2/3, medium if
+    ≥ 1/3, else low); a bucket with no target gets ∞ (the code's batch-maximum clamp never changes a reward)."""
+    a = (s == 1.0).double().mean(1, keepdim=True)
+    value = {b: float("inf") if targets[b] is None else float(targets[b]) for b in BUCKETS}
+    return torch.where(a >= 2 / 3, value["high"], torch.where(a >= 1 / 3, value["medium"], value["low"]))
+
+
+def laser_d_reward(
+    s: torch.Tensor,
+    lengths: torch.Tensor,
+    targets: dict,
+    alpha: float,
+    explore: bool = False,
+    repetitive: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """R [M, G]: s + α·1[s = 1 ∧ l ≤ L_T(bucket)] (Laser-D); with `explore` (Laser-DE) also + α for a wrong,
+    well-formatted response (s = −0.5) longer than L_T, unless `repetitive` flags it (None: the released code's
+    inert guard, every such response)."""
+    limit = bucket_targets(s, targets)
+    r = s + alpha * ((s == 1.0) & (lengths <= limit)).double()
+    if explore:
+        long_wrong = (s == -0.5) & (lengths > limit)
+        if repetitive is not None:
+            long_wrong = long_wrong & ~repetitive
+        r = r + alpha * long_wrong.double()
+    return r
