@@ -56,6 +56,15 @@ def sample_texts(req: RewardRequest) -> list[str]:
     return [response_text(q, p) for q, p in zip(req.query or [], prompts)]
 
 
+def format_texts(req: RewardRequest) -> list[str]:
+    """What the format flags are read from (prompt + response, as the authors' code reads them): each `query` as
+    sent, or each prompt followed by its `responses` item."""
+    if req.responses is None:
+        return [q if isinstance(q, str) else "" for q in req.query or []]
+    prompts = req.prompts or [""] * len(req.responses)
+    return [(p if isinstance(p, str) else "") + t for p, t in zip(prompts, sample_texts(req))]
+
+
 def _error(status: int, message: str, **headers: str) -> web.Response:
     return web.json_response({"error": message}, status=status, headers=headers or None)
 
@@ -238,7 +247,9 @@ class RewardServer:
             self._label_error(why)
         errors = {str(i): f"labels[{i}]: {why}" for i, why in problems.items()}
         try:
-            rewards, logs = await self._grade(sample_texts(req), req.prompts, req.labels or [], skip=set(problems))
+            rewards, logs = await self._grade(
+                sample_texts(req), format_texts(req), req.prompts, req.labels or [], skip=set(problems)
+            )
         finally:
             self.inflight -= 1
             self.sem.release()
@@ -259,10 +270,10 @@ class RewardServer:
             log.error("ungradable label, graded `error`: %s", why)
 
     async def _grade(
-        self, texts: list[str], prompts: list[str] | None, labels: list[Any], skip: set[int]
+        self, texts: list[str], queries: list[str], prompts: list[str] | None, labels: list[Any], skip: set[int]
     ) -> tuple[list[float], list[dict[str, float]]]:
-        """Grade the response texts; the samples in `skip` (ungradable labels) are graded `error` without a grader
-        call; a valid label's L1 target is echoed."""
+        """Grade the response texts (`queries`: what the format flags read); the samples in `skip` (ungradable
+        labels) are graded `error` without a grader call; a valid label's L1 target is echoed."""
         n = len(texts)
         prompts = prompts or [""] * n
         graded = [i for i in range(n) if i not in skip]

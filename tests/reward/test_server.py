@@ -388,3 +388,18 @@ def test_a_null_label_is_that_samples_error_named_in_errors(server):
     code, out = post(server + "/get_reward", body, AUTH)
     assert code == 200 and out["rewards"] == [1.0, 0.0] and out["extra_logs"]["status_error"] == [0.0, 1.0]
     assert list(out["errors"]) == ["1"] and "null" in out["errors"]["1"], out
+
+
+def test_format_flags_read_prompt_and_response_whether_sent_as_query_or_as_responses(server):
+    """GRPO-LEAD's format rule (a box before `</think>`) is read from prompt + response: a sample sent as a
+    `query` and the same sample sent as `responses` get the same flag, and a box after `</think>` fails both."""
+    prompt, good, late = "Q: 6*7? <think>", "so \\boxed{42}</think> done", "so 42</think> \\boxed{42}"
+    for response, boxed in ((good, 1.0), (late, 0.0)):
+        as_query = {"query": [prompt + response], "prompts": [prompt], "labels": ["42"]}
+        as_responses = {"responses": [response], "prompts": [prompt], "labels": ["42"]}
+        flags = []
+        for body in (as_query, as_responses):
+            code, out = post(server + "/get_reward", body, AUTH)
+            assert code == 200, out
+            flags.append(out["extra_logs"]["think_boxed"])
+        assert flags == [[boxed], [boxed]], (response, flags)
