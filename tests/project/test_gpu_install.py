@@ -26,6 +26,11 @@ sys.path.insert(0, str(ROOT / "lead_recipes" / "training"))  # the file bash run
 import gpu_requirements as req  # noqa: E402
 
 TREE_FILES = ["launchers/bootstrap.sh", "pyproject.toml", "lead_recipes/training/gpu_requirements.py"]
+PINS = req.pins((ROOT / "pyproject.toml").read_text())
+NEED = req.min_driver(req.TORCH_CUDA)
+OLD_DRIVER = f"{req.version_tuple(NEED)[0] - 5}.57.08"
+NEWER_DRIVER = f"{req.version_tuple(NEED)[0]}.95.05"
+OTHER_CUDA = f"{int(req.TORCH_CUDA.split('.')[0]) - 1}.8"
 RECORDED_ENV = ["FLASH_ATTN_CUDA_ARCHS", "MAX_JOBS", "CUDA_HOME", "FLASH_ATTENTION_FORCE_BUILD"]
 
 
@@ -69,8 +74,8 @@ class Node:
             "PYTHON": str(self._fake_python()),
             "PYTHONPATH": str(tmp_path / "site"),
         }
-        self.gpus(driver="580.95.05", caps=["9.0"])
-        self.nvcc("13.0")
+        self.gpus(driver=NEWER_DRIVER, caps=["9.0"])
+        self.nvcc(req.TORCH_CUDA)
         self.installed()
 
     def gpus(self, driver: str, caps: list[str]) -> None:
@@ -97,7 +102,9 @@ class Node:
             )
             self.env["PATH"] = f"{bin_dir}:{self.env['PATH']}"
 
-    def installed(self, torch="2.13.0+cu130", cuda="13.0", flash_attn="2.8.3", extension="compiled") -> None:
+    def installed(
+        self, torch=f"{PINS['torch']}+cu130", cuda=req.TORCH_CUDA, flash_attn=PINS["flash-attn"], extension="compiled"
+    ):
         """The torch / flash-attn stand-ins. extension: compiled (a sourceless module, as a built .so would be),
         stub (the CPU stack's flash_attn_2_cuda.py), broken (fails to load like an ABI mismatch)."""
         site = self.tmp / "site"
@@ -201,11 +208,11 @@ def test_flash_attn_builds_without_isolation_or_cache_and_never_from_a_wheel(nod
 
 
 def test_flash_attn_builds_only_for_the_compute_capabilities_present_with_the_nvcc_checked(node):
-    node.gpus(driver="580.95.05", caps=["8.6", "9.0", "9.0", "8.0"])
+    node.gpus(driver=NEWER_DRIVER, caps=["8.6", "9.0", "9.0", "8.0"])
     run = node.bootstrap()
     _, call = run.install("flash-attn==")
     assert call["env"]["FLASH_ATTN_CUDA_ARCHS"] == "80;90", call  # not setup.py's default 80;90;100;120
-    assert call["env"]["CUDA_HOME"] == str(node.tmp / "cuda-13.0"), call
+    assert call["env"]["CUDA_HOME"] == str(node.tmp / f"cuda-{req.TORCH_CUDA}"), call
 
 
 def test_max_jobs_and_the_build_estimate_are_printed_before_the_build_starts(node):
@@ -223,14 +230,20 @@ def test_a_max_jobs_set_by_the_user_is_kept(node):
     assert call["env"]["MAX_JOBS"] == "3" and "MAX_JOBS=3 (from MAX_JOBS" in run.out, run.out
 
 
+def _bumped(version: str) -> str:
+    head, _, last = version.rpartition(".")
+    return f"{head}.{int(last) + 1}"
+
+
 def test_the_versions_installed_are_pyproject_pins(node):
-    node.pin("torch", "2.13.1")
-    node.pin("flash-attn", "2.8.4")
-    node.installed(torch="2.13.1+cu130", flash_attn="2.8.4")
+    torch, flash_attn = _bumped(PINS["torch"]), _bumped(PINS["flash-attn"])
+    node.pin("torch", torch)
+    node.pin("flash-attn", flash_attn)
+    node.installed(torch=f"{torch}+cu130", flash_attn=flash_attn)
     run = node.bootstrap()
     assert run.rc == 0, run.out
-    assert run.install("torch==")[1]["argv"][-1] == "torch==2.13.1"
-    assert run.install("flash-attn==")[1]["argv"][-1] == "flash-attn==2.8.4"
+    assert run.install("torch==")[1]["argv"][-1] == f"torch=={torch}"
+    assert run.install("flash-attn==")[1]["argv"][-1] == f"flash-attn=={flash_attn}"
 
 
 def test_the_cpu_stack_keeps_its_install_steps(node):
@@ -238,10 +251,10 @@ def test_the_cpu_stack_keeps_its_install_steps(node):
     assert run.rc == 0, run.out
     assert [c["argv"] for c in run.pips] == [
         ["install", "-q", "--upgrade", "pip"],
-        ["install", "-q", "torch==2.13.0"],
-        ["install", "-q", "--no-deps", "openrlhf==0.11.2"],
+        ["install", "-q", f"torch=={PINS['torch']}"],
+        ["install", "-q", "--no-deps", f"openrlhf=={PINS['openrlhf']}"],
         ["install", "-q", "-r", f"{node.tree}/launchers/requirements-cpu.txt"],
-        ["install", "-q", "--no-deps", "--no-build-isolation", "flash-attn==2.8.3"],
+        ["install", "-q", "--no-deps", "--no-build-isolation", f"flash-attn=={PINS['flash-attn']}"],
         ["uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec", "triton"],
         ["install", "-q", "-e", f"{node.tree}[eval,test]"],
     ]
@@ -252,19 +265,23 @@ def test_the_cpu_stack_keeps_its_install_steps(node):
 # case: (make the node so, the reason, the remedy)
 REFUSALS = {
     "old driver": (
-        lambda n: n.gpus(driver="575.57.08", caps=["9.0"]),
-        "575.57.08 is older than 580.65.06",
-        "upgrade the driver to 580.65.06 or newer",
+        lambda n: n.gpus(driver=OLD_DRIVER, caps=["9.0"]),
+        f"{OLD_DRIVER} is older than {NEED}",
+        f"upgrade the driver to {NEED} or newer",
     ),
     "no driver": (Node.no_driver, "found none", "run on a GPU node, or LEAD_RECIPES_STACK=cpu"),
-    "no nvcc": (lambda n: n.nvcc(None), "no nvcc on PATH", "install the CUDA 13.0 toolkit and put its bin/ on PATH"),
+    "no nvcc": (
+        lambda n: n.nvcc(None),
+        "no nvcc on PATH",
+        f"install the CUDA {req.TORCH_CUDA} toolkit and put its bin/ on PATH",
+    ),
     "nvcc of another major": (
-        lambda n: n.nvcc("12.8"),
-        "is CUDA 12.8 but torch is built for CUDA 13.0",
-        "point CUDA_HOME (or PATH) at a CUDA 13.x toolkit",
+        lambda n: n.nvcc(OTHER_CUDA),
+        f"is CUDA {OTHER_CUDA} but torch is built for CUDA {req.TORCH_CUDA}",
+        f"point CUDA_HOME (or PATH) at a CUDA {req.TORCH_CUDA.split('.')[0]}.x toolkit",
     ),
     "a GPU without flash-attn kernels": (
-        lambda n: n.gpus(driver="580.95.05", caps=["9.0", "7.5"]),
+        lambda n: n.gpus(driver=NEWER_DRIVER, caps=["9.0", "7.5"]),
         "this node has 7.5",
         "train on a node with Ampere or newer GPUs",
     ),
@@ -309,10 +326,16 @@ def test_reuse_installs_only_the_package_into_a_venv_that_sees_the_environment(n
 
 
 BAD_ENVIRONMENTS = {
-    "torch of another version": ({"torch": "2.12.0+cu130"}, "torch is 2.12.0+cu130, pyproject.toml pins torch==2.13.0"),
-    "torch of another CUDA": ({"cuda": "12.8"}, "is built for CUDA 12.8, not 13.0"),
-    "a CPU torch": ({"torch": "2.13.0+cpu", "cuda": None}, "is built for CUDA None"),
-    "flash-attn of another version": ({"flash_attn": "2.7.4"}, "flash-attn is 2.7.4, pyproject.toml pins"),
+    "torch of another version": (
+        {"torch": f"{_bumped(PINS['torch'])}+cu130"},
+        f"torch is {_bumped(PINS['torch'])}+cu130, pyproject.toml pins torch=={PINS['torch']}",
+    ),
+    "torch of another CUDA": ({"cuda": OTHER_CUDA}, f"is built for CUDA {OTHER_CUDA}, not {req.TORCH_CUDA}"),
+    "a CPU torch": ({"torch": f"{PINS['torch']}+cpu", "cuda": None}, "is built for CUDA None"),
+    "flash-attn of another version": (
+        {"flash_attn": _bumped(PINS["flash-attn"])},
+        f"flash-attn is {_bumped(PINS['flash-attn'])}, pyproject.toml pins",
+    ),
     "flash_attn_2_cuda that does not load": ({"extension": "broken"}, "does not load (ImportError: flash_attn_2_cuda"),
     "the CPU stub": ({"extension": "stub"}, "flash_attn_2_cuda is the CPU stack's stub"),
 }
