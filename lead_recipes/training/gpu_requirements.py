@@ -39,6 +39,10 @@ NVCC_THREADS = 4
 # Core-minutes per (source, arch): flash-attn's README quotes 3-5 min on 64 cores for its default archs, then 80 and
 # 90; 64 x 4 / (72 x 2) = 1.8. Not measured here (no GPU node): the printed estimate is good to a factor of two.
 CORE_MINUTES_PER_SOURCE_ARCH = 1.8
+# The GPU stack's wheels: 4.1 GB for its 77 largest packages (the sizes of the files a dry-run resolve picked, of
+# 274), measured; unpacked CUDA libraries take about twice that, and the flash-attn build tree sits in $TMPDIR.
+DOWNLOAD_GB = 4.1
+DISK_GB = 15
 
 
 class Refusal(Exception):
@@ -248,6 +252,46 @@ def check_built(text: str) -> str:
     if done.stdout.strip().endswith(".py"):
         raise Refusal(f"flash_attn_2_cuda is the CPU stack's stub ({done.stdout.strip()}): {fix}")
     return f"torch {torch.__version__} (CUDA {cuda}), flash-attn {flash_attn.__version__}, flash_attn_2_cuda loads"
+
+
+def requirements_table() -> str:
+    """The README's table of what a GPU node needs (docs/generate.py writes it there)."""
+    text = PYPROJECT.read_text()
+    torch_pin, fa_pin = pin("torch", text), pin("flash-attn", text)
+    major = TORCH_CUDA.split(".")[0]
+    caps = ", ".join(f"{m}.x" for m in FLASH_ATTN_ARCH)
+    gib = 2**30  # two typical nodes, one GPU architecture; the jobs as the install would choose them
+    small, large = (build_minutes(build_jobs(free * gib, cores, 1), cores, 1) for free, cores in ((110, 16), (500, 64)))
+    rows = [
+        (
+            "NVIDIA driver",
+            f"{min_driver(TORCH_CUDA)} or newer",
+            f"runs CUDA {TORCH_CUDA}, which `{torch_pin}` is built for",
+        ),
+        (
+            "nvcc",
+            f"CUDA {major}.x: `$CUDA_HOME/bin/nvcc`, else on `PATH`",
+            f"compiles `{fa_pin}` and, at the first training start, DeepSpeed's FusedAdam",
+        ),
+        ("GPUs", f"compute capability {caps}", "the architectures flash-attn has kernels for"),
+        (
+            "memory",
+            f"{GIB_PER_BUILD_JOB} GiB per compile job",
+            "flash-attn's own figure; `MAX_JOBS` follows free memory",
+        ),
+        (
+            "disk",
+            f"{DISK_GB} GB",
+            f"{DOWNLOAD_GB} GB of wheels (measured), about twice that unpacked, and the build tree in `$TMPDIR`",
+        ),
+        (
+            "build time",
+            f"about {small} min on 16 cores with 110 GiB free, {large} min on 64 with 500 GiB (one GPU architecture)",
+            "an estimate from flash-attn's README, not measured; printed for the node before the build",
+        ),
+    ]
+    lines = ["| requirement | value | why |", "|---|---|---|"]
+    return "\n".join(lines + [f"| {name} | {value} | {why} |" for name, value, why in rows])
 
 
 def main(argv: list[str] | None = None) -> int:
