@@ -45,7 +45,7 @@ stamp() {
 # pip's cache: a CPU bootstrap on a login node sharing $HOME caches a python-only flash-attn that would "install".
 install_gpu_stack() {
   local torch_pin=$1 flash_attn_pin=$2; shift 2
-  local build_env=("$@")
+  local build_env=("$@")  # empty when reusing
   if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" != 1 ]]; then
     vpip install "$torch_pin"
     # flash-attn's setup.py imports these; without build isolation they must be in the venv (ninja: parallel jobs)
@@ -77,12 +77,13 @@ build_venv() {
   fi
   echo "[bootstrap] building $VENV ($stack stack) with $($PYTHON --version)"
   rm -rf "$VENV"
-  "$PYTHON" -m venv "${venv_flags[@]}" "$VENV"
+  # ${a[@]+"${a[@]}"}: an empty array under `set -u` on bash < 4.4 (older cluster nodes)
+  "$PYTHON" -m venv ${venv_flags[@]+"${venv_flags[@]}"} "$VENV"
   vpip install -q --upgrade pip
   if [[ "$stack" == gpu ]]; then
     local build_env=()
     if [[ -n "$plan" ]]; then mapfile -t build_env <<< "$plan"; fi
-    install_gpu_stack "$torch_pin" "$flash_attn_pin" "${build_env[@]}"
+    install_gpu_stack "$torch_pin" "$flash_attn_pin" ${build_env[@]+"${build_env[@]}"}
   else
     vpip install -q "$torch_pin"    # the CPU wheel (an unpinned torch pulls a CUDA build)
     vpip install -q --no-deps "$openrlhf_pin"

@@ -174,8 +174,9 @@ def check_driver(torch_pin: str) -> str:
     return oldest
 
 
-def check_nvcc() -> Path:
-    """The nvcc of TORCH_CUDA's major that flash-attn will build with; Refusal when missing or of another major."""
+def check_nvcc() -> tuple[Path, Path]:
+    """(nvcc, CUDA_HOME) of TORCH_CUDA's major that flash-attn will build with; Refusal when nvcc is missing, of
+    another major, or outside a toolkit (torch's builder takes headers from CUDA_HOME/include)."""
     reuse = f"or set {REUSE_ENV}=1 to use a torch + flash-attn already built (README.md#on-a-gpu-node)"
     nvcc = find_nvcc()
     if nvcc is None:
@@ -190,7 +191,14 @@ def check_nvcc() -> Path:
             f"{nvcc} is CUDA {release or '(unreadable `nvcc --version`)'} but torch is built for CUDA {TORCH_CUDA}: "
             f"point CUDA_HOME (or PATH) at a CUDA {TORCH_CUDA.split('.')[0]}.x toolkit, {reuse}"
         )
-    return nvcc
+    # a wrapper script on PATH (/usr/local/bin/nvcc exec'ing the toolkit's) would make torch guess a wrong CUDA_HOME
+    home = Path(os.environ["CUDA_HOME"]) if os.environ.get("CUDA_HOME") else nvcc.resolve().parent.parent
+    if not (home / "include" / "cuda_runtime.h").is_file():
+        raise Refusal(
+            f"{nvcc} is not inside a CUDA toolkit ({home}/include/cuda_runtime.h is missing): set CUDA_HOME to the "
+            f"root of the CUDA {TORCH_CUDA} toolkit, {reuse}"
+        )
+    return nvcc, home
 
 
 def plan(text: str, reuse: bool) -> tuple[list[str], list[str]]:
@@ -202,7 +210,7 @@ def plan(text: str, reuse: bool) -> tuple[list[str], list[str]]:
         if find_nvcc() is None:
             notes.append("no nvcc: DeepSpeed's FusedAdam, compiled at the first training start, will fail without it")
         return [], notes
-    nvcc = check_nvcc()
+    nvcc, cuda_home = check_nvcc()
     archs = flash_attn_archs(query_gpus("compute_cap"))
     cores = len(os.sched_getaffinity(0))
     free = available_memory()
@@ -213,7 +221,6 @@ def plan(text: str, reuse: bool) -> tuple[list[str], list[str]]:
         f"building {pin('flash-attn', text)} with {nvcc} for sm_{',sm_'.join(archs)}: MAX_JOBS={jobs} ({why}; "
         f"{free / 2**30:.0f} GiB free, {cores} cores): about {build_minutes(jobs, cores, len(archs))} minutes"
     )
-    cuda_home = nvcc.resolve().parent.parent
     return [f"CUDA_HOME={cuda_home}", f"FLASH_ATTN_CUDA_ARCHS={';'.join(archs)}", f"MAX_JOBS={jobs}"], notes
 
 

@@ -90,17 +90,29 @@ class Node:
     def no_driver(self) -> None:
         (self.bin / "nvidia-smi").unlink()
 
+    def toolkit(self, release: str) -> Path:
+        """A CUDA toolkit of `release` at tmp/cuda-RELEASE: bin/nvcc and include/cuda_runtime.h."""
+        home = self.tmp / f"cuda-{release}"
+        (home / "include").mkdir(parents=True, exist_ok=True)
+        (home / "include" / "cuda_runtime.h").write_text("")
+        (home / "bin").mkdir(exist_ok=True)
+        text = f"Cuda compilation tools, release {release}, V{release}.88"
+        self._script(
+            home / "bin" / "nvcc", f'#!/bin/bash\necho "nvcc: NVIDIA (R) Cuda compiler driver"\necho "{text}"\n'
+        )
+        return home
+
     def nvcc(self, release: str | None) -> None:
-        """An nvcc of CUDA `release` in tmp/cuda-RELEASE/bin on PATH; None: no nvcc at all."""
+        """The nvcc of a CUDA `release` toolkit on PATH; None: no nvcc at all."""
         self.env["PATH"] = ":".join(p for p in self.env["PATH"].split(":") if "/cuda-" not in p)
         if release is not None:
-            bin_dir = self.tmp / f"cuda-{release}" / "bin"
-            bin_dir.mkdir(parents=True, exist_ok=True)
-            text = f"Cuda compilation tools, release {release}, V{release}.88"
-            self._script(
-                bin_dir / "nvcc", f'#!/bin/bash\necho "nvcc: NVIDIA (R) Cuda compiler driver"\necho "{text}"\n'
-            )
-            self.env["PATH"] = f"{bin_dir}:{self.env['PATH']}"
+            self.env["PATH"] = f"{self.toolkit(release) / 'bin'}:{self.env['PATH']}"
+
+    def wrapped_nvcc(self) -> None:
+        """Only a wrapper script on PATH that runs the toolkit's nvcc (as /usr/local/bin/nvcc can be)."""
+        self.nvcc(None)
+        real = self.toolkit(req.TORCH_CUDA) / "bin" / "nvcc"
+        self._script(self.bin / "nvcc", f'#!/bin/sh\nexec {real} "$@"\n')
 
     def installed(
         self, torch=f"{PINS['torch']}+cu130", cuda=req.TORCH_CUDA, flash_attn=PINS["flash-attn"], extension="compiled"
@@ -215,6 +227,14 @@ def test_flash_attn_builds_only_for_the_compute_capabilities_present_with_the_nv
     assert call["env"]["CUDA_HOME"] == str(node.tmp / f"cuda-{req.TORCH_CUDA}"), call
 
 
+def test_cuda_home_picks_the_toolkit_over_the_nvcc_on_path(node):
+    node.nvcc(OTHER_CUDA)  # the wrong major first on PATH
+    home = node.toolkit(req.TORCH_CUDA)
+    run = node.bootstrap(CUDA_HOME=str(home))
+    assert run.rc == 0, run.out
+    assert run.install("flash-attn==")[1]["env"]["CUDA_HOME"] == str(home)
+
+
 def test_max_jobs_and_the_build_estimate_are_printed_before_the_build_starts(node):
     run = node.bootstrap()
     _, call = run.install("flash-attn==")
@@ -279,6 +299,11 @@ REFUSALS = {
         lambda n: n.nvcc(OTHER_CUDA),
         f"is CUDA {OTHER_CUDA} but torch is built for CUDA {req.TORCH_CUDA}",
         f"point CUDA_HOME (or PATH) at a CUDA {req.TORCH_CUDA.split('.')[0]}.x toolkit",
+    ),
+    "an nvcc outside a toolkit": (
+        Node.wrapped_nvcc,
+        "include/cuda_runtime.h is missing",
+        f"set CUDA_HOME to the root of the CUDA {req.TORCH_CUDA} toolkit",
     ),
     "a GPU without flash-attn kernels": (
         lambda n: n.gpus(driver=NEWER_DRIVER, caps=["9.0", "7.5"]),
