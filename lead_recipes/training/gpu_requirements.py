@@ -37,10 +37,11 @@ FLASH_ATTN_SOURCES = 72
 GIB_PER_BUILD_JOB = 9
 NVCC_THREADS = 4
 # Core-minutes per (source, arch): flash-attn's README quotes 3-5 min on 64 cores for its default archs, then 80 and
-# 90; 64 x 4 / (72 x 2) = 1.8. Not measured here (no GPU node): the printed estimate is good to a factor of two.
+# 90; 64 x 4 / (72 x 2) = 1.8. An estimate, not measured (no GPU node here); the README's figure may predate some of
+# today's 72 sources, so it may run long. The install prints it; a measured build should replace it.
 CORE_MINUTES_PER_SOURCE_ARCH = 1.8
 # The GPU stack's wheels: 4.1 GB for its 77 largest packages (the sizes of the files a dry-run resolve picked, of
-# 274), measured; unpacked CUDA libraries take about twice that, and the flash-attn build tree sits in $TMPDIR.
+# 274), measured; unpacked they take about twice that (an estimate), and the flash-attn build tree sits in $TMPDIR.
 DOWNLOAD_GB = 4.1
 DISK_GB = 15
 
@@ -112,16 +113,16 @@ def nvcc_release(version_output: str) -> str | None:
     return found[1] if found else None
 
 
-def available_memory() -> int:
+def available_memory(proc: Path = Path("/proc"), cgroups: Path = Path("/sys/fs/cgroup")) -> int:
     """Bytes this process may still allocate: MemAvailable, capped by its cgroup's limit (a Slurm job's memory)."""
-    meminfo = Path("/proc/meminfo").read_text()
+    meminfo = (proc / "meminfo").read_text()
     free = int(re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.M)[1]) * 1024
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
+    for line in (proc / "self" / "cgroup").read_text().splitlines():
         hierarchy, controllers, path = line.split(":", 2)
         if hierarchy == "0":  # cgroup v2
-            limit, used = (Path("/sys/fs/cgroup", path.lstrip("/"), f) for f in ("memory.max", "memory.current"))
+            limit, used = (cgroups / path.lstrip("/") / f for f in ("memory.max", "memory.current"))
         elif "memory" in controllers.split(","):  # cgroup v1
-            base = Path("/sys/fs/cgroup/memory", path.lstrip("/"))
+            base = cgroups / "memory" / path.lstrip("/")
             limit, used = base / "memory.limit_in_bytes", base / "memory.usage_in_bytes"
         else:
             continue

@@ -394,6 +394,36 @@ def test_build_jobs_take_nine_gib_each_and_a_core_per_nvcc_thread():
     assert req.build_jobs(4 * gib, cores=16, n_archs=1) == 1  # never zero: one job on a small node
 
 
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_free_memory_is_capped_by_the_cgroup_limit_of_a_job(tmp_path, version):
+    gib = 2**30
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text(
+        f"MemTotal: {200 * gib // 1024} kB\nMemAvailable: {100 * gib // 1024} kB\n"
+    )
+    job = tmp_path / "cg" / ("memory/slurm/job_7" if version == "v1" else "slurm/job_7")
+    job.mkdir(parents=True)
+    if version == "v1":
+        (tmp_path / "proc" / "self" / "cgroup").write_text("5:cpuset:/slurm/job_7\n4:memory:/slurm/job_7\n")
+        (job / "memory.limit_in_bytes").write_text(f"{32 * gib}\n")
+        (job / "memory.usage_in_bytes").write_text(f"{4 * gib}\n")
+    else:
+        (tmp_path / "proc" / "self" / "cgroup").write_text("0::/slurm/job_7\n")
+        (job / "memory.max").write_text(f"{32 * gib}\n")
+        (job / "memory.current").write_text(f"{4 * gib}\n")
+    assert req.available_memory(tmp_path / "proc", tmp_path / "cg") == 28 * gib  # not the node's 100 GiB
+
+
+def test_free_memory_is_the_node_s_without_a_cgroup_limit(tmp_path):
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text("MemAvailable: 1048576 kB\n")
+    (tmp_path / "proc" / "self" / "cgroup").write_text("0::/user.slice\n")
+    (tmp_path / "cg" / "user.slice").mkdir(parents=True)
+    (tmp_path / "cg" / "user.slice" / "memory.max").write_text("max\n")
+    (tmp_path / "cg" / "user.slice" / "memory.current").write_text("123\n")
+    assert req.available_memory(tmp_path / "proc", tmp_path / "cg") == 2**30
+
+
 def test_build_minutes_are_core_minutes_over_the_busy_cores():
     assert req.build_minutes(jobs=8, cores=16, n_archs=1) == 17  # 72 sources x 1.8 core-min / 8 busy cores = 16.2
     assert req.build_minutes(jobs=4, cores=4, n_archs=4) == 130  # cores saturated: four archs take four times as long
