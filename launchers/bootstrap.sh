@@ -48,6 +48,7 @@ install_gpu_stack() {
   local build_env=("$@")  # empty when reusing
   if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" != 1 ]]; then
     vpip install "$torch_pin"
+    "$VENV/bin/python" "$REQ" check-built --torch-only   # a CPU torch would fail the flash-attn build cryptically
     # flash-attn's setup.py imports these; without build isolation they must be in the venv (ninja: parallel jobs)
     vpip install -q ninja packaging psutil wheel setuptools einops
     env "${build_env[@]}" FLASH_ATTENTION_FORCE_BUILD=TRUE "$VENV/bin/python" -m pip \

@@ -229,15 +229,19 @@ def plan(text: str, reuse: bool) -> tuple[list[str], list[str]]:
 _LOADS = "import torch, flash_attn_2_cuda as m; print(m.__file__)"
 
 
-def check_built(text: str) -> str:
+def check_built(text: str, torch_only: bool = False) -> str:
     """torch and flash-attn in this interpreter are the pinned versions, CUDA TORCH_CUDA's major, and
     flash_attn_2_cuda loads (in a subprocess: a bad extension can crash the interpreter); Refusal names the first gap.
+    torch_only: right after torch is installed, before flash-attn compiles against it.
     """
     torch_pin, fa_pin = pin("torch", text), pin("flash-attn", text)
     if os.environ.get(REUSE_ENV) == "1":
         fix = f"fix the environment's torch/flash-attn, or unset {REUSE_ENV} to build them (README.md#on-a-gpu-node)"
     else:
-        fix = "the install did not produce it: read the pip output above, then rerun bash launchers/bootstrap.sh setup"
+        fix = (
+            "the install did not produce it: read the pip output above (a find-links or index in the pip "
+            "configuration can serve a CPU torch), then rerun bash launchers/bootstrap.sh setup"
+        )
     try:
         import torch
     except ImportError as exc:
@@ -247,6 +251,8 @@ def check_built(text: str) -> str:
     cuda = torch.version.cuda
     if cuda is None or cuda.split(".")[0] != TORCH_CUDA.split(".")[0]:
         raise Refusal(f"torch {torch.__version__} is built for CUDA {cuda}, not {TORCH_CUDA}: {fix}")
+    if torch_only:
+        return f"torch {torch.__version__} (CUDA {cuda})"
     try:
         import flash_attn
     except ImportError as exc:
@@ -309,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("plan", help="check the node; print the flash-attn build's KEY=value lines").add_argument(
         "--reuse", action="store_true", help="torch + flash-attn come from the environment: no build to plan"
     )
-    sub.add_parser("check-built", help="check this interpreter's torch, flash-attn and flash_attn_2_cuda")
+    sub.add_parser("check-built", help="check this interpreter's torch, flash-attn and flash_attn_2_cuda").add_argument(
+        "--torch-only", action="store_true", help="only torch: before flash-attn is built against it"
+    )
     args = parser.parse_args(argv)
     text = PYPROJECT.read_text()
     try:
@@ -321,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[bootstrap] {note}", file=sys.stderr)
             print("\n".join(exports))
         else:
-            print(f"[bootstrap] {check_built(text)}", file=sys.stderr)
+            print(f"[bootstrap] {check_built(text, args.torch_only)}", file=sys.stderr)
     except Refusal as exc:
         print(f"[bootstrap] refused: {exc}", file=sys.stderr)
         return 1

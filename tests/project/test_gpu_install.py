@@ -332,6 +332,13 @@ def test_the_oldest_driver_that_runs_torch_cuda_is_accepted(node):
     assert node.bootstrap().rc == 0
 
 
+def test_a_torch_without_cuda_stops_the_install_before_flash_attn_builds(node):
+    node.installed(torch=f"{PINS['torch']}+cpu", cuda=None)  # what a find-links to a CPU wheel would install
+    run = node.bootstrap()
+    assert run.rc == 1 and "is built for CUDA None" in run.out, run.out
+    assert run.install("torch==") and not any("flash-attn" in " ".join(c["argv"]) for c in run.pips), run.pips
+
+
 def test_an_install_that_left_the_cpu_stub_of_flash_attn_2_cuda_fails(node):
     node.installed(extension="stub")  # what a cached python-only flash-attn wheel would leave
     run = node.bootstrap()
