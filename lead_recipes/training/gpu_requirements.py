@@ -33,13 +33,14 @@ FLASH_ATTN_ARCH = {8: "80", 9: "90", 10: "100", 12: "120"}
 # The CUDA sources of flash_attn_2_cuda in 2.8.3's setup.py; each is one ninja job compiling every listed arch.
 FLASH_ATTN_SOURCES = 72
 # setup.py's own sizing: a job peaks at "~8-9GB when threads = 4" (NVCC_THREADS, default 4, compiles up to four
-# archs of one source at once). We assume the upper figure for any arch count: an OOM-killed nvcc costs the build.
+# archs of one source at once); one arch measured 4.3 GB (a forward source) and 6.3 GB (a backward one), see below.
+# We keep the upper figure for any arch count: an OOM-killed nvcc costs the build.
 GIB_PER_BUILD_JOB = 9
 NVCC_THREADS = 4
-# Core-minutes per (source, arch): flash-attn's README quotes 3-5 min on 64 cores for its default archs, then 80 and
-# 90; 64 x 4 / (72 x 2) = 1.8. An estimate, not measured (no GPU node here); the README's figure may predate some of
-# today's 72 sources, so it may run long. The install prints it; a measured build should replace it.
-CORE_MINUTES_PER_SOURCE_ARCH = 1.8
+# CPU-minutes per (source, arch), measured: nvcc 13.0 compiled flash_fwd_hdim128_bf16_sm80.cu and
+# flash_bwd_hdim128_bf16_sm80.cu for sm_90 in 3.0 and 3.3 minutes of user time on the project's CPU test machine (no
+# GPU needed to compile). The whole build has not been run; a node's faster cores make the estimate run long.
+CORE_MINUTES_PER_SOURCE_ARCH = 3.1
 # The GPU stack's wheels: 4.1 GB for its 77 largest packages (the sizes of the files a dry-run resolve picked, of
 # 274), measured; unpacked they take about twice that (an estimate), and the flash-attn build tree sits in $TMPDIR.
 DOWNLOAD_GB = 4.1
@@ -301,7 +302,7 @@ def requirements_table() -> str:
         (
             "build time",
             f"about {small} min on 16 cores with 110 GiB free, {large} min on 64 with 500 GiB (one GPU architecture)",
-            "an estimate from flash-attn's README, not measured; printed for the node before the build",
+            "an estimate from two sources compiled and timed, the whole build not run; printed for the node first",
         ),
     ]
     lines = ["| requirement | value | why |", "|---|---|---|"]

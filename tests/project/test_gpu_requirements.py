@@ -54,10 +54,10 @@ def test_free_memory_is_the_node_s_without_a_cgroup_limit(tmp_path):
 
 
 def test_build_minutes_are_core_minutes_over_the_busy_cores():
-    assert req.build_minutes(jobs=8, cores=16, n_archs=1) == 17  # 72 sources x 1.8 core-min / 8 busy cores = 16.2
-    assert req.build_minutes(jobs=4, cores=4, n_archs=4) == 130  # cores saturated: four archs take four times as long
+    assert req.build_minutes(jobs=8, cores=16, n_archs=1) == 28  # 72 sources x 3.1 core-min / 8 busy cores = 27.9
+    assert req.build_minutes(jobs=4, cores=4, n_archs=4) == 224  # cores saturated: four archs take four times as long
     # idle cores take the extra archs (NVCC_THREADS compiles up to four archs of a source at once)
-    assert req.build_minutes(jobs=4, cores=16, n_archs=4) == req.build_minutes(jobs=4, cores=16, n_archs=1) == 33
+    assert req.build_minutes(jobs=4, cores=16, n_archs=4) == req.build_minutes(jobs=4, cores=16, n_archs=1) == 56
 
 
 def test_each_compute_capability_maps_to_the_flash_attn_arch_of_its_major():
