@@ -19,6 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from lead_recipes.training import gpu_requirements
 from lead_recipes.training.data_check import Check
 from lead_recipes.training.gpu_probes import NO_GPU
 from lead_recipes.training.gpu_requirements import TORCH_CUDA, min_driver, version_tuple
@@ -38,16 +39,15 @@ OPTIONAL_PACKAGES = (
 
 
 def pins() -> dict[str, str]:
-    """{package: version} pinned by pyproject.toml (`"name[extra]==version"` strings): read from the checkout
-    beside the package, else from the installed distribution's requirements (which lack [tool.lead-recipes])."""
+    """{package: version} pinned by pyproject.toml: read from the checkout beside the package, else from the
+    installed distribution's requirements (which lack [tool.lead-recipes])."""
     path = PACKAGE_ROOT / "pyproject.toml"
     if path.is_file():
-        found = re.findall(r'"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^"]+)"', path.read_text())
-    else:
-        import importlib.metadata
+        return gpu_requirements.pins(path.read_text())
+    import importlib.metadata
 
-        requires = importlib.metadata.requires("lead-recipes") or []
-        found = [m.groups() for r in requires if (m := re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^;\s]+)", r))]
+    requires = importlib.metadata.requires("lead-recipes") or []
+    found = [m.groups() for r in requires if (m := re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^;\s]+)", r))]
     return {name.lower().replace("_", "-"): version for name, version in found}
 
 

