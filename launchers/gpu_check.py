@@ -53,6 +53,8 @@ def method_batch(method: str, seed: int = 0):
             n_gold=exact(torch.randint(100, 4001, (PROMPTS,), generator=gen).double()),
             l1_max=(torch.arange(PROMPTS) % 2 == 1) & (method != "l1-exact"),  # l1-exact refuses max prompts
             length_penalty=exact(-0.5 * torch.rand(PROMPTS, SAMPLES, generator=gen, dtype=torch.float64)),
+            think_boxed=torch.rand(PROMPTS, SAMPLES, generator=gen) < 0.9,  # the format flags GRPO-LEAD's and
+            answer_boxed=torch.rand(PROMPTS, SAMPLES, generator=gen) < 0.9,  # Laser's format rules read
         )
     )
 
