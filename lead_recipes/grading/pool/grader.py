@@ -179,7 +179,7 @@ class Grader:
                 text = to_text(response) or ""
                 if len(text) > MAX_RESPONSE_CHARS:
                     return self._done(out, "error", None, t0)
-                extracted = extract_final_answer(text, policy, gold_s)
+                extracted = extract_final_answer(text, policy, gold_s, to_text(problem))
             if extracted is not None:
                 extracted = normalize_answer(extracted) or None
             if extracted is None:

@@ -1,0 +1,88 @@
+"""The last stated value of a response with no box, no answer marker and no concluding sentence, the last resort of
+the `final_answer` policy: the math span, or the number with its unit or currency, that closes the response or its
+last sentence ("So we get $x \\neq 5$.", "Final: \\( 3/4 \\)", "The total is 1,204.50€."). The refusals of the
+statement reader apply (hedges, negations, bounds, alternatives, retractions, questions, a cut-off sentence).
+See docs/grading.md#extraction-policies.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lead_recipes.grading.extraction.statement import (
+    BOUND_BEFORE_RE,
+    END_JUNK_RE,
+    HEDGE_RE,
+    RETRACT_RE,
+    closing_part,
+    rhs,
+)
+
+# A closing math span, then at most a full stop; without the stop it must follow a colon or stand on its own line.
+_SPAN_END_RE = re.compile(
+    r"(?:\$\$(?P<a>.+?)\$\$|\\\[(?P<b>.+?)\\\]|\\\((?P<c>.+?)\\\)|(?<![\\$])\$(?!\$)(?P<d>[^$]+?)(?<!\\)\$)"
+    r"[ \t]*(?P<stop>[.!]?)[ \t*]*\Z",
+    re.S,
+)
+# A closing number with its currency sign or unit (at most two words), then a full stop.
+_NUMBER_END_RE = re.compile(
+    r"(?:(?<=[\s(:=])|\A)(?P<cur>[$€£¥]?)[ \t]?(?P<num>-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)"
+    r"[ \t]?(?P<post>[€£¥%]?)(?:[ \t]+(?P<unit>[A-Za-z]+(?:/[A-Za-z]+|[ \t]+[A-Za-z]+)?))?[ \t]*[.!][ \t*]*\Z"
+)
+_ALTERNATIVE_BEFORE_RE = re.compile(r"(?i)\b(?:or|either|wait|hmm|check|try|guess|suppose|let)\b")
+# Words the statement reader's refusals hang on, or that make the value a modal, a condition or a description
+# ("may be $9$", "Unless …, the answer is $10$" (refused there already), "This is achieved when $x = 1$").
+_NOT_ASSERTED_RE = re.compile(
+    r"(?i)\b(?:answer|may|would|should|seems?|appears?|unless|assuming|provided|supposing|when|whenever|where|"
+    r"while|achieved|attained|occurs?)\b"
+)
+_CURRENCY = {"$": "dollars", "€": "euros", "£": "sterling", "¥": "yen"}  # names the units table knows
+
+
+def _last_sentence(part: str, value_start: int) -> str:
+    """The text of the sentence the value closes, from the last sentence end before it."""
+    head = part[:value_start]
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)|\n", head)]
+    return head[ends[-1] if ends else 0 :]
+
+
+def _refused(lead: str) -> bool:
+    """True when the words before the value do not assert it: a hedge, negation, condition, bound, alternative,
+    retraction or question."""
+    return bool(
+        HEDGE_RE.search(lead)
+        or BOUND_BEFORE_RE.search(lead)
+        or _ALTERNATIVE_BEFORE_RE.search(lead)
+        or _NOT_ASSERTED_RE.search(lead)
+        or RETRACT_RE.match(lead)
+        or "?" in lead
+    )
+
+
+def extract_closing(text: str) -> str | None:
+    """The value that closes `text` (after the last `</think>`; see the module docstring), or None."""
+    cut = text.rfind("</think>")
+    if cut >= 0:
+        text = text[cut + len("</think>") :]
+    elif "<think>" in text:
+        return None
+    part = END_JUNK_RE.sub("", closing_part(text)).rstrip()
+    if not part:
+        return None
+    m = _SPAN_END_RE.search(part)
+    if m is not None:
+        val = next(m.group(k) for k in "abcd" if m.group(k) is not None).strip()
+        lead = _last_sentence(part, m.start())
+        line_start = part.rfind("\n", 0, m.start()) + 1
+        own_line = not part[line_start : m.start()].strip()
+        if not (m.group("stop") or own_line or lead.rstrip().endswith(":")) or _refused(lead) or not val:
+            return None
+        return rhs(val)
+    m = _NUMBER_END_RE.search(part)
+    if m is None or _refused(_last_sentence(part, m.start())):
+        return None
+    num = m.group("num")
+    if m.group("post") == "%":
+        return f"{num}\\%"
+    unit = _CURRENCY.get(m.group("cur") or m.group("post")) or m.group("unit")
+    return f"{num}\\text{{ {unit}}}" if unit else num

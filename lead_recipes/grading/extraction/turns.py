@@ -1,0 +1,64 @@
+"""Where a response stops being the answer: the first turn marker (a chat template's special token, a role label
+at the start of a line), or the first echo of the prompt after an answer. A policy that fails to stop, or a base
+model, writes on into a new turn; both extraction policies read only the text before it.
+See docs/grading.md#turn-markers.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The chat templates' turn tokens of the recipes' models and the common ones beyond them, then role labels that
+# open a new turn when they start a line.
+TURN_TOKENS = (
+    "<|im_start|>",  # Qwen2.5 / Qwen3
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<｜User｜>",  # DeepSeek-R1-Distill (full-width bars)
+    "<｜Assistant｜>",
+    "<｜end▁of▁sentence｜>",
+    "<｜begin▁of▁sentence｜>",
+    "<|start_header_id|>",  # Llama 3
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|begin_of_text|>",
+)
+TURN_LABELS = ("Human:", "User:", "Assistant:", "### Instruction", "### Human", "### User")
+ECHO_CHARS = 40  # a prompt echo is the problem's opening this long (the whole problem when shorter) …
+_MIN_ECHO_CHARS = 20  # … and a problem shorter than this is never looked for
+
+_TURN_RE = re.compile(
+    "|".join(re.escape(t) for t in TURN_TOKENS)
+    + r"|(?:^|\n)[ \t]*(?:"
+    + "|".join(re.escape(label) for label in TURN_LABELS)
+    + ")"
+)
+_SPACE_RE = re.compile(r"\s+")
+
+
+def _echo_key(problem: str) -> str | None:
+    """The opening of the problem an echo repeats: the longest piece between turn markers (a templated prompt holds
+    the system text and role tokens too), whitespace collapsed; None when it is too short to tell."""
+    pieces = [_SPACE_RE.sub(" ", p).strip() for p in _TURN_RE.split(problem)]
+    piece = max(pieces, key=len, default="")
+    for label in ("user", "assistant", "system"):  # `<|im_start|>user\n…`: the role name after the token
+        if piece.lower().startswith(label + " "):
+            piece = piece[len(label) + 1 :]
+    return piece[:ECHO_CHARS] if len(piece) >= _MIN_ECHO_CHARS else None
+
+
+def cut_turn(text: str) -> str:
+    """`text` up to its first turn marker."""
+    m = _TURN_RE.search(text)
+    return text[: m.start()] if m else text
+
+
+def echo_starts(text: str, problem: str | None) -> list[int]:
+    """Where `text` repeats the opening of `problem` at the start of a line or sentence after other text, in order;
+    the first of them after which an answer has been given ends the response (`answers.extract_final_answer`)."""
+    key = _echo_key(problem) if problem else None
+    if not key:
+        return []
+    words = key.split(" ")[:-1]  # the last word may be cut
+    echo = re.compile(r"(?:(?<=\n)|(?<=[.!?:]\s))[ \t]*" + r"\s+".join(re.escape(w) for w in words))
+    return [e.start() for e in echo.finditer(text) if text[: e.start()].strip()]
