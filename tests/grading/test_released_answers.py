@@ -135,6 +135,9 @@ def test_final_answer_reads_the_last_stated_value(text, value):
     "text",
     [
         "Perhaps she spends $12.",
+        "So she likely spends $12$.",
+        "The greatest value of $g$ may be $12$.",
+        "The minimum is $5$. This is achieved when $x = 12$.",
         "She spends at least $12$.",
         "She spends $12$ or $13$.",
         "Does she spend $12$?",

@@ -33,8 +33,8 @@ _ALTERNATIVE_BEFORE_RE = re.compile(r"(?i)\b(?:or|either|wait|hmm|check|try|gues
 # Words the statement reader's refusals hang on, or that make the value a modal, a condition or a description
 # ("may be $9$", "Unless …, the answer is $10$" (refused there already), "This is achieved when $x = 1$").
 _NOT_ASSERTED_RE = re.compile(
-    r"(?i)\b(?:answer|may|would|should|seems?|appears?|unless|assuming|provided|supposing|when|whenever|where|"
-    r"while|achieved|attained|occurs?)\b"
+    r"(?i)\b(?:answer|may|would|should|seems?|appears?|(?:un)?likely|presumably|apparently|believe|think|expect|"
+    r"unless|assuming|provided|supposing|when|whenever|where|while|achieved|attained|occurs?)\b"
 )
 _CURRENCY = {"$": "dollars", "€": "euros", "£": "sterling", "¥": "yen"}  # names the units table knows
 
