@@ -19,6 +19,7 @@ from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, Precisio
 # and a worker grades one item at a time.
 CURRENT: list[Precision] = [("rel", DEFAULT_REL_TOL)]
 WRITTEN: dict[Fraction, int] = {}
+_ORIGINAL: list = [None]  # math-verify's own `sympy_numeric_eq`, for what our rule leaves to it
 _DECIMAL_RE = re.compile(r"\d*\.\d+")
 
 
@@ -35,7 +36,7 @@ def installed(precision: Precision, text: str):
         WRITTEN[v] = max(WRITTEN.get(v, 0), literal_places(m.group(0), precision))
     saved, CURRENT[0] = mv.sympy_numeric_eq, precision
     if saved is not numeric_eq:
-        numeric_eq.original = saved
+        _ORIGINAL[0] = saved
     mv.sympy_numeric_eq = numeric_eq
     try:
         yield
@@ -113,14 +114,13 @@ def numeric_eq(a, b, float_rounding: int, numeric_precision: int) -> bool:
     """math-verify's `sympy_numeric_eq` with our rule: a Float (a written decimal) against an exact number by
     `precision.values_verdict`; two exact numbers exactly; matrices entry by entry; the rest as math-verify."""
     import sympy
-    from math_verify.grader import is_atomic_or_pct_atomic
+    from math_verify.grader import get_pct_val
     from sympy.matrices.expressions import MatrixExpr
 
-    original = numeric_eq.original
+    original = _ORIGINAL[0]
     if isinstance(a, (sympy.MatrixBase, MatrixExpr)) or isinstance(b, (sympy.MatrixBase, MatrixExpr)):
         return original(a, b, float_rounding, numeric_precision)  # entries come back through this function
-    pct = lambda x: is_atomic_or_pct_atomic(x, sympy.Number) and not isinstance(x, sympy.Number)  # noqa: E731
-    if pct(a) or pct(b):
+    if get_pct_val(a) is not None or get_pct_val(b) is not None:
         return original(a, b, float_rounding, numeric_precision)  # 9% == 9: math-verify reads the percent
     a_float, b_float = isinstance(a, sympy.Float), isinstance(b, sympy.Float)
     if a_float != b_float:
@@ -133,6 +133,3 @@ def numeric_eq(a, b, float_rounding: int, numeric_precision: int) -> bool:
             if zero is not None:
                 return zero
     return original(a, b, float_rounding, numeric_precision)
-
-
-numeric_eq.original = None
