@@ -110,6 +110,13 @@ def test_an_echo_of_the_problem_after_the_answer_ends_the_response(policy):
     assert extract_final_answer(text, policy) == "16"  # without the problem there is nothing to recognise
 
 
+def test_a_step_quoting_the_problem_is_no_echo():
+    text = "1. A tank holds 120 litres and drains 8 a minute.\n2. A tank holds 120 litres, so it takes 15 minutes.\n"
+    assert extract_final_answer(text + "So the answer is $\\boxed{15}$.", "boxed", problem=PROBLEM) == "15"
+    # not cut after "So $12$.": the quoted steps repeat part of the problem, not all of it
+    assert extract_final_answer("So $12$.\n" + text, "final_answer", problem=PROBLEM) == "15\\text{ minutes}"
+
+
 def test_a_restatement_of_the_problem_before_the_answer_is_no_echo():
     text = f"Restating the problem:\n{PROBLEM}\nIt drains 120 / 8 minutes, so $\\boxed{{15}}$."
     assert extract_final_answer(text, "boxed", problem=PROBLEM) == "15"

@@ -79,8 +79,9 @@ def extract_closing(text: str) -> str | None:
             return None
         return rhs(val)
     m = _NUMBER_END_RE.search(part)
-    if m is None or _refused(_last_sentence(part, m.start())):
-        return None
+    lead = _last_sentence(part, m.start()) if m is not None else ""
+    if m is None or not lead.strip() or _refused(lead):
+        return None  # a number alone is a list item cut off ("…\n2."), not a statement
     num = m.group("num")
     if m.group("post") == "%":
         return f"{num}\\%"

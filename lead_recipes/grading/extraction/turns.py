@@ -24,7 +24,7 @@ TURN_TOKENS = (
     "<|begin_of_text|>",
 )
 TURN_LABELS = ("Human:", "User:", "Assistant:", "### Instruction", "### Human", "### User")
-ECHO_CHARS = 40  # a prompt echo is the problem's opening this long (the whole problem when shorter) …
+ECHO_CHARS = 300  # a prompt echo repeats the problem whole, or its opening this long when longer …
 _MIN_ECHO_CHARS = 20  # … and a problem shorter than this is never looked for
 
 _TURN_RE = re.compile(
@@ -37,14 +37,15 @@ _SPACE_RE = re.compile(r"\s+")
 
 
 def _echo_key(problem: str) -> str | None:
-    """The opening of the problem an echo repeats: the longest piece between turn markers (a templated prompt holds
-    the system text and role tokens too), whitespace collapsed; None when it is too short to tell."""
+    """The problem text an echo repeats (one character over `ECHO_CHARS` when cut there): the longest piece between
+    turn markers (a templated prompt holds the system text and role tokens too), whitespace collapsed; None when it
+    is too short to tell."""
     pieces = [_SPACE_RE.sub(" ", p).strip() for p in _TURN_RE.split(problem)]
     piece = max(pieces, key=len, default="")
     for label in ("user", "assistant", "system"):  # `<|im_start|>user\n…`: the role name after the token
         if piece.lower().startswith(label + " "):
             piece = piece[len(label) + 1 :]
-    return piece[:ECHO_CHARS] if len(piece) >= _MIN_ECHO_CHARS else None
+    return piece[: ECHO_CHARS + 1] if len(piece) >= _MIN_ECHO_CHARS else None
 
 
 def cut_turn(text: str) -> str:
@@ -54,11 +55,12 @@ def cut_turn(text: str) -> str:
 
 
 def echo_starts(text: str, problem: str | None) -> list[int]:
-    """Where `text` repeats the opening of `problem` at the start of a line or sentence after other text, in order;
-    the first of them after which an answer has been given ends the response (`answers.extract_final_answer`)."""
+    """Where `text` repeats `problem` (whole, or its first `ECHO_CHARS` characters) at the start of a line after
+    other text, in order; the first of them after which an answer has been given ends the response
+    (`answers.extract_final_answer`). A step that quotes part of the problem ("2. Carla spent two-fifths …") is none."""
     key = _echo_key(problem) if problem else None
     if not key:
         return []
-    words = key.split(" ")[:-1]  # the last word may be cut
-    echo = re.compile(r"(?:(?<=\n)|(?<=[.!?:]\s))[ \t]*" + r"\s+".join(re.escape(w) for w in words))
+    words = key.split(" ")[:-1] if len(key) > ECHO_CHARS else key.split(" ")  # a cut key's last word may be cut
+    echo = re.compile(r"(?<=\n)[ \t]*" + r"\s+".join(re.escape(w) for w in words))
     return [e.start() for e in echo.finditer(text) if text[: e.start()].strip()]
