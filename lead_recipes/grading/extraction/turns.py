@@ -6,6 +6,7 @@ See docs/grading.md#turn-markers.
 
 from __future__ import annotations
 
+import functools
 import re
 
 # The chat templates' turn tokens of the recipes' models and the common ones beyond them, then role labels that
@@ -58,9 +59,17 @@ def echo_starts(text: str, problem: str | None) -> list[int]:
     """Where `text` repeats `problem` (whole, or its first `ECHO_CHARS` characters) at the start of a line after
     other text, in order; the first of them after which an answer has been given ends the response
     (`answers.extract_final_answer`). A step that quotes part of the problem ("2. Carla spent two-fifths …") is none."""
-    key = _echo_key(problem) if problem else None
-    if not key:
+    echo = _echo_pattern(problem) if problem else None
+    if echo is None:
         return []
-    words = key.split(" ")[:-1] if len(key) > ECHO_CHARS else key.split(" ")  # a cut key's last word may be cut
-    echo = re.compile(r"(?<=\n)[ \t]*" + r"\s+".join(re.escape(w) for w in words))
     return [e.start() for e in echo.finditer(text) if text[: e.start()].strip()]
+
+
+@functools.lru_cache(maxsize=1024)
+def _echo_pattern(problem: str) -> re.Pattern | None:
+    """The compiled echo of `problem` (a policy's samples share their prompt: compiled once per prompt)."""
+    key = _echo_key(problem)
+    if not key:
+        return None
+    words = key.split(" ")[:-1] if len(key) > ECHO_CHARS else key.split(" ")  # a cut key's last word may be cut
+    return re.compile(r"(?<=\n)[ \t]*" + r"\s+".join(re.escape(w) for w in words))
