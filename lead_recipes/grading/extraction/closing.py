@@ -11,11 +11,11 @@ import re
 
 from lead_recipes.grading.extraction.statement import (
     BOUND_BEFORE_RE,
-    END_JUNK_RE,
     HEDGE_RE,
     RETRACT_RE,
     closing_part,
     rhs,
+    strip_end_junk,
 )
 
 # A closing math span, then at most a full stop; without the stop it must follow a colon or stand on its own line.
@@ -29,6 +29,7 @@ _NUMBER_END_RE = re.compile(
     r"(?:(?<=[\s(:=])|\A)(?P<cur>[$€£¥]?)[ \t]?(?P<num>-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)"
     r"[ \t]?(?P<post>[€£¥%]?)(?:[ \t]+(?P<unit>[A-Za-z]+(?:/[A-Za-z]+|[ \t]+[A-Za-z]+)?))?[ \t]*[.!][ \t*]*\Z"
 )
+_NUMBER_TAIL_CHARS = 80  # a closing number with its unit ends the text: search only its last characters
 _ALTERNATIVE_BEFORE_RE = re.compile(r"(?i)\b(?:or|either|wait|hmm|check|try|guess|suppose|let)\b")
 # Words the statement reader's refusals hang on, or that make the value a modal, a condition or a description
 # ("may be $9$", "Unless …, the answer is $10$" (refused there already), "This is achieved when $x = 1$").
@@ -59,6 +60,17 @@ def _refused(lead: str) -> bool:
     )
 
 
+def _span_search_start(part: str) -> int:
+    """Where a closing span can start: just before the opener that pairs with the text's last closer. Searching the
+    whole part for a pattern anchored at its end costs time quadratic in its length."""
+    tail = part.rstrip(" \t*.!")
+    closer = next((c for c in ("$$", "\\)", "\\]", "$") if tail.endswith(c)), None)
+    if closer is None:
+        return len(part)
+    opener = {"$$": "$$", "\\)": "\\(", "\\]": "\\[", "$": "$"}[closer]
+    return max(0, tail.rfind(opener, 0, len(tail) - len(closer)) - 1)
+
+
 def extract_closing(text: str) -> str | None:
     """The value that closes `text` (after the last `</think>`; see the module docstring), or None."""
     cut = text.rfind("</think>")
@@ -66,10 +78,10 @@ def extract_closing(text: str) -> str | None:
         text = text[cut + len("</think>") :]
     elif "<think>" in text:
         return None
-    part = END_JUNK_RE.sub("", closing_part(text)).rstrip()
+    part = strip_end_junk(closing_part(text)).rstrip()
     if not part:
         return None
-    m = _SPAN_END_RE.search(part)
+    m = _SPAN_END_RE.search(part, _span_search_start(part))
     if m is not None:
         val = next(m.group(k) for k in "abcd" if m.group(k) is not None).strip()
         lead = _last_sentence(part, m.start())
@@ -78,7 +90,7 @@ def extract_closing(text: str) -> str | None:
         if not (m.group("stop") or own_line or lead.rstrip().endswith(":")) or _refused(lead) or not val:
             return None
         return rhs(val)
-    m = _NUMBER_END_RE.search(part)
+    m = _NUMBER_END_RE.search(part, max(0, len(part) - _NUMBER_TAIL_CHARS))
     lead = _last_sentence(part, m.start()) if m is not None else ""
     if m is None or not lead.strip() or _refused(lead):
         return None  # a number alone is a list item cut off ("…\n2."), not a statement

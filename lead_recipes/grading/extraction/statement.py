@@ -27,7 +27,8 @@ _CLOSING_PARAGRAPHS = 2  # … and at most this many paragraphs (blank-line sepa
 _MAX_VALUE_CHARS = 400  # a stated value longer than this is not an answer statement
 
 _PARA_SPLIT_RE = re.compile(r"\n[ \t]*\n")
-END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E\.?D\.?|∎|□)+\Z")
+_END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E\.?D\.?|∎|□)+\Z")
+_JUNK_WINDOW = 64
 _MARKER_RE = re.compile(
     r"(?:\bthe\s+)?\b(?:final\s+answer|answer)\b(?:\s+to\s+(?:the|this)\s+[a-z ]{0,40}?)?"
     r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*",
@@ -91,6 +92,18 @@ def closing_part(text: str) -> str:
     tail = text[-_TAIL_CHARS:]
     paras = [p for p in _PARA_SPLIT_RE.split(tail) if p.strip()]
     return "\n\n".join(paras[-_CLOSING_PARAGRAPHS:])
+
+
+def strip_end_junk(s: str) -> str:
+    """`s` without the whitespace and end-of-proof marks (`$\\blacksquare$`, `QED`, `∎`) that end it. The pattern is
+    anchored at the end, so it is applied to the last `_JUNK_WINDOW` characters at a time: over the whole text a
+    search tries every whitespace position and costs time quadratic in its length."""
+    while True:
+        cut = max(0, len(s) - _JUNK_WINDOW)
+        kept = _END_JUNK_RE.sub("", s[cut:])
+        if cut == 0 or kept:
+            return s[:cut] + kept
+        s = s[:cut]
 
 
 def _has_variables(expr: str) -> bool:
@@ -230,7 +243,7 @@ def extract_statement(text: str) -> str | None:
         text = text[cut + len("</think>") :]
     elif "<think>" in text:
         return None  # still thinking: no answer has been given
-    part = END_JUNK_RE.sub("", closing_part(text))
+    part = strip_end_junk(closing_part(text))
     if not part.strip():
         return None
     found = None

@@ -34,6 +34,9 @@ _TURN_RE = re.compile(
     + "|".join(re.escape(label) for label in TURN_LABELS)
     + ")"
 )
+# The same labels for `cut_turn`, which scans for the tokens with `str.find`: a pattern that starts with a literal
+# `\n` is scanned fast, where the alternation above costs ~0.1 ms per response.
+_LABEL_RE = re.compile(r"\n[ \t]*(?:" + "|".join(re.escape(label) for label in TURN_LABELS) + ")")
 _SPACE_RE = re.compile(r"\s+")
 
 
@@ -51,8 +54,13 @@ def _echo_key(problem: str) -> str | None:
 
 def cut_turn(text: str) -> str:
     """`text` up to its first turn marker."""
-    m = _TURN_RE.search(text)
-    return text[: m.start()] if m else text
+    end = len(text)
+    if "<" in text:
+        for token in TURN_TOKENS:
+            i = text.find(token, 0, end)
+            end = i if i >= 0 else end
+    m = _LABEL_RE.search("\n" + text[:end])  # the leading newline: a label opening the text
+    return text[: m.start()] if m else text[:end]
 
 
 def echo_starts(text: str, problem: str | None) -> list[int]:
