@@ -131,6 +131,11 @@ def test_a_restatement_of_the_problem_before_the_answer_is_no_echo():
         ("The product is:\n$$\\begin{pmatrix}2&1\\\\0&3\\end{pmatrix}$$", "\\begin{pmatrix}2&1\\\\0&3\\end{pmatrix}"),
         ("She buys 3 tickets at $\\$4$ each, so she spends $12.", "12\\text{ dollars}"),
         ("Each of the 6 crates holds 3 melons, which makes 18 melons.", "18\\text{ melons}"),
+        ("Hence the ordered pairs are $(3,0)$ and $(-3,1)$.", "(3,0), (-3,1)"),
+        (
+            "Now apply it twice to obtain $u_5 = 34$ and $u_7 = 233$.",
+            "233",
+        ),  # two results with different labels: the last closes
     ],
 )
 def test_final_answer_reads_the_last_stated_value(text, value):
@@ -151,6 +156,9 @@ def test_final_answer_reads_the_last_stated_value(text, value):
         "Wait, she spends $12$.",
         "She does not spend $12$.",
         "Let me compute $3 \\cdot 4 = 12$",  # cut off: no full stop, no colon, not on its own line
+        "This contradicts the minimality of $12$.",
+        "Hence there are no pairs of the form $(12, n)$.",
+        "We list the terms $3, 6, 12, \\ldots$.",
     ],
 )
 def test_a_last_value_that_is_not_asserted_gives_no_answer(text):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from lead_recipes.grading.extraction.assertion import SPAN_RE
 from lead_recipes.grading.extraction.statement import (
     BOUND_BEFORE_RE,
     HEDGE_RE,
@@ -35,8 +36,15 @@ _ALTERNATIVE_BEFORE_RE = re.compile(r"(?i)\b(?:or|either|wait|hmm|check|try|gues
 # ("may be $9$", "Unless …, the answer is $10$" (refused there already), "This is achieved when $x = 1$").
 _NOT_ASSERTED_RE = re.compile(
     r"(?i)\b(?:answer|may|would|should|seems?|appears?|(?:un)?likely|presumably|apparently|believe|think|expect|"
-    r"unless|assuming|provided|supposing|when|whenever|where|while|achieved|attained|occurs?)\b"
+    r"unless|assuming|provided|supposing|when|whenever|where|while|achieved|attained|occurs?|no|none|never|"
+    r"contradict\w*|because|impossible|for\s+(?:all|every|each|any))\b"
 )
+# A value right after a preposition is an object, not what the sentence asserts ("the minimality of $m$", "the
+# possible values for $\angle BAC$"); an enumeration left open (`\ldots`) is no value either.
+_OBJECT_RE = re.compile(r"(?i)\b(?:of|for|to|from|with|by|than|on|in|into|over|under|at)\s*\Z")
+_OPEN_LIST_RE = re.compile(r"\\[lc]?dots\b")
+# Values of one list: `$(3,0)$ and $(-3,1)$`, `$1$, $2$, and $3$`.
+_JOIN_RE = re.compile(r"\s*(?:,\s*(?:and\s+)?|and\s+)")
 _CURRENCY = {"$": "dollars", "€": "euros", "£": "sterling", "¥": "yen"}  # names the units table knows
 
 
@@ -56,6 +64,7 @@ def _refused(lead: str) -> bool:
         or _ALTERNATIVE_BEFORE_RE.search(lead)
         or _NOT_ASSERTED_RE.search(lead)
         or RETRACT_RE.match(lead)
+        or _OBJECT_RE.search(lead)
         or "?" in lead
     )
 
@@ -83,13 +92,28 @@ def extract_closing(text: str) -> str | None:
         return None
     m = _SPAN_END_RE.search(part, _span_search_start(part))
     if m is not None:
-        val = next(m.group(k) for k in "abcd" if m.group(k) is not None).strip()
+        vals = [next(m.group(k) for k in "abcd" if m.group(k) is not None).strip()]
         lead = _last_sentence(part, m.start())
         line_start = part.rfind("\n", 0, m.start()) + 1
         own_line = not part[line_start : m.start()].strip()
-        if not (m.group("stop") or own_line or lead.rstrip().endswith(":")) or _refused(lead) or not val:
+        start = len(lead)
+        for span in reversed(list(SPAN_RE.finditer(lead))):  # the values listed before it
+            if not _JOIN_RE.fullmatch(lead, span.end(), start):
+                break
+            vals.insert(0, next(g for g in span.groups() if g is not None).strip())
+            start = span.start()
+        if (
+            not (m.group("stop") or own_line or lead.rstrip().endswith(":"))
+            or _refused(lead[:start])
+            or _refused(lead)
+            or not all(vals)
+            or any(_OPEN_LIST_RE.search(v) for v in vals)
+        ):
             return None
-        return rhs(val)
+        labels = {v.split("=")[0].strip() for v in vals if "=" in v}
+        if len(vals) > 1 and (len(labels) > 1 or labels and not all("=" in v for v in vals)):
+            vals = vals[-1:]  # `$u_5=34$ and $u_7=233$`: separate results, the last one closes
+        return ", ".join(rhs(v) for v in vals)
     m = _NUMBER_END_RE.search(part, max(0, len(part) - _NUMBER_TAIL_CHARS))
     lead = _last_sentence(part, m.start()) if m is not None else ""
     if m is None or not lead.strip() or _refused(lead):
