@@ -89,12 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sets", default="", help="comma-separated subset of set names (default: all + union)")
+    ap.add_argument("--hard-only", action="store_true", help="only the hard-form tables (no labelled sets)")
     args = ap.parse_args(argv)
     import logging
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     sets = load_sets()
-    if args.sets:
+    if args.sets or args.hard_only:
         sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
     graders = {
         "ours": lambda rows: run_ours(rows, True),
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|")
     for cat, (n, counts) in hard.items():
         print(f"| {cat} | {n} | " + " | ".join(f"{counts[k]}/{n}" for k in ("ours", "math-verify", "openrlhf")) + " |")
-    print("\nreview_forms.py cases, false positives / false negatives per split and kind:\n")
+    print("\nreview_forms.py and release_forms.py cases, false positives / false negatives per split and kind:\n")
     print("\n".join(review_errors(hard)))
     return 0
 
@@ -191,22 +192,26 @@ def hard_form_table() -> dict[str, tuple[int, collections.Counter]]:
     out["all"] = (len(CASES), total)
     out["hard_forms.py held out (measured once)"] = (sum(c.held for c in CASES), held)
     for split, counts in review.items():
-        out[f"review_forms.py {split}"] = (sum(c.review == split for c in CASES), counts)
+        out[f"split {split}"] = (sum(c.review == split for c in CASES), counts)
     return out
 
 
 def review_errors(hard: dict[str, tuple[int, collections.Counter]]) -> list[str]:
-    """Table rows: per grader and kind, the review_forms.py cases' false positives and false negatives."""
+    """Table rows: per split and kind of the review_forms.py / release_forms.py cases, the cases (right + wrong) and
+    each grader's false positives / false negatives."""
     from hard_forms import CASES
 
-    rows = []
-    cats = sorted({c.category for c in CASES if c.review})
+    graders = ("ours", "math-verify", "openrlhf")
+    rows = ["| split | kind | cases (right + wrong) | " + " | ".join(f"{g} FP / FN" for g in graders) + " |"]
+    rows.append("|---|---|---:|" + "---:|" * len(graders))
     for split in sorted({c.review for c in CASES if c.review}):
-        counts = hard[f"review_forms.py {split}"][1]
-        for g in ("ours", "math-verify", "openrlhf"):
-            cells = [f"{counts[f'{g} {cat} FP']} / {counts[f'{g} {cat} FN']}" for cat in cats]
-            rows.append(f"| {split} | {g} | " + " | ".join(cells) + " |")
-    return ["| split | grader | " + " | ".join(cats) + " |", "|---|---|" + "---:|" * len(cats)] + rows
+        counts = hard[f"split {split}"][1]
+        for cat in sorted({c.category for c in CASES if c.review == split}):
+            right = sum(c.review == split and c.category == cat and c.correct for c in CASES)
+            wrong = sum(c.review == split and c.category == cat and not c.correct for c in CASES)
+            cells = [f"{counts[f'{g} {cat} FP']} / {counts[f'{g} {cat} FN']}" for g in graders]
+            rows.append(f"| {split} | {cat} | {right} + {wrong} | " + " | ".join(cells) + " |")
+    return rows
 
 
 if __name__ == "__main__":

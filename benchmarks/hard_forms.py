@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from release_forms import RESPONSE_KINDS
+from release_forms import ROWS as RELEASE_ROWS
 from review_forms import ROWS as REVIEW_ROWS
 
 
 class Case(NamedTuple):
     """`problem`: the problem text where its stated precision matters (our grader reads it, as `lead-recipes grade`
-    does; the anchors take no problem); `held`: held out from tuning and measured once; `review`: the split of a
-    review_forms.py case, `tuned` or `heldout`."""
+    does; the anchors take no problem); `held`: held out from tuning and measured once; `review`: the split whose
+    false positives and negatives are reported per kind: `tuned` or `heldout` (review_forms.py), `released`
+    (release_forms.py)."""
 
     category: str
     gold: str
@@ -169,7 +172,8 @@ _ROWS: list[tuple] = [
     ("number forms", "1000, 2000", "1,000, 2,001", False),
     ("number forms", r"\frac{1}{3}", "0.3333", True),
     ("number forms", r"\frac{1}{3}", "0.3334", False),
-    ("number forms", r"\frac{1}{3}", "0.33", False),
+    ("number forms", r"\frac{1}{3}", "0.33", True),  # right to the digits it writes (docs/grading.md#precision)
+    ("number forms", r"\frac{1}{3}", "0.34", False),
     # ---- vectors and matrices in bracket lists
     ("matrix notation", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", "[[1, 2], [3, 4]]", True),
     ("matrix notation", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", "[[1, 3], [2, 4]]", False),
@@ -348,7 +352,8 @@ CASES: list[Case] = [Case(*row) for row in _ROWS] + [
     Case("matrix notation", r"\begin{pmatrix}1&0\\0&1\end{pmatrix}", r"\begin{bmatrix}1&0\\0&1\end{bmatrix}", True),
     Case("matrix notation", r"\begin{pmatrix}1&0\\0&1\end{pmatrix}", r"\begin{vmatrix}1&0\\0&1\end{vmatrix}", False),
     Case("precision, default", r"\pi", "3.1416", True),
-    Case("precision, default", r"\pi", "3.14", False),
+    Case("precision, default", r"\pi", "3.14", True),  # right to the digits it writes (docs/grading.md#precision)
+    Case("precision, default", r"\pi", "3.15", False),
     Case("precision, default", r"\pi", "3.1516", False),
     Case("precision, default", r"\sqrt{2}", "1.4142", True),
     Case("precision, default", r"\sqrt{2}", "1.4124", False),
@@ -511,7 +516,10 @@ CASES: list[Case] = [Case(*row) for row in _ROWS] + [
     Case("matrix notation", r"\begin{pmatrix}2&0\\1&3\end{pmatrix}", "[[2, 0], [1, 3]]", True, None, held=True),
     Case("matrix notation", r"\begin{pmatrix}2&0\\1&3\end{pmatrix}", "[[2, 1], [0, 3]]", False, None, held=True),
     Case("precision, default", r"\sqrt{3}", "1.7321", True, None, held=True),
-    Case("precision, default", r"\sqrt{3}", "1.73", False, None, held=True),
+    Case(
+        "precision, default", r"\sqrt{3}", "1.73", True, None, held=True
+    ),  # right to the digits it writes (docs/grading.md#precision)
+    Case("precision, default", r"\sqrt{3}", "1.74", False, None, held=True),
     Case("precision, default", r"\frac{5}{7}", "0.7143", True, None, held=True),
     Case("precision, default", r"\frac{5}{7}", "0.7142", False, None, held=True),
     Case(
@@ -570,13 +578,14 @@ CASES: list[Case] = [Case(*row) for row in _ROWS] + [
 
 
 CASES += [Case(cat, gold, answer, ok, problem, review=split) for split, cat, gold, answer, ok, problem in REVIEW_ROWS]
+CASES += [Case(kind, gold, answer, ok, problem, review="released") for kind, gold, answer, ok, problem in RELEASE_ROWS]
 
 
 def response(case: Case) -> str:
     """The full model text a grader sees for `case`: the answer in `\\boxed{}` after a short solution, except in the
     `stated, no box` and `prose statement` categories, whose answers are stated without a box ("Therefore the rope is
     20 cm."), and `several boxes`, whose answer is the whole response."""
-    if case.category in ("stated, no box", "several boxes", "prose statement"):
+    if case.category in ("stated, no box", "several boxes", "prose statement", *RESPONSE_KINDS):
         return case.answer
     answer = case.answer
     return f"We work it out step by step and check the result.\n\nThe answer is $\\boxed{{{answer}}}$."

@@ -125,8 +125,8 @@ OPTIONS: dict[str, GradeOption] = {
             "rel_tol",
             float,
             DEFAULT_REL_TOL,
-            "relative precision of a decimal against a value whose expansion does not end (1/3, pi) when the "
-            "problem text states none",
+            "relative precision within which a decimal approximates a value whose expansion does not end (1/3, pi), "
+            "besides the digits it writes, when the problem text states none",
             bounds={"ge": 0, "lt": 1},
             grader="rel_tol",
             env="LEAD_RECIPES_GRADE_REL_TOL",

@@ -175,6 +175,6 @@ def test_the_scorer_applies_the_precision_each_problem_states(grader):
     scorer = Scorer(golds, grader, problems=problems)
     rows = [
         {"benchmark": "b", "id": i, "response": f"So \\boxed{{{a}}}."}
-        for i, a in (("stated", "0.33"), ("none", "0.33"), ("stated", "0.34"))
+        for i, a in (("stated", "0.330"), ("none", "0.330"), ("stated", "0.34"))  # 0.330: three places claimed
     ]
     assert [r["correct"] for r in scorer.score_rows(rows)] == [True, False, False]

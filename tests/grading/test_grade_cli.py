@@ -201,12 +201,12 @@ def test_a_null_answer_is_named_as_null_not_as_missing(tmp_path, capsys):
     "flags,status",
     [
         ([], "correct"),  # the row's problem states the nearest hundredth
-        (["--no-grade.problem_precision_enable"], "wrong"),  # 1e-4 relative: 0.33 is not 1/3
-        (["--no-grade.problem_precision_enable", "--grade.rel_tol", "0.02"], "correct"),
+        (["--no-grade.problem_precision_enable"], "wrong"),  # 0.3 writes one significant digit: no approximation
+        (["--no-grade.problem_precision_enable", "--grade.rel_tol", "0.15"], "correct"),
     ],
 )
 def test_a_precision_stated_in_the_rows_problem_applies_and_the_flags_change_it(tmp_path, flags, status):
-    row = {"problem": "What is 1/3 to the nearest hundredth?", "answer": "\\frac13", "given_answer": "0.33"}
+    row = {"problem": "What is 1/3 to the nearest tenth?", "answer": "\\frac13", "given_answer": "0.3"}
     inp = _write(tmp_path / "in.jsonl", [json.dumps(row)])
     out = tmp_path / "out.jsonl"
     assert grade_cli.main(["--input", str(inp), "--output", str(out), "--no-grade.progress_enable", *flags]) == 0

@@ -173,9 +173,9 @@ def test_a_precision_stated_in_the_prompt_applies_to_the_reward(executor, monkey
 
     monkeypatch.setattr(grading, "_SHARED", None)
     monkeypatch.delenv("LEAD_RECIPES_GRADE_PROBLEM_PRECISION", raising=False)
-    right = _call(executor, ROUNDING + "So \\boxed{0.33}.", "\\frac13", prompt=ROUNDING)
+    right = _call(executor, ROUNDING + "So \\boxed{0.330}.", "\\frac13", prompt=ROUNDING)
     near = _call(executor, ROUNDING + "So \\boxed{0.34}.", "\\frac13", prompt=ROUNDING)
-    plain = _call(executor, PROMPT + "So \\boxed{0.33}.", "\\frac13")  # no precision stated: 1e-4 relative
+    plain = _call(executor, PROMPT + "So \\boxed{0.330}.", "\\frac13")  # none stated: 0.330 claims 3 places
     assert (right["rewards"].tolist(), near["rewards"].tolist(), plain["rewards"].tolist()) == ([1.0], [0.0], [0.0])
     grading.get_grader().close()
 
@@ -183,8 +183,8 @@ def test_a_precision_stated_in_the_prompt_applies_to_the_reward(executor, monkey
 @pytest.mark.parametrize(
     "env,value,reward",
     [
-        ("LEAD_RECIPES_GRADE_PROBLEM_PRECISION", "0", 0.0),  # the prompt's precision ignored: 1e-4 relative
-        ("LEAD_RECIPES_GRADE_REL_TOL", "0.02", 1.0),  # 0.33 is within 2% of 1/3
+        ("LEAD_RECIPES_GRADE_PROBLEM_PRECISION", "0", 0.0),  # the prompt's precision ignored: the digits written
+        ("LEAD_RECIPES_GRADE_REL_TOL", "0.02", 1.0),  # 0.330 is within 2% of 1/3
     ],
 )
 def test_the_precision_env_variables_reach_the_shared_grader(executor, monkeypatch, env, value, reward):
@@ -193,7 +193,7 @@ def test_the_precision_env_variables_reach_the_shared_grader(executor, monkeypat
     monkeypatch.setattr(grading, "_SHARED", None)
     monkeypatch.setenv(env, value)
     prompt = ROUNDING if env == "LEAD_RECIPES_GRADE_PROBLEM_PRECISION" else PROMPT
-    assert _call(executor, prompt + "So \\boxed{0.33}.", "\\frac13", prompt=prompt)["rewards"].tolist() == [reward]
+    assert _call(executor, prompt + "So \\boxed{0.330}.", "\\frac13", prompt=prompt)["rewards"].tolist() == [reward]
     grading.get_grader().close()
 
 

@@ -72,12 +72,12 @@ def test_health_is_open_and_json(server):
 def test_a_precision_stated_in_the_prompt_applies_at_the_server(server):
     prompt = "<|im_start|>user\nWhat is 1/3 to the nearest hundredth?<|im_end|>\n<|im_start|>assistant\n"
     body = {
-        "query": [prompt + "\\boxed{0.33}", prompt + "\\boxed{0.34}", PROMPT + "\\boxed{0.33}"],
+        "query": [prompt + "\\boxed{0.330}", prompt + "\\boxed{0.34}", PROMPT + "\\boxed{0.330}"],
         "prompts": [prompt, prompt, PROMPT],
         "labels": ["\\frac13"] * 3,
     }
     code, out = post(server + "/get_reward", body, AUTH)
-    assert code == 200 and out["rewards"] == [1.0, 0.0, 0.0]  # the last prompt states none: 1e-4 relative
+    assert code == 200 and out["rewards"] == [1.0, 0.0, 0.0]  # the last states none: 0.330 claims 3 places
     with urllib.request.urlopen(server + "/health", timeout=5) as r:
         health = json.loads(r.read())
     assert health["rel_tol"] == 1e-4 and health["problem_precision"] is True

@@ -22,6 +22,7 @@ _LABEL_RE = re.compile(rf"\s*({_VAR}(?:\s*\([^()=]{{1,40}}\))?)\s*=(?!=)\s*(.+)"
 _SEG_RE = re.compile(r"\s*[A-Z]{2,3}\s*|" + _VAR)  # a segment `AB` or a variable
 _SEG_LABEL_RE = re.compile(r"\s*([A-Z]{2,3})\s*=(?!=)\s*(.+)", re.S)
 _TUPLE_EQ_RE = re.compile(r"\s*\(([^()=]+)\)\s*=(?!=)\s*\(([^()=]+)\)\s*")
+_DEPENDENT_RE = re.compile(r"\s*([A-Za-z])\s*=(?!=)\s*(.+)", re.S)
 _FUNC_RE = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*\(\s*([A-Za-z])\s*\)\s*=(?!=)\s*(.+)", re.S)
 
 
@@ -84,6 +85,34 @@ def _canonical(lab: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [x for _, x in sorted(zip(keys, lab))]
 
 
+_GROUP_RE = re.compile(r";|\\text\{\s*(?:or|and)\s*\}|\\q?quad|\bor\b")
+
+
+def _solution_tuples(s: str) -> str | None:
+    """`m=3, n=1; m=4, n=1` (solutions written as labelled groups with the same labels) as the tuples
+    `(3, 1), (4, 1)`, values in the labels' canonical order; else None."""
+    groups = [x for x in top_split(s, _GROUP_RE) if x.strip()]
+    labs = [_labelled(x) for x in groups] if len(groups) >= 2 else [None]
+    if not all(labs):
+        return None
+    keys = {tuple(k for k, _ in _canonical(lab)) for lab in labs}
+    if len(keys) != 1 or len(set(next(iter(keys)))) < 2:
+        return None
+    return ", ".join("(" + ", ".join(v for _, v in _canonical(lab)) + ")" for lab in labs)
+
+
+_FIRST_LABEL_RE = re.compile(rf"\s*{_VAR}\s*=(?!=)\s*")
+
+
+def _one_label(s: str) -> str:
+    """`k=2, -5, 7` (one label naming a whole list) as the list `2, -5, 7`; anything else unchanged."""
+    items = top_split(s, COMMA_RE)
+    first = _FIRST_LABEL_RE.match(items[0]) if len(items) >= 2 else None
+    if first is None or any("=" in x for x in items[1:]) or "=" in items[0][first.end() :]:
+        return s
+    return ", ".join(x.strip() for x in [items[0][first.end() :], *items[1:]])
+
+
 def _align_labels(gold: str, pred: str) -> tuple[str, str] | None:
     gl, pl = _labelled(gold), _labelled(pred)
     if gl and pl:  # both labelled: values matched by label (`y=2, x=1` is `x=1, y=2`)
@@ -135,6 +164,9 @@ def _align_function(gold: str, pred: str) -> tuple[str, str] | None:
             return None
         gvar, gbody, pvar, pbody = next(iter(gl)), gold, fp.group(2), fp.group(3)
     else:
+        dep = _DEPENDENT_RE.fullmatch(pred)  # `y = 5t - 1` against `g(t) = 5t - 1`: the gold names the function
+        if dep is not None and dep.group(1) not in _letters(dep.group(2)):
+            pred = dep.group(2)
         pl = _letters(pred)
         if len(pl) != 1 or "=" in pred:
             return None
@@ -331,6 +363,8 @@ def align_forms(gold: str, pred: str) -> tuple[str, str]:
         g, p = _unwrap_text_list(_unbold(gold)), _unwrap_text_list(_unbold(pred))
         g, p = _strip_qualifier(g, p), _strip_qualifier(p, g)
         g, p = _dms(g) or g, _dms(p) or p
+        g, p = _solution_tuples(g) or g, _solution_tuples(p) or p
+        g, p = _one_label(g), _one_label(p)
         for rule in (align_vectors, _align_sets, _align_labels, _align_function):
             out = rule(g, p)
             if out is not None:

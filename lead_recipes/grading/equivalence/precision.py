@@ -15,6 +15,7 @@ from lead_recipes.grading.equivalence.units import is_unit
 from lead_recipes.grading.extraction.numbers import rational
 
 DEFAULT_REL_TOL = 1e-4
+MIN_DIGITS = 2  # a decimal rounded to fewer significant digits (`0.3` for 1/3) approximates nothing
 # A precision is ("rel", tolerance) — the default — or ("places", d): d decimal places (negative: tens, hundreds),
 # or ("sig", n): n significant figures. Plain tuples: they travel to the workers and key the verdict cache.
 Precision = tuple[str, float]
@@ -108,6 +109,16 @@ def written_places(s: str) -> int | None:
     return k
 
 
+def literal_places(s: str, precision: Precision) -> int | None:
+    """The decimal places literal `s` writes as `precision` reads them: under the default rule every digit written
+    (`0.1430` claims four places: it is not 1/7 = 0.142857…), under a stated precision trailing zeros aside
+    (`written_places`: `0.330` is 0.33 to the nearest hundredth); None for a fraction (exact)."""
+    if precision[0] != "rel":
+        return written_places(s)
+    s = s.strip()
+    return None if "/" in s or "frac" in s else len(s.partition(".")[2])
+
+
 def _round(x: Fraction, places: int) -> Fraction:
     """`x` rounded half away from zero to `places` decimal places (negative: to tens, hundreds, …)."""
     scale = Fraction(10) ** places
@@ -128,8 +139,10 @@ def values_verdict(
     g: Fraction, g_places: int | None, p: Fraction, p_places: int | None, precision: Precision, irrational: bool = False
 ) -> bool | None:
     """Verdict for gold value `g` and answer value `p`, each written to `…_places` decimal places (None: exact).
-    ("rel", t): a decimal against a value whose expansion does not end is equal within relative precision t, None
-    otherwise (exact paths decide). ("places", d) / ("sig", n): equal when both round to the same value at d places
+    ("rel", t): a decimal against a value whose expansion does not end is equal when it is that value rounded to
+    the places it writes (at least `MIN_DIGITS` significant digits: `0.67` for 2/3, not `0.7`) or within relative
+    precision t (a truncation: `0.6666`); None otherwise (exact paths decide). ("places", d) / ("sig", n): equal
+    when both round to the same value at d places
     (n significant figures of the gold), half away from zero; an answer written to more places is right only where
     the gold is known that far and agrees (`0.333` is `\\frac13` to 2 places, `0.3349` is not; `3.1416` is not
     `3.14` to 2 places: its extra digits cannot be checked, as `6287000` is not `6290000` to the nearest ten thousand).
@@ -140,10 +153,12 @@ def values_verdict(
     if kind == "rel":
         if (g_places is None) == (p_places is None):
             return None
-        exact = p if g_places is not None else g
-        if (g_places if g_places is not None else p_places) <= 0 or not irrational and _terminates(exact):
+        exact, approx, places = (p, g, g_places) if g_places is not None else (g, p, p_places)
+        if places <= 0 or not irrational and _terminates(exact):
             return None  # an integer is not an approximation; a terminating value is exact
-        return abs(g - p) <= Fraction(repr(amount)) * max(abs(g), abs(p))  # repr: 1e-4 is exactly 1/10000
+        # The digits written: `0.67` states 2/3 to two places. A truncation within `amount` is right too.
+        written = _round(exact, places) == approx and places + math.floor(math.log10(abs(approx))) >= MIN_DIGITS - 1
+        return written or abs(g - p) <= Fraction(repr(amount)) * max(abs(g), abs(p))  # repr: 1e-4 is 1/10000
     if kind == "sig":
         if g == 0:
             return None
@@ -169,4 +184,4 @@ def number_verdict(gold: str, pred: str, precision: Precision) -> bool | None:
     g, p = rational(gold), rational(pred)
     if g is None or p is None:
         return None
-    return values_verdict(g, written_places(gold), p, written_places(pred), precision)
+    return values_verdict(g, literal_places(gold, precision), p, literal_places(pred, precision), precision)

@@ -36,6 +36,8 @@ _GROUPS = {
     "dollar": "dollar dollars usd",
     "cent": "cent cents",
     "euro": "euro euros",
+    "gbp": "gbp sterling",  # `£`: not `pounds`, the weight
+    "yen": "yen jpy",
     "deg": "deg degree degrees",
     "rad": "rad radian radians",
     "unit": "unit units",
@@ -162,6 +164,9 @@ _INCHES_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:\\text\{\s*''\s*\}|''|\"|″|\^
 # `\$50` (dollars), `20¢` (cents), `45°` / `45 °C` / `45^\circ\mathrm{C}` (degrees), `\mathrm{cm^2}` (the power in
 # the box): written as the number and a unit box the patterns below read.
 _CURRENCY_RE = re.compile(r"\\?\$\s*(-?\d[\d,]*(?:\.\d+)?)")
+# `1,204.50€`, `€5`, `£3`, `¥100`: the other currency signs, before or after the number.
+_SIGN_RE = re.compile(r"([€£¥])\s*(-?\d[\d,]*(?:\.\d+)?)|(-?\d[\d,]*(?:\.\d+)?)\s*([€£¥])")
+_SIGN_UNITS = {"€": "euros", "£": "sterling", "¥": "yen"}
 _CENT_RE = re.compile(r"(.*?\d)\s*(?:\\text\{\s*¢\s*\}|¢)")
 _TEMPERATURE_RE = re.compile(
     r"(?:\^\s*\{?\s*\\circ\s*\}?|°)\s*(?:\\(?:text|mathrm|textrm|rm)\s*\{\s*([CF])\s*\}|([CF])(?![A-Za-z]))"
@@ -186,6 +191,9 @@ def _respell(s: str) -> str:
     m = (_CURRENCY_RE.fullmatch(s) if "$" in s else None) or (_CENT_RE.fullmatch(s) if "¢" in s else None)
     if m is not None:
         return f"{m.group(1)}\\text{{ {'dollars' if m.re is _CURRENCY_RE else 'cents'}}}"
+    m = _SIGN_RE.fullmatch(s) if re.search("[€£¥]", s) else None
+    if m is not None:
+        return f"{m.group(2) or m.group(3)}\\text{{ {_SIGN_UNITS[m.group(1) or m.group(4)]}}}"
     m = _NUMBER_IN_BOX_RE.fullmatch(s) or _INCHES_RE.fullmatch(s)
     if m is not None:
         return f"{m.group(1)}\\text{{ {m.group(2) if m.re is _NUMBER_IN_BOX_RE else 'in'}}}"

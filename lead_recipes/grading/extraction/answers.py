@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from lead_recipes.grading.extraction.brackets import tuple_items
+from lead_recipes.grading.extraction.closing import extract_closing
 from lead_recipes.grading.extraction.numbers import rational
 from lead_recipes.grading.extraction.pairing import (
     BOX_RE,
@@ -23,6 +24,7 @@ from lead_recipes.grading.extraction.pairing import (
     last_box,
 )
 from lead_recipes.grading.extraction.statement import extract_statement
+from lead_recipes.grading.extraction.turns import cut_turn, echo_starts
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
 MAX_ANSWER_CHARS = 4_000  # extracted answers / golds longer than this are not sent to sympy (`error`)
@@ -59,10 +61,13 @@ def check_extraction(policy: str) -> str:
     return policy
 
 
-def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = None) -> str | None:
-    """The final answer of a response under `policy`, searched after the last `</think>` if there is one: the last
-    complete `\\boxed{}`/`\\fbox{}` (an unclosed last box falls back to the previous complete one); when `gold`
-    holds several values (`lead_recipes.grading.extraction.pairing.is_list`) all boxes of the closing statement joined
+def extract_final_answer(
+    text: str, policy: str = "boxed", gold: str | None = None, problem: str | None = None
+) -> str | None:
+    """The final answer of a response under `policy`, read before its first turn marker and its first echo of
+    `problem` after an answer (`lead_recipes.grading.extraction.turns`), after the last `</think>`: the last complete
+    `\\boxed{}`/`\\fbox{}` (an unclosed last box falls back to the previous complete one); when `gold` holds
+    several values (`lead_recipes.grading.extraction.pairing.is_list`) all boxes of the closing statement joined
     into one list (`pairing.final_run`); when `gold` is a tuple and the closing statement has one labelled box per
     component, those boxes as a labelled list (`x = 2, y = 3`). A box wins over any statement after it, under both
     policies. Under `final_answer` a response without a box gives the answer stated in its closing part
@@ -71,13 +76,23 @@ def extract_final_answer(text: str, policy: str = "boxed", gold: str | None = No
     text = to_text(text)
     if not text:
         return None
+    text = cut_turn(text)
+    for pos in echo_starts(text, to_text(problem)):  # a restatement before the answer is no new turn
+        found = _extract(text[:pos], policy, gold)
+        if found is not None:
+            return found
+    return _extract(text, policy, gold)
+
+
+def _extract(text: str, policy: str, gold: str | None) -> str | None:
+    """`extract_final_answer` of a response already cut at its turn."""
     cut = text.rfind("</think>")
     body = text[cut + len("</think>") :] if cut >= 0 else text
     last = last_box(body)
     if last is None:
         if policy == "final_answer":
             try:
-                return extract_statement(text)
+                return extract_statement(text) or extract_closing(text)
             except Exception:  # noqa: BLE001 - a closing part we cannot read states no answer
                 return None
         return None

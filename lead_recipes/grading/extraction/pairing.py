@@ -98,15 +98,17 @@ def final_run(text: str, spans: list[tuple[int, int, str]], labelled: bool = Fal
 
 
 _SET_RE = re.compile(r"\s*(?:\\left)?\\\{(.*)(?:\\right)?\\\}\s*", re.S)
+_BARE_SET_RE = re.compile(r"\s*\{([^{}]*,[^{}]*)\}\s*")  # `{1,2,3}`: a set written without `\{`
 _TEXT_LIST_RE = re.compile(r"\s*\\(?:text|textbf|mathrm|textrm|mbox)\{([^{}]*)\}\s*")
 _OR_ITEM_RE = re.compile(r"\\text\{\s*or\s*\}|\bor\b")
 _ITEM_LABEL_RE = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)")
 
 
 def is_list(gold: str) -> bool:
-    """True when `gold` holds several values: a list (also inside one `\\text{}`), a set in braces, values joined
+    """True when `gold` holds several values: a list (also inside one `\\text{}`), a set in braces (`\\{1, 2\\}` or
+    a bare `{1, 2}`), values joined
     by "or", or `\\pm`."""
-    m = _SET_RE.fullmatch(gold) or _TEXT_LIST_RE.fullmatch(gold)
+    m = _SET_RE.fullmatch(gold) or _BARE_SET_RE.fullmatch(gold) or _TEXT_LIST_RE.fullmatch(gold)
     body = m.group(1) if m else gold
     if "\\pm" in body or "\\mp" in body:
         return True

@@ -28,12 +28,18 @@ _MAX_VALUE_CHARS = 400  # a stated value longer than this is not an answer state
 
 _PARA_SPLIT_RE = re.compile(r"\n[ \t]*\n")
 _END_JUNK_RE = re.compile(r"(?:\s|\$?\\(?:blacksquare|square|Box|qed)\$?|\bQ\.?E\.?D\.?|∎|□)+\Z")
+_JUNK_WINDOW = 64
 _MARKER_RE = re.compile(
     r"(?:\bthe\s+)?\b(?:final\s+answer|answer)\b(?:\s+to\s+(?:the|this)\s+[a-z ]{0,40}?)?"
     r"[\s*#_]*(?:is\s*:?|:|=|\n)[\s*#_]*",
     re.I,
 )
-_GSM8K_RE = re.compile(r"(?:(?<=\n)|\A)[ \t]*####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))")  # the line `#### 18`
+# The dataset answer lines: `#### 18` (GSM8K, also after text on its line) and a line `A: 18` (the verifier paper's
+# solutions); each holds only a number.
+_GSM8K_RE = re.compile(
+    r"(?:(?<=\n)|\A|(?<=\s))####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))|"
+    r"(?:(?<=\n)|\A)[ \t]*A:[ \t]+(?=-?\$?\d[\d,./]*[ \t]*\.?[ \t]*(?:\n|\Z))"
+)
 _CONCLUDE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
     r"in\s+summary|in\s+total|altogether|overall|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
@@ -45,10 +51,10 @@ _CURRENCY_RE = re.compile(r"\$\s?-?\d[\d,]*(?:\.\d+)?")
 _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|\Z|\*)|\n")
 _TOP_EQ_RE = re.compile(r"(?<![<>!\\:])=(?![=>])")
 # A value after one of these words is not asserted ("the answer is probably 5", "cannot be 5", "isn't 5").
-_HEDGE_RE = re.compile(r"(?i)\b(?:not|cannot|neither|either|maybe|perhaps|probably|possibly|might|could|if)\b|n't\b")
+HEDGE_RE = re.compile(r"(?i)\b(?:not|cannot|neither|either|maybe|perhaps|probably|possibly|might|could|if)\b|n't\b")
 # Before the value these make it a bound, not the value ("the answer is less than $5$", "at most $5$"); after it,
 # "or less/more/fewer" does ("$5$ or less"). "approximately"/"about" stay a value.
-_BOUND_BEFORE_RE = re.compile(
+BOUND_BEFORE_RE = re.compile(
     r"(?i)\b(?:(?:less|greater|more|fewer|smaller|larger|bigger|higher|lower)\s+than|"
     r"at\s+(?:most|least)|no\s+(?:more|less|greater|fewer)|up\s+to|under|below|above|"
     r"exceed\w*|bounded|between|within)\b"
@@ -69,7 +75,7 @@ _RESTATED_RE = re.compile(
     r"(?i)\s*,?\s*\(?\s*(?:or|i\.\s*e\.|that\s+is|which\s+is)?\s*,?\s*(?:about|approximately|roughly|"
     r"around|nearly|≈|\\approx)\s*(?:\$[^$]*\$|\\\(.*?\\\)|-?[\d.,]+)\s*\)?"
 )
-_RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
+RETRACT_RE = re.compile(r"(?i)[\s.,;:!…-]*(?:no\b|wait\b|actually\b)")
 _ADVERB_RE = re.compile(r"(?i)(?:(?:therefore|thus|hence|then|actually|indeed|clearly|simply|just|in\s+fact)\b[\s,]*)+")
 _LATER_RE = re.compile(r"(?i)\s*[,;]?\s*(?:and\s+)?(?:so|hence|thus|therefore|giving|which\s+gives)\b[\s,]*")
 _CHOICE_RE = re.compile(r"\(?[A-E]\)?")
@@ -81,11 +87,23 @@ _PASSIVE_RE = re.compile(
 )
 
 
-def _closing_part(text: str) -> str:
+def closing_part(text: str) -> str:
     """The last `_CLOSING_PARAGRAPHS` non-empty paragraphs within the last `_TAIL_CHARS` characters."""
     tail = text[-_TAIL_CHARS:]
     paras = [p for p in _PARA_SPLIT_RE.split(tail) if p.strip()]
     return "\n\n".join(paras[-_CLOSING_PARAGRAPHS:])
+
+
+def strip_end_junk(s: str) -> str:
+    """`s` without the whitespace and end-of-proof marks (`$\\blacksquare$`, `QED`, `∎`) that end it. The pattern is
+    anchored at the end, so it is applied to the last `_JUNK_WINDOW` characters at a time: over the whole text a
+    search tries every whitespace position and costs time quadratic in its length."""
+    while True:
+        cut = max(0, len(s) - _JUNK_WINDOW)
+        kept = _END_JUNK_RE.sub("", s[cut:])
+        if cut == 0 or kept:
+            return s[:cut] + kept
+        s = s[:cut]
 
 
 def _has_variables(expr: str) -> bool:
@@ -93,13 +111,13 @@ def _has_variables(expr: str) -> bool:
     return re.search(r"[A-Za-z]", re.sub(r"\\text\{[^{}]*\}|\\[A-Za-z]+", "", expr)) is not None
 
 
-def _rhs(expr: str) -> str:
+def rhs(expr: str) -> str:
     """Right-hand side of the last top-level `=` when it is a plain value, else the whole expression; an approximation
     after it is dropped (`P = \\frac{5}{36} \\approx 0.139` → `\\frac{5}{36}`)."""
     exact, approx, _ = expr.partition("\\approx")
     if approx and exact.strip():
-        left = _rhs(exact)
-        return left if not _has_variables(left) else _rhs(expr[len(exact) + len(approx) :])
+        left = rhs(exact)
+        return left if not _has_variables(left) else rhs(expr[len(exact) + len(approx) :])
     depth, last = 0, -1
     for i, ch in enumerate(expr):
         if ch in "{([":
@@ -110,8 +128,8 @@ def _rhs(expr: str) -> str:
             last = i
     if last < 0:
         return expr.strip()
-    rhs = expr[last + 1 :].strip()
-    return rhs if rhs and not _has_variables(rhs) else expr.strip()
+    right = expr[last + 1 :].strip()
+    return right if right and not _has_variables(right) else expr.strip()
 
 
 def _value(rest: str, equation_rhs: bool) -> str | None:
@@ -126,7 +144,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     sentence = rest[: _sentence_len(rest)]
     first_value = value_first(sentence)
     if first_value is not None:
-        return _rhs(first_value)  # "$x \ge 5$ is the solution"
+        return rhs(first_value)  # "$x \ge 5$ is the solution"
     if starts_subject(sentence):  # "The largest $n$ is 34": the value is what the verb asserts
         parts = split_assertion(sentence)
         if parts is not None:
@@ -139,7 +157,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         return None  # a question is not a statement
     first = re.search(r"\d|\$|\\\(", rest[: end.start()] if end else rest)
     before = rest[: first.start() if first else (end.start() if end else len(rest))]
-    if _HEDGE_RE.search(before) or _BOUND_BEFORE_RE.search(before):
+    if HEDGE_RE.search(before) or BOUND_BEFORE_RE.search(before):
         return None  # "probably $5$", "not 5", "either $5$ or $6$", "less than $5$"
     m = SPAN_RE.match(rest)
     if m is None and not _CURRENCY_RE.match(rest):
@@ -171,14 +189,14 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
         if re.search(r"\d|\$|\\\(", clause):
             return _conclusion_value(clause)
         if (
-            _RETRACT_RE.match(tail)
+            RETRACT_RE.match(tail)
             or _ALTERNATIVE_RE.search(tail[: _sentence_len(tail)])
             or _BOUND_AFTER_RE.match(tail)
             or _CONDITION_AFTER_RE.search(tail[: _sentence_len(tail)])
         ):
             return None  # "$5$ or $6$", "$5$ if $a>0$, otherwise $6$", "$5$... no wait"
         unit = re.match(r"[ \t]*([A-Za-z][A-Za-z ]{0,20}?)[ \t]*(?:[.!?,;]|\n|\Z)", tail)
-        val = _rhs(val) if equation_rhs else val.strip()
+        val = rhs(val) if equation_rhs else val.strip()
         if (
             unit
             and not _has_variables(val)
@@ -193,7 +211,7 @@ def _value(rest: str, equation_rhs: bool) -> str | None:
     if num and (
         _ALTERNATIVE_RE.search(val[num.end() :])
         or _BOUND_AFTER_RE.search(val[num.end() :])
-        or _RETRACT_RE.match(rest[end.start() :] if end else "")
+        or RETRACT_RE.match(rest[end.start() :] if end else "")
     ):
         return None  # "5 or 6", "5. No wait, 6"
     if _CURRENCY_RE.fullmatch(val) or _CURRENCY_RE.match(val) and "$" not in val[1:]:
@@ -225,11 +243,13 @@ def extract_statement(text: str) -> str | None:
         text = text[cut + len("</think>") :]
     elif "<think>" in text:
         return None  # still thinking: no answer has been given
-    part = _END_JUNK_RE.sub("", _closing_part(text))
+    part = strip_end_junk(closing_part(text))
     if not part.strip():
         return None
     found = None
-    markers = list(_MARKER_RE.finditer(part)) + (list(_GSM8K_RE.finditer(part)) if "####" in part else [])
+    markers = list(_MARKER_RE.finditer(part)) + (
+        list(_GSM8K_RE.finditer(part)) if "####" in part or "A:" in part else []
+    )
     for m in sorted(markers, key=lambda x: x.start()):  # 1. the last answer marker
         # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
         # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
@@ -262,7 +282,7 @@ def extract_statement(text: str) -> str | None:
         d = displays[-1]
         if _closing_remark(part[d.end() :].strip()):
             expr = _last_row(next(g for g in (d.group(1), d.group(2), d.group(4)) if g is not None))
-            val = _rhs(expr)
+            val = rhs(expr)
             if val and len(val) <= _MAX_VALUE_CHARS:
                 return val
     return None
@@ -272,7 +292,7 @@ def _closing_remark(after: str) -> bool:
     """True when `after` may follow a final statement: nothing, or a short complete remark with no number or math
     ("I hope it is correct."); an unfinished sentence means the response was cut off while still reasoning."""
     return not after or (
-        len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and after[-1] in ".!" and not _RETRACT_RE.match(after)
+        len(after) <= 80 and not re.search(r"\d|\$|\\\(", after) and after[-1] in ".!" and not RETRACT_RE.match(after)
     )  # "... no, that fails the second equation."
 
 
@@ -289,18 +309,18 @@ def _conclusion_value(sentence: str, connector: bool = False) -> str | None:
     is_m = next(reversed(list(re.finditer(verbs, sentence))), None)
     first_value = value_first(sentence)
     if first_value is not None:
-        return _rhs(first_value)  # "Therefore $x \ge 5$ is the solution."
+        return rhs(first_value)  # "Therefore $x \ge 5$ is the solution."
     parts = split_assertion(sentence)
     if parts is not None:  # a hedge in the subject, at the verb, or between the verb and the value
         after = parts[2]
         first = re.search(r"\d|\$|\\\(", after)
         before = after[: first.start() if first else len(after)]
-        if hedged_subject(parts[0], parts[1]) or _HEDGE_RE.search(before) or _BOUND_BEFORE_RE.search(before):
+        if hedged_subject(parts[0], parts[1]) or HEDGE_RE.search(before) or BOUND_BEFORE_RE.search(before):
             return None  # "Thus the answer cannot be $5$", "If $n$ is even, the largest $n$ is $34$"
     else:
         first = re.search(r"\d|\$|\\\(", sentence)
-        if _HEDGE_RE.search(sentence[: first.start() if first else len(sentence)]) or (
-            spans and _HEDGE_RE.search(sentence[: spans[-1].start()])
+        if HEDGE_RE.search(sentence[: first.start() if first else len(sentence)]) or (
+            spans and HEDGE_RE.search(sentence[: spans[-1].start()])
         ):
             return None  # "So if $a>0$, $x=5$"
     if spans and (is_m is None or spans[-1].start() >= is_m.end()):
@@ -324,7 +344,7 @@ def _conclusion_value(sentence: str, connector: bool = False) -> str | None:
         if denied_after(sentence[span.end() :]):
             return None  # "So $n = 34$ is the largest, and $n = 35$ fails."
         if _TOP_EQ_RE.search(expr):
-            return _rhs(expr)
+            return rhs(expr)
         return sole_value(sentence) if connector and parts is None else None
     if is_m is not None:
         val = _value(sentence[is_m.end() :], equation_rhs=True)
@@ -347,7 +367,7 @@ def _assigned_list(run: list[re.Match], labelled_only: bool = False) -> str | No
         return None  # after an answer marker, "$5$ or $6$" are alternatives, not a list
     if len(labels) == len(items) and len(set(labels)) == len(labels):
         return ", ".join(re.sub(r"\s+", " ", x.strip()) for x in items)
-    return ", ".join(_rhs(x) for x in items)
+    return ", ".join(rhs(x) for x in items)
 
 
 # A span's assignments are split at top-level commas only (`a=2, h=-1`), not at `;` or `\quad` as `top_items` splits:
@@ -360,12 +380,15 @@ def _span_text(m: re.Match) -> str:
     return next(g for g in m.groups() if g is not None)
 
 
+_MATRIX_RE = re.compile(r"\\begin\{[pbvBV]?matrix\}")
 _ENV_RE = re.compile(r"\\(?:begin|end)\{(?:aligned|align|gathered|gather|split|array|eqnarray)\*?\}(?:\{[^{}]*\})?")
 
 
 def _last_row(display: str) -> str:
     """The last row of a displayed expression (`aligned` environments and `\\\\` rows), without `&`, `\\tag{}` and
     closing punctuation."""
+    if _MATRIX_RE.search(display):  # a matrix's row breaks and `&` are its rows and columns, not an alignment
+        return display.strip().rstrip(".,; ").strip()
     expr = re.sub(r"\\tag\{[^{}]*\}", "", _ENV_RE.sub("", display)).replace("&", "")
     rows = [r for r in expr.split("\\\\") if r.strip()]
     return rows[-1].strip().rstrip(".,; ").strip() if rows else ""

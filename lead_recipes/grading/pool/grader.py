@@ -77,10 +77,11 @@ class Grader:
     (for asyncio: `asyncio.wrap_future`). `timeout_s` is the per-answer limit counted from when the work starts in
     a worker: soft (SIGALRM in the worker) at `timeout_s`, hard (process killed and replaced) at `timeout_s` + 0.5 s.
     `extraction` is the default policy for responses (`boxed` or `final_answer`); `grade`, `grade_many` and
-    `submit` take `extraction=` to override it per call. `rel_tol` is the relative precision of a decimal against a
-    value whose expansion does not end (`\\frac13`, `\\pi`) when the problem states none; `problem=` (per call, or the
-    4th element of a `grade_many` item) is the problem text, whose stated precision ("to the nearest hundredth")
-    then applies unless `problem_precision=False` (`lead_recipes.grading.equivalence.precision`).
+    `submit` take `extraction=` to override it per call. `rel_tol` is the relative precision within which a decimal
+    approximates a value whose expansion does not end (`\\frac13`, `\\pi`) besides the digits it writes, when the
+    problem states none; `problem=` (per call, or the 4th element of a `grade_many` item) is the problem text, whose
+    stated precision ("to the nearest hundredth") then applies unless `problem_precision=False`
+    (`lead_recipes.grading.equivalence.precision`), and whose echo after an answer ends the response.
     """
 
     def __init__(
@@ -179,7 +180,7 @@ class Grader:
                 text = to_text(response) or ""
                 if len(text) > MAX_RESPONSE_CHARS:
                     return self._done(out, "error", None, t0)
-                extracted = extract_final_answer(text, policy, gold_s)
+                extracted = extract_final_answer(text, policy, gold_s, to_text(problem))
             if extracted is not None:
                 extracted = normalize_answer(extracted) or None
             if extracted is None:

@@ -13,8 +13,9 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, Precision, values_verdict, written_places
+from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, Precision, literal_places, values_verdict
 from lead_recipes.grading.extraction.numbers import rational
+from lead_recipes.grading.pool.numeric import exact_zero, installed
 
 # Everything below runs in the worker processes (spawned: they import this module, never the caller's state).
 _GOLD_CACHE: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
@@ -158,9 +159,11 @@ def _constant_verdict(gold: str, pred: str, g: list, p: list, precision: Precisi
             return None
         if abs(v.imag) > 1e-12 or not math.isfinite(v.real):
             return None
+        if "." not in lit:  # an integer or fraction is exact: no tolerance (`1` is not `1 + 2^{-2020}`)
+            return exact_zero(e - sympy.Rational(value.numerator, value.denominator))
         irrational = not e.is_Rational
         exact = Fraction(str(sympy.N(e, 30))) if irrational else Fraction(int(e.p), int(e.q))
-        places = written_places(lit)
+        places = literal_places(lit, precision)
         if lit_is_gold:
             return values_verdict(value, places, exact, None, precision, irrational)
         return values_verdict(exact, None, value, places, precision, irrational)
@@ -184,7 +187,8 @@ def _judge(gold: str, pred: str, precision: Precision = ("rel", DEFAULT_REL_TOL)
         return verdict
     if _certainly_unequal(g, p):
         return False
-    return bool(verify(g, p, timeout_seconds=None))
+    with installed(precision, gold + " " + pred):  # our number rule inside tuples, sets, intervals and matrices too
+        return bool(verify(g, p, timeout_seconds=None))
 
 
 def worker_chunk(
