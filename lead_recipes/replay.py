@@ -19,6 +19,7 @@ from lead_recipes.jsonl import read_jsonl
 from lead_recipes.progress import Bar
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
+PROMPT_KEY = "templated_prompt"  # a rollouts row's prompt after the chat template, as the reward function sees it
 GRADE_CHUNK = 512  # responses graded between two progress updates
 
 
@@ -152,6 +153,9 @@ def records_from_rollouts(
         texts = [s.get("response") if isinstance(s, dict) else None for s in samples]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError(f"{path}: row {i}: every sample needs a 'response' string")
+        prompt = row.get(PROMPT_KEY)
+        if prompt is not None and not isinstance(prompt, str):
+            raise ValueError(f"{path}: row {i}: {PROMPT_KEY!r} must be the templated prompt string, got {prompt!r:.40}")
         problem = row.get("problem") if isinstance(row.get("problem"), str) else None  # its stated precision
         items += [(row["answer"], t, None, problem) for t in texts]
         shape.append((row, texts))
@@ -168,15 +172,24 @@ def records_from_rollouts(
     groups = []
     for row, texts in shape:
         lengths = [count(t) for t in texts]
+        prompt = row.get(PROMPT_KEY)
+        # The format rules read prompt + response, as the reward function does: R1's chat template puts `<think>`
+        # in the prompt. Without the templated prompt the flags stay unset and the methods needing them refuse.
+        flags = (
+            {
+                "think_boxed": [think_boxed(prompt + t) for t in texts],
+                "answer_boxed": [answer_boxed(prompt + t) for t in texts],
+            }
+            if prompt is not None
+            else {}
+        )
         groups.append(
             {
                 "correct": [bool(next(grades).correct) for _ in texts],
                 "lengths": [min(n, max_new_tokens) for n in lengths],
                 "truncated": [n >= max_new_tokens for n in lengths],
                 "repetitive": [is_repetitive(t) for t in texts],
-                # the format flags on the response only: the file has no prompt
-                "think_boxed": [think_boxed(t) for t in texts],
-                "answer_boxed": [answer_boxed(t) for t in texts],
+                **flags,
                 **{k: row[k] for k in ("n_gold", "l1_mode") if k in row},
             }
         )
