@@ -63,11 +63,19 @@ def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None, text: A
     return logs
 
 
-def error_logs(n: int, labels: Any) -> list[dict[str, float]]:
-    """`extra_logs` of `n` samples all graded `error`, each L1 target still echoed from its label."""
+def error_logs(n: int, labels: Any, queries: Any = None) -> list[dict[str, float]]:
+    """`extra_logs` of `n` samples all graded `error`, each L1 target still echoed from its label and the format
+    flags still read from its query (prompt + response): they need no grader, and zeroing them in an outage would
+    score every rollout a format failure (Laser: −1)."""
     labels = list(labels) if isinstance(labels, (list, tuple)) else []
+    queries = list(queries) if isinstance(queries, (list, tuple)) else []
     error = Grade(False, "error", None, 0.0)
-    return [reward_extra_logs(error, False, labels[i] if i < len(labels) else None) for i in range(n)]
+    return [
+        reward_extra_logs(
+            error, False, labels[i] if i < len(labels) else None, queries[i] if i < len(queries) else None
+        )
+        for i in range(n)
+    ]
 
 
 def reward_result(rewards: list[float], extra_logs: dict[str, list[float]]) -> dict:
