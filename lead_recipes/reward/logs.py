@@ -27,11 +27,22 @@ REWARD_LOG_KEYS = (
 
 
 def think_boxed(text: Any) -> bool:
-    """GRPO-LEAD's format rule (aeroplanepaper/GRPO-LEAD `math_reward.py` L187-194) on the decoded prompt + response:
-    the text has a `</think>` and a `\\boxed` before its first one. Its negation is the code's format failure."""
+    """GRPO-LEAD's format rule (aeroplanepaper/GRPO-LEAD `math_reward.py` `RewardMathFn.__call__`) on the decoded
+    prompt + response: the text has a `</think>`, and the last `\\boxed` before its first one parses as DeepScaleR's
+    `extract_answer` parses it (`\\boxed{` with its braces closed). Its negation is the code's format failure."""
     if not isinstance(text, str) or "</think>" not in text:
         return False
-    return "\\boxed" in text.split("</think>", 1)[0]
+    head = text.split("</think>", 1)[0]
+    start = head.rfind("\\boxed")
+    if start < 0 or not head.startswith("\\boxed{", start):
+        return False
+    # DeepScaleR's last_boxed_only_string: the box ends at the first `}` that brings the open count back to 0
+    depth = 0
+    for ch in head[start:]:
+        depth += (ch == "{") - (ch == "}")
+        if ch == "}" and depth == 0:
+            return True
+    return False
 
 
 # Laser's extract_last_boxed: a \boxed{...} with up to two levels of nested braces

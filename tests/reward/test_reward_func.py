@@ -269,6 +269,9 @@ NO_BOX_PROMPT = PROMPT.replace(" Put the final answer in \\boxed{}.", "")
         (NO_BOX_PROMPT + "<think>6*7 = 42</think> \\boxed{42}", 0.0),  # the box only after </think>
         (NO_BOX_PROMPT + "<think>6*7 = \\boxed{42} and then I was cut", 0.0),  # no </think>
         (PROMPT + "<think>6*7 = 42</think> \\boxed{42}", 1.0),  # the prompt's own \boxed{} counts, as in the code
+        (PROMPT + "<think>6*7 = \\boxed{42</think> \\boxed{42}", 0.0),  # the last box before </think> never closes
+        (PROMPT + "<think>6*7 = \\boxed 42</think> \\boxed{42}", 0.0),  # `\boxed 42` does not parse as \boxed{
+        (NO_BOX_PROMPT + "<think>\\boxed{\\frac{1}{2}} {</think>", 1.0),  # nested braces close; a later { is no box
     ],
 )
 def test_think_boxed_is_grpo_lead_codes_format_rule_on_prompt_and_response(query, boxed):
