@@ -1,7 +1,8 @@
 """`lead-recipes replay`: run logged rollout statistics (or graded rollouts, `--replay.from_rollouts`) through a
 method and its controller, offline, on a CPU: per-step rewards, advantages and controller state as JSONL, a PNG of
 the controller trajectory and a table on stdout, before any GPU hour is spent. Method flags are `lead-recipes
-train`'s `--recipe.*`. It does not train, sample or touch OpenRLHF. See docs/methods.md#replay-lead-recipes-replay.
+train`'s `--recipe.*`. It does not train or sample; of OpenRLHF it calls only the stop-properly rule.
+See docs/methods.md#replay-lead-recipes-replay.
 """
 
 from __future__ import annotations
@@ -228,12 +229,17 @@ def replay(
 
 
 def stop_properly_change(correct, truncated, coef: float):
-    """OpenRLHF's ProRL stop-properly rule (`apply_stop_properly_penalty`) as the change of the 0/1 reward, which is
-    how the plug-in hands it to a method: a truncated sample's reward becomes coef·c (coef ≥ 0) or coef (< 0)."""
-    import torch
+    """The change OpenRLHF's ProRL stop-properly rule makes to the 0/1 reward, which is how the plug-in hands it to a
+    method: a truncated sample's reward becomes coef·c (coef ≥ 0) or coef (< 0). OpenRLHF's own function does it; it
+    reads only `rewards` and `truncated` of each experience, so a namespace of CPU tensors stands in for one."""
+    from types import SimpleNamespace
 
-    c = correct.double()
-    return torch.where(truncated, (c * coef if coef >= 0 else torch.full_like(c, coef)) - c, 0.0)
+    from openrlhf.trainer.ppo_utils.length_penalty import apply_stop_properly_penalty
+
+    c = correct.double().reshape(-1)
+    experience = SimpleNamespace(rewards=c.clone(), truncated=truncated.reshape(-1))
+    apply_stop_properly_penalty([experience], coef)
+    return (experience.rewards - c).reshape(correct.shape)
 
 
 def _replay_step(rec: dict, method, max_new_tokens: int, stop_properly: float | None = None) -> dict:

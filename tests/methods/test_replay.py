@@ -142,6 +142,18 @@ def test_dler_replay_applies_openrlhfs_truncation_scale_and_gives_the_golden_bat
     assert line["advantages"] == [pytest.approx(a, abs=1e-5) for a in advantages]
 
 
+def test_a_negative_stop_properly_coef_replaces_a_truncated_samples_reward_as_openrlhf_does(tmp_path):
+    group = {
+        "correct": [True, True, False, False],
+        "lengths": [10, 40, 20, 40],
+        "truncated": [False, True, False, True],
+    }
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, [{"step": 1, "groups": [group]}])), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "grpo", "--reward.stop_properly_penalty_coef", "-0.5"]) == 0
+    assert json.loads(out.read_text())["rewards"][0] == [1.0, -0.5, 0.0, -0.5]
+
+
 def test_laser_replay_reads_the_format_flag_and_gives_the_golden_group(tmp_path):
     group = {  # the 2026 baselines spec's G-L1 (tests/methods/test_methods_laser.py)
         "correct": [True, True, True, False, False, False],
