@@ -1,7 +1,8 @@
 """`lead-recipes replay`: run logged rollout statistics (or graded rollouts, `--replay.from_rollouts`) through a
 method and its controller, offline, on a CPU: per-step rewards, advantages and controller state as JSONL, a PNG of
 the controller trajectory and a table on stdout, before any GPU hour is spent. Method flags are `lead-recipes
-train`'s `--recipe.*`. It does not train, sample or touch OpenRLHF. See docs/methods.md#replay-lead-recipes-replay.
+train`'s `--recipe.*`. It does not train or sample; of OpenRLHF it calls only the stop-properly rule.
+See docs/methods.md#replay-lead-recipes-replay.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lead_recipes.jsonl import read_jsonl
 from lead_recipes.progress import Bar
 
 APPROX_LABEL = "approx_tokens=ceil(chars/4)+1"
+PROMPT_KEY = "templated_prompt"  # a rollouts row's prompt after the chat template, as the reward function sees it
 GRADE_CHUNK = 512  # responses graded between two progress updates
 
 
@@ -152,6 +154,9 @@ def records_from_rollouts(
         texts = [s.get("response") if isinstance(s, dict) else None for s in samples]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError(f"{path}: row {i}: every sample needs a 'response' string")
+        prompt = row.get(PROMPT_KEY)
+        if prompt is not None and not isinstance(prompt, str):
+            raise ValueError(f"{path}: row {i}: {PROMPT_KEY!r} must be the templated prompt string, got {prompt!r:.40}")
         problem = row.get("problem") if isinstance(row.get("problem"), str) else None  # its stated precision
         items += [(row["answer"], t, None, problem) for t in texts]
         shape.append((row, texts))
@@ -168,15 +173,24 @@ def records_from_rollouts(
     groups = []
     for row, texts in shape:
         lengths = [count(t) for t in texts]
+        prompt = row.get(PROMPT_KEY)
+        # The format rules read prompt + response, as the reward function does: R1's chat template puts `<think>`
+        # in the prompt. Without the templated prompt the flags stay unset and the methods needing them refuse.
+        flags = (
+            {
+                "think_boxed": [think_boxed(prompt + t) for t in texts],
+                "answer_boxed": [answer_boxed(prompt + t) for t in texts],
+            }
+            if prompt is not None
+            else {}
+        )
         groups.append(
             {
                 "correct": [bool(next(grades).correct) for _ in texts],
                 "lengths": [min(n, max_new_tokens) for n in lengths],
                 "truncated": [n >= max_new_tokens for n in lengths],
                 "repetitive": [is_repetitive(t) for t in texts],
-                # the format flags on the response only: the file has no prompt
-                "think_boxed": [think_boxed(t) for t in texts],
-                "answer_boxed": [answer_boxed(t) for t in texts],
+                **flags,
                 **{k: row[k] for k in ("n_gold", "l1_mode") if k in row},
             }
         )
@@ -215,12 +229,17 @@ def replay(
 
 
 def stop_properly_change(correct, truncated, coef: float):
-    """OpenRLHF's ProRL stop-properly rule (`apply_stop_properly_penalty`) as the change of the 0/1 reward, which is
-    how the plug-in hands it to a method: a truncated sample's reward becomes coef·c (coef ≥ 0) or coef (< 0)."""
-    import torch
+    """The change OpenRLHF's ProRL stop-properly rule makes to the 0/1 reward, which is how the plug-in hands it to a
+    method: a truncated sample's reward becomes coef·c (coef ≥ 0) or coef (< 0). OpenRLHF's own function does it; it
+    reads only `rewards` and `truncated` of each experience, so a namespace of CPU tensors stands in for one."""
+    from types import SimpleNamespace
 
-    c = correct.double()
-    return torch.where(truncated, (c * coef if coef >= 0 else torch.full_like(c, coef)) - c, 0.0)
+    from openrlhf.trainer.ppo_utils.length_penalty import apply_stop_properly_penalty
+
+    c = correct.double().reshape(-1)
+    experience = SimpleNamespace(rewards=c.clone(), truncated=truncated.reshape(-1))
+    apply_stop_properly_penalty([experience], coef)
+    return (experience.rewards - c).reshape(correct.shape)
 
 
 def _replay_step(rec: dict, method, max_new_tokens: int, stop_properly: float | None = None) -> dict:

@@ -154,9 +154,10 @@ class GrpoLeadConfig:
     ref_code_length_gate_tokens: float = option(4000.0, "the gate for ref_code_length_gate_enable (code: 4000)", gt=0)
     ref_code_format_failure_enable: bool = option(
         False,
-        "reference-code behaviour: a format failure (no </think>, or no \\boxed before it, in prompt + response) "
-        "gets 0, or the repetition reward when repetitive (the only rollouts the code penalises for repetition); "
-        "a completed wrong answer −1; correct = graded correct and no format failure (paper: truncated ⇒ −1)",
+        "reference-code behaviour: a format failure (no </think>, or no parsable \\boxed{…} last before it, in "
+        "prompt + response) gets 0, or the repetition reward when repetitive (the only rollouts the code penalises "
+        "for repetition); a completed wrong answer −1; correct = graded correct and no format failure (paper: "
+        "truncated ⇒ −1)",
     )
     ref_code_sigma_one_enable: bool = option(
         False, "reference-code behaviour: σ := 1 when fewer than 2 correct (paper: σ := 0; both give z = 0)"

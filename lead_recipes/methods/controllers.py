@@ -176,6 +176,9 @@ class StepCounter:
         self.step = _int(state, "step", "step counter")
 
 
+LASER_BUCKETS = ("low", "medium", "high")  # Laser-D's buckets by group accuracy, lowest first
+
+
 @dataclass
 class LaserTargets:
     """Laser-D/-DE's per-bucket target lengths, replaced by each monitor pass (`observe_monitor`); the state is
@@ -190,14 +193,16 @@ class LaserTargets:
         self.targets, self.last_monitor_step = dict(targets), int(step)
 
     def state_dict(self) -> dict:
-        return {"targets": dict(self.targets or {}), "last_monitor_step": self.last_monitor_step, "step": self.step}
+        # before the first monitor every bucket is null, so the state loads back (load_state_dict needs all three)
+        targets = {b: (self.targets or {}).get(b) for b in LASER_BUCKETS}
+        return {"targets": targets, "last_monitor_step": self.last_monitor_step, "step": self.step}
 
     def load_state_dict(self, state: dict) -> None:
         if not isinstance(state, dict) or not isinstance(state.get("targets"), dict):
             raise ValueError(f"laser controller state must be a dict with a 'targets' dict, got {state!r}")
         targets = state["targets"]
-        if set(targets) != {"low", "medium", "high"}:
-            raise ValueError(f"laser controller targets need exactly low, medium, high, got {sorted(targets)}")
+        if set(targets) != set(LASER_BUCKETS):
+            raise ValueError(f"laser controller targets need exactly {', '.join(LASER_BUCKETS)}, got {sorted(targets)}")
         for name, v in targets.items():
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                 raise ValueError(f"laser controller target {name!r} must be a positive int or null, got {v!r}")

@@ -11,6 +11,7 @@ from lead_recipes.methods.base import Method, MethodOutput, RolloutBatch
 from lead_recipes.methods.baseline_config import LaserConfig
 from lead_recipes.methods.common import BASE_STATS, finish, group_normalize
 from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods.controllers import LASER_BUCKETS
 
 
 def base_score(correct: torch.Tensor, answer_boxed: torch.Tensor | None) -> torch.Tensor:
@@ -59,14 +60,18 @@ class LaserMethod(Method):
 
 # Laser-D / Laser-DE building blocks (hkust-nlp/Laser `length_penalty.py` L249-548, `ray_trainer.py` L551-693). Not
 # registered as methods: the monitor pass that feeds LaserTargets.observe_monitor is not hooked into OpenRLHF's loop.
-BUCKETS = ("low", "medium", "high")
 MONITOR_N = 8  # rollouts per monitor prompt; the code's n in n_b (its default, equal to G in every script)
 BUCKET_N = {"low": 1, "medium": MONITOR_N // 3, "high": MONITOR_N * 2 // 3}  # n_b of `_choose_target_length`
 
 
 def target_grid(lower: int, upper: int = 16384, step: int = 1024) -> list[int]:
     """The code's `get_length_threshold` grid: [lower, lower + step, …, upper], or [lower, step, 2·step, …] when
-    lower < step."""
+    lower < step. ValueError when lower > upper (the grid would be empty and no bucket could get a target)."""
+    if lower > upper:
+        raise ValueError(
+            f"Laser-D target grid: the lower bound {lower} is above the upper bound {upper}; give a lower bound "
+            f"≤ {upper} (the authors' runs: 1024, 2048, 4096)"
+        )
     if lower < step:
         return [lower] + list(range(step, upper + 1, step))
     return list(range(lower, upper + 1, step))
@@ -79,7 +84,7 @@ def monitor_targets(correct: torch.Tensor, lengths: torch.Tensor, grid: list[int
     acc = correct.double().mean(1)
     band = torch.where(acc <= 1 / 3, 0, torch.where(acc <= 2 / 3, 1, 2))
     targets = {}
-    for i, name in enumerate(BUCKETS):
+    for i, name in enumerate(LASER_BUCKETS):
         rows = lengths[band == i].reshape(-1).double()
         found = None
         for limit in grid:
@@ -95,7 +100,7 @@ def bucket_targets(s: torch.Tensor, targets: dict) -> torch.Tensor:
     """L_T [M, 1] of each training group from its bucket (accuracy a_q = #{s = 1}/G: high if ≥ 2/3, medium if
     ≥ 1/3, else low); a bucket with no target gets ∞ (the code's batch-maximum clamp never changes a reward)."""
     a = (s == 1.0).double().mean(1, keepdim=True)
-    value = {b: float("inf") if targets[b] is None else float(targets[b]) for b in BUCKETS}
+    value = {b: float("inf") if targets[b] is None else float(targets[b]) for b in LASER_BUCKETS}
     return torch.where(a >= 2 / 3, value["high"], torch.where(a >= 1 / 3, value["medium"], value["low"]))
 
 

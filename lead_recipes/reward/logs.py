@@ -27,11 +27,22 @@ REWARD_LOG_KEYS = (
 
 
 def think_boxed(text: Any) -> bool:
-    """GRPO-LEAD's format rule (aeroplanepaper/GRPO-LEAD `math_reward.py` L187-194) on the decoded prompt + response:
-    the text has a `</think>` and a `\\boxed` before its first one. Its negation is the code's format failure."""
+    """GRPO-LEAD's format rule (aeroplanepaper/GRPO-LEAD `math_reward.py` `RewardMathFn.__call__`) on the decoded
+    prompt + response: the text has a `</think>`, and the last `\\boxed` before its first one parses as DeepScaleR's
+    `extract_answer` parses it (`\\boxed{` with its braces closed). Its negation is the code's format failure."""
     if not isinstance(text, str) or "</think>" not in text:
         return False
-    return "\\boxed" in text.split("</think>", 1)[0]
+    head = text.split("</think>", 1)[0]
+    start = head.rfind("\\boxed")
+    if start < 0 or not head.startswith("\\boxed{", start):
+        return False
+    # DeepScaleR's last_boxed_only_string: the box ends at the first `}` that brings the open count back to 0
+    depth = 0
+    for ch in head[start:]:
+        depth += (ch == "{") - (ch == "}")
+        if ch == "}" and depth == 0:
+            return True
+    return False
 
 
 # Laser's extract_last_boxed: a \boxed{...} with up to two levels of nested braces
@@ -63,11 +74,19 @@ def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None, text: A
     return logs
 
 
-def error_logs(n: int, labels: Any) -> list[dict[str, float]]:
-    """`extra_logs` of `n` samples all graded `error`, each L1 target still echoed from its label."""
+def error_logs(n: int, labels: Any, queries: Any = None) -> list[dict[str, float]]:
+    """`extra_logs` of `n` samples all graded `error`, each L1 target still echoed from its label and the format
+    flags still read from its query (prompt + response): they need no grader, and zeroing them in an outage would
+    score every rollout a format failure (Laser: −1)."""
     labels = list(labels) if isinstance(labels, (list, tuple)) else []
+    queries = list(queries) if isinstance(queries, (list, tuple)) else []
     error = Grade(False, "error", None, 0.0)
-    return [reward_extra_logs(error, False, labels[i] if i < len(labels) else None) for i in range(n)]
+    return [
+        reward_extra_logs(
+            error, False, labels[i] if i < len(labels) else None, queries[i] if i < len(queries) else None
+        )
+        for i in range(n)
+    ]
 
 
 def reward_result(rewards: list[float], extra_logs: dict[str, list[float]]) -> dict:

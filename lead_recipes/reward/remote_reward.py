@@ -200,9 +200,9 @@ def fetch(
         sleep(pause)
 
 
-def _failed(n: int, labels) -> dict:
-    """Every sample graded `error`, its L1 target still echoed from its label."""
-    return reward_result([0.0] * n, {k: [d[k] for d in error_logs(n, labels)] for k in REWARD_LOG_KEYS})
+def _failed(n: int, labels, queries) -> dict:
+    """Every sample graded `error`, its L1 target and format flags still taken from its label and query."""
+    return reward_result([0.0] * n, {k: [d[k] for d in error_logs(n, labels, queries)] for k in REWARD_LOG_KEYS})
 
 
 def reward_func(queries, prompts, labels, **kwargs) -> dict:
@@ -226,7 +226,7 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
         )
         return reward_result(out["rewards"], out["extra_logs"])
     except OutageFailFast:  # logged when the outage's deadline passed, not once per sample
-        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1, labels)
+        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1, labels, queries)
     except Exception as exc:  # noqa: BLE001 - OpenRLHF turns an exception into reward None and a crash later
         log.error("reward: graded as error: %s", exc)
-        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1, labels)
+        return _failed(len(queries) if isinstance(queries, (list, tuple)) else 1, labels, queries)

@@ -86,5 +86,5 @@ def reward_func(queries, prompts, labels, **kwargs) -> dict:
     except Exception:  # noqa: BLE001 - belt and braces: OpenRLHF turns an exception into reward=None
         n = len(queries) if isinstance(queries, (list, tuple)) else 1
         rewards = [0.0] * max(n, 1)
-        logs = error_logs(len(rewards), labels)
+        logs = error_logs(len(rewards), labels, queries)
     return reward_result(rewards, {k: [d[k] for d in logs] for k in REWARD_LOG_KEYS})

@@ -120,6 +120,27 @@ def T(x):
                 [1.127265] * 2 + [0.596787] * 2 + [-0.994645, -0.464168, -0.464168, -1.525123],
             ),
         ),
+        (  # step 1, g1: 2/8 ⇒ low, L_T 16384: both correct get α, no wrong one is longer than L_T
+            MONITORS[0][1],
+            [1, 1] + [-0.5] * 4 + [-1, -1],
+            [9000, 12000, 5000, 8000, 10000, 15000, 16384, 16384],
+            ([1.5, 1.5] + [-0.5] * 4 + [-1, -1], [1.583146] * 2 + [-0.365341] * 4 + [-0.852463] * 2),
+            ([1.5, 1.5] + [-0.5] * 4 + [-1, -1], [1.583146] * 2 + [-0.365341] * 4 + [-0.852463] * 2),
+        ),
+        (  # step 21, g1: 1/8 ⇒ low, whose target is none after the step-20 monitor: L_T = ∞, no exploration bonus
+            MONITORS[1][1],
+            [1] + [-0.5] * 5 + [-1, -1],
+            [13000, 2000, 3000, 4000, 5000, 6000, 7000, 8000],
+            ([1.5] + [-0.5] * 5 + [-1, -1], [2.371705] + [-0.158114] * 5 + [-0.790568] * 2),
+            ([1.5] + [-0.5] * 5 + [-1, -1], [2.371705] + [-0.158114] * 5 + [-0.790568] * 2),
+        ),
+        (  # step 41, g0: 8/8 ⇒ high, L_T 1024 (inclusive)
+            MONITORS[2][1],
+            [1] * 8,
+            [800, 1000, 1024, 1025, 1500, 2000, 2500, 3000],
+            ([1.5] * 3 + [1] * 5, [1.20761] * 3 + [-0.724566] * 5),
+            ([1.5] * 3 + [1] * 5, [1.20761] * 3 + [-0.724566] * 5),
+        ),
         (  # step 41, g1: 3/8 ⇒ medium, L_T 3072
             MONITORS[2][1],
             [1, 1, 1] + [-0.5] * 4 + [-1],
@@ -162,3 +183,17 @@ def test_laser_targets_state_after_the_step_40_monitor_round_trips_through_json(
     assert restored.state_dict() == state
     with pytest.raises(ValueError, match="low, medium, high"):
         restored.load_state_dict({"targets": {"low": 1024}, "last_monitor_step": 0, "step": 0})
+
+
+def test_laser_targets_before_any_monitor_save_explicit_nulls_that_load_back():
+    state = LaserTargets().state_dict()
+    assert state == {"targets": {"low": None, "medium": None, "high": None}, "last_monitor_step": 0, "step": 0}
+    restored = LaserTargets()
+    restored.load_state_dict(state)
+    assert restored.state_dict() == state
+
+
+def test_a_target_grid_whose_lower_bound_is_above_the_upper_is_refused_by_name():
+    with pytest.raises(ValueError, match="lower bound 20000 is above the upper bound 16384"):
+        target_grid(20000)
+    assert target_grid(16384) == [16384]

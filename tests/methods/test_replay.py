@@ -142,6 +142,18 @@ def test_dler_replay_applies_openrlhfs_truncation_scale_and_gives_the_golden_bat
     assert line["advantages"] == [pytest.approx(a, abs=1e-5) for a in advantages]
 
 
+def test_a_negative_stop_properly_coef_replaces_a_truncated_samples_reward_as_openrlhf_does(tmp_path):
+    group = {
+        "correct": [True, True, False, False],
+        "lengths": [10, 40, 20, 40],
+        "truncated": [False, True, False, True],
+    }
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, [{"step": 1, "groups": [group]}])), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "grpo", "--reward.stop_properly_penalty_coef", "-0.5"]) == 0
+    assert json.loads(out.read_text())["rewards"][0] == [1.0, -0.5, 0.0, -0.5]
+
+
 def test_laser_replay_reads_the_format_flag_and_gives_the_golden_group(tmp_path):
     group = {  # the 2026 baselines spec's G-L1 (tests/methods/test_methods_laser.py)
         "correct": [True, True, True, False, False, False],
@@ -155,6 +167,53 @@ def test_laser_replay_reads_the_format_flag_and_gives_the_golden_group(tmp_path)
     assert line["rewards"][0] == pytest.approx([1.5, 1.5, 1.0, -0.5, -0.5, -1.0], abs=1e-6)
     want = [1.03661, 1.03661, 0.592348, -0.740435, -0.740435, -1.184697]
     assert line["advantages"][0] == pytest.approx(want, abs=1e-5)
+
+
+R1_PROMPT = "<｜User｜>What is 1+2? Put your final answer within \\boxed{}.<｜Assistant｜><think>\n"
+
+
+def _rollouts_row(tmp_path, responses, **row):
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps({"answer": "3", "samples": [{"response": t} for t in responses], **row}) + "\n")
+    return src
+
+
+def test_from_rollouts_reads_lasers_think_opener_from_the_templated_prompt(tmp_path):
+    # R1's template ends the prompt with <think>: the response alone has no opener, so scoring it alone gives s = −1
+    src = _rollouts_row(
+        tmp_path, ["1+2=3</think>\n\\boxed{3}", "1+2=4</think>\n\\boxed{4}", "1+2"], templated_prompt=R1_PROMPT
+    )
+    built, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
+    argv = ["replay", "--replay.from_rollouts", str(src), "--replay.write_input", str(built), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "laser", "--no-replay.progress_enable"]) == 0
+    assert json.loads(built.read_text())["groups"][0]["answer_boxed"] == [True, True, False]
+    assert json.loads(out.read_text())["rewards"][0] == [1.5, -0.5, -1.0]
+
+
+def test_from_rollouts_sees_a_box_the_templated_prompt_holds_as_grpo_leads_code_does(tmp_path):
+    # GRPO-LEAD's code tests prompt + response for a \boxed before </think>: the prompt's instruction has one
+    src = _rollouts_row(tmp_path, ["1+2=3</think> so 3", "1+2=3 so 3"], templated_prompt=R1_PROMPT)
+    built = tmp_path / "in.jsonl"
+    argv = ["replay", "--replay.from_rollouts", str(src), "--replay.write_input", str(built)]
+    assert cli_main([*argv, "--output", str(tmp_path / "o.jsonl"), "--no-replay.progress_enable"]) == 0
+    assert json.loads(built.read_text())["groups"][0]["think_boxed"] == [True, False]
+
+
+@pytest.mark.parametrize("method,flag", [("laser", "answer_boxed"), ("grpo-lead", "think_boxed")])
+def test_from_rollouts_without_the_templated_prompt_leaves_the_format_flags_unset(tmp_path, capsys, method, flag):
+    src = _rollouts_row(tmp_path, ["<think>1+2=3</think>\n\\boxed{3}"] * 2)
+    built, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
+    argv = ["replay", "--replay.from_rollouts", str(src), "--replay.write_input", str(built), "--output", str(out)]
+    extra = ["--recipe.grpo_lead.ref_code_format_failure_enable"] if method == "grpo-lead" else []
+    assert cli_main([*argv, "--recipe.method", method, *extra, "--no-replay.progress_enable"]) == 2
+    assert f'"{flag}" in each replayed group' in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_from_rollouts_names_a_row_whose_templated_prompt_is_not_a_string(tmp_path, capsys):
+    src = _rollouts_row(tmp_path, ["x"], templated_prompt=["<think>"])
+    assert cli_main(["replay", "--replay.from_rollouts", str(src), "--output", str(tmp_path / "o.jsonl")]) == 2
+    assert "row 0: 'templated_prompt' must be the templated prompt string" in capsys.readouterr().err
 
 
 def test_replay_refuses_the_truncation_scale_for_a_method_with_its_own_reward(tmp_path, capsys):

@@ -267,6 +267,17 @@ def test_an_outage_still_echoes_each_samples_l1_target(monkeypatch):
     assert logs["status_error"] == [1.0, 1.0] and logs["n_gold"] == [700.0, 300.0] and logs["l1_max"] == [0.0, 1.0]
 
 
+def test_an_outage_still_reads_each_samples_format_flags_from_its_query(monkeypatch):
+    # the flags need no grader: zeroing them would score every Laser rollout −1 while the server is down
+    monkeypatch.setenv(rr.URLS_ENV, f"http://127.0.0.1:{free_port()}/get_reward")
+    monkeypatch.setenv(rr.WAIT_ENV, "0")
+    prompt = "Solve 1+1.<think>\n"
+    queries = [prompt + "1+1=2</think> \\boxed{2}", prompt + "1+1 \\boxed{2}</think> so 2", prompt + "1+1"]
+    logs = rr.reward_func(queries, [prompt] * 3, ["2"] * 3)["extra_logs"]
+    assert logs["status_error"] == [1.0] * 3
+    assert logs["answer_boxed"] == [1.0, 0.0, 0.0] and logs["think_boxed"] == [0.0, 1.0, 0.0]
+
+
 def test_an_ungradable_label_is_graded_error_and_the_servers_reason_is_logged_once(monkeypatch, caplog):
     """A real `lead-recipes serve`: the label object lacks its "answer"; the server grades that sample `error` and
     names why in `errors`, which the forwarding reward function logs (once) where the trainer's log shows it."""

@@ -249,6 +249,16 @@ def test_the_target_is_echoed_even_when_grading_itself_fails(monkeypatch):
     assert out["extra_logs"]["status_error"] == [1.0, 1.0] and out["extra_logs"]["n_gold"] == [1234.0, 0.0]
 
 
+def test_a_failure_outside_grading_still_reads_the_format_flags_from_each_query(monkeypatch):
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(rf_module, "grade_samples", broken)
+    queries = [PROMPT + "<think>6*7</think> so \\boxed{42}.", PROMPT + "<think>6*7 = 42"]
+    logs = rf_module.reward_func(queries, [PROMPT] * 2, ["42"] * 2)["extra_logs"]
+    assert logs["status_error"] == [1.0, 1.0] and logs["answer_boxed"] == [1.0, 0.0]
+
+
 NO_BOX_PROMPT = PROMPT.replace(" Put the final answer in \\boxed{}.", "")
 
 
@@ -259,6 +269,9 @@ NO_BOX_PROMPT = PROMPT.replace(" Put the final answer in \\boxed{}.", "")
         (NO_BOX_PROMPT + "<think>6*7 = 42</think> \\boxed{42}", 0.0),  # the box only after </think>
         (NO_BOX_PROMPT + "<think>6*7 = \\boxed{42} and then I was cut", 0.0),  # no </think>
         (PROMPT + "<think>6*7 = 42</think> \\boxed{42}", 1.0),  # the prompt's own \boxed{} counts, as in the code
+        (PROMPT + "<think>6*7 = \\boxed{42</think> \\boxed{42}", 0.0),  # the last box before </think> never closes
+        (PROMPT + "<think>6*7 = \\boxed 42</think> \\boxed{42}", 0.0),  # `\boxed 42` does not parse as \boxed{
+        (NO_BOX_PROMPT + "<think>\\boxed{\\frac{1}{2}} {</think>", 1.0),  # nested braces close; a later { is no box
     ],
 )
 def test_think_boxed_is_grpo_lead_codes_format_rule_on_prompt_and_response(query, boxed):
