@@ -105,9 +105,9 @@ REFUSALS = {
     "old driver": (
         lambda n: n.gpus(driver=OLD_DRIVER, caps=["9.0"]),
         f"{OLD_DRIVER} is older than {NEED}",
-        f"upgrade the driver to {NEED} or newer",
+        f"upgrade the NVIDIA driver to {NEED} or newer",
     ),
-    "no driver": (Node.no_driver, "found none", "run on a GPU node, or LEAD_RECIPES_STACK=cpu"),
+    "no driver": (Node.no_driver, "nvidia-smi not found", "run on a GPU node, or LEAD_RECIPES_STACK=cpu"),
     "no nvcc": (
         lambda n: n.nvcc(None),
         "no nvcc on PATH",
