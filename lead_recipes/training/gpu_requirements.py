@@ -91,6 +91,16 @@ def pin(name: str, text: str) -> str:
     return f"{name}=={found[name]}"
 
 
+def build_requirements(text: str) -> list[str]:
+    """[tool.lead-recipes] flash-attn-build: what flash-attn's setup.py imports, pinned (no build isolation)."""
+    found = re.search(r"^flash-attn-build = \[(.*?)\]", text, re.M | re.S)
+    if found is None or not pins(found[1]):
+        raise Refusal(
+            "pyproject.toml has no flash-attn-build list", "pin flash-attn's build tools in [tool.lead-recipes]"
+        )
+    return re.findall(r'"([^"]+)"', found[1])
+
+
 # ---------------------------------------------------------------- what the node has
 def _run(argv: list[str]) -> str | None:
     """stdout of argv, None when it is missing or fails."""
@@ -307,6 +317,11 @@ def requirements_table() -> str:
             f"CUDA {major}.x: `$CUDA_HOME/bin/nvcc`, else on `PATH`",
             f"compiles `{fa_pin}` and, at the first training start, DeepSpeed's FusedAdam",
         ),
+        (
+            "flash-attn build tools",
+            ", ".join(f"`{r}`" for r in build_requirements(text)),
+            "what its `setup.py` imports; installed first, as the build has no isolation",
+        ),
         ("GPUs", f"compute capability {caps}", "the architectures flash-attn has kernels for"),
         (
             "memory",
@@ -332,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpu_requirements.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("pin", help="print NAME==VERSION as pyproject.toml pins it").add_argument("name")
+    sub.add_parser("build-deps", help="print flash-attn's pinned build requirements, one a line")
     sub.add_parser("plan", help="check the node; print the flash-attn build's KEY=value lines").add_argument(
         "--reuse", action="store_true", help="torch + flash-attn come from the environment: no build to plan"
     )
@@ -343,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "pin":
             print(pin(args.name, text))
+        elif args.command == "build-deps":
+            print("\n".join(build_requirements(text)))
         elif args.command == "plan":
             exports, notes = plan(text, args.reuse)
             for note in notes:

@@ -92,11 +92,30 @@ def test_the_cpu_stack_keeps_its_install_steps(node):
         ["install", "-q", f"torch=={PINS['torch']}"],
         ["install", "-q", "--no-deps", f"openrlhf=={PINS['openrlhf']}"],
         ["install", "-q", "-r", f"{node.tree}/launchers/requirements-cpu.txt"],
-        ["install", "-q", "--no-deps", "--no-build-isolation", f"flash-attn=={PINS['flash-attn']}"],
+        ["install", "-q", "--no-deps", "--no-build-isolation", "--no-cache-dir", "--no-binary", "flash-attn"]
+        + [f"flash-attn=={PINS['flash-attn']}"],
         ["uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec", "triton"],
         ["install", "-q", "-e", f"{node.tree}[eval,test]"],
     ]
     assert (node.venv / "site-packages" / "flash_attn_2_cuda.py").read_text().startswith("# CPU stub")
+
+
+def test_the_cpu_stack_s_python_only_flash_attn_never_enters_pip_s_cache(node):
+    # a GPU node sharing $HOME would take that cached wheel; reading from a cache is closed too (--no-binary)
+    _, call = node.bootstrap(LEAD_RECIPES_STACK="cpu").install("flash-attn==")
+    assert "--no-cache-dir" in call["argv"], call
+    assert call["argv"][call["argv"].index("--no-binary") + 1] == "flash-attn", call
+
+
+def test_flash_attn_s_build_tools_are_installed_at_pyproject_s_pins_before_it(node):
+    node.pin("wheel", _bumped(PINS["wheel"]))  # the list bash installs is read from pyproject.toml
+    run = node.bootstrap()
+    assert run.rc == 0, run.out
+    at, call = run.install("wheel==")
+    wanted = req.build_requirements((node.tree / "pyproject.toml").read_text())
+    assert f"wheel=={_bumped(PINS['wheel'])}" in wanted and call["argv"][2:] == wanted, call
+    assert {"ninja", "packaging", "psutil", "setuptools", "wheel"} <= {r.split("==")[0] for r in wanted}
+    assert run.install("torch==")[0] < at < run.install("flash-attn==")[0], run.pips
 
 
 # ---------------------------------------------------------------- refusals
