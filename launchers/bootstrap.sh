@@ -8,7 +8,9 @@
 #   bash launchers/bootstrap.sh setup                              # only build the venv
 #   bash launchers/bootstrap.sh run CMD...                         # any command with the venv on PATH
 #
-# Stack: LEAD_RECIPES_STACK=gpu|cpu (default: gpu when `nvidia-smi -L` lists a GPU, else cpu).
+# Stack: LEAD_RECIPES_STACK=gpu|cpu (default: gpu when `nvidia-smi -L` lists a GPU, else cpu). A venv built for the
+#   other stack is never replaced (a login node sharing the checkout would delete the GPU jobs' venv): refused, with
+#   the remedy; nor is a GPU venv used on GPUs its flash-attn has no kernels for.
 #   gpu: refuses first (one line, with the remedy) when the driver is too old for the pinned torch's CUDA or nvcc is
 #        missing or of another CUDA major; then torch, flash-attn built from source for this node's GPUs
 #        (--no-build-isolation --no-cache-dir: never a cached wheel), then pip install -e '.[train,eval,test]'.
@@ -27,14 +29,15 @@ PYTHON=${PYTHON:-python3.11}
 REQ="$ROOT/lead_recipes/training/gpu_requirements.py"
 cmd=${1:-help}; shift || true
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 detect_stack() {
   if [[ -n "${LEAD_RECIPES_STACK:-}" ]]; then echo "$LEAD_RECIPES_STACK"; return; fi
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then echo gpu; else echo cpu; fi
 }
 
-# Bump when the install steps below change; the stamp also covers pyproject.toml and the requirement files.
+# Bump when the install steps below change; the stamp also covers pyproject.toml and the requirement files. Its second
+# line is the stack, which ensure_venv compares before anything is removed.
 BOOTSTRAP_VERSION=3
 stamp() {
   { echo "$BOOTSTRAP_VERSION"; cat "$ROOT/pyproject.toml" "$ROOT"/launchers/requirements-*.txt; } | sha256sum | cut -c1-16
@@ -103,12 +106,27 @@ build_venv() {
       > "$site/flash_attn_2_cuda.py"
     vpip install -q -e "${ROOT}[eval,test]"
   fi
+  local archs
+  archs=$(sed -n 's/^FLASH_ATTN_CUDA_ARCHS=//p' <<< "$plan")
+  if [[ -n "$archs" ]]; then echo "$archs" > "$VENV/.flash-attn-archs"; fi  # what check-archs reads
   stamp > "$VENV/.bootstrap-stamp"
   echo "[bootstrap] done"
 }
 
 ensure_venv() {
-  if [[ -f "$VENV/.bootstrap-stamp" ]] && [[ "$(cat "$VENV/.bootstrap-stamp")" == "$(stamp)" ]]; then return; fi
+  local stack built
+  stack=$(detect_stack)
+  if [[ -f "$VENV/.bootstrap-stamp" ]]; then
+    built=$(sed -n 2p "$VENV/.bootstrap-stamp")
+    if [[ "$built" != "$stack" ]]; then
+      echo "[bootstrap] refused: $VENV is the $built stack's and this node's is $stack; it is kept (jobs may use" \
+        "it): use another venv here with LEAD_RECIPES_VENV=$VENV-$stack, or this one with LEAD_RECIPES_STACK=$built" >&2
+      exit 1
+    fi
+    # before a rebuild too: one on these GPUs would replace the venv that the GPUs it was built for are running
+    if [[ "$stack" == gpu ]]; then "$PYTHON" "$REQ" check-archs "$VENV" || exit 1; fi
+    if [[ "$(cat "$VENV/.bootstrap-stamp")" == "$(stamp)" ]]; then return; fi
+  fi
   build_venv
 }
 

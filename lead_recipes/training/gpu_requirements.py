@@ -18,6 +18,7 @@ from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 REUSE_ENV = "LEAD_RECIPES_REUSE_GPU_STACK"
+ARCHS_FILE = ".flash-attn-archs"  # in the venv: the FLASH_ATTN_CUDA_ARCHS its flash-attn was compiled for
 NO_DRIVER_FIX = "run on a GPU node, or LEAD_RECIPES_STACK=cpu for the CPU stack"
 
 # torch==2.13.0 from the package index is built for CUDA 13.0 (it pulls cuda-toolkit 13 and nvidia-nccl-cu13).
@@ -205,6 +206,23 @@ def check_driver(torch_pin: str) -> str:
     return oldest
 
 
+def check_archs(venv: Path) -> None:
+    """The flash-attn archs `venv` was built for (ARCHS_FILE) cover this node's GPUs; Refusal names the missing ones.
+    No file (a reused environment's flash-attn) or no GPU here: nothing to check."""
+    if not (venv / ARCHS_FILE).is_file():
+        return
+    built = set((venv / ARCHS_FILE).read_text().strip().split(";"))
+    caps = query_gpus("compute_cap")
+    missing = [arch for arch in flash_attn_archs(caps) if arch not in built]
+    if missing:
+        sm = "-".join(f"sm{a}" for a in missing)  # a venv name per GPU kind
+        raise Refusal(
+            f"{venv}'s flash-attn has kernels for sm_{',sm_'.join(sorted(built, key=int))}, not for this node's GPUs "
+            f"(compute capability {', '.join(sorted(set(caps)))}: sm_{',sm_'.join(missing)})",
+            f"build one for them on this node with LEAD_RECIPES_VENV={venv}-{sm}, or run on the GPUs it was built for",
+        )
+
+
 def check_nvcc() -> tuple[Path, Path]:
     """(nvcc, CUDA_HOME) of TORCH_CUDA's major that flash-attn will build with; Refusal when nvcc is missing, of
     another major, or outside a toolkit (torch's builder takes headers from CUDA_HOME/include)."""
@@ -348,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("pin", help="print NAME==VERSION as pyproject.toml pins it").add_argument("name")
     sub.add_parser("build-deps", help="print flash-attn's pinned build requirements, one a line")
+    sub.add_parser("check-archs", help="the venv's flash-attn archs cover this node's GPUs").add_argument("venv")
     sub.add_parser("plan", help="check the node; print the flash-attn build's KEY=value lines").add_argument(
         "--reuse", action="store_true", help="torch + flash-attn come from the environment: no build to plan"
     )
@@ -361,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             print(pin(args.name, text))
         elif args.command == "build-deps":
             print("\n".join(build_requirements(text)))
+        elif args.command == "check-archs":
+            check_archs(Path(args.venv))
         elif args.command == "plan":
             exports, notes = plan(text, args.reuse)
             for note in notes:
