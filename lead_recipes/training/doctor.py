@@ -1,9 +1,9 @@
 """The doctor's checks of a GPU node, each a `Check` whose detail ends in its remedy (`fix: ...`): a CUDA GPU, the
-driver against torch's CUDA, flash-attn, DeepSpeed's FusedAdam, an NCCL all-reduce, vLLM at its pin, and the
-optional packages a train command's flags need. What can crash, hang or compile runs in a subprocess
-(lead_recipes.training.gpu_probes) with a timeout. Imports only the standard library and torch (inside the checks),
-so it runs on a box without OpenRLHF, vLLM or Ray; `lead-recipes doctor` (doctor_cli) and the training preflight
-call it. See docs/gpu.md.
+driver against the pinned torch's CUDA (the install's own check), flash-attn, DeepSpeed's FusedAdam, an NCCL
+all-reduce, vLLM at its pin, and the optional packages a train command's flags need. What can crash, hang or compile
+runs in a subprocess (lead_recipes.training.gpu_probes) with a timeout. Imports only the standard library and torch
+(inside the checks), so it runs on a box without OpenRLHF, vLLM or Ray; `lead-recipes doctor` (doctor_cli) and the
+training preflight call it. See docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import concurrent.futures
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 from lead_recipes.training import gpu_requirements
 from lead_recipes.training.data_check import Check
 from lead_recipes.training.gpu_probes import NO_GPU
-from lead_recipes.training.gpu_requirements import TORCH_CUDA, min_driver, version_tuple
+from lead_recipes.training.gpu_requirements import TORCH_CUDA, min_driver
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # FusedAdam is compiled by DeepSpeed's JIT at first use (about a minute on a GPU node); later runs load the cache
@@ -125,44 +124,12 @@ def check_gpu() -> Check:
 
 
 def check_driver() -> Check:
-    """nvidia-smi's driver_version is at least the one torch's CUDA needs (lead_recipes.training.gpu_requirements)."""
-    torch = _torch()
-    cuda = getattr(getattr(torch, "version", None), "cuda", None)
-    if cuda is None:
-        return Check(
-            "driver", False, f"torch has no CUDA (CPU build or missing); fix: install {_pin('torch')} ({SETUP})"
-        )
+    """The oldest GPU's driver runs the pinned torch's CUDA: gpu_requirements.check_driver, the install's own check."""
     try:
-        need = min_driver(cuda)
-    except KeyError as exc:
-        return Check("driver", False, f"{exc.args[0]}; fix: use {_pin('torch')}, built for CUDA {TORCH_CUDA}")
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return Check(
-            "driver",
-            False,
-            f"nvidia-smi not found: no NVIDIA driver here; torch's CUDA {cuda} needs driver >= {need}; fix: run on "
-            f"a GPU node, or install an NVIDIA driver >= {need}",
-        )
-    try:
-        done = subprocess.run(
-            [smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
-        )
-    except subprocess.TimeoutExpired:
-        return Check("driver", False, "nvidia-smi did not answer in 60 s; fix: the driver is hung, reboot the node")
-    found = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not found:
-        said = (done.stdout.strip() or done.stderr.strip() or f"exit {done.returncode}").splitlines()[0]
-        return Check("driver", False, f"nvidia-smi failed: {said}; fix: the NVIDIA driver is not loaded or broken")
-    driver = found[0].strip()
-    if version_tuple(driver) < version_tuple(need):
-        return Check(
-            "driver",
-            False,
-            f"driver {driver} is older than {need}, which torch {torch.__version__}'s CUDA {cuda} needs; fix: "
-            f"upgrade the NVIDIA driver to >= {need}",
-        )
-    return Check("driver", True, f"driver {driver} runs torch's CUDA {cuda} (needs >= {need})")
+        driver = gpu_requirements.check_driver(_pin("torch"))
+    except gpu_requirements.Refusal as refusal:
+        return Check("driver", False, f"{refusal.reason}; fix: {refusal.fix}")
+    return Check("driver", True, f"driver {driver} runs CUDA {TORCH_CUDA} (needs >= {min_driver(TORCH_CUDA)})")
 
 
 def check_flash_attn(need_kernels: bool = True, timeout: float = DEFAULT_TIMEOUT) -> Check:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 REUSE_ENV = "LEAD_RECIPES_REUSE_GPU_STACK"
+ARCHS_FILE = ".flash-attn-archs"  # in the venv: the FLASH_ATTN_CUDA_ARCHS its flash-attn was compiled for
+NO_DRIVER_FIX = "run on a GPU node, or LEAD_RECIPES_STACK=cpu for the CPU stack"
 
 # torch==2.13.0 from the package index is built for CUDA 13.0 (it pulls cuda-toolkit 13 and nvidia-nccl-cu13).
 TORCH_CUDA = "13.0"
@@ -48,7 +50,14 @@ DISK_GB = 15
 
 
 class Refusal(Exception):
-    """A one-line reason the GPU install cannot go on, ending in its remedy."""
+    """Why the GPU install cannot go on, and its remedy; str() is the one line bootstrap.sh prints."""
+
+    def __init__(self, reason: str, fix: str):
+        super().__init__(reason, fix)
+        self.reason, self.fix = reason, fix
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.fix}"
 
 
 def min_driver(cuda: str) -> str:
@@ -79,8 +88,18 @@ def pin(name: str, text: str) -> str:
     """`name==version` as pyproject.toml pins it; Refusal when it pins no such package."""
     found = pins(text)
     if name not in found:
-        raise Refusal(f"pyproject.toml pins no {name}: pin it (name==version) in an extra or [tool.lead-recipes]")
+        raise Refusal(f"pyproject.toml pins no {name}", "pin it (name==version) in an extra or [tool.lead-recipes]")
     return f"{name}=={found[name]}"
+
+
+def build_requirements(text: str) -> list[str]:
+    """[tool.lead-recipes] flash-attn-build: what flash-attn's setup.py imports, pinned (no build isolation)."""
+    found = re.search(r"^flash-attn-build = \[(.*?)\]", text, re.M | re.S)
+    if found is None or not pins(found[1]):
+        raise Refusal(
+            "pyproject.toml has no flash-attn-build list", "pin flash-attn's build tools in [tool.lead-recipes]"
+        )
+    return re.findall(r'"([^"]+)"', found[1])
 
 
 # ---------------------------------------------------------------- what the node has
@@ -139,8 +158,8 @@ def flash_attn_archs(compute_caps: list[str]) -> list[str]:
     if unsupported:
         known = ", ".join(f"{major}.x" for major in FLASH_ATTN_ARCH)
         raise Refusal(
-            f"flash-attn builds for compute capability {known}; this node has {', '.join(unsupported)}: "
-            "train on a node with Ampere or newer GPUs"
+            f"flash-attn builds for compute capability {known}; this node has {', '.join(unsupported)}",
+            "train on a node with Ampere or newer GPUs",
         )
     return sorted({FLASH_ATTN_ARCH[int(c.split(".")[0])] for c in compute_caps}, key=int)
 
@@ -158,22 +177,50 @@ def build_minutes(jobs: int, cores: int, n_archs: int) -> int:
     return math.ceil(FLASH_ATTN_SOURCES * n_archs * CORE_MINUTES_PER_SOURCE_ARCH / busy_cores)
 
 
+def driver_versions() -> list[str]:
+    """nvidia-smi's driver_version of each GPU; Refusal naming why there is none (no nvidia-smi, its error)."""
+    if shutil.which("nvidia-smi") is None:
+        raise Refusal("nvidia-smi not found: no NVIDIA driver here", NO_DRIVER_FIX)
+    argv = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise Refusal("nvidia-smi did not answer in 60 s", "the driver is hung: reboot the node") from None
+    found = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not found:
+        said = (done.stdout.strip() or done.stderr.strip() or f"exit {done.returncode}").splitlines()[0]
+        raise Refusal(f"nvidia-smi failed ({said})", f"load or reinstall the driver, or {NO_DRIVER_FIX}")
+    return found
+
+
 def check_driver(torch_pin: str) -> str:
-    """The oldest driver of the node's GPUs, Refusal when there is none or it is older than TORCH_CUDA needs."""
-    drivers = query_gpus("driver_version")
-    if not drivers:
-        raise Refusal(
-            "the GPU stack needs an NVIDIA driver and `nvidia-smi --query-gpu=driver_version` found none: "
-            "run on a GPU node, or LEAD_RECIPES_STACK=cpu for the CPU stack"
-        )
-    oldest = min(drivers, key=version_tuple)
+    """The oldest driver of the node's GPUs (the install and the doctor's check); Refusal when there is none or it is
+    older than TORCH_CUDA, the pinned torch's CUDA, needs."""
+    oldest = min(driver_versions(), key=version_tuple)
     need = min_driver(TORCH_CUDA)
     if version_tuple(oldest) < version_tuple(need):
         raise Refusal(
-            f"NVIDIA driver {oldest} is older than {need}, the oldest that runs CUDA {TORCH_CUDA} ({torch_pin}'s "
-            f"build): upgrade the driver to {need} or newer (README.md#on-a-gpu-node)"
+            f"NVIDIA driver {oldest} is older than {need}, the oldest for CUDA {TORCH_CUDA} ({torch_pin}'s build)",
+            f"upgrade the NVIDIA driver to {need} or newer (README.md#on-a-gpu-node)",
         )
     return oldest
+
+
+def check_archs(venv: Path) -> None:
+    """The flash-attn archs `venv` was built for (ARCHS_FILE) cover this node's GPUs; Refusal names the missing ones.
+    No file (a reused environment's flash-attn) or no GPU here: nothing to check."""
+    if not (venv / ARCHS_FILE).is_file():
+        return
+    built = set((venv / ARCHS_FILE).read_text().strip().split(";"))
+    caps = query_gpus("compute_cap")
+    missing = [arch for arch in flash_attn_archs(caps) if arch not in built]
+    if missing:
+        sm = "-".join(f"sm{a}" for a in missing)  # a venv name per GPU kind
+        raise Refusal(
+            f"{venv}'s flash-attn has kernels for sm_{',sm_'.join(sorted(built, key=int))}, not for this node's GPUs "
+            f"(compute capability {', '.join(sorted(set(caps)))}: sm_{',sm_'.join(missing)})",
+            f"build one for them on this node with LEAD_RECIPES_VENV={venv}-{sm}, or run on the GPUs it was built for",
+        )
 
 
 def check_nvcc() -> tuple[Path, Path]:
@@ -184,21 +231,21 @@ def check_nvcc() -> tuple[Path, Path]:
     if nvcc is None:
         where = "$CUDA_HOME/bin" if os.environ.get("CUDA_HOME") else "PATH"
         raise Refusal(
-            f"no nvcc on {where}: flash-attn compiles against torch's CUDA {TORCH_CUDA}: install the CUDA "
-            f"{TORCH_CUDA} toolkit and put its bin/ on PATH or set CUDA_HOME, {reuse}"
+            f"no nvcc on {where}: flash-attn compiles against torch's CUDA {TORCH_CUDA}",
+            f"install the CUDA {TORCH_CUDA} toolkit and put its bin/ on PATH or set CUDA_HOME, {reuse}",
         )
     release = nvcc_release(_run([str(nvcc), "--version"]) or "")
     if release is None or release.split(".")[0] != TORCH_CUDA.split(".")[0]:
         raise Refusal(
-            f"{nvcc} is CUDA {release or '(unreadable `nvcc --version`)'} but torch is built for CUDA {TORCH_CUDA}: "
-            f"point CUDA_HOME (or PATH) at a CUDA {TORCH_CUDA.split('.')[0]}.x toolkit, {reuse}"
+            f"{nvcc} is CUDA {release or '(unreadable `nvcc --version`)'} but torch is built for CUDA {TORCH_CUDA}",
+            f"point CUDA_HOME (or PATH) at a CUDA {TORCH_CUDA.split('.')[0]}.x toolkit, {reuse}",
         )
     # a wrapper script on PATH (/usr/local/bin/nvcc exec'ing the toolkit's) would make torch guess a wrong CUDA_HOME
     home = Path(os.environ["CUDA_HOME"]) if os.environ.get("CUDA_HOME") else nvcc.resolve().parent.parent
     if not (home / "include" / "cuda_runtime.h").is_file():
         raise Refusal(
-            f"{nvcc} is not inside a CUDA toolkit ({home}/include/cuda_runtime.h is missing): set CUDA_HOME to the "
-            f"root of the CUDA {TORCH_CUDA} toolkit, {reuse}"
+            f"{nvcc} is not inside a CUDA toolkit ({home}/include/cuda_runtime.h is missing)",
+            f"set CUDA_HOME to the root of the CUDA {TORCH_CUDA} toolkit, {reuse}",
         )
     return nvcc, home
 
@@ -246,26 +293,26 @@ def check_built(text: str, torch_only: bool = False) -> str:
     try:
         import torch
     except ImportError as exc:
-        raise Refusal(f"{sys.executable} cannot import torch ({exc}): {fix}") from None
+        raise Refusal(f"{sys.executable} cannot import torch ({exc})", fix) from None
     if torch.__version__.split("+")[0] != torch_pin.split("==")[1]:
-        raise Refusal(f"torch is {torch.__version__}, pyproject.toml pins {torch_pin}: {fix}")
+        raise Refusal(f"torch is {torch.__version__}, pyproject.toml pins {torch_pin}", fix)
     cuda = torch.version.cuda
     if cuda is None or cuda.split(".")[0] != TORCH_CUDA.split(".")[0]:
-        raise Refusal(f"torch {torch.__version__} is built for CUDA {cuda}, not {TORCH_CUDA}: {fix}")
+        raise Refusal(f"torch {torch.__version__} is built for CUDA {cuda}, not {TORCH_CUDA}", fix)
     if torch_only:
         return f"torch {torch.__version__} (CUDA {cuda})"
     try:
         import flash_attn
     except ImportError as exc:
-        raise Refusal(f"{sys.executable} cannot import flash_attn ({exc}): {fix}") from None
+        raise Refusal(f"{sys.executable} cannot import flash_attn ({exc})", fix) from None
     if flash_attn.__version__ != fa_pin.split("==")[1]:
-        raise Refusal(f"flash-attn is {flash_attn.__version__}, pyproject.toml pins {fa_pin}: {fix}")
+        raise Refusal(f"flash-attn is {flash_attn.__version__}, pyproject.toml pins {fa_pin}", fix)
     done = subprocess.run([sys.executable, "-c", _LOADS], capture_output=True, text=True, timeout=300)
     said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     if done.returncode != 0:
-        raise Refusal(f"flash_attn_2_cuda does not load ({said}): {fix}")
+        raise Refusal(f"flash_attn_2_cuda does not load ({said})", fix)
     if done.stdout.strip().endswith(".py"):
-        raise Refusal(f"flash_attn_2_cuda is the CPU stack's stub ({done.stdout.strip()}): {fix}")
+        raise Refusal(f"flash_attn_2_cuda is the CPU stack's stub ({done.stdout.strip()})", fix)
     return f"torch {torch.__version__} (CUDA {cuda}), flash-attn {flash_attn.__version__}, flash_attn_2_cuda loads"
 
 
@@ -287,6 +334,11 @@ def requirements_table() -> str:
             "nvcc",
             f"CUDA {major}.x: `$CUDA_HOME/bin/nvcc`, else on `PATH`",
             f"compiles `{fa_pin}` and, at the first training start, DeepSpeed's FusedAdam",
+        ),
+        (
+            "flash-attn build tools",
+            ", ".join(f"`{r}`" for r in build_requirements(text)),
+            "what its `setup.py` imports; installed first, as the build has no isolation",
         ),
         ("GPUs", f"compute capability {caps}", "the architectures flash-attn has kernels for"),
         (
@@ -313,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpu_requirements.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("pin", help="print NAME==VERSION as pyproject.toml pins it").add_argument("name")
+    sub.add_parser("build-deps", help="print flash-attn's pinned build requirements, one a line")
+    sub.add_parser("check-archs", help="the venv's flash-attn archs cover this node's GPUs").add_argument("venv")
     sub.add_parser("plan", help="check the node; print the flash-attn build's KEY=value lines").add_argument(
         "--reuse", action="store_true", help="torch + flash-attn come from the environment: no build to plan"
     )
@@ -324,6 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "pin":
             print(pin(args.name, text))
+        elif args.command == "build-deps":
+            print("\n".join(build_requirements(text)))
+        elif args.command == "check-archs":
+            check_archs(Path(args.venv))
         elif args.command == "plan":
             exports, notes = plan(text, args.reuse)
             for note in notes:

@@ -31,13 +31,12 @@ def _executable(path: Path, text: str) -> None:
 
 @pytest.fixture
 def fake_smi(tmp_path, monkeypatch):
-    """A fake `nvidia-smi` first on PATH that prints `driver` (or fails with `error`), torch claiming CUDA 13."""
+    """A fake `nvidia-smi` first on PATH that prints a line per GPU's driver (or fails with `error`)."""
 
-    def install(driver: str = "", error: str = "") -> None:
-        body = f"echo {error!r} >&2; exit 9" if error else f"echo {driver!r}"
+    def install(*drivers: str, error: str = "") -> None:
+        body = f"echo {error!r} >&2; exit 9" if error else f"printf '%s\\n' {' '.join(map(repr, drivers))}"
         _executable(tmp_path / "nvidia-smi", f"#!/bin/sh\n{body}\n")
         monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-        monkeypatch.setattr(torch.version, "cuda", TORCH_CUDA)
 
     return install
 
@@ -56,7 +55,7 @@ def fake_modules(tmp_path, monkeypatch):
 
 
 def test_driver_older_than_torch_cuda_needs_is_named_with_its_minimum(fake_smi):
-    fake_smi(driver="535.104.05")
+    fake_smi("535.104.05")
     check = doctor.check_driver()
     assert not check.ok
     assert "driver 535.104.05 is older than " + min_driver(TORCH_CUDA) in check.detail
@@ -64,14 +63,19 @@ def test_driver_older_than_torch_cuda_needs_is_named_with_its_minimum(fake_smi):
 
 
 def test_driver_at_the_minimum_passes(fake_smi):
-    fake_smi(driver=min_driver(TORCH_CUDA))
+    fake_smi(min_driver(TORCH_CUDA))
     check = doctor.check_driver()
     assert check.ok, check.detail
 
 
+def test_the_oldest_driver_of_the_gpus_is_the_one_checked(fake_smi):
+    fake_smi(min_driver(TORCH_CUDA), "535.104.05")  # the first GPU's passes; the install checks the oldest too
+    check = doctor.check_driver()
+    assert not check.ok and "driver 535.104.05 is older than " + min_driver(TORCH_CUDA) in check.detail
+
+
 def test_missing_nvidia_smi_is_named_no_driver(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no nvidia-smi
-    monkeypatch.setattr(torch.version, "cuda", TORCH_CUDA)
     check = doctor.check_driver()
     assert not check.ok and "nvidia-smi not found" in check.detail and "fix: run on a GPU node" in check.detail
 
