@@ -195,8 +195,8 @@ def main(argv: list[str]) -> int:
         if sync:
             done += f", |train/vllm_kl| < {VLLM_KL_BOUND} after every gradient step [{kl_values(scalars)}]"
         elif a.path:
-            logged = {s: f"{v:.1e}" for s, v in sorted(scalars.get("train/vllm_kl", {}).items())}
-            done += f"; train/vllm_kl not checked: its rollouts lag one step by design (by step: {logged})"
+            logged = ", ".join(f"{s}: {v:.1e}" for s, v in sorted(scalars.get("train/vllm_kl", {}).items()))
+            done += f"; train/vllm_kl not checked: its rollouts lag one step by design (by step: {{{logged}}})"
         print(f"ok {label}: {done}")
     return 1 if problems else 0
 
