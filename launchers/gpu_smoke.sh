@@ -21,8 +21,9 @@
 #   --smoke.dry_run_enable  no GPU needed: every train command through `lead-recipes train --run.dry_run_enable`
 #                           (OpenRLHF's own validation) and every run's data through the preflight's data check,
 #                           nothing trained or downloaded
-# Options take `--name VALUE` or `--name=VALUE`. Run from a checkout with the project installed
-# (`launchers/bootstrap.sh setup` or `pip install -e .[train]`). See docs/training.md#on-gpu-nodes.
+# Options take `--name VALUE` or `--name=VALUE`. Run from a checkout installed on this node with
+# `bash launchers/bootstrap.sh setup` (or `LEAD_RECIPES_REUSE_GPU_STACK=1 bash launchers/bootstrap.sh setup`; a plain
+# pip install builds flash-attn wrongly: README.md#on-a-gpu-node). See docs/training.md#on-gpu-nodes.
 set -euo pipefail
 
 MODEL="Qwen/Qwen2.5-0.5B-Instruct"
@@ -54,7 +55,8 @@ done
 names() {  # $1 methods|paths, $2 the names given ("all": every one)
   local given=()
   [[ "$2" != all ]] && read -r -a given <<<"$2"
-  if [[ "$2" == all || ${#given[@]} -gt 0 ]]; then "$PY" "$HERE/gpu_smoke.py" "$1" "${given[@]}"; fi
+  # ${a[@]+"${a[@]}"}: an empty array is "unbound" under set -u in bash < 4.4
+  if [[ "$2" == all || ${#given[@]} -gt 0 ]]; then "$PY" "$HERE/gpu_smoke.py" "$1" ${given[@]+"${given[@]}"}; fi
 }
 METHODS="$(names methods "$METHODS")" || exit 2
 PATH_NEEDS="$(names paths "$PATHS_GIVEN")" || exit 2
@@ -94,7 +96,7 @@ train() {
   [[ "$DRY_RUN" -eq 1 ]] && dry=(--run.dry_run_enable)
   "$PY" "$HERE/gpu_smoke.py" train --smoke.profile gpu --smoke.method "$method" --smoke.model "$MODEL" \
     --smoke.reward "$REWARD" --smoke.data "$run/prompts.jsonl" --smoke.run "$run" --smoke.path "$path" \
-    --smoke.episodes "$episodes" --smoke.gpus "$GPUS" -- "$@" "${dry[@]}"
+    --smoke.episodes "$episodes" --smoke.gpus "$GPUS" -- "$@" ${dry[@]+"${dry[@]}"}
 }
 
 # $1 label, remaining: a command whose stdout is ok/FAIL lines; a non-zero exit without a FAIL line is one too

@@ -17,10 +17,14 @@ from lead_recipes.methods import build_method
 from lead_recipes.methods.config import METHODS, RecipeConfig
 
 # Async rollouts are generated while the previous step trains, so their vllm_kl includes one step of policy lag by
-# design: the weight-sync check (sync_problems) runs on every other path.
+# design (docs/training.md#on-gpu-nodes: why no bound separates that from a missing sync): the weight-sync check
+# (sync_problems) runs on every other path.
 LAGGED = ("async",)
-# |train/vllm_kl| bound after a step that followed a real gradient: on CPU a synced run logs ~1e-4, an unsynced one
-# 5.5 (docs/e2e.md); bf16 vLLM against bf16 DeepSpeed on GPU is expected near 1e-3 (not yet measured on a GPU).
+# |train/vllm_kl| bound after a step that followed a real gradient. Measured on CPU only (gpu_smoke.py's cpu
+# profile, lr 1e-2, the tiny fixture model; docs/benchmarks.md#cpu-end-to-end-runs, tests/e2e/test_e2e_cpu.py):
+# synced, step 2 logged 4e-5 on one fixture model and 0.0186 on another (its steps 3-4: 5e-5, 1.5e-4); unsynced,
+# 5.5. Uncalibrated on GPU (bf16 vLLM against bf16 DeepSpeed, lr 1e-5): every check line prints the values it
+# checked and step 1's, the noise floor (vLLM and the actor still hold the same weights), beside this bound.
 VLLM_KL_BOUND = 1e-2
 
 
@@ -93,6 +97,14 @@ def sync_problems(scalars: dict, bound: float = VLLM_KL_BOUND) -> list[str]:
             f"the trained weights (by step: {logged})"
         ]
     return []
+
+
+def kl_values(scalars: dict) -> str:
+    """Each checked step's train/vllm_kl and step 1's beside the bound, for a first GPU run to calibrate it."""
+    kl = scalars.get("train/vllm_kl", {})
+    checked = ", ".join(f"{s}: {v:.1e}" for s, v in sorted(vllm_kl_after_gradient_steps(scalars).items()))
+    floor = f"{kl[1]:.1e}" if 1 in kl else "not logged"
+    return f"train/vllm_kl at the checked steps {{{checked}}}, step 1 (noise floor) {floor}, bound {VLLM_KL_BOUND:g}"
 
 
 def summary(results: str, model: str) -> str:
@@ -171,18 +183,20 @@ def main(argv: list[str]) -> int:
         print(summary(a.results, a.model))
         return 0
     problems = check(a.run, a.method, [int(s) for s in a.steps.split(",")], a.resumed_from)
+    scalars = tb_scalars(os.path.join(a.run, "tb")) if a.path else {}
     sync = a.path is not None and a.path not in LAGGED
     if sync:
-        problems += sync_problems(tb_scalars(os.path.join(a.run, "tb")))
+        problems += [f"{p} [{kl_values(scalars)}]" for p in sync_problems(scalars)]
     label = f"{a.path} ({a.method})" if a.path else a.method
     for p in problems:
         print(f"FAIL {label}: {p}")
     if not problems:
         done = f"steps {a.steps}" + (f" (resumed from {a.resumed_from})" if a.resumed_from else "")
         if sync:
-            done += f", |train/vllm_kl| < {VLLM_KL_BOUND} after every gradient step"
+            done += f", |train/vllm_kl| < {VLLM_KL_BOUND} after every gradient step [{kl_values(scalars)}]"
         elif a.path:
-            done += "; train/vllm_kl not checked: its rollouts lag one step by design"
+            logged = ", ".join(f"{s}: {v:.1e}" for s, v in sorted(scalars.get("train/vllm_kl", {}).items()))
+            done += f"; train/vllm_kl not checked: its rollouts lag one step by design (by step: {{{logged}}})"
         print(f"ok {label}: {done}")
     return 1 if problems else 0
 

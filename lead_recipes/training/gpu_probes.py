@@ -11,10 +11,14 @@ import math
 import sys
 
 # bf16 keeps 8 significant bits: unit roundoff u = 2^-8. FlashAttention-2 accumulates in fp32 but rounds the
-# softmax probabilities P to bf16 before P·V and rounds the output: |error| <= 2u·max|V| from those two roundings;
-# twice that is the bound, as flash-attn's own tests allow twice a bf16 reference's error.
+# softmax probabilities P to bf16 before P·V and rounds the output: |error| <= 2u·max|V| from those two roundings
+# (P sums to 1, so neither the head dim nor the sequence length enters); twice that is the bound, as flash-attn's
+# own tests allow twice a bf16 reference's error.
 BF16_U = 2.0**-8
 VARLEN_TOLERANCE = 4 * BF16_U  # times max|V|
+# The recipes' Qwen2 models' attention: head dim 128, grouped-query heads. flash-attn compiles one kernel per head
+# dim and maps query head h to key/value head h // (HEADS / KV_HEADS): the probe runs that kernel and that mapping.
+HEADS, KV_HEADS, HEAD_DIM = 8, 2, 128
 NO_GPU = "no CUDA GPU visible"
 
 
@@ -50,21 +54,25 @@ def _varlen_equals_sdpa(torch, version: str, device: str = "cuda") -> dict:
 
     gen = torch.Generator().manual_seed(0)
     lengths = [int(n) for n in torch.randint(1, 200, (6,), generator=gen)]
-    heads, dim = 4, 64
     total = sum(lengths)
-    q, k, v = (torch.randn(total, heads, dim, generator=gen).to(device, torch.bfloat16) for _ in range(3))
+    q, k, v = (
+        torch.randn(total, heads, HEAD_DIM, generator=gen).to(device, torch.bfloat16)
+        for heads in (HEADS, KV_HEADS, KV_HEADS)
+    )
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
     out = flash_attn_varlen_func(q, k, v, cu, cu, max(lengths), max(lengths), causal=True).float()
     worst = 0.0
     for start, end in zip(cu[:-1].tolist(), cu[1:].tolist()):
-        # [L, H, D] -> [1, H, L, D], fp32 from the same bf16 values
+        # [L, H, D] -> [1, H, L, D], fp32 from the same bf16 values; enable_gqa maps heads as flash-attn does
         qs, ks, vs = (x[start:end].float().transpose(0, 1)[None] for x in (q, k, v))
-        ref = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True)[0].transpose(0, 1)
+        ref = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=True)
+        ref = ref[0].transpose(0, 1)
         worst = max(worst, float((out[start:end] - ref).abs().max().cpu()))
     bound = VARLEN_TOLERANCE * float(v.float().abs().max())
     detail = (
-        f"flash-attn {version}: varlen attention over {len(lengths)} packed sequences ({total} tokens) vs SDPA "
-        f"per sequence: max |diff| {worst:.2e} (bound {bound:.2e} = 4·2^-8·max|V|)"
+        f"flash-attn {version}: varlen attention over {len(lengths)} packed sequences ({total} tokens, "
+        f"{HEADS}/{KV_HEADS} heads of dim {HEAD_DIM}) vs SDPA per sequence: max |diff| {worst:.2e} "
+        f"(bound {bound:.2e} = 4·2^-8·max|V|)"
     )
     return _result(worst <= bound, detail)
 

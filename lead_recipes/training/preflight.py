@@ -15,7 +15,7 @@ import sys
 
 from lead_recipes.training.context_check import check_args as check_context_of
 from lead_recipes.training.data_check import Check, check_data
-from lead_recipes.training.doctor import check_flash_attn, check_packages
+from lead_recipes.training.doctor import check_driver, check_flash_attn, check_packages
 
 PROG = "lead-recipes train"
 
@@ -44,11 +44,14 @@ def _check_gpus(args) -> Check:
     if have >= need or (have and args.actor.num_nodes > 1):  # multi-node: Ray's count below is the real check
         return Check("gpu", True, f"{have} CUDA GPU(s) visible here, layout needs {need}")
     why = "no CUDA GPU visible (torch %s, cuda available: %s)" % (torch.__version__, torch.cuda.is_available())
+    # a driver too old for torch's CUDA is the usual reason torch sees none: the doctor's line names it with its fix
+    driver = "" if have else f"; driver check: {check_driver().detail}"
     return Check(
         "gpu",
         False,
         f"{why}; this layout needs {need} GPU(s) "
-        f"(actor {args.actor.num_nodes}x{args.actor.num_gpus_per_node}, colocate_all={args.train.colocate_all})",
+        f"(actor {args.actor.num_nodes}x{args.actor.num_gpus_per_node}, colocate_all={args.train.colocate_all})"
+        f"{driver}",
     )
 
 
@@ -211,8 +214,9 @@ def add_preflight_flags(parser) -> None:
         type=parse_skip,
         default=(),
         metavar="CHECK[,CHECK]",
-        help="preflight checks not to run, e.g. `gpu` when submitting from a login node without "
-        f"GPUs ({', '.join(CHECK_NAMES)}); each is reported as skipped",
+        help="preflight checks not to run, e.g. `gpu` when submitting from a login node without GPUs, "
+        "`gpu,flash-attn` there for a recipe that packs samples or uses flash attention (flash-attn's kernels are "
+        f"run on a GPU) ({', '.join(CHECK_NAMES)}); each is reported as skipped",
     )
 
 

@@ -11,6 +11,7 @@ import json
 from types import SimpleNamespace as NS
 
 import pytest
+import torch
 from cpu_e2e import harness
 from cpu_e2e.checks import advantage_mismatches, epochs_and_steps, unstratified_steps
 
@@ -105,3 +106,10 @@ def test_zero3_trains_on_the_methods_advantage_and_saves_the_method_state(cluste
     run = _run(cluster, model, tmp_path, "lead", "zero3")
     assert advantage_mismatches(run, _argv("lead"), 1, N, CAP, PER_STEP) == []
     assert run.recipe_state(2)["method"] == "lead"
+    # the run was ZeRO-3, not a ZeRO-2 run that passes the lines above as well: DeepSpeed 0.19.6 names the model
+    # states per rank only when it partitions the weights (engine._get_ckpt_name: zero_pp_rank_R_mp_rank_00_...,
+    # else mp_rank_00_...) and saves the engine's config beside them (_common_checkpoint_state: ds_config)
+    saved = sorted(p.name for p in (run.ckpt / "_actor" / "global_step2").glob("*model_states.pt"))
+    assert saved and all(n.startswith("zero_pp_rank_") for n in saved), saved
+    state = torch.load(run.ckpt / "_actor" / "global_step2" / saved[0], map_location="cpu", weights_only=False)
+    assert state["ds_config"]["zero_optimization"]["stage"] == 3, state["ds_config"]["zero_optimization"]

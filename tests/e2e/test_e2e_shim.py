@@ -106,11 +106,19 @@ def flash_cpu():
     return module
 
 
+@pytest.fixture
+def float32_math(flash_cpu, monkeypatch):
+    """The stand-in with float32 allowed: these tests compare its math in float32, not the kernel's input checks."""
+    monkeypatch.setattr(flash_cpu, "ALLOW_FLOAT32", True)
+    return flash_cpu
+
+
 # float32 through two matmuls and a softmax over <= 9 keys: rounding is ~1e-6; a wrong boundary changes outputs by O(1)
 ATOL = 1e-5
 
 
-def test_the_flash_attn_stand_in_equals_attention_per_sequence_causal_and_grouped(flash_cpu):
+def test_the_flash_attn_stand_in_equals_attention_per_sequence_causal_and_grouped(float32_math):
+    flash_cpu = float32_math
     q, k, v, cu = _packed()
     out = flash_cpu.flash_attn_varlen_func(q, k, v, cu, cu, 9, 9, causal=True)
     assert out.shape == q.shape
@@ -119,9 +127,10 @@ def test_the_flash_attn_stand_in_equals_attention_per_sequence_causal_and_groupe
     assert torch.allclose(batch[0], _attention(q[:5], k[:5], v[:5], True), atol=ATOL)
 
 
-def test_wrong_sequence_boundaries_give_another_result(flash_cpu):
+def test_wrong_sequence_boundaries_give_another_result(float32_math):
     """The comparison above can fail: the same packed batch cut at other boundaries (one moved by one token, or
     none at all) differs from attention per sequence far beyond the tolerance."""
+    flash_cpu = float32_math
     q, k, v, cu = _packed()
     want = _per_sequence(q, k, v, cu)
     moved = cu.clone()
@@ -132,12 +141,32 @@ def test_wrong_sequence_boundaries_give_another_result(flash_cpu):
         assert (out - want).abs().max() > 100 * ATOL
 
 
-def test_the_stand_in_refuses_what_it_does_not_compute(flash_cpu):
+def test_the_stand_in_refuses_what_it_does_not_compute(float32_math):
+    flash_cpu = float32_math
     q, k, v, cu = _packed()
     with pytest.raises(NotImplementedError, match="dropout_p.*run this path on a GPU"):
         flash_cpu.flash_attn_varlen_func(q, k, v, cu, cu, 9, 9, dropout_p=0.1, causal=True)
     with pytest.raises(NotImplementedError, match="seqlen_q == seqlen_k"):
         flash_cpu.flash_attn_func(q[None, :3], k[None, :5], v[None, :5], causal=True)
+
+
+def test_the_stand_in_refuses_the_inputs_the_real_kernel_refuses(flash_cpu):
+    """float32 (unless a math comparison allows it), head dims above 256, key/value heads that do not divide the
+    query heads; a head dim that is no multiple of 8 passes, as flash-attn's Python wrapper pads it."""
+    q, k, v, cu = _packed()
+    with pytest.raises(RuntimeError, match="only support fp16 and bf16.*ALLOW_FLOAT32"):
+        flash_cpu.flash_attn_varlen_func(q, k, v, cu, cu, 9, 9, causal=True)
+    with pytest.raises(RuntimeError, match="only support fp16 and bf16"):
+        flash_cpu.flash_attn_func(q[None, :5], k[None, :5], v[None, :5], causal=True)
+    wide = _packed(dim=264)
+    with pytest.raises(RuntimeError, match="head dimension at most 256 \\(got 264\\)"):
+        flash_cpu.flash_attn_varlen_func(*(t.bfloat16() for t in wide[:3]), wide[3], wide[3], 9, 9, causal=True)
+    odd = _packed(heads=4, kv_heads=3, dim=32)
+    with pytest.raises(RuntimeError, match="must divide number of heads in query"):
+        flash_cpu.flash_attn_varlen_func(*(t.bfloat16() for t in odd[:3]), odd[3], odd[3], 9, 9, causal=True)
+    padded = _packed(dim=12)
+    q, k, v = (t.bfloat16() for t in padded[:3])
+    assert flash_cpu.flash_attn_varlen_func(q, k, v, padded[3], padded[3], 9, 9, causal=True).shape == q.shape
 
 
 def test_the_stand_ins_have_flash_attns_signatures(shim, flash_cpu):
@@ -150,9 +179,9 @@ def test_the_stand_ins_have_flash_attns_signatures(shim, flash_cpu):
 def test_a_packed_forward_gives_the_unpacked_log_probs(model):
     """OpenRLHF's Actor.forward with --ds.packing_samples + flash_attention_2 (the stand-in) against sdpa without
     packing, on the tiny model, in a process with the shim on. Tolerances: float32 1e-4 (the same math on the same
-    tokens, only rounding differs: measured 2e-6); bf16 4 bf16 steps of the largest logit (8 significant bits:
-    one step at |logit| 8-16 is 0.0625; measured 0.073, as the packed and padded matmuls round differently). A
-    pack whose boundaries are ignored differs by O(1) (measured 3.8)."""
+    tokens, only rounding differs: measured 2e-6); bf16 4 bf16 steps of the largest logit, an empirical margin, not
+    a derivation (one step at |logit| 8-16 is 0.0625; measured 0.073, as the packed and padded matmuls round
+    differently through both layers). A pack whose boundaries are ignored differs by O(1) (measured 3.8)."""
     out = subprocess.run(
         [sys.executable, "-m", "cpu_e2e.packing", str(model)],
         env={**harness.shim_env(), "PYTHONPATH": os.pathsep.join([str(harness.SHIM), str(harness.ROOT), TESTS])},

@@ -139,9 +139,12 @@ def test_cpu_stub_of_flash_attn_passes_when_only_its_import_is_needed():
     assert check.ok and "the CPU stub (imports; its kernels are unused here)" in check.detail
 
 
-def _packed_sdpa(q, k, v, cu_q, cu_k, max_q, max_k, causal, per_sequence=True):
+def _packed_sdpa(q, k, v, cu_q, cu_k, max_q, max_k, causal, per_sequence=True, grouped=True):
     """A pure-torch flash_attn_varlen_func in bf16 (the CUDA kernel cannot run here); per_sequence=False is the
-    classic packing bug, attention across the boundaries of the packed sequences."""
+    classic packing bug, attention across the boundaries of the packed sequences; grouped=False maps query head h to
+    key/value head h % KV_HEADS instead of flash-attn's h // (HEADS / KV_HEADS)."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) if grouped else t.repeat(1, group, 1) for t in (k, v))
     bounds = list(zip(cu_q[:-1].tolist(), cu_q[1:].tolist())) if per_sequence else [(0, q.shape[0])]
     outs = []
     for start, end in bounds:
@@ -150,18 +153,25 @@ def _packed_sdpa(q, k, v, cu_q, cu_k, max_q, max_k, causal, per_sequence=True):
     return torch.cat(outs)
 
 
-@pytest.mark.parametrize("per_sequence", [True, False], ids=["per-sequence", "across-sequences"])
-def test_varlen_comparison_passes_a_correct_kernel_and_fails_one_that_attends_across_sequences(
-    per_sequence, monkeypatch
-):
+@pytest.mark.parametrize(
+    "kernel",
+    [{}, {"per_sequence": False}, {"grouped": False}],
+    ids=["per-sequence", "across-sequences", "wrong-head-grouping"],
+)
+def test_varlen_comparison_passes_a_correct_kernel_and_fails_a_packing_or_head_grouping_bug(kernel, monkeypatch):
+    """On the recipes' attention shape (head dim 128, grouped-query heads: the kernel flash-attn compiles for them)."""
     from lead_recipes.training import gpu_probes
 
-    def varlen(*args, **kwargs):
-        return _packed_sdpa(*args, **kwargs, per_sequence=per_sequence)
+    shapes = []
+
+    def varlen(q, k, *args, **kwargs):
+        shapes.append((q.shape[1], k.shape[1], q.shape[2]))
+        return _packed_sdpa(q, k, *args, **kwargs, **kernel)
 
     monkeypatch.setitem(sys.modules, "flash_attn", NS(flash_attn_varlen_func=varlen))
     result = gpu_probes._varlen_equals_sdpa(torch, "stand-in", device="cpu")
-    assert result["ok"] is per_sequence and "vs SDPA per sequence: max |diff|" in result["detail"], result
+    assert result["ok"] is (kernel == {}) and "vs SDPA per sequence: max |diff|" in result["detail"], result
+    assert shapes == [(8, 2, 128)] and "8/2 heads of dim 128" in result["detail"]
 
 
 def test_missing_deepspeed_is_named_with_its_pin_and_ninja(fake_modules):

@@ -5,10 +5,14 @@ and the optional packages the flags need. Real OpenRLHF-parsed args; fake module
 from __future__ import annotations
 
 import os
+import stat
 from types import SimpleNamespace as NS
+
+import torch
 
 from lead_recipes.recipes.openrlhf_parser import openrlhf_args
 from lead_recipes.training import preflight
+from lead_recipes.training.gpu_requirements import TORCH_CUDA, min_driver
 from lead_recipes.training.preflight import required_gpus
 
 ONLY = {"flash-attn", "packages"}
@@ -68,3 +72,18 @@ def test_preflight_names_the_package_ring_attention_needs():
     check = _preflight(args)["packages"]
     assert not check.ok and "--ds.ring_attn_size 2 needs ring_flash_attn" in check.detail
     assert "fix: pip install ring-flash-attn" in check.detail
+
+
+def test_no_gpu_seen_names_a_too_old_driver_with_its_fix(tmp_path, monkeypatch):
+    """torch sees no GPU (this machine) and nvidia-smi reports a driver older than torch's CUDA needs: the gpu line
+    carries the doctor's driver line, which names the driver found, the one needed and the fix."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 535.104.05\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(torch.version, "cuda", TORCH_CUDA)
+    skip = tuple(n for n in preflight.CHECK_NAMES if n != "gpu")
+    check = {c.name: c for c in preflight.run_preflight(_args("--vllm.num_engines", "1"), skip=skip)}["gpu"]
+    assert not check.ok and check.detail.startswith("no CUDA GPU visible")
+    assert f"driver check: driver 535.104.05 is older than {min_driver(TORCH_CUDA)}" in check.detail
+    assert "fix: upgrade the NVIDIA driver" in check.detail

@@ -1,7 +1,8 @@
 """Pure-torch stand-ins for flash-attn 2.8.3's `flash_attn_varlen_func` and `flash_attn_func` (test-only, CPU): each
 packed sequence (cu_seqlens) is attended by itself with PyTorch SDPA, causal, grouped-query heads as flash-attn does.
 The CPU shim installs them on the `flash_attn` module (patch P8); transformers' flash-attention integration and
-OpenRLHF's packing then run unchanged. Features the runs never use are refused. See docs/e2e.md."""
+OpenRLHF's packing then run unchanged. Features the runs never use, and inputs the real kernels refuse, are refused.
+See docs/e2e.md."""
 
 from __future__ import annotations
 
@@ -10,6 +11,26 @@ import torch.nn.functional as F
 
 # varlen calls in this process and the most sequences one call packed (the shim's training record reads it)
 CALLS = {"varlen": 0, "most_sequences": 0}
+# flash-attn 2.8.3's kernels take only fp16/bf16 and head dims up to 256 (flash_api.cpp; its Python wrapper pads a
+# head dim to a multiple of 8 first, so any dim up to 256 passes). A test that compares float32 math, not the
+# kernel's inputs (cpu_e2e/packing.py), sets ALLOW_FLOAT32; nothing else may, or CPU runs pass what a GPU refuses.
+ALLOW_FLOAT32 = False
+KERNEL_DTYPES = (torch.float16, torch.bfloat16)
+MAX_HEAD_DIM = 256
+
+
+def _refuse_inputs(q, k, v) -> None:
+    """The real kernel's input checks, with its messages (RuntimeError, as TORCH_CHECK raises)."""
+    allowed = KERNEL_DTYPES + ((torch.float32,) if ALLOW_FLOAT32 else ())
+    if not q.dtype == k.dtype == v.dtype or q.dtype not in allowed:
+        raise RuntimeError(
+            f"FlashAttention only support fp16 and bf16 data type (tests/cpu_e2e stand-in: got q/k/v "
+            f"{q.dtype}/{k.dtype}/{v.dtype}; a float32 math comparison sets flash_attn_cpu.ALLOW_FLOAT32)"
+        )
+    if q.shape[-1] > MAX_HEAD_DIM:
+        raise RuntimeError(f"FlashAttention forward only supports head dimension at most 256 (got {q.shape[-1]})")
+    if q.shape[-2] % k.shape[-2]:
+        raise RuntimeError("Number of heads in key/value must divide number of heads in query")
 
 
 def _refuse(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs, block_table=None) -> None:
@@ -64,6 +85,7 @@ def flash_attn_varlen_func(
 ):
     """q (total_q, h, d), k/v (total_k, h_kv, d), sequence i = rows cu_seqlens[i]:cu_seqlens[i+1]."""
     _refuse(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs, block_table)
+    _refuse_inputs(q, k, v)
     bq, bk = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     if len(bq) != len(bk) or bq[-1] != q.shape[0] or bk[-1] != k.shape[0]:
         raise ValueError(f"cu_seqlens {bq} / {bk} do not cover q {tuple(q.shape)} / k {tuple(k.shape)}")
@@ -91,4 +113,5 @@ def flash_attn_func(
 ):
     """q (b, s_q, h, d), k/v (b, s_k, h_kv, d): every row of the batch is one sequence."""
     _refuse(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
+    _refuse_inputs(q, k, v)
     return torch.stack([_attend(q[b], k[b], v[b], softmax_scale, causal) for b in range(q.shape[0])])
