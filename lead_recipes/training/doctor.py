@@ -24,7 +24,8 @@ from lead_recipes.training.gpu_probes import NO_GPU
 from lead_recipes.training.gpu_requirements import TORCH_CUDA, min_driver
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-# FusedAdam is compiled by DeepSpeed's JIT at first use (about a minute on a GPU node); later runs load the cache
+# FusedAdam is compiled by DeepSpeed's JIT at first use (with nvcc; not yet timed on a GPU node), later runs load
+# the cache: the timeout leaves that first build minutes
 DEFAULT_TIMEOUT = 300
 SETUP = "bash launchers/bootstrap.sh setup on the GPU node, see docs/gpu.md"
 
