@@ -30,7 +30,7 @@ from lead_recipes.recipes.commands import (
     train_command,
 )
 from lead_recipes.recipes.layout import checkpoint_warning, unseeded_file
-from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
+from lead_recipes.recipes.recipe import load_recipe, recipe_names
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["LEAD_RECIPES_RUN_DIR"] = os.path.abspath(args.run_dir)
     try:
         recipe = load_recipe(args.recipe, args.overrides)
-        run_dir = Path(placeholders(recipe.name)["run"])
+        run_dir = Path(recipe.run_dir)
     except RecipeError as exc:
         print(f"lead-recipes launch: {exc}", file=sys.stderr)
         return 2

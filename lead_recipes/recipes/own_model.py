@@ -1,7 +1,7 @@
 """What follows the model a recipe runs: its context length against `data.max_len` (from its `config.json` in a local
 directory or the Hugging Face cache, never downloaded; recipe loading refuses a recipe over it, and so does the
 preflight through lead_recipes/training/context_check.py, so a 4k-context model under a 5,024-token recipe fails
-before vLLM starts), and the run's W&B and Slurm job name. See docs/own-data.md.
+before vLLM starts), and the run's name (its directory, W&B run and Slurm job). See docs/own-data.md.
 """
 
 from __future__ import annotations
@@ -67,21 +67,16 @@ def refuse_over_context(recipe, where: str) -> None:
         raise RecipeError(f"{where}: {problem}")
 
 
-def with_model(name: str, model) -> str:
-    """A run name for `model` trained with what `name` names: the model's last path part appended."""
-    return f"{name}-{str(model).rstrip('/').rsplit('/', 1)[-1]}"
-
-
-def run_name_of(path: Path, raw: dict, given: dict) -> str:
-    """The run's name: the recipe file's stem, with the model's last path part appended when `--set` gives another
-    model. A `logger.wandb.run_name` the file itself or `--set` states wins; one inherited through `extends` (the
-    base recipe's own name) is replaced by this name in `raw`."""
+def run_names(path: Path, raw: dict, given: dict) -> tuple[str, str]:
+    """(the run's name, its W&B and Slurm job name). The run's name, which also names its directory, is the recipe
+    file's stem, with the model's last path part appended when `--set` gives another model. A
+    `logger.wandb.run_name` that `--set` or the file states wins, except the file's own stem, which is the name our
+    recipes state for themselves: that one, and one inherited through `extends`, become the run's name in `raw`."""
     openrlhf = raw.get("openrlhf") or {}
-    name = path.stem
-    if ("openrlhf", "actor.model_name_or_path") in given:
-        name = with_model(name, openrlhf["actor.model_name_or_path"])
-    own = (yaml.safe_load(path.read_text()) or {}).get("openrlhf") or {}
     key, model_given = "logger.wandb.run_name", ("openrlhf", "actor.model_name_or_path") in given
-    if key in openrlhf and ("openrlhf", key) not in given and (key not in own or model_given):
+    model = str(openrlhf.get("actor.model_name_or_path")).rstrip("/").rsplit("/", 1)[-1]
+    name = f"{path.stem}-{model}" if model_given else path.stem
+    own = ((yaml.safe_load(path.read_text()) or {}).get("openrlhf") or {}).get(key)
+    if key in openrlhf and ("openrlhf", key) not in given and own in (None, path.stem):
         openrlhf[key] = name
-    return str(openrlhf.get(key) or name)
+    return name, str(openrlhf.get(key) or name)

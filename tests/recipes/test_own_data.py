@@ -90,6 +90,39 @@ def test_a_run_name_the_file_or_set_states_wins(capsys, tmp_path):
     assert flag(cmd, "--logger.wandb.run_name") == "x" and "--job-name=x" in sub
 
 
+def test_a_run_name_the_file_states_wins_over_a_model_given_by_set(capsys, tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=32768)
+    path = own_recipe(tmp_path, "openrlhf:\n  logger.wandb.run_name: mine\n")
+    cmd, sub, _ = rendered(capsys, path, "--launch.target", "slurm", "--set", f"actor.model_name_or_path={model}")
+    assert flag(cmd, "--logger.wandb.run_name") == "mine" and "--job-name=mine" in sub
+
+
+def test_the_run_directory_follows_a_model_given_by_set(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("LEAD_RECIPES_RUN_DIR")
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
+    model = model_dir(tmp_path, max_position_embeddings=32768)
+    cmd, _, _ = rendered(capsys, "lead-1.5b", "--set", f"actor.model_name_or_path={model}")
+    run = tmp_path / "runs" / "lead-1.5b-my-model"
+    assert [flag(cmd, f) for f in ("--ckpt.path", "--ckpt.output_dir", "--logger.tensorboard_dir")] == [
+        str(run / "ckpt"),
+        str(run / "hf"),
+        str(run / "tensorboard"),
+    ]
+    assert load_recipe("lead-1.5b", [f"actor.model_name_or_path={model}"]).run_dir == str(run)
+    assert load_recipe("lead-1.5b").run_dir == str(tmp_path / "runs" / "lead-1.5b")
+
+
+def test_train_with_another_model_writes_into_the_run_directory_that_follows_it(tmp_path, monkeypatch):
+    from lead_recipes.training.args import flag_values, resolve
+    from lead_recipes.training.cli import _our_parser
+
+    monkeypatch.delenv("LEAD_RECIPES_RUN_DIR")
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
+    argv = ["--actor.model_name_or_path", model_dir(tmp_path, max_position_embeddings=32768)]
+    out = resolve([*argv, "--data.prompt_dataset", "d.jsonl"], _our_parser()).argv
+    assert flag_values(out, "--ckpt.path") == [str(tmp_path / "runs" / "lead-1.5b-my-model" / "ckpt")]
+
+
 def test_the_reference_recipe_keeps_its_own_name():
     assert load_recipe("lead-1.5b").run_name == "lead-1.5b"
 
