@@ -29,7 +29,7 @@ from lead_recipes.recipes.commands import (
     sbatch_command,
     train_command,
 )
-from lead_recipes.recipes.layout import checkpoint_warning, unseeded_file
+from lead_recipes.recipes.layout import checkpoint_warning, no_steps, unseeded_file
 from lead_recipes.recipes.recipe import load_recipe, recipe_names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -254,9 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run:
             print("# (printed only: choose --launch.target local, ray (with --ray.address ADDR) or slurm to run)")
         return 0
-    unseeded = unseeded_file(recipe)
-    if unseeded and args.data_check:
-        print(f"lead-recipes launch: {unseeded} (--no-launch.data_check_enable to go ahead anyway)", file=sys.stderr)
+    refused = unseeded_file(recipe) or no_steps(recipe)
+    if refused and args.data_check:
+        print(f"lead-recipes launch: {refused} (--no-launch.data_check_enable to go ahead anyway)", file=sys.stderr)
         return 2
     if missing and args.data_check and args.train_mode == "run":
         print(

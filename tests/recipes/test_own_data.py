@@ -189,8 +189,8 @@ def prompts(tmp_path, rows: int) -> str:
 
 
 def test_a_run_shorter_than_save_steps_warns_with_the_step_count(capsys, tmp_path):
-    # lead-1.5b: 7 episodes x (300 // 128 = 2) = 14 steps < ckpt.save_steps 20
-    _, _, err = rendered(capsys, "lead-1.5b", "--set", f"data.prompt_dataset={prompts(tmp_path, 300)}")
+    # lead-1.5b: 7 episodes x ceil(200 / 128) = 14 steps < ckpt.save_steps 20
+    _, _, err = rendered(capsys, "lead-1.5b", "--set", f"data.prompt_dataset={prompts(tmp_path, 200)}")
     warned = [line for line in err.splitlines() if "checkpoint" in line]
     assert len(warned) == 1 and "takes 14 steps" in warned[0] and "ckpt.save_steps 20" in warned[0]
 
@@ -211,3 +211,19 @@ def test_train_with_another_model_names_the_run_after_the_base_recipe_and_the_mo
     assert flag_values(resolve(["--data.prompt_dataset", "d"], _our_parser()).argv, "--logger.wandb.run_name") == [
         "lead-1.5b"
     ]
+
+
+def test_a_short_last_batch_counts_as_a_step(capsys, tmp_path):
+    # OpenRLHF 0.11.2 trains the partial last rollout batch: 7 episodes x ceil(257 / 128) = 21 steps >= 20
+    _, _, err = rendered(capsys, "lead-1.5b", "--set", f"data.prompt_dataset={prompts(tmp_path, 257)}")
+    assert "checkpoint" not in err
+
+
+def test_a_prompt_file_with_no_rows_is_refused_before_anything_starts(capsys, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(launch.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    argv = ["lead-1.5b", "--launch.target", "local", "--set", f"data.prompt_dataset={prompts(tmp_path, 0)}"]
+    assert launch.main(argv) == 2 and calls == []
+    err = capsys.readouterr().err
+    assert "takes 0 training steps" in err and "has no rows" in err and "--no-launch.data_check_enable" in err
+    assert launch.main([*argv, "--no-launch.data_check_enable"]) == 0 and len(calls) == 1
