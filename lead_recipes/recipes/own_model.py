@@ -14,8 +14,20 @@ import yaml
 
 from lead_recipes.recipes import RecipeError
 
-# config.json keys that state the positions a model can attend over, most specific first
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+# vLLM 0.29's rule (ModelArchConfigConvertor.derive_max_model_len_and_key, config/model.py _get_and_verify_max_len):
+# the smallest of these keys in the text config, model_max_length over all of them; then RoPE scaling: a yarn
+# config's original_max_position_embeddings x factor, any other rope type but su/longrope/llama3 x factor
+CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 
 
 def config_path(model: str) -> str | None:
@@ -41,11 +53,25 @@ def model_context(model: str | None) -> tuple[int, str] | None:
         config = json.loads(open(path, encoding="utf-8").read())
     except (OSError, ValueError):
         return None
-    for section in (config, config.get("text_config") or {}):  # a multimodal config nests the language model's
-        for key in CONTEXT_KEYS:
-            if isinstance(section.get(key), int) and section[key] > 0:
-                return section[key], key
-    return None
+    text = config.get("text_config") or config  # a multimodal config nests the language model's
+    found = {k: text[k] for k in CONTEXT_KEYS if isinstance(text.get(k), int) and text[k] > 0}
+    if not found:
+        return None
+    key = "model_max_length" if "model_max_length" in found else min(found, key=found.get)
+    context, why = found[key], key
+    rope = text.get("rope_parameters") or text.get("rope_scaling") or config.get("rope_scaling")
+    if not isinstance(rope, dict) or "gemma3" in str(config.get("model_type")):  # Gemma3's length is scaled
+        return context, why
+    factor = 1.0
+    for part in rope.values() if all(isinstance(v, dict) for v in rope.values()) else [rope]:  # per layer type
+        kind = part.get("rope_type") or part.get("type")
+        if kind not in ("su", "longrope", "llama3"):
+            factor = part.get("factor", factor)
+            if kind == "yarn" and "original_max_position_embeddings" in part:
+                context, why = part["original_max_position_embeddings"], "original_max_position_embeddings"
+    if factor and factor != 1:
+        context, why = int(context * factor), f"{why} x rope factor {factor}"
+    return context, why
 
 
 def context_problem(model: str | None, max_len: int | None) -> str | None:

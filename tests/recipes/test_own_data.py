@@ -146,6 +146,56 @@ def test_a_multimodal_configs_text_context_is_read(tmp_path):
     assert "context of 2048" in context_problem(model, 4096)
 
 
+def test_the_context_is_the_smallest_of_the_length_keys_as_vllm_takes_it(tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=131072, seq_length=4096)
+    assert model_context(model) == (4096, "seq_length")
+
+
+def test_a_linear_rope_factor_multiplies_the_context(tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=2048, rope_scaling={"type": "linear", "factor": 4.0})
+    assert model_context(model)[0] == 8192 and context_problem(model, 8192) is None
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "original_max_position_embeddings": 8192,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+}
+
+
+def test_yarn_scales_its_original_positions_not_max_position_embeddings(tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=40960, rope_scaling=YARN)
+    assert model_context(model) == (131072, "original_max_position_embeddings x rope factor 4.0")
+
+
+def test_llama3_rope_leaves_the_context_as_stated(tmp_path):
+    assert model_context(model_dir(tmp_path, max_position_embeddings=131072, rope_scaling=LLAMA3))[0] == 131072
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"max_position_embeddings": 131072, "seq_length": 4096},
+        {"max_position_embeddings": 2048, "rope_scaling": {"type": "dynamic", "factor": 2.0}},
+        {"max_position_embeddings": 40960, "rope_scaling": YARN},
+        {"max_position_embeddings": 131072, "rope_scaling": LLAMA3},
+    ],
+)
+def test_the_context_agrees_with_vllms_own_rule(tmp_path, config):
+    from transformers import Qwen2Config
+    from vllm.config.model import _get_and_verify_max_len
+    from vllm.transformers_utils.config import patch_rope_parameters
+    from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
+
+    hf = Qwen2Config(**config)
+    patch_rope_parameters(hf)
+    arch = ns(derived_max_model_len_and_key=ModelArchConfigConvertorBase(hf, hf).derive_max_model_len_and_key())
+    assert model_context(model_dir(tmp_path, **config))[0] == _get_and_verify_max_len(hf, arch, None, None, False, None)
+
+
 def test_a_model_whose_config_is_not_here_is_not_checked_and_the_preflight_says_so(tmp_path):
     assert context_problem("nobody/not-cached-model", 10**6) is None
     args = ns(actor=ns(model_name_or_path="nobody/not-cached-model"), data=ns(max_len=10**6))
