@@ -168,7 +168,10 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
     cap = cap if isinstance(cap, int) else None
     longest = max((r["num_tokens"] for r in rows), default=1)
     on_axis = cap is not None and cap <= 1.05 * longest
-    known = all(r["truncated"] is not None for r in rows)  # else no "truncated" bar or legend entry
+    # A row of unknown truncation counts as correct or wrong; the "truncated" bar appears when all rows know theirs
+    # or some row is known truncated, so every row is in exactly one bar.
+    unknown = any(r["truncated"] is None for r in rows)
+    known = not unknown or any(r["truncated"] for r in rows)
     kinds = (
         ("correct", "tab:green", lambda r: r["correct"] and not r["truncated"]),
         ("wrong", "tab:red", lambda r: not r["correct"] and not r["truncated"]),
@@ -182,8 +185,8 @@ def plot_run(summary: dict, rows: list[dict], path: Path) -> dict:
         label=[name for name, _, _ in kinds],
         color=[color for _, color, _ in kinds],
     )[0]
-    if not known:
-        ax_hist.plot([], [], " ", label="truncation unknown")
+    if unknown:
+        ax_hist.plot([], [], " ", label="truncation unknown" if not known else "truncation unknown for some")
     if cap is None:
         ax_hist.plot([], [], " ", label="cap unknown")
     elif on_axis:

@@ -17,7 +17,7 @@ class PluginError(RuntimeError):
 
 def installed_methods(taken: tuple[str, ...]) -> tuple:
     """The `MethodEntry` of every entry point in GROUP, sorted by name; `taken`: the names already registered."""
-    from lead_recipes.methods.config import MethodEntry  # defined before REGISTRY, which calls this
+    from lead_recipes.methods.config import RESERVED_SECTIONS, MethodEntry  # defined before REGISTRY, which calls this
 
     found = []
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
@@ -32,8 +32,13 @@ def installed_methods(taken: tuple[str, ...]) -> tuple:
                 f"{where}: names a {type(obj).__name__}, not a lead_recipes.methods.config.MethodEntry; point it at "
                 'one, e.g. ENTRY = MethodEntry("my-method", "my_pkg.method:MyMethod", MyConfig, "lead-1.5b")'
             )
-        sections = {n.replace("-", "_") for n in (*taken, *(e.name for e in found))} | {"guard", "resume"}
+        sections = {n.replace("-", "_") for n in (*taken, *(e.name for e in found))}
         if obj.section in sections:  # the name, or the flag section --recipe.<name with - → _>.* it gives
             raise PluginError(f"{where}: the method name {obj.name!r} (flags --recipe.{obj.section}.*) is taken")
+        if obj.section in RESERVED_SECTIONS:
+            raise PluginError(
+                f"{where}: the method name {obj.name!r} is reserved (--recipe.{obj.section} is a flag or a section "
+                f"of every method; reserved: {', '.join(RESERVED_SECTIONS)}); rename the method"
+            )
         found.append(obj)
     return tuple(found)

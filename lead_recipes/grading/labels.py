@@ -1,7 +1,7 @@
-"""The gold answer inside a training label: the label itself, or an object's `"answer"` (an object without one, or
-with a null one, is a LabelError). Every grading entry point reads the gold through `gold_answer`, so an object is
-never graded as its string form. An object may also carry L1's target (`"n_gold"`, `"l1_mode"`), which
-`length_target` reads for the reward function to echo. See
+"""The gold answer inside a training label: the label itself, or an object's `"answer"` (a null label, or an object
+without an answer or with a null one, is a LabelError). Every grading entry point reads the gold through
+`gold_answer`, so an object is never graded as its string form. An object may also carry L1's target (`"n_gold"`,
+`"l1_mode"`), which `length_target` reads for the reward function to echo. See
 docs/grading.md#the-openrlhf-reward-function---rewardremote_url-pathpy.
 """
 
@@ -29,8 +29,10 @@ def gold_answer(label: Any) -> Any:
 
 
 def label_problem(label: Any) -> str | None:
-    """Why `label` cannot be graded (one line), or None when it can. A null answer is as missing: `datasets` fills
-    a key other rows' labels have with null."""
+    """Why `label` cannot be graded (one line), or None when it can. A null label, or an object's null answer, is
+    as missing (`datasets` fills a key other rows' labels have with null)."""
+    if label is None:
+        return f'the label is null; send the gold answer (e.g. "42") or an object holding it under {ANSWER_KEY!r}'
     if isinstance(label, dict) and label.get(ANSWER_KEY) is None:
         keys = ", ".join(sorted(map(str, label))[:8]) or "none"
         what = f"its {ANSWER_KEY!r} is null" if ANSWER_KEY in label else f"this one has keys: {keys}"

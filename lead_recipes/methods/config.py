@@ -288,6 +288,8 @@ class MethodEntry:
 
 
 COMMON_SECTIONS = ("guard", "resume")  # read whatever the method
+# no method's section: --recipe.method and the train command's --recipe.name are flags of their own
+RESERVED_SECTIONS = (*COMMON_SECTIONS, "method", "name")
 
 # the method registry: every list of methods (flags, validation, build_method, base recipes, docs) derives from it
 REGISTRY = (

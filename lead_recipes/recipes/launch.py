@@ -29,8 +29,8 @@ from lead_recipes.recipes.commands import (
     sbatch_command,
     train_command,
 )
-from lead_recipes.recipes.layout import checkpoint_warning, unseeded_file
-from lead_recipes.recipes.recipe import load_recipe, placeholders, recipe_names
+from lead_recipes.recipes.layout import checkpoint_warning, no_steps, unseeded_file
+from lead_recipes.recipes.recipe import load_recipe, recipe_names
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "slurm" / "train.sbatch"
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["LEAD_RECIPES_RUN_DIR"] = os.path.abspath(args.run_dir)
     try:
         recipe = load_recipe(args.recipe, args.overrides)
-        run_dir = Path(placeholders(recipe.name)["run"])
+        run_dir = Path(recipe.run_dir)
     except RecipeError as exc:
         print(f"lead-recipes launch: {exc}", file=sys.stderr)
         return 2
@@ -254,9 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run:
             print("# (printed only: choose --launch.target local, ray (with --ray.address ADDR) or slurm to run)")
         return 0
-    unseeded = unseeded_file(recipe)
-    if unseeded and args.data_check:
-        print(f"lead-recipes launch: {unseeded} (--no-launch.data_check_enable to go ahead anyway)", file=sys.stderr)
+    refused = unseeded_file(recipe) or no_steps(recipe)
+    if refused and args.data_check:
+        print(f"lead-recipes launch: {refused} (--no-launch.data_check_enable to go ahead anyway)", file=sys.stderr)
         return 2
     if missing and args.data_check and args.train_mode == "run":
         print(

@@ -63,20 +63,26 @@ def unseeded_file(recipe) -> str | None:
 
 
 def rollout_steps(recipe) -> int | None:
-    """Training steps (rollout batches; OpenRLHF's global_step) the recipe runs: episodes x rows // rollout batch.
-    rows = data.max_samples, or the exact `--rows` its data.prepare writes, whichever is smaller; None when the row
-    count is only known once the data is built."""
+    """Training steps (rollout batches; OpenRLHF's global_step) the recipe runs: episodes x ceil(rows / rollout
+    batch). rows = data.max_samples, or the exact `--rows` its data.prepare writes, whichever is smaller; None when
+    the row count is only known once the data is built."""
     o = recipe.openrlhf
     prepare = [str(a) for a in recipe.data.get("prepare") or []]
     known = [int(x) for x in (o.get("data.max_samples"), _flag(prepare, "--curriculum.rows")) if x is not None]
     if recipe.entrypoint != "train" or not known:
         return None
-    return int(_value(o, "train.num_episodes")) * (min(known) // int(_value(o, "rollout.batch_size")))
+    return _steps(o, min(known))
+
+
+def _steps(o: dict, rows: int) -> int:
+    # OpenRLHF 0.11.2 trains a short last batch too: its prompt loader drops nothing (batch size 1) and
+    # SamplesGenerator hands over the partial chunk, which train_step counts as a global_step like any other
+    return int(_value(o, "train.num_episodes")) * -(-rows // int(_value(o, "rollout.batch_size")))
 
 
 def planned_steps(recipe) -> int | None:
-    """`rollout_steps`, or, when the prompt file exists here, episodes x its rows (capped by data.max_samples) //
-    rollout batch; None when neither is known."""
+    """`rollout_steps`, or, when the prompt file exists here, episodes x ceil(its rows (capped by data.max_samples) /
+    rollout batch); None when neither is known."""
     known = rollout_steps(recipe)
     path = recipe.openrlhf.get("data.prompt_dataset")
     if known is not None or recipe.entrypoint != "train" or not path or not os.path.isfile(str(path)):
@@ -85,19 +91,30 @@ def planned_steps(recipe) -> int | None:
         rows = sum(1 for line in f if line.strip())
     cap = recipe.openrlhf.get("data.max_samples")
     rows = min(rows, int(cap)) if cap is not None else rows
-    o = recipe.openrlhf
-    return int(_value(o, "train.num_episodes")) * (rows // int(_value(o, "rollout.batch_size")))
+    return _steps(recipe.openrlhf, rows)
 
 
 def checkpoint_warning(recipe) -> str | None:
     """One line when the run ends before its first checkpoint (fewer steps than ckpt.save_steps): a requeued or
     preempted job then has nothing to resume from."""
     every, steps = recipe.openrlhf.get("ckpt.save_steps"), planned_steps(recipe)
-    if steps is None or every is None or int(every) <= 0 or steps >= int(every):
+    if not steps or every is None or int(every) <= 0 or steps >= int(every):
         return None
     return (
         f"lead-recipes launch: warning: the run takes {steps} steps, fewer than ckpt.save_steps {every}, so it writes "
         f"no checkpoint to resume from; --set ckpt.save_steps={max(1, steps // 2)} (or more data or episodes)"
+    )
+
+
+def no_steps(recipe) -> str | None:
+    """Why the run would take no training step (a prompt file with no rows, or data.max_samples or
+    train.num_episodes 0), or None: OpenRLHF would start Ray and vLLM and then save nothing."""
+    if planned_steps(recipe) != 0:
+        return None
+    o = recipe.openrlhf
+    return (
+        f"the run takes 0 training steps: data.prompt_dataset {o.get('data.prompt_dataset')} has no rows, or "
+        f"data.max_samples {o.get('data.max_samples')} or train.num_episodes {_value(o, 'train.num_episodes')} is 0"
     )
 
 

@@ -1,7 +1,7 @@
 """What follows the model a recipe runs: its context length against `data.max_len` (from its `config.json` in a local
 directory or the Hugging Face cache, never downloaded; recipe loading refuses a recipe over it, and so does the
 preflight through lead_recipes/training/context_check.py, so a 4k-context model under a 5,024-token recipe fails
-before vLLM starts), and the run's W&B and Slurm job name. See docs/own-data.md.
+before vLLM starts), and the run's name (its directory, W&B run and Slurm job). See docs/own-data.md.
 """
 
 from __future__ import annotations
@@ -14,8 +14,20 @@ import yaml
 
 from lead_recipes.recipes import RecipeError
 
-# config.json keys that state the positions a model can attend over, most specific first
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+# vLLM 0.29's rule (ModelArchConfigConvertor.derive_max_model_len_and_key, config/model.py _get_and_verify_max_len):
+# the smallest of these keys in the text config, model_max_length over all of them; then RoPE scaling: a yarn
+# config's original_max_position_embeddings x factor, any other rope type but su/longrope/llama3 x factor
+CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 
 
 def config_path(model: str) -> str | None:
@@ -41,11 +53,25 @@ def model_context(model: str | None) -> tuple[int, str] | None:
         config = json.loads(open(path, encoding="utf-8").read())
     except (OSError, ValueError):
         return None
-    for section in (config, config.get("text_config") or {}):  # a multimodal config nests the language model's
-        for key in CONTEXT_KEYS:
-            if isinstance(section.get(key), int) and section[key] > 0:
-                return section[key], key
-    return None
+    text = config.get("text_config") or config  # a multimodal config nests the language model's
+    found = {k: text[k] for k in CONTEXT_KEYS if isinstance(text.get(k), int) and text[k] > 0}
+    if not found:
+        return None
+    key = "model_max_length" if "model_max_length" in found else min(found, key=found.get)
+    context, why = found[key], key
+    rope = text.get("rope_parameters") or text.get("rope_scaling") or config.get("rope_scaling")
+    if not isinstance(rope, dict) or "gemma3" in str(config.get("model_type")):  # Gemma3's length is scaled
+        return context, why
+    factor = 1.0
+    for part in rope.values() if all(isinstance(v, dict) for v in rope.values()) else [rope]:  # per layer type
+        kind = part.get("rope_type") or part.get("type")
+        if kind not in ("su", "longrope", "llama3"):
+            factor = part.get("factor", factor)
+            if kind == "yarn" and "original_max_position_embeddings" in part:
+                context, why = part["original_max_position_embeddings"], "original_max_position_embeddings"
+    if factor and factor != 1:
+        context, why = int(context * factor), f"{why} x rope factor {factor}"
+    return context, why
 
 
 def context_problem(model: str | None, max_len: int | None) -> str | None:
@@ -67,21 +93,16 @@ def refuse_over_context(recipe, where: str) -> None:
         raise RecipeError(f"{where}: {problem}")
 
 
-def with_model(name: str, model) -> str:
-    """A run name for `model` trained with what `name` names: the model's last path part appended."""
-    return f"{name}-{str(model).rstrip('/').rsplit('/', 1)[-1]}"
-
-
-def run_name_of(path: Path, raw: dict, given: dict) -> str:
-    """The run's name: the recipe file's stem, with the model's last path part appended when `--set` gives another
-    model. A `logger.wandb.run_name` the file itself or `--set` states wins; one inherited through `extends` (the
-    base recipe's own name) is replaced by this name in `raw`."""
+def run_names(path: Path, raw: dict, given: dict) -> tuple[str, str]:
+    """(the run's name, its W&B and Slurm job name). The run's name, which also names its directory, is the recipe
+    file's stem, with the model's last path part appended when `--set` gives another model. A
+    `logger.wandb.run_name` that `--set` or the file states wins, except the file's own stem, which is the name our
+    recipes state for themselves: that one, and one inherited through `extends`, become the run's name in `raw`."""
     openrlhf = raw.get("openrlhf") or {}
-    name = path.stem
-    if ("openrlhf", "actor.model_name_or_path") in given:
-        name = with_model(name, openrlhf["actor.model_name_or_path"])
-    own = (yaml.safe_load(path.read_text()) or {}).get("openrlhf") or {}
     key, model_given = "logger.wandb.run_name", ("openrlhf", "actor.model_name_or_path") in given
-    if key in openrlhf and ("openrlhf", key) not in given and (key not in own or model_given):
+    model = str(openrlhf.get("actor.model_name_or_path")).rstrip("/").rsplit("/", 1)[-1]
+    name = f"{path.stem}-{model}" if model_given else path.stem
+    own = ((yaml.safe_load(path.read_text()) or {}).get("openrlhf") or {}).get(key)
+    if key in openrlhf and ("openrlhf", key) not in given and own in (None, path.stem):
         openrlhf[key] = name
-    return str(openrlhf.get(key) or name)
+    return name, str(openrlhf.get(key) or name)

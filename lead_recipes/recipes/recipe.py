@@ -20,7 +20,7 @@ import yaml
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.layout import check_layout, check_seeded_selection
 from lead_recipes.recipes.openrlhf_parser import ENTRYPOINTS, openrlhf_parser
-from lead_recipes.recipes.own_model import refuse_over_context, run_name_of
+from lead_recipes.recipes.own_model import refuse_over_context, run_names
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "launchers" / "recipes"
 TOP_KEYS = ("description", "entrypoint", "extends", "after", "data", "resources", "openrlhf", "recipe")
@@ -205,8 +205,9 @@ def parse_override(text: str) -> tuple[str, str, Any]:
 def placeholders(name: str) -> dict[str, str]:
     """${data}: where `lead-recipes data` writes (LEAD_RECIPES_DATA, default ./data); ${sources}: raw source files
     it reads (LEAD_RECIPES_SOURCES, default ./data/sources); ${run}: this run's directory (LEAD_RECIPES_RUN_DIR,
-    default <runs>/<recipe>); ${run:NAME}: recipe NAME's run directory <runs>/NAME, where <runs> is
-    LEAD_RECIPES_RUNS (default ./runs); ${reward_func}: the installed lead_recipes/reward/reward_func.py."""
+    default <runs>/<name>, `name` the run's: the recipe's, plus the model's when --set gives one); ${run:NAME}:
+    recipe NAME's run directory <runs>/NAME, where <runs> is LEAD_RECIPES_RUNS (default ./runs); ${reward_func}:
+    the installed lead_recipes/reward/reward_func.py."""
     return {
         "data": os.path.abspath(os.environ.get("LEAD_RECIPES_DATA", "data")),
         "sources": os.path.abspath(os.environ.get("LEAD_RECIPES_SOURCES", os.path.join("data", "sources"))),
@@ -252,7 +253,8 @@ class Recipe:
     recipe: dict[str, Any]
     resources: dict[str, Any]
     data: dict[str, Any] = field(default_factory=dict)
-    run_name: str = ""  # the W&B run and Slurm job name (`own_model.run_name_of`)
+    run_name: str = ""  # the W&B run and Slurm job name (`own_model.run_names`)
+    run_dir: str = ""  # ${run}: follows the model (`own_model.run_names`)
     extends: str | None = None
     after: str | None = None
 
@@ -322,11 +324,10 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     def origin(section: str, key: str) -> str:
         return given.get((section, key), where)
 
-    name, run_name = path.stem, run_name_of(path, raw, given)
-    entrypoint = raw.get("entrypoint", "train")
+    (run, run_name), entrypoint = run_names(path, raw, given), raw.get("entrypoint", "train")
     if entrypoint not in ENTRYPOINTS:
         raise RecipeError(f"{where}: key 'entrypoint': {entrypoint!r} is not one of {list(ENTRYPOINTS)}")
-    env = placeholders(name)
+    env = placeholders(run)
 
     known = _actions(openrlhf_parser(entrypoint))
     openrlhf_values = {}
@@ -369,7 +370,7 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
         data["prepare"] = [str(_expand(str(v), env, "data.prepare", where)) for v in data["prepare"]]
 
     recipe = Recipe(
-        name=name,
+        name=path.stem,
         path=where,
         description=str(raw.get("description", "")),
         entrypoint=entrypoint,
@@ -378,6 +379,7 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
         resources=resources,
         data=data,
         run_name=run_name,
+        run_dir=env["run"],
         extends=raw.get("extends"),
         after=None if after is None else str(after),
     )

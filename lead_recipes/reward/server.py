@@ -21,48 +21,17 @@ import time
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lead_recipes.grading.labels import gold_answer, label_problem
 from lead_recipes.grading.options import add_options, grader_kwargs
 from lead_recipes.grading.pool.grader import STATUSES, Grade, Grader
 from lead_recipes.help_format import ArgumentParser
 from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_extra_logs
-from lead_recipes.reward.reward_func import response_text, safe_is_repetitive
+from lead_recipes.reward.request import RequestError, format_texts, parse_request, sample_texts
+from lead_recipes.reward.reward_func import safe_is_repetitive
 
 log = logging.getLogger("lead_recipes.reward.server")
 TOKEN_ENV = "LEAD_RECIPES_SERVE_TOKEN"
-
-
-class RewardRequest(BaseModel):
-    """The envelope only: sample contents are checked per sample (a bad sample is graded `error`, not a 4xx)."""
-
-    model_config = ConfigDict(extra="ignore")
-    query: list[Any] | None = None
-    responses: list[Any] | None = None
-    prompts: list[Any] | None = None
-    labels: list[Any] | None = None
-
-
-NULL_LABEL = 'the label is null; send the gold answer (e.g. "42") or an object holding it under "answer"'
-
-
-def sample_texts(req: RewardRequest) -> list[str]:
-    """What is graded: each `responses` item as is when the request has them, else the response inside each `query`
-    (`response_text`: the prompt stripped only from a query that starts with it)."""
-    if req.responses is not None:
-        return [r if isinstance(r, str) else ("" if r is None else str(r)) for r in req.responses]
-    prompts = req.prompts or [""] * len(req.query or [])
-    return [response_text(q, p) for q, p in zip(req.query or [], prompts)]
-
-
-def format_texts(req: RewardRequest) -> list[str]:
-    """What the format flags are read from (prompt + response, as the authors' code reads them): each `query` as
-    sent, or each prompt followed by its `responses` item."""
-    if req.responses is None:
-        return [q if isinstance(q, str) else "" for q in req.query or []]
-    prompts = req.prompts or [""] * len(req.responses)
-    return [(p if isinstance(p, str) else "") + t for p, t in zip(prompts, sample_texts(req))]
 
 
 def _error(status: int, message: str, **headers: str) -> web.Response:
@@ -215,19 +184,10 @@ class RewardServer:
         except (json.JSONDecodeError, RecursionError) as e:
             return _error(400, f"body is not valid JSON: {e}")
         try:
-            req = RewardRequest.model_validate(body)
-        except ValidationError as e:
-            errs = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'body'}: {x['msg']}" for x in e.errors()[:5])
-            return _error(422, f"expected {{'query': [str], 'prompts': [str], 'labels': [any]}}: {errs}")
-        if req.query is None and req.responses is None:
-            return _error(422, "`query` (prompt + response, or the response alone) or `responses` is required")
-        first = "responses" if req.responses is not None else "query"
-        n = len(getattr(req, first))
-        for name, lst in (("query", req.query), ("prompts", req.prompts), ("labels", req.labels)):
-            if lst is not None and len(lst) != n:
-                return _error(422, f"`{name}` has {len(lst)} items but `{first}` has {n}")
-        if req.labels is None and n:
-            return _error(422, "`labels` (the gold answers) is required")
+            req = parse_request(body)
+        except RequestError as e:
+            return _error(422, str(e))
+        n = len(req.responses if req.responses is not None else req.query)
         if n > self.max_samples:
             return _error(413, f"{n} samples in one request; the limit is {self.max_samples} (--serve.max_samples)")
         if self.waiting >= self.max_queue:
@@ -240,8 +200,7 @@ class RewardServer:
         self.inflight += 1
         # an ungradable label is its sample's `error` (the grading guard counts it), named in `errors` and the log:
         # OpenRLHF's client retries any non-2xx response 5 times and then drops the sample's reward
-        # null is ungradable too: the grader cannot read it
-        problems = {i: NULL_LABEL if x is None else label_problem(x) for i, x in enumerate(req.labels or [])}
+        problems = {i: label_problem(x) for i, x in enumerate(req.labels or [])}
         problems = {i: why for i, why in problems.items() if why}
         for why in problems.values():
             self._label_error(why)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from lead_recipes.methods import sections_read
 from lead_recipes.methods.config import REGISTRY, entry
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default
-from lead_recipes.recipes.own_model import with_model
 from lead_recipes.training.preemption import save_request_path
 
 NONE = "none"
@@ -137,19 +136,19 @@ def resolve(argv: list[str], parser) -> Resolved:
     method = getattr(ours, "recipe.method")
     name = ours.base_recipe or entry(method).recipe
     base: list[str] = []
+    model, max_len = flag_values(argv, "--actor.model_name_or_path"), flag_values(argv, "--data.max_len")
     if name != NONE:
         from lead_recipes.recipes.recipe import load_recipe
 
-        base = load_recipe(name).train_argv()
+        # another model is set as `launch --set` sets it: the run's name, directory and W&B name follow it
+        sets = [f"{k}={v[0]}" for k, v in (("actor.model_name_or_path", model), ("data.max_len", max_len)) if v]
+        base = load_recipe(name, sets if model else []).train_argv()
         if "--recipe.method" not in user and "--recipe.name" in user:  # the chosen recipe's method then
             method = getattr(parser.parse_known_args(base)[0], "recipe.method")
     dropped = user | ({"--data.max_len"} if "--rollout.max_new_tokens" in user else set())
     # a cap given without --data.max_len must not keep the base's max_len: OpenRLHF keeps only the last
     # max_len - max_new_tokens prompt tokens (SingleTurnAgentExecutor), so a larger cap would cut the prompt
     used = drop_flags(base, dropped) + list(argv)
-    model, run_name = flag_values(argv, "--actor.model_name_or_path"), flag_values(base, "--logger.wandb.run_name")
-    if model and run_name and "--logger.wandb.run_name" not in user:  # the base recipe's name, for another model
-        used = drop_flags(used, {"--logger.wandb.run_name"}) + ["--logger.wandb.run_name", with_model(name, model[0])]
     given = flag_names(parser.parse_known_args(used)[1])
     out = Resolved(argv=used, base=None if name == NONE else name, user_flags=user)
 

@@ -62,6 +62,13 @@ def test_known_truncation_keeps_its_bar(tmp_path):
     assert "truncated" in drawn["legend"] and drawn["histogram_truncated"] == 20
 
 
+def test_every_row_is_in_one_bar_when_truncation_is_known_for_some_rows_only(tmp_path):
+    mixed = rows(15, True) + rows(10, None) + rows(5, False)
+    drawn = plots.plot_run(summary(0.0, 300, 0.0, ("aime2024",)), mixed, tmp_path / "r.png")
+    assert drawn["histogram_total"] == 30 and drawn["histogram_truncated"] == 15
+    assert "truncated" in drawn["legend"] and "truncation unknown for some" in drawn["legend"]
+
+
 def sweep(benches):
     return {
         "mode": "cap",

@@ -146,3 +146,12 @@ def test_an_entry_point_taking_a_builtin_flag_section_is_refused_naming_it(tmp_p
     target = install(tmp_path, "clash-method", "clash_method", {"__init__.py": module})
     got = run(target, "-c", "import lead_recipes.methods.config", cwd=tmp_path)
     assert got.returncode != 0 and "clash-method 0.1.0" in got.stderr and "--recipe.grpo_lead.*" in got.stderr
+
+
+@pytest.mark.parametrize("name", ["method", "name", "resume"])
+def test_an_entry_point_named_after_a_reserved_flag_is_refused_naming_the_reserved_names(tmp_path, name):
+    module = REGISTRY_MODULE.replace('MethodEntry("scaled-correct"', f'MethodEntry("{name}"')
+    target = install(tmp_path, "reserved-method", "reserved_method", {"__init__.py": module})
+    got = run(target, "-c", "import lead_recipes.methods.config", cwd=tmp_path)
+    assert got.returncode != 0 and "reserved-method 0.1.0" in got.stderr
+    assert f"{name!r} is reserved" in got.stderr and "method, name" in got.stderr

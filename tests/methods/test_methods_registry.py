@@ -157,3 +157,22 @@ def test_a_registry_line_whose_flag_section_is_taken_is_refused_at_import_naming
     monkeypatch.setitem(sys.modules, "config_copy", module)  # dataclasses look their module up there
     with pytest.raises(ValueError, match=r"--recipe\.(grpo_lead|resume)\.\*"):
         spec.loader.exec_module(module)
+
+
+def _names_tests_use() -> set[str]:
+    """Every string literal inside a test function (decorators included) of a tests/methods module."""
+    import ast
+
+    found = set()
+    for path in Path(__file__).parent.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                found |= {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return found
+
+
+def test_every_registered_method_has_its_own_tests_under_tests_methods():
+    # CONTRIBUTING's item 6: a test function that names the method (e.g. step("kimi", ...)) counts; the modules
+    # looping over REGISTRY name no method, so they do not
+    untested = [e.name for e in REGISTRY if e.name not in _names_tests_use()]
+    assert not untested, f"no test under tests/methods names {untested}: add the method's own tests there"

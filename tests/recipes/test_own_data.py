@@ -90,6 +90,39 @@ def test_a_run_name_the_file_or_set_states_wins(capsys, tmp_path):
     assert flag(cmd, "--logger.wandb.run_name") == "x" and "--job-name=x" in sub
 
 
+def test_a_run_name_the_file_states_wins_over_a_model_given_by_set(capsys, tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=32768)
+    path = own_recipe(tmp_path, "openrlhf:\n  logger.wandb.run_name: mine\n")
+    cmd, sub, _ = rendered(capsys, path, "--launch.target", "slurm", "--set", f"actor.model_name_or_path={model}")
+    assert flag(cmd, "--logger.wandb.run_name") == "mine" and "--job-name=mine" in sub
+
+
+def test_the_run_directory_follows_a_model_given_by_set(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("LEAD_RECIPES_RUN_DIR")
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
+    model = model_dir(tmp_path, max_position_embeddings=32768)
+    cmd, _, _ = rendered(capsys, "lead-1.5b", "--set", f"actor.model_name_or_path={model}")
+    run = tmp_path / "runs" / "lead-1.5b-my-model"
+    assert [flag(cmd, f) for f in ("--ckpt.path", "--ckpt.output_dir", "--logger.tensorboard_dir")] == [
+        str(run / "ckpt"),
+        str(run / "hf"),
+        str(run / "tensorboard"),
+    ]
+    assert load_recipe("lead-1.5b", [f"actor.model_name_or_path={model}"]).run_dir == str(run)
+    assert load_recipe("lead-1.5b").run_dir == str(tmp_path / "runs" / "lead-1.5b")
+
+
+def test_train_with_another_model_writes_into_the_run_directory_that_follows_it(tmp_path, monkeypatch):
+    from lead_recipes.training.args import flag_values, resolve
+    from lead_recipes.training.cli import _our_parser
+
+    monkeypatch.delenv("LEAD_RECIPES_RUN_DIR")
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
+    argv = ["--actor.model_name_or_path", model_dir(tmp_path, max_position_embeddings=32768)]
+    out = resolve([*argv, "--data.prompt_dataset", "d.jsonl"], _our_parser()).argv
+    assert flag_values(out, "--ckpt.path") == [str(tmp_path / "runs" / "lead-1.5b-my-model" / "ckpt")]
+
+
 def test_the_reference_recipe_keeps_its_own_name():
     assert load_recipe("lead-1.5b").run_name == "lead-1.5b"
 
@@ -111,6 +144,56 @@ def test_a_multimodal_configs_text_context_is_read(tmp_path):
     model = model_dir(tmp_path, text_config={"max_position_embeddings": 2048}, vision_config={})
     assert model_context(model) == (2048, "max_position_embeddings")
     assert "context of 2048" in context_problem(model, 4096)
+
+
+def test_the_context_is_the_smallest_of_the_length_keys_as_vllm_takes_it(tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=131072, seq_length=4096)
+    assert model_context(model) == (4096, "seq_length")
+
+
+def test_a_linear_rope_factor_multiplies_the_context(tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=2048, rope_scaling={"type": "linear", "factor": 4.0})
+    assert model_context(model)[0] == 8192 and context_problem(model, 8192) is None
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "original_max_position_embeddings": 8192,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+}
+
+
+def test_yarn_scales_its_original_positions_not_max_position_embeddings(tmp_path):
+    model = model_dir(tmp_path, max_position_embeddings=40960, rope_scaling=YARN)
+    assert model_context(model) == (131072, "original_max_position_embeddings x rope factor 4.0")
+
+
+def test_llama3_rope_leaves_the_context_as_stated(tmp_path):
+    assert model_context(model_dir(tmp_path, max_position_embeddings=131072, rope_scaling=LLAMA3))[0] == 131072
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"max_position_embeddings": 131072, "seq_length": 4096},
+        {"max_position_embeddings": 2048, "rope_scaling": {"type": "dynamic", "factor": 2.0}},
+        {"max_position_embeddings": 40960, "rope_scaling": YARN},
+        {"max_position_embeddings": 131072, "rope_scaling": LLAMA3},
+    ],
+)
+def test_the_context_agrees_with_vllms_own_rule(tmp_path, config):
+    from transformers import Qwen2Config
+    from vllm.config.model import _get_and_verify_max_len
+    from vllm.transformers_utils.config import patch_rope_parameters
+    from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
+
+    hf = Qwen2Config(**config)
+    patch_rope_parameters(hf)
+    arch = ns(derived_max_model_len_and_key=ModelArchConfigConvertorBase(hf, hf).derive_max_model_len_and_key())
+    assert model_context(model_dir(tmp_path, **config))[0] == _get_and_verify_max_len(hf, arch, None, None, False, None)
 
 
 def test_a_model_whose_config_is_not_here_is_not_checked_and_the_preflight_says_so(tmp_path):
@@ -156,8 +239,8 @@ def prompts(tmp_path, rows: int) -> str:
 
 
 def test_a_run_shorter_than_save_steps_warns_with_the_step_count(capsys, tmp_path):
-    # lead-1.5b: 7 episodes x (300 // 128 = 2) = 14 steps < ckpt.save_steps 20
-    _, _, err = rendered(capsys, "lead-1.5b", "--set", f"data.prompt_dataset={prompts(tmp_path, 300)}")
+    # lead-1.5b: 7 episodes x ceil(200 / 128) = 14 steps < ckpt.save_steps 20
+    _, _, err = rendered(capsys, "lead-1.5b", "--set", f"data.prompt_dataset={prompts(tmp_path, 200)}")
     warned = [line for line in err.splitlines() if "checkpoint" in line]
     assert len(warned) == 1 and "takes 14 steps" in warned[0] and "ckpt.save_steps 20" in warned[0]
 
@@ -178,3 +261,19 @@ def test_train_with_another_model_names_the_run_after_the_base_recipe_and_the_mo
     assert flag_values(resolve(["--data.prompt_dataset", "d"], _our_parser()).argv, "--logger.wandb.run_name") == [
         "lead-1.5b"
     ]
+
+
+def test_a_short_last_batch_counts_as_a_step(capsys, tmp_path):
+    # OpenRLHF 0.11.2 trains the partial last rollout batch: 7 episodes x ceil(257 / 128) = 21 steps >= 20
+    _, _, err = rendered(capsys, "lead-1.5b", "--set", f"data.prompt_dataset={prompts(tmp_path, 257)}")
+    assert "checkpoint" not in err
+
+
+def test_a_prompt_file_with_no_rows_is_refused_before_anything_starts(capsys, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(launch.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    argv = ["lead-1.5b", "--launch.target", "local", "--set", f"data.prompt_dataset={prompts(tmp_path, 0)}"]
+    assert launch.main(argv) == 2 and calls == []
+    err = capsys.readouterr().err
+    assert "takes 0 training steps" in err and "has no rows" in err and "--no-launch.data_check_enable" in err
+    assert launch.main([*argv, "--no-launch.data_check_enable"]) == 0 and len(calls) == 1

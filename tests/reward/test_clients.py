@@ -66,7 +66,7 @@ def test_verl_compute_score_returns_the_score_and_every_log_key(env):
 def test_verl_batch_applies_a_precision_stated_in_extra_infos_question(env):
     out = verl_compute_score_batch(
         data_sources=["math"] * 2,
-        solution_strs=["\\boxed{0.33}"] * 2,
+        solution_strs=["\\boxed{0.330}"] * 2,
         ground_truths=["\\frac13"] * 2,
         extra_infos=[{"question": "What is 1/3 to the nearest hundredth?"}, {"question": "What is 1/3?"}],
     )

@@ -35,6 +35,13 @@ def test_an_object_label_without_answer_is_a_grading_error_not_a_wrong_answer(ex
     assert out["extra_logs"]["status_error"] == 1.0 and out["extra_logs"]["status_wrong"] == 0.0
 
 
+def test_a_null_label_is_a_grading_error_whose_reason_says_null(executor):
+    out = _reward(executor, None)
+    assert out["rewards"].tolist() == [0.0] and out["extra_logs"]["status_error"] == 1.0
+    with pytest.raises(LabelError, match="the label is null"):
+        gold_answer(None)
+
+
 def test_gold_answer_names_the_missing_key_and_leaves_plain_labels_alone():
     assert gold_answer("42") == "42" and gold_answer(7) == 7 and gold_answer({"answer": "x", "id": 1}) == "x"
     with pytest.raises(LabelError, match=r"'answer'.*keys: gold, id"):
@@ -116,6 +123,12 @@ def test_preflight_refuses_an_object_label_whose_answer_is_null(tmp_path):
     rows = [{"prompt": "q1", "label": {"id": "a", "answer": None}}]
     check = check_data("data", _write("jsonl", tmp_path / "d", rows), "prompt", "label", "train")
     assert not check.ok and "null" in check.detail, check
+
+
+def test_preflight_refuses_a_null_label(tmp_path):
+    rows = [{"prompt": "q1", "label": "1"}, {"prompt": "q2", "label": None}]
+    check = check_data("data", _write("jsonl", tmp_path / "d", rows), "prompt", "label", "train")
+    assert not check.ok and "row 2" in check.detail and "the label is null" in check.detail, check
 
 
 def test_preflight_says_what_it_cannot_check_a_dataset_script_is_not_run(tmp_path):

@@ -377,6 +377,11 @@ def test_a_request_with_neither_query_nor_responses_is_422_naming_both(server):
     assert code == 422 and "`query`" in out["error"] and "`responses`" in out["error"]
 
 
+def test_a_malformed_body_is_422_naming_both_request_shapes(server):
+    code, out = post(server + "/get_reward", {"responses": "not a list", "labels": ["1"]}, AUTH)
+    assert code == 422 and "'responses': [str]" in out["error"] and "'query': [str]" in out["error"], out
+
+
 def test_responses_and_query_of_different_lengths_are_422(server):
     body = {"responses": ["\\boxed{1}"], "query": ["a", "b"], "labels": ["1"]}
     code, out = post(server + "/get_reward", body, AUTH)
