@@ -85,5 +85,5 @@ def test_no_gpu_seen_names_a_too_old_driver_with_its_fix(tmp_path, monkeypatch):
     skip = tuple(n for n in preflight.CHECK_NAMES if n != "gpu")
     check = {c.name: c for c in preflight.run_preflight(_args("--vllm.num_engines", "1"), skip=skip)}["gpu"]
     assert not check.ok and check.detail.startswith("no CUDA GPU visible")
-    assert f"driver check: driver 535.104.05 is older than {min_driver(TORCH_CUDA)}" in check.detail
+    assert f"driver 535.104.05 is older than {min_driver(TORCH_CUDA)}" in check.detail
     assert "fix: upgrade the NVIDIA driver" in check.detail
