@@ -23,6 +23,11 @@ USER = W + "Combining the cases, we get $\\boxed{6}$.\nUser: Solve x+2=10.\nThe 
 INSTRUCTION = W + "So the answer is 3.\n\n### Instruction:\nFind the next prime after 5.\n\n### Response:\nIt is 7."
 TRAIN = "A train travels 180 km in 4 hours. What is its speed in km/h?"
 ECHO = W + "A train travels 180 km in 4 hours, so its speed is 45 km/h.\n\n" + TRAIN + " The answer is 60."
+# An R1-style response that re-reads the problem while it thinks: no echo before `</think>` ends the response.
+THINK = (
+    "<think>\nMaybe it is $\\boxed{40}$? Let me re-read the problem.\n" + TRAIN + "\n180 / 4 = 45.\n</think>\n"
+    "Its speed is $\\boxed{45}$ km/h."
+)
 
 ROWS: list[tuple] = [
     # ---- no tolerance between two exact forms
@@ -88,6 +93,8 @@ ROWS: list[tuple] = [
     ("turn markers", "5", "We try cases and none works.<|im_start|>user\nThe answer is $5$.", False, None),
     ("turn markers", "45", ECHO, True, TRAIN),
     ("turn markers", "60", ECHO, False, TRAIN),
+    ("turn markers", "45", THINK, True, TRAIN),
+    ("turn markers", "40", THINK, False, TRAIN),
     # ---- the last stated value, no box and no answer phrase (final_answer)
     ("last stated value", r"\frac{3}{4}", W + "The two events are independent.\n\nFinal: \\( 3/4 \\)", True, None),
     ("last stated value", r"\frac{3}{4}", W + "The two events are independent.\n\nFinal: \\( 4/3 \\)", False, None),

@@ -5,12 +5,13 @@ same form holding a wrong value. math-verify runs in this process (`_judge`), as
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 from lead_recipes.grading.equivalence.compare import prepare
-from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL
+from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, stated_precision
 from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES, extract_final_answer
 from lead_recipes.grading.extraction.turns import TURN_LABELS, TURN_TOKENS
 from lead_recipes.grading.pool.worker import _judge
@@ -202,3 +203,25 @@ def test_the_grading_page_lists_every_turn_marker():
     section = page[page.index("## Turn markers") : page.index("## Answer forms")]
     missing = [m for m in (*TURN_TOKENS, *TURN_LABELS) if f"`{m.replace('|', chr(92) + '|')}`" not in section]
     assert missing == []
+
+
+def _release_rows() -> tuple[tuple, list[tuple]]:
+    """benchmarks/release_forms.py's RESPONSE_KINDS and ROWS: the benchmark's cases are the test's, written once."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "release_forms.py"
+    spec = importlib.util.spec_from_file_location("release_forms", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RESPONSE_KINDS, module.ROWS
+
+
+RESPONSE_KINDS, RELEASE_ROWS = _release_rows()
+
+
+@pytest.mark.parametrize(
+    "kind,gold,answer,correct,problem", RELEASE_ROWS, ids=[f"{r[0]}-{i}" for i, r in enumerate(RELEASE_ROWS)]
+)
+def test_every_released_form_case_gets_its_verdict(kind, gold, answer, correct, problem):
+    # As `lead-recipes grade --grade.extraction final_answer` with the problem: extraction, then the verdict.
+    pred = extract_final_answer(answer, "final_answer", gold, problem) if kind in RESPONSE_KINDS else answer
+    got = pred is not None and verdict(gold, pred, stated_precision(problem) or ("rel", DEFAULT_REL_TOL))
+    assert got is correct, pred

@@ -65,7 +65,8 @@ def extract_final_answer(
     text: str, policy: str = "boxed", gold: str | None = None, problem: str | None = None
 ) -> str | None:
     """The final answer of a response under `policy`, read before its first turn marker and its first echo of
-    `problem` after an answer (`lead_recipes.grading.extraction.turns`), after the last `</think>`: the last complete
+    `problem` after an answer given after the last `</think>` (`lead_recipes.grading.extraction.turns`), after the
+    last `</think>`: the last complete
     `\\boxed{}`/`\\fbox{}` (an unclosed last box falls back to the previous complete one); when `gold` holds
     several values (`lead_recipes.grading.extraction.pairing.is_list`) all boxes of the closing statement joined
     into one list (`pairing.final_run`); when `gold` is a tuple and the closing statement has one labelled box per
@@ -77,7 +78,13 @@ def extract_final_answer(
     if not text:
         return None
     text = cut_turn(text)
+    # Only after the last `</think>` (none inside an unclosed `<think>`): a model re-reading the problem while it
+    # thinks has not ended its turn, and the answer before an echo must come after `</think>` too.
+    think = text.rfind("</think>")
+    after = think + len("</think>") if think >= 0 else (len(text) + 1 if "<think>" in text else 0)
     for pos in echo_starts(text, to_text(problem)):  # a restatement before the answer is no new turn
+        if pos < after:
+            continue
         found = _extract(text[:pos], policy, gold)
         if found is not None:
             return found
