@@ -75,6 +75,10 @@ ROWS: list[tuple] = [
     ("approximations", r"\{\frac{1}{7}, 2\}", r"\{2, 0.143\}", True, None),
     ("approximations", r"\{\frac{1}{7}, 2\}", r"\{2, 0.142\}", False, None),
     ("approximations", r"\frac{1}{8}", "0.13", False, None),
+    # nine places and more: a decimal `rational` does not read is still a decimal, not an exact value
+    ("approximations", r"\frac13", "0.333333333", True, None),
+    ("approximations", r"\frac17", "0.142857143", True, None),
+    ("approximations", r"\frac13", "0.343333333", False, None),
     ("approximations", r"\frac{2}{3}", "0.67", False, "Give your answer to three decimal places."),
     ("approximations", r"\frac{2}{3}", "0.667", True, "Give your answer to three decimal places."),
     # ---- a response that runs on into a new turn
