@@ -23,6 +23,7 @@ USER = W + "Combining the cases, we get $\\boxed{6}$.\nUser: Solve x+2=10.\nThe 
 INSTRUCTION = W + "So the answer is 3.\n\n### Instruction:\nFind the next prime after 5.\n\n### Response:\nIt is 7."
 TRAIN = "A train travels 180 km in 4 hours. What is its speed in km/h?"
 ECHO = W + "A train travels 180 km in 4 hours, so its speed is 45 km/h.\n\n" + TRAIN + " The answer is 60."
+FRACTION = "Express your answer as a common fraction."
 # An R1-style response that re-reads the problem while it thinks: no echo before `</think>` ends the response.
 THINK = (
     "<think>\nMaybe it is $\\boxed{40}$? Let me re-read the problem.\n" + TRAIN + "\n180 / 4 = 45.\n</think>\n"
@@ -43,33 +44,33 @@ ROWS: list[tuple] = [
     ("exact vs exact", r"(\frac{1}{2}, 3^{-50})", "(\\frac{1}{2}, 0)", False, None),
     ("exact vs exact", r"(\frac{1}{2}, 3^{-50})", r"(0.5, 3^{-50})", True, None),
     ("exact vs exact", r"1-\frac{1}{e}", r"1+\frac{1}{e}", False, None),
-    # ---- one rule for approximations: the digits written (at least two significant ones), or within rel_tol
+    # ---- one rule for approximations: the digits written (at least three significant ones), or within rel_tol
     ("approximations", r"[\frac14, \frac{10}{7})", "[0.25, 1.4286)", True, None),
     ("approximations", r"[\frac14, \frac{10}{7})", "[0.25, 1.42)", False, None),
     ("approximations", r"[\frac14, \frac{10}{7})", "[0.25, 1.4286]", False, None),
-    ("approximations", r"(\frac23, \frac25)", "(0.67, 0.4)", True, None),
-    ("approximations", r"(\frac23, \frac25)", "(0.66, 0.4)", False, None),
-    ("approximations", r"(\frac23, \frac25)", "(0.7, 0.4)", False, None),
-    ("approximations", r"(\frac23, \frac25)", "(0.4, 0.67)", False, None),
+    ("approximations", r"(\frac23, \frac25)", "(0.667, 0.4)", True, None),
+    ("approximations", r"(\frac23, \frac25)", "(0.666, 0.4)", False, None),
+    ("approximations", r"(\frac23, \frac25)", "(0.67, 0.4)", False, None),
+    ("approximations", r"(\frac23, \frac25)", "(0.4, 0.667)", False, None),
     (
         "approximations",
         r"\begin{pmatrix}\frac13 & \frac12\end{pmatrix}",
-        r"\begin{pmatrix}0.33 & 0.5\end{pmatrix}",
+        r"\begin{pmatrix}0.333 & 0.5\end{pmatrix}",
         True,
         None,
     ),
     (
         "approximations",
         r"\begin{pmatrix}\frac13 & \frac12\end{pmatrix}",
-        r"\begin{pmatrix}0.34 & 0.5\end{pmatrix}",
+        r"\begin{pmatrix}0.33 & 0.5\end{pmatrix}",
         False,
         None,
     ),
     ("approximations", r"(\sqrt{2}, \pi)", "(1.41, 3.14)", True, None),
     ("approximations", r"(\sqrt{2}, \pi)", "(1.41, 3.15)", False, None),
-    ("approximations", r"\frac{5}{9}", "0.56", True, None),
-    ("approximations", r"\frac{5}{9}", "0.55", False, None),
-    ("approximations", r"\frac{5}{9}", "0.6", False, None),
+    ("approximations", r"\frac{5}{9}", "0.556", True, None),
+    ("approximations", r"\frac{5}{9}", "0.555", False, None),
+    ("approximations", r"\frac{5}{9}", "0.56", False, None),
     ("approximations", r"\ln 3", "1.099", True, None),
     ("approximations", r"\ln 3", "1.098", False, None),
     ("approximations", r"\{\frac{1}{7}, 2\}", r"\{2, 0.143\}", True, None),
@@ -80,6 +81,25 @@ ROWS: list[tuple] = [
     ("approximations", r"\frac17", "0.142857143", True, None),
     ("approximations", r"\frac13", "0.343333333", False, None),
     ("approximations", r"\frac{2}{3}", "0.67", False, "Give your answer to three decimal places."),
+    # fewer than three significant digits approximate nothing; 22/7 rounds to 3.14 as pi does (docs/grading.md)
+    ("approximations", r"\pi", "3.14", True, None),
+    ("approximations", r"\pi", "3.1", False, None),
+    ("approximations", r"\frac{10}{3}", "3.33", True, None),
+    ("approximations", r"\frac{10}{3}", "3.3", False, None),
+    ("approximations", r"\frac{2\pi}{3}", "2.09", True, None),
+    ("approximations", r"\frac{2\pi}{3}", "2.1", False, None),
+    ("approximations", r"\frac{22}{7}", "3.14", True, None),
+    # a problem asking for an exact form takes no approximation
+    ("approximations", r"\frac{1}{3}", r"\frac{1}{3}", True, f"What is the probability? {FRACTION}"),
+    ("approximations", r"\frac{1}{3}", "0.33", False, f"What is the probability? {FRACTION}"),
+    ("approximations", r"\frac{1}{3}", "0.333", False, f"What is the probability? {FRACTION}"),
+    ("approximations", r"\frac{22}{7}", "3.14", False, f"What is the ratio? {FRACTION}"),
+    ("approximations", r"\frac{\pi}{3}", r"\pi/3", True, "Find the area. Express your answer in terms of $\\pi$."),
+    ("approximations", r"\frac{\pi}{3}", "1.05", False, "Find the area. Express your answer in terms of $\\pi$."),
+    ("approximations", r"\frac{\pi}{3}", "1.047", False, "Find the area. Express your answer in terms of $\\pi$."),
+    ("approximations", r"2\sqrt{2}", r"2\sqrt2", True, "Express your answer in simplest radical form."),
+    ("approximations", r"2\sqrt{2}", "2.83", False, "Express your answer in simplest radical form."),
+    ("approximations", r"\sqrt{3}", "1.732", False, "Find the exact value of the height."),
     ("approximations", r"\frac{2}{3}", "0.667", True, "Give your answer to three decimal places."),
     # ---- a response that runs on into a new turn
     ("turn markers", "84", QWEN, True, None),

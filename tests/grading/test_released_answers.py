@@ -53,19 +53,19 @@ def test_two_exact_forms_of_one_value_stay_equal(gold, pred):
 
 
 # The rule: a decimal approximates a value whose expansion does not end when it is that value rounded to the places
-# it writes (at least two significant digits), or within rel_tol; the same in numbers, tuples, sets, intervals and
+# it writes (at least three significant digits), or within rel_tol; the same in numbers, tuples, sets, intervals and
 # matrices. Each row: gold, the right approximation, wrong ones of the same shape.
 @pytest.mark.parametrize(
     "gold,right,wrongs",
     [
-        ("\\frac{2}{3}", "0.67", ["0.66", "0.7", "0.68"]),
+        ("\\frac{2}{3}", "0.667", ["0.666", "0.67", "0.7", "0.668"]),
         ("\\ln 3", "1.099", ["1.098", "1.09"]),
         ("[\\frac14, \\frac{10}{7})", "[0.25, 1.4286)", ["[0.25, 1.42)", "[0.25, 1.4286]", "[0.26, 1.4286)"]),
-        ("(\\frac23, \\frac25)", "(0.67, 0.4)", ["(0.66, 0.4)", "(0.7, 0.4)", "(0.4, 0.67)", "(0.67, 0.41)"]),
+        ("(\\frac23, \\frac25)", "(0.667, 0.4)", ["(0.67, 0.4)", "(0.666, 0.4)", "(0.4, 0.667)", "(0.667, 0.41)"]),
         (
             "\\begin{pmatrix}\\frac13 & \\frac12\\end{pmatrix}",
-            "\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}",
-            ["\\begin{pmatrix}0.34 & 0.5\\end{pmatrix}"],
+            "\\begin{pmatrix}0.333 & 0.5\\end{pmatrix}",
+            ["\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}", "\\begin{pmatrix}0.334 & 0.5\\end{pmatrix}"],
         ),
         ("(\\sqrt{2}, \\pi)", "(1.41, 3.14)", ["(1.41, 3.15)", "(1.42, 3.14)"]),
         ("\\{\\frac{1}{7}, 2\\}", "\\{2, 0.143\\}", ["\\{2, 0.142\\}"]),
