@@ -188,4 +188,9 @@ ROWS: list[tuple] = [
     ("equation pairs", "g(t) = 5t - 1", "y = 5t + 1", False, None),
     ("equation pairs", "h(x) = x^2 - 4", "y = x^2 - 4", True, None),
     ("equation pairs", "h(x) = x^2 - 4", "y = x^2 + 4", False, None),
+    # the inverse relation is no name for the function
+    ("equation pairs", "f(x) = 2x+1", "y = 2x+1", True, None),
+    ("equation pairs", "f(x) = 2x+1", "x = 2y+1", False, None),
+    ("equation pairs", "f(x) = x^2", "x = y^2", False, None),
+    ("equation pairs", "g(t) = 5t - 1", "t = 5s - 1", False, None),
 ]
