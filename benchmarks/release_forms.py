@@ -168,6 +168,11 @@ ROWS: list[tuple] = [
     ("dataset lines", "8", "She keeps 16 / 2 = 8 of them. #### 9", False, None),
     ("dataset lines", "1250", "The shop earns 25 * 50 = 1250 dollars.\n#### 1,250", True, None),
     ("dataset lines", "1250", "The shop earns 25 * 50 = 1250 dollars.\n#### 1,520", False, None),
+    # `A:` only as the last line, never in a lettered list; a few-shot `Q:` after an answer is a new turn
+    ("dataset lines", "18", "Tom has 6 + 12 = 18 stickers.\nA: 18\nQ: What is 2+2?\nA: 4", True, None),
+    ("dataset lines", "4", "Tom has 6 + 12 = 18 stickers.\nA: 18\nQ: What is 2+2?\nA: 4", False, None),
+    ("dataset lines", "12", "The choices are:\nA: 12\nB: 18\nC: 24", False, None),
+    ("dataset lines", "3", "Let me label the points.\nA: 3\nB: 5", False, None),
     # ---- a bare braced gold over several boxes
     ("braced-set gold", "{1,2,3}", W + "So the roots are $\\boxed{1}, \\boxed{2}, \\boxed{3}$.", True, None),
     ("braced-set gold", "{1,2,3}", W + "So the roots are $\\boxed{3}$, $\\boxed{1}$ and $\\boxed{2}$.", True, None),

@@ -13,7 +13,7 @@ import pytest
 from lead_recipes.grading.equivalence.compare import prepare
 from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, stated_precision
 from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES, extract_final_answer
-from lead_recipes.grading.extraction.turns import TURN_LABELS, TURN_TOKENS
+from lead_recipes.grading.extraction.turns import QUESTION_LABEL, TURN_LABELS, TURN_TOKENS
 from lead_recipes.grading.pool.worker import _judge
 
 
@@ -201,7 +201,8 @@ def test_equation_and_labelled_forms_match_their_plain_form(gold, right, wrongs)
 def test_the_grading_page_lists_every_turn_marker():
     page = (Path(__file__).resolve().parents[2] / "docs" / "grading.md").read_text()
     section = page[page.index("## Turn markers") : page.index("## Answer forms")]
-    missing = [m for m in (*TURN_TOKENS, *TURN_LABELS) if f"`{m.replace('|', chr(92) + '|')}`" not in section]
+    markers = (*TURN_TOKENS, *TURN_LABELS, QUESTION_LABEL)
+    missing = [m for m in markers if f"`{m.replace('|', chr(92) + '|')}`" not in section]
     assert missing == []
 
 

@@ -35,11 +35,11 @@ _MARKER_RE = re.compile(
     re.I,
 )
 # The dataset answer lines: `#### 18` (GSM8K, also after text on its line) and a line `A: 18` (the verifier paper's
-# solutions); each holds only a number.
-_GSM8K_RE = re.compile(
-    r"(?:(?<=\n)|\A|(?<=\s))####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))|"
-    r"(?:(?<=\n)|\A)[ \t]*A:[ \t]+(?=-?\$?\d[\d,./]*[ \t]*\.?[ \t]*(?:\n|\Z))"
-)
+# solutions); each holds only a number. `A:` counts only as the last line and never in a lettered list (`B:` on a
+# line of its own: the choices `A: 12`, `B: 18`, or labelled points).
+_GSM8K_RE = re.compile(r"(?:(?<=\n)|\A|(?<=\s))####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))")
+_A_LINE_RE = re.compile(r"(?:(?<=\n)|\A)[ \t]*A:[ \t]+(?=-?\$?\d[\d,./]*[ \t]*\.?\s*\Z)")
+_LETTERED_RE = re.compile(r"(?m)^[ \t]*B:")
 _CONCLUDE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
     r"in\s+summary|in\s+total|altogether|overall|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
@@ -247,9 +247,9 @@ def extract_statement(text: str) -> str | None:
     if not part.strip():
         return None
     found = None
-    markers = list(_MARKER_RE.finditer(part)) + (
-        list(_GSM8K_RE.finditer(part)) if "####" in part or "A:" in part else []
-    )
+    markers = list(_MARKER_RE.finditer(part)) + (list(_GSM8K_RE.finditer(part)) if "####" in part else [])
+    if "A:" in part and not _LETTERED_RE.search(part):
+        markers += list(_A_LINE_RE.finditer(part))
     for m in sorted(markers, key=lambda x: x.start()):  # 1. the last answer marker
         # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
         # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
