@@ -21,6 +21,7 @@ from lead_recipes.grading.extraction.assertion import (
     value_first,
 )
 from lead_recipes.grading.extraction.brackets import top_split
+from lead_recipes.grading.extraction.pairing import REJECTED_RE
 
 _TAIL_CHARS = 1_500  # the closing part is at most this many characters from the end
 _CLOSING_PARAGRAPHS = 2  # … and at most this many paragraphs (blank-line separated)
@@ -62,6 +63,12 @@ BOUND_BEFORE_RE = re.compile(
 _BOUND_AFTER_RE = re.compile(
     r"(?i)\s*,?\s*(?:or|and)\s+(?:less|more|fewer|greater|lower|higher|smaller|larger|"
     r"above|below|over|under|up|down|beyond)\b|\s*(?:at\s+(?:most|least)|or\s+so)\b"
+)
+# A value its sentence rejects (the several-boxes rule's words), excepts, calls a bound or an example, or only nears
+# is not the answer ("The extraneous root is $12$.", "An upper bound is $12$.", "For instance, $12$.").
+NOT_THE_VALUE_RE = re.compile(
+    REJECTED_RE.pattern + r"|\b(?:except\w*|bound\w*|\w*example|instance|e\.\s?g\.|such\s+as|hint|nearly|"
+    r"almost|roughly)\b"
 )
 # After the value these make it conditional ("$5$ (assuming $a>0$)").
 _CONDITION_AFTER_RE = re.compile(r"(?i)\b(?:assuming|provided|supposing|unless|only\s+(?:if|when|for))\b")
@@ -274,6 +281,8 @@ def extract_statement(text: str) -> str | None:
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
         if end is None or last_para[end.start()] == "?" or not _closing_remark(after):
             break  # an earlier sentence has even more after it
+        if NOT_THE_VALUE_RE.search(last_para[m.start() : end.start()]):
+            break
         val = _conclusion_value(sentence, connector=bool(m.group(0).strip(" *\n\t")))
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
