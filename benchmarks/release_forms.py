@@ -181,6 +181,8 @@ ROWS: list[tuple] = [
     ("last stated value", "12", W + "Hint: consider $12$.", False, None),
     ("last stated value", "12", W + "The total is nearly $12$.", False, None),
     ("last stated value", "12", W + "The total is almost $12$.", False, None),
+    ("last stated value", "-1", W + "Thus $x = 3$ is extraneous, so the only solution is $x = -1$.", True, None),
+    ("last stated value", "3", W + "Thus $x = 3$ is extraneous, so the only solution is $x = -1$.", False, None),
     # a number after a reference noun, an imperative or a setup line is no answer
     ("last stated value", "7", W + "Thus the area is $24$. This was problem 7.", False, None),
     ("last stated value", "5", W + "Problem 5.", False, None),

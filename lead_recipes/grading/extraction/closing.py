@@ -54,7 +54,7 @@ _NOT_CLOSING_RE = re.compile(
 # The sentence must assert the value: a label (`Final:`), a verb of result right before it ("the total is",
 # "which makes", "to obtain") or a conclusion word ("so she spends"). Anything else is too weak to read.
 _ASSERTS_RE = re.compile(
-    r"(?i)(?::|=|\b(?:is|are|equals?|makes?|gives?|yields?|get|gets|obtain|becomes?))\s*\Z|"
+    r"(?i)(?::|=|\b(?:is|are|equals?|makes?|making|gives?|giving|yields?|yielding|get|gets|obtain|becomes?))\s*\Z|"
     r"\b(?:so|thus|therefore|hence|consequently|altogether)\b"
 )
 _OBJECT_RE = re.compile(r"(?i)\b(?:of|for|to|from|with|by|than|on|in|into|over|under|at)\s*\Z")

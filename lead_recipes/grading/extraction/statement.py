@@ -281,7 +281,7 @@ def extract_statement(text: str) -> str | None:
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
         if end is None or last_para[end.start()] == "?" or not _closing_remark(after):
             break  # an earlier sentence has even more after it
-        if NOT_THE_VALUE_RE.search(last_para[m.start() : end.start()]):
+        if NOT_THE_VALUE_RE.search(_last_clause(last_para[m.start() : end.start()])):
             break
         val = _conclusion_value(sentence, connector=bool(m.group(0).strip(" *\n\t")))
         if val and len(val) <= _MAX_VALUE_CHARS:
@@ -295,6 +295,13 @@ def extract_statement(text: str) -> str | None:
             if val and len(val) <= _MAX_VALUE_CHARS:
                 return val
     return None
+
+
+def _last_clause(sentence: str) -> str:
+    """`sentence` after its last conclusion word: "$x = 3$ is extraneous, so the only solution is $x = -1$" rejects
+    3, not -1."""
+    k = next(reversed(list(re.finditer(r"(?i)\b(?:so|thus|hence|therefore)\b", sentence))), None)
+    return sentence[k.end() :] if k else sentence
 
 
 def _closing_remark(after: str) -> bool:
