@@ -172,7 +172,7 @@ _ROWS: list[tuple] = [
     ("number forms", "1000, 2000", "1,000, 2,001", False),
     ("number forms", r"\frac{1}{3}", "0.3333", True),
     ("number forms", r"\frac{1}{3}", "0.3334", False),
-    ("number forms", r"\frac{1}{3}", "0.33", True),  # right to the digits it writes (docs/grading.md#precision)
+    ("number forms", r"\frac{1}{3}", "0.33", False),  # two significant digits (docs/grading.md#precision)
     ("number forms", r"\frac{1}{3}", "0.34", False),
     # ---- vectors and matrices in bracket lists
     ("matrix notation", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", "[[1, 2], [3, 4]]", True),

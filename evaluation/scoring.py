@@ -41,19 +41,18 @@ class Scorer:
                 self.cache[pair] = (bool(g.correct), str(g.status), float(g.latency_s), g.extracted)
         return [self.cache[p] if p[1] is not None else (False, "no_answer", 0.0, None) for p in items]
 
-    def extract(self, text: str, gold: str | None = None) -> str | None:
-        """The final answer of `text` under the policy; with `gold`, a list gold joins several boxes into one answer
-        (`lead_recipes.grading.extraction.answers.extract_final_answer`), as the grader does for a full response."""
+    def extract(self, text: str, key: tuple[str, str]) -> str | None:
+        """The final answer of `text`, the response to problem `key`, under the policy, given the problem's gold (a
+        list gold joins several boxes into one answer) and text (an echo of the problem after an answer ends the
+        response), as the grader does for a full response
+        (`lead_recipes.grading.extraction.answers.extract_final_answer`)."""
         from lead_recipes.grading.extraction.answers import extract_final_answer
 
-        return extract_final_answer(text, self.extraction, gold)
+        return extract_final_answer(text, self.extraction, self.golds[key], self.problems.get(key))
 
     def score_rows(self, rows: list[dict]) -> list[dict]:
         keys = [(r["benchmark"], r["id"]) for r in rows]
-        items = [
-            (self.golds[k], self.extract(r["response"], self.golds[k]), self.problems.get(k))
-            for k, r in zip(keys, rows)
-        ]
+        items = [(self.golds[k], self.extract(r["response"], k), self.problems.get(k)) for k, r in zip(keys, rows)]
         for r, (correct, status, latency, extracted) in zip(rows, self.verdicts(items)):
             r["extracted"], r["correct"], r["status"], r["grade_latency_s"] = extracted, correct, status, latency
         return rows
@@ -125,10 +124,7 @@ def budget_sweep(
             if over and mode == "prefix":
                 texts = [truncate_to_budget(tokenizer, s["response"], budget) for s in over]
                 keys = [(s["benchmark"], s["id"]) for s in over]
-                items = [
-                    (scorer.golds[k], scorer.extract(t, scorer.golds[k]), scorer.problems.get(k))
-                    for k, t in zip(keys, texts)
-                ]
+                items = [(scorer.golds[k], scorer.extract(t, k), scorer.problems.get(k)) for k, t in zip(keys, texts)]
                 cut = {id(s): v[0] for s, v in zip(over, scorer.verdicts(items))}
             correct = sum(bool(s["correct"]) if s["num_tokens"] <= budget else cut.get(id(s), False) for s in flat)
             per_bench[bench] = {

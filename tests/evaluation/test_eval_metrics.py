@@ -178,3 +178,14 @@ def test_the_scorer_applies_the_precision_each_problem_states(grader):
         for i, a in (("stated", "0.330"), ("none", "0.330"), ("stated", "0.34"))  # 0.330: three places claimed
     ]
     assert [r["correct"] for r in scorer.score_rows(rows)] == [True, False, False]
+
+
+def test_the_scorer_ends_a_response_at_an_echo_of_its_problem(grader):
+    # `lead-recipes eval` grades through Scorer: a base model that answers, then repeats the problem and answers
+    # again, is graded on its first answer, as `lead-recipes grade` does.
+    from evaluation.scoring import Scorer
+
+    problem = "A tank holds 120 litres and drains 8 litres a minute. How long until it is empty?"
+    scorer = Scorer({("b", "1"): "15"}, grader, problems={("b", "1"): problem})
+    rows = [{"benchmark": "b", "id": "1", "response": f"So $\\boxed{{15}}$.\n{problem}\nSo $\\boxed{{16}}$."}]
+    assert [(r["extracted"], r["correct"]) for r in scorer.score_rows(rows)] == [("15", True)]

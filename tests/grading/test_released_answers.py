@@ -5,14 +5,15 @@ same form holding a wrong value. math-verify runs in this process (`_judge`), as
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 from lead_recipes.grading.equivalence.compare import prepare
-from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL
+from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, stated_precision
 from lead_recipes.grading.extraction.answers import EXTRACTION_POLICIES, extract_final_answer
-from lead_recipes.grading.extraction.turns import TURN_LABELS, TURN_TOKENS
+from lead_recipes.grading.extraction.turns import QUESTION_LABEL, TURN_LABELS, TURN_TOKENS
 from lead_recipes.grading.pool.worker import _judge
 
 
@@ -52,19 +53,19 @@ def test_two_exact_forms_of_one_value_stay_equal(gold, pred):
 
 
 # The rule: a decimal approximates a value whose expansion does not end when it is that value rounded to the places
-# it writes (at least two significant digits), or within rel_tol; the same in numbers, tuples, sets, intervals and
+# it writes (at least three significant digits), or within rel_tol; the same in numbers, tuples, sets, intervals and
 # matrices. Each row: gold, the right approximation, wrong ones of the same shape.
 @pytest.mark.parametrize(
     "gold,right,wrongs",
     [
-        ("\\frac{2}{3}", "0.67", ["0.66", "0.7", "0.68"]),
+        ("\\frac{2}{3}", "0.667", ["0.666", "0.67", "0.7", "0.668"]),
         ("\\ln 3", "1.099", ["1.098", "1.09"]),
         ("[\\frac14, \\frac{10}{7})", "[0.25, 1.4286)", ["[0.25, 1.42)", "[0.25, 1.4286]", "[0.26, 1.4286)"]),
-        ("(\\frac23, \\frac25)", "(0.67, 0.4)", ["(0.66, 0.4)", "(0.7, 0.4)", "(0.4, 0.67)", "(0.67, 0.41)"]),
+        ("(\\frac23, \\frac25)", "(0.667, 0.4)", ["(0.67, 0.4)", "(0.666, 0.4)", "(0.4, 0.667)", "(0.667, 0.41)"]),
         (
             "\\begin{pmatrix}\\frac13 & \\frac12\\end{pmatrix}",
-            "\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}",
-            ["\\begin{pmatrix}0.34 & 0.5\\end{pmatrix}"],
+            "\\begin{pmatrix}0.333 & 0.5\\end{pmatrix}",
+            ["\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}", "\\begin{pmatrix}0.334 & 0.5\\end{pmatrix}"],
         ),
         ("(\\sqrt{2}, \\pi)", "(1.41, 3.14)", ["(1.41, 3.15)", "(1.42, 3.14)"]),
         ("\\{\\frac{1}{7}, 2\\}", "\\{2, 0.143\\}", ["\\{2, 0.142\\}"]),
@@ -200,5 +201,28 @@ def test_equation_and_labelled_forms_match_their_plain_form(gold, right, wrongs)
 def test_the_grading_page_lists_every_turn_marker():
     page = (Path(__file__).resolve().parents[2] / "docs" / "grading.md").read_text()
     section = page[page.index("## Turn markers") : page.index("## Answer forms")]
-    missing = [m for m in (*TURN_TOKENS, *TURN_LABELS) if f"`{m.replace('|', chr(92) + '|')}`" not in section]
+    markers = (*TURN_TOKENS, *TURN_LABELS, QUESTION_LABEL)
+    missing = [m for m in markers if f"`{m.replace('|', chr(92) + '|')}`" not in section]
     assert missing == []
+
+
+def _release_rows() -> tuple[tuple, list[tuple]]:
+    """benchmarks/release_forms.py's RESPONSE_KINDS and ROWS: the benchmark's cases are the test's, written once."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "release_forms.py"
+    spec = importlib.util.spec_from_file_location("release_forms", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RESPONSE_KINDS, module.ROWS
+
+
+RESPONSE_KINDS, RELEASE_ROWS = _release_rows()
+
+
+@pytest.mark.parametrize(
+    "kind,gold,answer,correct,problem", RELEASE_ROWS, ids=[f"{r[0]}-{i}" for i, r in enumerate(RELEASE_ROWS)]
+)
+def test_every_released_form_case_gets_its_verdict(kind, gold, answer, correct, problem):
+    # As `lead-recipes grade --grade.extraction final_answer` with the problem: extraction, then the verdict.
+    pred = extract_final_answer(answer, "final_answer", gold, problem) if kind in RESPONSE_KINDS else answer
+    got = pred is not None and verdict(gold, pred, stated_precision(problem) or ("rel", DEFAULT_REL_TOL))
+    assert got is correct, pred

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lead_recipes.grading.equivalence.compare import prepare
-from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, number_verdict, stated_precision
+from lead_recipes.grading.equivalence.precision import DEFAULT_REL_TOL, EXACT, number_verdict, stated_precision
 from lead_recipes.grading.extraction.answers import normalize_answer
 from lead_recipes.grading.pool.grader import Grader
 from lead_recipes.grading.pool.worker import _judge
@@ -162,9 +162,9 @@ def test_a_vector_or_matrix_in_another_notation_is_the_same_entries_in_the_same_
         ("\\frac13", "0.33333", True),
         ("\\frac13", "0.3334", False),
         ("\\frac13", "0.333", True),  # the digits written: 1/3 rounded to three places
-        ("\\frac13", "0.33", True),
+        ("\\frac13", "0.33", False),  # two significant digits approximate nothing (precision.MIN_DIGITS)
         ("\\frac13", "0.3330", False),  # four places written, and 1/3 is 0.3333 to four
-        ("\\frac13", "0.3", False),  # one significant digit approximates nothing
+        ("\\frac13", "0.3", False),
         ("\\frac13", "0.33331", True),  # a truncation within 1e-4
         ("\\frac{2}{7}", "0.2857", True),
         ("\\frac{2}{7}", "0.2858", False),
@@ -254,6 +254,13 @@ def test_a_decimal_comma_is_rewritten_on_the_prediction_side_only(gold, wrong, r
         ("Alice rounds to the nearest ten-thousand, Bob to the nearest thousand.", None),  # several: about rounding
         ("Find $x$.", None),
         (None, None),
+        ("Express your answer as a common fraction.", EXACT),
+        ("Express your answer in terms of $\\pi$.", EXACT),
+        ("Express your answer in simplest radical form.", EXACT),
+        ("What is the exact value of $x$?", EXACT),
+        ("Give $x$ to the nearest tenth, then as a fraction in lowest terms.", EXACT),  # an exact form wins
+        ("Express your answer as a decimal.", None),
+        ("In terms of cost, which is cheaper?", None),
     ],
 )
 def test_the_precision_a_problem_states_is_read_from_it(problem, precision):

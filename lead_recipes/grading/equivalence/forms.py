@@ -166,6 +166,10 @@ def _align_function(gold: str, pred: str) -> tuple[str, str] | None:
     else:
         dep = _DEPENDENT_RE.fullmatch(pred)  # `y = 5t - 1` against `g(t) = 5t - 1`: the gold names the function
         if dep is not None and dep.group(1) not in _letters(dep.group(2)):
+            # `x = 2y + 1` against `f(x) = 2x + 1` is the inverse relation: the left letter must be no argument and
+            # the body must use the gold's own argument, never a renamed one.
+            if dep.group(1) == fg.group(2) or _letters(dep.group(2)) != {fg.group(2)}:
+                return None
             pred = dep.group(2)
         pl = _letters(pred)
         if len(pl) != 1 or "=" in pred:

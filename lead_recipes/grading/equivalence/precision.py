@@ -15,10 +15,12 @@ from lead_recipes.grading.equivalence.units import is_unit
 from lead_recipes.grading.extraction.numbers import rational
 
 DEFAULT_REL_TOL = 1e-4
-MIN_DIGITS = 2  # a decimal rounded to fewer significant digits (`0.3` for 1/3) approximates nothing
+MIN_DIGITS = 3  # a decimal rounded to fewer significant digits (`3.1` for pi, `0.67` for 2/3) approximates nothing
 # A precision is ("rel", tolerance) — the default — or ("places", d): d decimal places (negative: tens, hundreds),
-# or ("sig", n): n significant figures. Plain tuples: they travel to the workers and key the verdict cache.
+# or ("sig", n): n significant figures, or EXACT: the problem asks for an exact form, no decimal approximates.
+# Plain tuples: they travel to the workers and key the verdict cache.
 Precision = tuple[str, float]
+EXACT: Precision = ("exact", 0.0)
 
 _WORD_NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
 _COUNT = r"(\d{1,2}|" + "|".join(_WORD_NUMBERS) + r")"
@@ -50,6 +52,12 @@ _PLACES_RE = re.compile(rf"(?i)\b{_COUNT}\s+decimal\s+(?:places?|digits?)\b|\b{_
 _ORDINAL_PLACE_RE = re.compile(r"(?i)\bto\s+the\s+(first|second|third|fourth|fifth|sixth)\s+decimal\s+place\b")
 _SIG_RE = re.compile(rf"(?i)\b{_COUNT}\s+(?:significant\s+(?:figures?|digits?)|sig\.?\s*figs?\b|s\.\s?f\.)")
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6}
+# A problem asking for one of these wants the exact value: `0.33` is no common fraction, `2.83` no radical form.
+_EXACT_FORM_RE = re.compile(
+    r"(?i)\b(?:common\s+fraction|(?:simplest|lowest|reduced)\s+(?:radical\s+)?(?:form|terms)|radical\s+form|"
+    r"exact\s+(?:value|form|answer)|mixed\s+number|improper\s+fraction|as\s+a\s+(?:reduced\s+)?fraction|"
+    r"in\s+terms\s+of\s+(?:\$\s*)?(?:\\pi\b|π|pi\b))"
+)
 # After "to the nearest X" these mean X is no rounding unit: "the nearest integer to $x$", "the nearest point on".
 _NOT_ROUNDING = {"to", "from", "on", "in", "that", "which", "with", "point", "points", "vertex", "side"}
 
@@ -84,10 +92,13 @@ def _nearest(phrase: str) -> Precision | None:
 
 @functools.lru_cache(maxsize=4096)
 def stated_precision(problem: str | None) -> Precision | None:
-    """The precision `problem` asks the answer to be given to, or None when it states none or several different
-    ones (a problem about rounding, or one that rounds an intermediate value, states several)."""
+    """The precision `problem` asks the answer to be given to: EXACT when it asks for an exact form (a common
+    fraction, simplest radical form, in terms of pi, …), whatever else it states; else None when it states none or
+    several different ones (a problem about rounding, or one that rounds an intermediate value, states several)."""
     if not problem or not isinstance(problem, str):
         return None
+    if _EXACT_FORM_RE.search(problem):
+        return EXACT
     found = {p for p in (_nearest(m.group(1)) for m in _NEAREST_RE.finditer(problem)) if p is not None}
     found.update(("places", _count(m.group(1) or m.group(2))) for m in _PLACES_RE.finditer(problem))
     found.update(("places", _ORDINALS[m.group(1).lower()]) for m in _ORDINAL_PLACE_RE.finditer(problem))
@@ -140,8 +151,9 @@ def values_verdict(
 ) -> bool | None:
     """Verdict for gold value `g` and answer value `p`, each written to `…_places` decimal places (None: exact).
     ("rel", t): a decimal against a value whose expansion does not end is equal when it is that value rounded to
-    the places it writes (at least `MIN_DIGITS` significant digits: `0.67` for 2/3, not `0.7`) or within relative
-    precision t (a truncation: `0.6666`); None otherwise (exact paths decide). ("places", d) / ("sig", n): equal
+    the places it writes (at least `MIN_DIGITS` significant digits: `0.667` for 2/3, not `0.67`) or within relative
+    precision t (a truncation: `0.6666`); None otherwise (exact paths decide). EXACT: only the same value.
+    ("places", d) / ("sig", n): equal
     when both round to the same value at d places
     (n significant figures of the gold), half away from zero; an answer written to more places is right only where
     the gold is known that far and agrees (`0.333` is `\\frac13` to 2 places, `0.3349` is not; `3.1416` is not
@@ -150,6 +162,8 @@ def values_verdict(
     if g == p:
         return True
     kind, amount = precision
+    if kind == "exact":
+        return False  # two different values; a decimal for an exact form is never its approximation
     if kind == "rel":
         if (g_places is None) == (p_places is None):
             return None

@@ -24,7 +24,7 @@ from lead_recipes.grading.extraction.pairing import (
     last_box,
 )
 from lead_recipes.grading.extraction.statement import extract_statement
-from lead_recipes.grading.extraction.turns import cut_turn, echo_starts
+from lead_recipes.grading.extraction.turns import cut_turn, echo_starts, question_starts
 
 EXTRACTION_POLICIES = ("boxed", "final_answer")
 MAX_ANSWER_CHARS = 4_000  # extracted answers / golds longer than this are not sent to sympy (`error`)
@@ -65,8 +65,9 @@ def extract_final_answer(
     text: str, policy: str = "boxed", gold: str | None = None, problem: str | None = None
 ) -> str | None:
     """The final answer of a response under `policy`, read before its first turn marker and its first echo of
-    `problem` after an answer (`lead_recipes.grading.extraction.turns`), after the last `</think>`: the last complete
-    `\\boxed{}`/`\\fbox{}` (an unclosed last box falls back to the previous complete one); when `gold` holds
+    `problem` or few-shot `Q:` line after an answer given after the last `</think>`
+    (`lead_recipes.grading.extraction.turns`), after the last `</think>`: the last complete `\\boxed{}`/`\\fbox{}`
+    (an unclosed last box falls back to the previous complete one); when `gold` holds
     several values (`lead_recipes.grading.extraction.pairing.is_list`) all boxes of the closing statement joined
     into one list (`pairing.final_run`); when `gold` is a tuple and the closing statement has one labelled box per
     component, those boxes as a labelled list (`x = 2, y = 3`). A box wins over any statement after it, under both
@@ -77,7 +78,14 @@ def extract_final_answer(
     if not text:
         return None
     text = cut_turn(text)
-    for pos in echo_starts(text, to_text(problem)):  # a restatement before the answer is no new turn
+    # Only after the last `</think>` (none inside an unclosed `<think>`): a model re-reading the problem while it
+    # thinks has not ended its turn, and the answer before an echo must come after `</think>` too.
+    think = text.rfind("</think>")
+    after = think + len("</think>") if think >= 0 else (len(text) + 1 if "<think>" in text else 0)
+    starts = sorted({*echo_starts(text, to_text(problem)), *question_starts(text)})
+    for pos in starts:  # a restatement before the answer is no new turn
+        if pos < after:
+            continue
         found = _extract(text[:pos], policy, gold)
         if found is not None:
             return found

@@ -13,6 +13,7 @@ from lead_recipes.grading.extraction.assertion import SPAN_RE
 from lead_recipes.grading.extraction.statement import (
     BOUND_BEFORE_RE,
     HEDGE_RE,
+    NOT_THE_VALUE_RE,
     RETRACT_RE,
     closing_part,
     rhs,
@@ -41,6 +42,21 @@ _NOT_ASSERTED_RE = re.compile(
 )
 # A value right after a preposition is an object, not what the sentence asserts ("the minimality of $m$", "the
 # possible values for $\angle BAC$"); an enumeration left open (`\ldots`) is no value either.
+# Setup and imperative verbs ("Compute $2+3$.", "Given: $x=5$.", "We claim $x=3$.") and reference nouns, whose
+# number is no answer ("This was problem 7.", "Total tokens used: 4096.", "We consider 10 cases.", "This solution
+# took 5 minutes."): a time is refused by its verb, as "15 minutes" may be the answer.
+_NOT_CLOSING_RE = re.compile(
+    r"(?i)\b(?:limit\w*|approach\w*|tends?|given|note|recall\w*|let|set|define\w*|denote\w*|consider\w*|assum\w*|"
+    r"claim\w*|remains?|show\w*|prove\w*|compute|find|calculate|evaluate|simplify|solve|determine|verify|check\w*|"
+    r"plug\w*|substitut\w*|equations?|problems?|steps?|theorems?|lemmas?|sections?|pages?|chapters?|figures?|"
+    r"ratings?|tokens?|cases?|questions?|exercises?|parts?|lines?|items?|took|spent|elapsed)\b"
+)
+# The sentence must assert the value: a label (`Final:`), a verb of result right before it ("the total is",
+# "which makes", "to obtain") or a conclusion word ("so she spends"). Anything else is too weak to read.
+_ASSERTS_RE = re.compile(
+    r"(?i)(?::|=|\b(?:is|are|equals?|makes?|making|gives?|giving|yields?|yielding|get|gets|obtain|becomes?))\s*\Z|"
+    r"\b(?:so|thus|therefore|hence|consequently|altogether)\b"
+)
 _OBJECT_RE = re.compile(r"(?i)\b(?:of|for|to|from|with|by|than|on|in|into|over|under|at)\s*\Z")
 _OPEN_LIST_RE = re.compile(r"\\[lc]?dots\b")
 # Values of one list: `$(3,0)$ and $(-3,1)$`, `$1$, $2$, and $3$`.
@@ -60,6 +76,8 @@ def _refused(lead: str) -> bool:
     retraction or question."""
     return bool(
         HEDGE_RE.search(lead)
+        or NOT_THE_VALUE_RE.search(lead)
+        or _NOT_CLOSING_RE.search(lead)
         or BOUND_BEFORE_RE.search(lead)
         or _ALTERNATIVE_BEFORE_RE.search(lead)
         or _NOT_ASSERTED_RE.search(lead)
@@ -96,6 +114,8 @@ def extract_closing(text: str) -> str | None:
         lead = _last_sentence(part, m.start())
         line_start = part.rfind("\n", 0, m.start()) + 1
         own_line = not part[line_start : m.start()].strip()
+        if own_line:  # a value on its own line closes the line before it ("the product is:")
+            lead = part[part.rfind("\n", 0, max(0, line_start - 1)) + 1 : line_start].rstrip("\n")
         start = len(lead)
         for span in reversed(list(SPAN_RE.finditer(lead))):  # the values listed before it
             if not _JOIN_RE.fullmatch(lead, span.end(), start):
@@ -106,6 +126,7 @@ def extract_closing(text: str) -> str | None:
             not (m.group("stop") or own_line or lead.rstrip().endswith(":"))
             or _refused(lead[:start])
             or _refused(lead)
+            or not _ASSERTS_RE.search(lead[:start])
             or not all(vals)
             or any(_OPEN_LIST_RE.search(v) for v in vals)
         ):
@@ -116,8 +137,10 @@ def extract_closing(text: str) -> str | None:
         return ", ".join(rhs(v) for v in vals)
     m = _NUMBER_END_RE.search(part, max(0, len(part) - _NUMBER_TAIL_CHARS))
     lead = _last_sentence(part, m.start()) if m is not None else ""
-    if m is None or not lead.strip() or _refused(lead):
+    if m is None or not lead.strip() or _refused(lead) or _refused(m.group("unit") or ""):
         return None  # a number alone is a list item cut off ("…\n2."), not a statement
+    if not _ASSERTS_RE.search(lead):
+        return None
     num = m.group("num")
     if m.group("post") == "%":
         return f"{num}\\%"

@@ -20,7 +20,7 @@ _MOVES_ON_RE = re.compile(
     r"plug\w*|using|now|next|not|final\s+answers?)\b"
 )
 # A box its own clause rejects ("We reject $x = \boxed{-1}$", "$\boxed{-1}$ is extraneous") is no part of the list.
-_REJECTED_RE = re.compile(
+REJECTED_RE = re.compile(
     r"(?i)\b(?:reject\w*|discard\w*|exclud\w*|eliminat\w*|extraneous|spurious|wrong|incorrect|invalid|fail\w*|"
     r"ruled?\s+out)\b"
 )
@@ -88,7 +88,7 @@ def final_run(text: str, spans: list[tuple[int, int, str]], labelled: bool = Fal
         prev = spans[i]
         gap = text[prev[1] : run[0][0]]
         lead = re.split(r"[.!?\n,;:)]", text[max(spans[i - 1][1] if i else 0, prev[0] - 80) : prev[0]])[-1]
-        if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap) or _REJECTED_RE.search(gap + " " + lead):
+        if len(gap) > _GAP_CHARS or _MOVES_ON_RE.search(gap) or REJECTED_RE.search(gap + " " + lead):
             break
         run.insert(0, prev)
     labels = [_LABEL_BEFORE_RE.search(text, max(0, start - 40), start) for start, _, _ in run]

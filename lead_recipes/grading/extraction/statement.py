@@ -21,6 +21,7 @@ from lead_recipes.grading.extraction.assertion import (
     value_first,
 )
 from lead_recipes.grading.extraction.brackets import top_split
+from lead_recipes.grading.extraction.pairing import REJECTED_RE
 
 _TAIL_CHARS = 1_500  # the closing part is at most this many characters from the end
 _CLOSING_PARAGRAPHS = 2  # … and at most this many paragraphs (blank-line separated)
@@ -35,11 +36,11 @@ _MARKER_RE = re.compile(
     re.I,
 )
 # The dataset answer lines: `#### 18` (GSM8K, also after text on its line) and a line `A: 18` (the verifier paper's
-# solutions); each holds only a number.
-_GSM8K_RE = re.compile(
-    r"(?:(?<=\n)|\A|(?<=\s))####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))|"
-    r"(?:(?<=\n)|\A)[ \t]*A:[ \t]+(?=-?\$?\d[\d,./]*[ \t]*\.?[ \t]*(?:\n|\Z))"
-)
+# solutions); each holds only a number. `A:` counts only as the last line and never in a lettered list (`B:` on a
+# line of its own: the choices `A: 12`, `B: 18`, or labelled points).
+_GSM8K_RE = re.compile(r"(?:(?<=\n)|\A|(?<=\s))####[ \t]+(?=-?\$?\d[\d,.]*[ \t]*(?:\n|\Z))")
+_A_LINE_RE = re.compile(r"(?:(?<=\n)|\A)[ \t]*A:[ \t]+(?=-?\$?\d[\d,./]*[ \t]*\.?\s*\Z)")
+_LETTERED_RE = re.compile(r"(?m)^[ \t]*B:")
 _CONCLUDE_RE = re.compile(
     r"(?:^|(?<=[.!?\n]))[\s*]*(?:therefore|thus|hence|so|consequently|in\s+conclusion|"
     r"in\s+summary|in\s+total|altogether|overall|finally|we\s+conclude\s+that|since|because|given\s+that|(?=the\b))\b[,:]?",
@@ -62,6 +63,12 @@ BOUND_BEFORE_RE = re.compile(
 _BOUND_AFTER_RE = re.compile(
     r"(?i)\s*,?\s*(?:or|and)\s+(?:less|more|fewer|greater|lower|higher|smaller|larger|"
     r"above|below|over|under|up|down|beyond)\b|\s*(?:at\s+(?:most|least)|or\s+so)\b"
+)
+# A value its sentence rejects (the several-boxes rule's words), excepts, calls a bound or an example, or only nears
+# is not the answer ("The extraneous root is $12$.", "An upper bound is $12$.", "For instance, $12$.").
+NOT_THE_VALUE_RE = re.compile(
+    REJECTED_RE.pattern + r"|\b(?:except\w*|bound\w*|\w*example|instance|e\.\s?g\.|such\s+as|hint|nearly|"
+    r"almost|roughly)\b"
 )
 # After the value these make it conditional ("$5$ (assuming $a>0$)").
 _CONDITION_AFTER_RE = re.compile(r"(?i)\b(?:assuming|provided|supposing|unless|only\s+(?:if|when|for))\b")
@@ -247,9 +254,9 @@ def extract_statement(text: str) -> str | None:
     if not part.strip():
         return None
     found = None
-    markers = list(_MARKER_RE.finditer(part)) + (
-        list(_GSM8K_RE.finditer(part)) if "####" in part or "A:" in part else []
-    )
+    markers = list(_MARKER_RE.finditer(part)) + (list(_GSM8K_RE.finditer(part)) if "####" in part else [])
+    if "A:" in part and not _LETTERED_RE.search(part):
+        markers += list(_A_LINE_RE.finditer(part))
     for m in sorted(markers, key=lambda x: x.start()):  # 1. the last answer marker
         # A prose marker ("… the answer is 1") the text runs out on was cut off mid-sentence; a label
         # ("Answer: 5", "**Final Answer** $5$") needs no closing period.
@@ -274,6 +281,8 @@ def extract_statement(text: str) -> str | None:
         # ended by `.`, `!` or a line break, not by the text running out; a question is not a conclusion
         if end is None or last_para[end.start()] == "?" or not _closing_remark(after):
             break  # an earlier sentence has even more after it
+        if NOT_THE_VALUE_RE.search(_last_clause(last_para[m.start() : end.start()])):
+            break
         val = _conclusion_value(sentence, connector=bool(m.group(0).strip(" *\n\t")))
         if val and len(val) <= _MAX_VALUE_CHARS:
             return val
@@ -286,6 +295,13 @@ def extract_statement(text: str) -> str | None:
             if val and len(val) <= _MAX_VALUE_CHARS:
                 return val
     return None
+
+
+def _last_clause(sentence: str) -> str:
+    """`sentence` after its last conclusion word: "$x = 3$ is extraneous, so the only solution is $x = -1$" rejects
+    3, not -1."""
+    k = next(reversed(list(re.finditer(r"(?i)\b(?:so|thus|hence|therefore)\b", sentence))), None)
+    return sentence[k.end() :] if k else sentence
 
 
 def _closing_remark(after: str) -> bool:

@@ -1,6 +1,6 @@
 """Where a response stops being the answer: the first turn marker (a chat template's special token, a role label
-at the start of a line), or the first echo of the prompt after an answer. A policy that fails to stop, or a base
-model, writes on into a new turn; both extraction policies read only the text before it.
+at the start of a line), or the first echo of the prompt or few-shot `Q:` line after an answer. A policy that fails
+to stop, or a base model, writes on into a new turn; both extraction policies read only the text before it.
 See docs/grading.md#turn-markers.
 """
 
@@ -25,6 +25,8 @@ TURN_TOKENS = (
     "<|begin_of_text|>",
 )
 TURN_LABELS = ("Human:", "User:", "Assistant:", "### Instruction", "### Human", "### User")
+# A few-shot prompt's question label: a new turn only after an answer (a response may open by restating `Q:`).
+QUESTION_LABEL = "Q:"
 ECHO_CHARS = 300  # a prompt echo repeats the problem whole, or its opening this long when longer …
 _MIN_ECHO_CHARS = 20  # … and a problem shorter than this is never looked for
 
@@ -71,6 +73,15 @@ def echo_starts(text: str, problem: str | None) -> list[int]:
     if echo is None:
         return []
     return [e.start() for e in echo.finditer(text) if text[: e.start()].strip()]
+
+
+_QUESTION_RE = re.compile(r"(?<=\n)[ \t]*" + re.escape(QUESTION_LABEL))
+
+
+def question_starts(text: str) -> list[int]:
+    """Where a line opens with `QUESTION_LABEL` after other text, in order: like an echo, the first after which an
+    answer has been given ends the response (a few-shot run-on: `A: 18`, then `Q: What is 2+2?`, `A: 4`)."""
+    return [m.start() for m in _QUESTION_RE.finditer(text) if text[: m.start()].strip()]
 
 
 @functools.lru_cache(maxsize=1024)

@@ -160,7 +160,9 @@ def _constant_verdict(gold: str, pred: str, g: list, p: list, precision: Precisi
         if abs(v.imag) > 1e-12 or not math.isfinite(v.real):
             return None
         if "." not in lit:  # an integer or fraction is exact: no tolerance (`1` is not `1 + 2^{-2020}`)
-            return exact_zero(e - sympy.Rational(value.numerator, value.denominator))
+            # … unless the other side is a decimal `rational` does not read (`0.333333333`, nine places): the
+            # decimal rule decides (math-verify under `numeric.installed`).
+            return None if e.has(sympy.Float) else exact_zero(e - sympy.Rational(value.numerator, value.denominator))
         irrational = not e.is_Rational
         exact = Fraction(str(sympy.N(e, 30))) if irrational else Fraction(int(e.p), int(e.q))
         places = literal_places(lit, precision)
