@@ -15,15 +15,18 @@ TOKEN = "s3cret-token"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# The wrapper binds its arguments by the real `_grade`'s own signature, so a parameter added there cannot shift
+# which argument it logs as the labels.
 _COUNTING_SERVER = """
-import json, sys
+import inspect, json, sys
 import lead_recipes.reward.server as s
 log_path = sys.argv[1]
 original = s.RewardServer._grade
-async def counted(self, queries, prompts, golds, skip):
-    out = await original(self, queries, prompts, golds, skip)
+async def counted(self, *args, **kwargs):
+    out = await original(self, *args, **kwargs)
+    labels = inspect.signature(original).bind(self, *args, **kwargs).arguments["labels"]
     with open(log_path, "a") as f:  # one line per sample the server graded
-        for gold in golds:
+        for gold in labels:
             f.write(json.dumps(gold) + "\\n")
     return out
 s.RewardServer._grade = counted
