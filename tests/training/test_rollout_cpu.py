@@ -138,6 +138,10 @@ def check_every_method(samples):
     assert 0 < correct.sum() < correct.numel(), "structured outputs should give both right and wrong answers"
     assert all("status_timeout" in s.info and "repetitive" in s.info for s in samples)
     lengths = torch.tensor([float(s.action_mask.sum()) for s in samples]).reshape(len(PROMPTS), N)
+
+    def flag(key):  # a per-sample 0/1 the reward function logged, as the [prompts, samples] bool the methods read
+        return torch.tensor([s.info[key][0] > 0.5 for s in samples]).reshape(len(PROMPTS), N)
+
     for method in METHODS:
         recipe = RecipeConfig(method=method)
         args = NS(
@@ -169,7 +173,9 @@ def check_every_method(samples):
                 lengths=lengths,
                 max_new_tokens=48,
                 truncated=torch.tensor([bool(s.truncated[0]) for s in samples]).reshape(len(PROMPTS), N),
-                repetitive=torch.tensor([s.info["repetitive"][0] > 0.5 for s in samples]).reshape(len(PROMPTS), N),
+                repetitive=flag("repetitive"),
+                think_boxed=flag("think_boxed"),  # the format flags GRPO-LEAD's code option and Laser read
+                answer_boxed=flag("answer_boxed"),
             )
         )
         for e in exps:
