@@ -118,6 +118,14 @@ def reward_func_path(name: str = "reward_func.py") -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reward", name)
 
 
+def graded_by(args) -> list[str]:
+    """The reward URLs or file the run grades with: `args.reward.remote_url`, or under an executor, where OpenRLHF
+    has replaced it by "agent", the one given (`args.recipe_reward_url`, which AdaptThink's executor calls)."""
+    urls = args.reward.remote_url or []
+    given = getattr(args, "recipe_reward_url", None)
+    return [u for u in given.split(",") if u] if urls == ["agent"] and given else urls
+
+
 def with_recipe(args, recipe, argv: list[str]):
     """OpenRLHF's nested args (parsed from `argv`) plus what the plug-in reads from them: `args.recipe` (the
     RecipeConfig), `args.recipe_save_request` (the save-on-request file, resolved here: the trainer's Ray actors lack

@@ -99,3 +99,10 @@ def test_evaluation_requests_carry_no_forcing():
     args = with_recipe(openrlhf_args(GOOD)[0], RecipeConfig.of({"method": "adaptthink"}), GOOD)
     extra = request_extra_args(args, training=False)
     assert extra == {"lead_recipes_rollout": "eval", "lead_recipes_reward": "r.py"}
+
+
+def test_under_the_executor_the_run_grades_with_the_reward_file_given_not_openrlhfs_agent():
+    from lead_recipes.training.args import graded_by
+
+    args = with_recipe(openrlhf_args(GOOD)[0], RecipeConfig.of({"method": "adaptthink"}), GOOD)
+    assert args.reward.remote_url == ["agent"] and graded_by(args) == ["r.py"]
