@@ -216,10 +216,8 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
     if method in ("l1-exact", "l1-max"):  # L1 needs the per-prompt targets the reward function echoes
         maximum = method == "l1-max"
         rollouts = with_targets(rollouts, {q: (float(300 + 61 * q), float(maximum and q % 2)) for q in range(PROMPTS)})
-    if method == "adaptthink":  # its executor's echo: half of each group no-think, a reference accuracy per prompt
-        rollouts = copy.deepcopy(rollouts)
-        for r in rollouts:
-            r["info"]["nothink"], r["info"]["ref_acc"] = float(r["j"] < N // 2), (r["q"] % 5) / 4
+    if method == "adaptthink":
+        rollouts = with_executor(rollouts)
     args = make_args(method)
     exps = micro_batches(rollouts, args)
     assert [int(i) for e in exps for i in e.info["sample_id"]] != sorted(range(len(rollouts)))  # really reordered
@@ -233,6 +231,32 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
             assert torch.allclose(e.advantages[b][mask], torch.full((int(mask.sum()),), adv), atol=1e-5), sid
             assert e.info["recipe_advantage"][b].item() == pytest.approx(adv, abs=1e-5)
             assert e.info["recipe_reward"][b].item() == pytest.approx(expected[sid][1], abs=1e-5)
+
+
+def with_executor(records):
+    """The records with AdaptThink's executor echo: half of each group no-think, a reference accuracy per prompt."""
+    out = copy.deepcopy(records)
+    for r in out:
+        r["info"]["nothink"], r["info"]["ref_acc"] = float(r["j"] < N // 2), (r["q"] % 5) / 4
+    return out
+
+
+def test_adaptthink_old_log_prob_of_each_first_action_token_becomes_log_rho_and_nothing_else_changes(rollouts):
+    """The seam GSPO's importance ratio needs (lead_recipes.training.first_token), on OpenRLHF's own micro-batches:
+    the first action token of a no-think sample gets log ρ, of a thinking one log(1 − ρ); every other entry stays."""
+    args = make_args("adaptthink")
+    exps = micro_batches(with_executor(rollouts), args)
+    before = [e.action_log_probs.clone() + torch.arange(e.action_log_probs.shape[1]) for e in exps]
+    for e, b in zip(exps, before):
+        e.action_log_probs.copy_(b)  # distinct values, so a write to the wrong position shows
+    maker(args).compute_advantages_and_returns(exps)
+    rho = RecipeConfig().adaptthink.rho
+    for e, b in zip(exps, before):
+        want = b.clone()
+        for row in range(len(want)):
+            first = int(e.action_mask[row].nonzero()[0, 0])
+            want[row, first] = torch.log(torch.tensor(rho if e.info["nothink"][row] > 0.5 else 1 - rho))
+        assert torch.equal(e.action_log_probs, want)
 
 
 def with_targets(records, targets):
