@@ -110,3 +110,23 @@ def test_preflight_refuses_training_data_whose_labels_lack_ref_acc_naming_the_fi
     assert not bad.ok and "row 2" in bad.detail and "ref_acc" in bad.detail and "reference accuracy" in bad.detail
     path.write_text(json.dumps(rows[0]) + "\n")
     assert check_data("data", str(path), "prompt", "label", "train", method="adaptthink").ok
+
+
+def test_replay_from_rollouts_carries_nothink_and_ref_acc_and_reads_the_count_rule_from_each_response(tmp_path):
+    from lead_recipes.cli import main as cli_main
+
+    samples = [
+        {"response": "</think>So \\boxed{3}", "nothink": True},  # correct, well formed: acc 1
+        {"response": "</think>So \\boxed{4}", "nothink": True},  # wrong: acc 0
+        {"response": "Alright, 1+2=3.</think>\\boxed{3}", "nothink": False},  # correct: acc 1
+        {"response": "Alright, \\boxed{3}</think></think>", "nothink": False},  # correct but two closers: acc 0
+    ]
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps({"answer": "3", "ref_acc": 0.5, "samples": samples}) + "\n")
+    built, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
+    argv = ["replay", "--replay.from_rollouts", str(src), "--replay.write_input", str(built), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "adaptthink", "--no-replay.progress_enable"]) == 0
+    group = json.loads(built.read_text())["groups"][0]
+    assert group["nothink"] == [True, True, False, False] and group["ref_acc"] == 0.5
+    assert group["think_once"] == [True, True, True, False]
+    assert json.loads(out.read_text())["rewards"][0] == pytest.approx([0.55, -0.45, 0.5, -0.5], abs=1e-6)
