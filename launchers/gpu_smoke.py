@@ -141,6 +141,34 @@ def method_flags(method: str, max_new_tokens: int) -> list[str]:
     ]
 
 
+# AdaptThink's forced tokens in a smoke run: R1's `</think>` and "Alright" are no single ids of a small
+# non-reasoning tokenizer, so two letters that are, and that the smoke models never put first; ρ so that one of a
+# group of 4 is no-think; the OpenRLHF settings lead_recipes.training.first_token requires (the IS correction off,
+# so the loss's old log-probs are the ones the plug-in's seam overwrites)
+ADAPTTHINK_TOKENS = ("Q", "X")
+ADAPTTHINK_RHO = 0.25
+ADAPTTHINK_OPENRLHF = {
+    "--actor.policy_loss_type": "gspo",
+    "--algo.kl.init_coef": "0",
+    "--algo.advantage.is_correction_level": "off",
+}
+
+
+def adaptthink_flags(model: str, max_new_tokens: int) -> list[str]:
+    """`--recipe.adaptthink.*` of a smoke run: ADAPTTHINK_TOKENS as ids of MODEL's tokenizer (ValueError when one
+    is not a single id there), ρ, and a no-think cap of half the rollout cap."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model, local_files_only=True)  # the smoke never goes online
+    ids = [tok.encode(t, add_special_tokens=False) for t in ADAPTTHINK_TOKENS]
+    if any(len(i) != 1 for i in ids):
+        raise ValueError(f"{model}: the forced tokens {ADAPTTHINK_TOKENS} are not single ids ({ids})")
+    return [
+        *("--recipe.adaptthink.nothink_token_id", str(ids[0][0]), "--recipe.adaptthink.think_token_id", str(ids[1][0])),
+        *("--recipe.adaptthink.rho", str(ADAPTTHINK_RHO), "--recipe.adaptthink.nothink_cap", str(max_new_tokens // 2)),
+    ]
+
+
 def train_argv(
     profile: str,
     method: str,
@@ -199,8 +227,11 @@ def train_argv(
         "--logger.logging_steps": 1,
         "--recipe.method": method,
     }
+    if method == "adaptthink":
+        flags.update(ADAPTTHINK_OPENRLHF)
     argv = [str(x) for flag, value in flags.items() for x in ((flag,) if value is None else (flag, value))]
     argv += place["flags"] + method_flags(method, p["max_new_tokens"])
+    argv += adaptthink_flags(model, p["max_new_tokens"]) if method == "adaptthink" else []
     return apply_path(argv, path, p) + list(extra)
 
 
@@ -264,11 +295,14 @@ def l1_rows(rows: list[dict], method: str, cap: int) -> list[dict]:
 
 
 def write_data(out: str, profile: str = "gpu", method: str | None = None, gpus: int = 1, path: str = "plain") -> int:
-    """The smoke prompts of one run (one episode's worth for its batch), as L1 data when METHOD reads n_gold."""
+    """The smoke prompts of one run (one episode's worth for its batch), as L1 data when METHOD reads n_gold, with
+    a reference accuracy (a quarter to one, by row) in each label when it reads ref_acc (AdaptThink)."""
     p = PROFILES[profile]
     rows = smoke_rows(profile, batch(profile, placement(profile, path, gpus)["actor"])["prompts"])
     if method is not None and "n_gold" in entry(method).label_keys:
         rows = l1_rows(rows, method, p["max_new_tokens"])
+    if method is not None and "ref_acc" in entry(method).label_keys:
+        rows = [{**r, "label": {"answer": r["label"], "ref_acc": (i % 4 + 1) / 4}} for i, r in enumerate(rows)]
     with open(out, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     return 0

@@ -58,6 +58,8 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         "repetitive": [],
         "think_boxed": [],
         "answer_boxed": [],
+        "think_once": [],
+        "nothink": [],
     }
     g = None
     for q, grp in enumerate(groups):
@@ -78,7 +80,8 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         cols["truncated"].append(_flags(grp, "truncated", q, step, bool, g))
         cols["repetitive"].append(_flags(grp, "repetitive", q, step, bool, g))
         cols["think_boxed"].append(_flags(grp, "think_boxed", q, step, bool, g))
-        cols["answer_boxed"].append(_flags(grp, "answer_boxed", q, step, bool, g))
+        for key in ("answer_boxed", "think_once", "nothink"):
+            cols[key].append(_flags(grp, key, q, step, bool, g))
 
     def opt(key):  # an optional flag column is used only when every group has it
         rows = cols[key]
@@ -93,6 +96,9 @@ def batch_from_record(rec: dict, max_new_tokens: int):
         repetitive=opt("repetitive"),
         think_boxed=opt("think_boxed"),
         answer_boxed=opt("answer_boxed"),
+        think_once=opt("think_once"),
+        nothink=opt("nothink"),
+        ref_acc=reference_accuracy(groups, step),
         n_gold=n_gold,
         l1_max=l1_max,
     )
@@ -120,6 +126,20 @@ def targets(groups: list[dict], step: Any):
     return torch.tensor(n_gold, dtype=torch.float64), torch.tensor(modes)
 
 
+def reference_accuracy(groups: list[dict], step: Any):
+    """ref_acc [M] from each group's `ref_acc` (AdaptThink's label key), or None when no group has one. ValueError
+    names a group without a number (the method then names one outside [0, 1])."""
+    import torch
+
+    if not any("ref_acc" in grp for grp in groups):
+        return None
+    values = [grp.get("ref_acc") for grp in groups]
+    for q, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"step {step}, prompt {q}: 'ref_acc' must be a number (other groups have one), got {v!r}")
+    return torch.tensor(values, dtype=torch.float64)
+
+
 def length_counter(tokenizer: str | None):
     """(count(text) -> int, unit label). Counts include one EOS token, as the trainer's action mask does."""
     if tokenizer:
@@ -142,7 +162,7 @@ def records_from_rollouts(
     """Grade a rollouts file (a progress bar on stderr with `progress`) and chunk its groups into steps. Lengths
     above the cap count at the cap and are marked truncated. Returns (records, length unit label)."""
     from lead_recipes.grading.repetition import is_repetitive
-    from lead_recipes.reward.logs import answer_boxed, think_boxed
+    from lead_recipes.reward.logs import answer_boxed, think_boxed, think_once
 
     rows = read_jsonl(path)
     count, unit = length_counter(tokenizer)
@@ -190,8 +210,14 @@ def records_from_rollouts(
                 "lengths": [min(n, max_new_tokens) for n in lengths],
                 "truncated": [n >= max_new_tokens for n in lengths],
                 "repetitive": [is_repetitive(t) for t in texts],
+                "think_once": [think_once(t) for t in texts],  # the response alone, its forced token included
                 **flags,
-                **{k: row[k] for k in ("n_gold", "l1_mode") if k in row},
+                **(
+                    {"nothink": [s["nothink"] for s in row["samples"]]}
+                    if all("nothink" in s for s in row["samples"])
+                    else {}
+                ),
+                **{k: row[k] for k in ("n_gold", "l1_mode", "ref_acc") if k in row},
             }
         )
     n = len(groups)

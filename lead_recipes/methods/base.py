@@ -28,6 +28,11 @@ class RolloutBatch:
     think_boxed: "torch.Tensor | None" = None
     # [M, G] bool: prompt + response has `<think>`, `</think>` and a `\boxed{}` after it (Laser's format rule)
     answer_boxed: "torch.Tensor | None" = None
+    # [M, G] bool: the response (forced first token included) has no `<think>`, exactly one `</think>` and a
+    # `\boxed` after it (AdaptThink code's count rule)
+    think_once: "torch.Tensor | None" = None
+    nothink: "torch.Tensor | None" = None  # [M, G] bool: the first response token was forced to no-think (AdaptThink)
+    ref_acc: "torch.Tensor | None" = None  # [M] float in [0, 1]: the reference model's accuracy (AdaptThink label key)
     n_gold: "torch.Tensor | None" = None  # [M] float, per-prompt target tokens (L1's "Think for N tokens.")
     l1_max: "torch.Tensor | None" = None  # [M] bool, the prompt asks for "maximum N tokens" (L1-Max)
     # [M, G] float: OpenRLHF's length penalties (DAPO overlong, ProRL stop-properly) as a reward change; every method
@@ -154,6 +159,9 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
     rep = None if batch.repetitive is None else _as_bool("repetitive", batch.repetitive, (m, g))
     boxed = None if batch.think_boxed is None else _as_bool("think_boxed", batch.think_boxed, (m, g))
     answer = None if batch.answer_boxed is None else _as_bool("answer_boxed", batch.answer_boxed, (m, g))
+    once = None if batch.think_once is None else _as_bool("think_once", batch.think_once, (m, g))
+    nothink = None if batch.nothink is None else _as_bool("nothink", batch.nothink, (m, g))
+    ref_acc = None if batch.ref_acc is None else _reference_accuracy(batch.ref_acc, m)
     n_gold = None if batch.n_gold is None else _per_prompt_targets(batch.n_gold, m)
     l1_max = None if batch.l1_max is None else _as_bool("l1_max", batch.l1_max, (m,))
     return RolloutBatch(
@@ -164,6 +172,9 @@ def check_batch(batch: RolloutBatch) -> RolloutBatch:
         repetitive=rep,
         think_boxed=boxed,
         answer_boxed=answer,
+        think_once=once,
+        nothink=nothink,
+        ref_acc=ref_acc,
         n_gold=n_gold,
         l1_max=l1_max,
         length_penalty=_reward_change(batch.length_penalty, m, g),
@@ -180,6 +191,20 @@ def _reward_change(x, m: int, g: int) -> torch.Tensor:
     if not torch.isfinite(x).all():
         q = _first_bad_row(~torch.isfinite(x))
         raise ValueError(f"prompt {q}: length_penalty must be finite, got {x[q].tolist()}")
+    return x
+
+
+def _reference_accuracy(x, m: int) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or tuple(x.shape) != (m,):
+        raise ValueError(f"ref_acc has shape {tuple(getattr(x, 'shape', ()))}, expected [M] = ({m},), one per prompt")
+    x = x.double()
+    bad = ~((x >= 0) & (x <= 1))  # NaN included
+    if bad.any():
+        q = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"prompt {q}: ref_acc must be the reference model's accuracy in [0, 1], got {x[q].item()} (a negative "
+            'value: its label has no "ref_acc"; the authors\' code asserts every training prompt has one)'
+        )
     return x
 
 

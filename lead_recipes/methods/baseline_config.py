@@ -1,6 +1,7 @@
-"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune, DLER and
-Laser: one frozen dataclass per `--recipe.<section>.*` section, registered in methods.config.REGISTRY (kept out of
-config.py for its size). Torch-free; no method math. Sources and decisions: docs/methods.md#length-baselines.
+"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune, DLER,
+Laser and AdaptThink: one frozen dataclass per `--recipe.<section>.*` section, registered in
+methods.config.REGISTRY (kept out of config.py for its size). Torch-free; no method math. Sources and decisions:
+docs/methods.md#length-baselines.
 """
 
 from __future__ import annotations
@@ -120,4 +121,38 @@ class LaserConfig:
     alpha: float = option(0.5, "α, the bonus of a correct response with l ≤ L_T (authors' code: 0.5)", ge=0)
     target_length: float = option(
         4096.0, "L_T in tokens (authors' code: one run each at 2048, 4096 and 8192; inclusive ≤)", gt=0
+    )
+
+
+@dataclass(frozen=True)
+class AdaptThinkConfig:
+    """AdaptThink (arXiv 2505.13417; the rule is the authors' code, THU-KEG/AdaptThink): R = acc − r̄_ref(q) +
+    δ·1[no-think], A = R; the rollout executor forces the first response token, the loss is OpenRLHF's GSPO with the
+    first token's old log-prob set to log ρ or log(1 − ρ)."""
+
+    delta: float = option(
+        0.05, "δ, the bonus of a no-think rollout (authors' script: 0.05; released models: 0 to 0.1)", ge=0
+    )
+    rho: float = option(
+        0.5,
+        "ρ: round(G·ρ) of each prompt's G rollouts are forced to the no-think token, and the first token's old "
+        "log-prob is log ρ (no-think) or log(1 − ρ) (authors' script: 0.5)",
+        gt=0,
+        lt=1,
+    )
+    nothink_token_id: int = option(
+        151649,
+        "the token forced first in a no-think rollout (authors' script: 151649, `</think>` of R1-Distill-Qwen)",
+        ge=0,
+    )
+    think_token_id: int = option(
+        71486,
+        "the token forced first in a thinking rollout (authors' script: 71486, `Alright` of R1-Distill-Qwen)",
+        ge=0,
+    )
+    nothink_cap: int = option(
+        4096,
+        "response cap of a no-think rollout, forced token included (authors' script: 4096); a thinking rollout's "
+        "is --rollout.max_new_tokens (authors' script: 16384)",
+        gt=1,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from lead_recipes.methods.baseline_config import (
+    AdaptThinkConfig,
     AroraZanetteConfig,
     DlerConfig,
     KimiConfig,
@@ -325,6 +326,13 @@ REGISTRY = (
     MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
     MethodEntry("dler", "lead_recipes.methods.dler:DlerMethod", DlerConfig, "dler-1.5b", reward_is_score=True),
     MethodEntry("laser", "lead_recipes.methods.laser:LaserMethod", LaserConfig, "laser-1.5b-l4096"),
+    MethodEntry(
+        "adaptthink",
+        "lead_recipes.methods.adaptthink:AdaptThinkMethod",
+        AdaptThinkConfig,
+        "adaptthink-1.5b",
+        label_keys=("ref_acc",),
+    ),
     MethodEntry(
         "composed",
         "lead_recipes.methods.composed:ComposedMethod",

@@ -15,6 +15,7 @@ REWARD_LOG_KEYS = (
     "repetitive",
     "think_boxed",  # GRPO-LEAD code's format rule on prompt + response (`think_boxed`); RolloutBatch.think_boxed
     "answer_boxed",  # Laser code's format rule on prompt + response (`answer_boxed`); RolloutBatch.answer_boxed
+    "think_once",  # AdaptThink code's count rule on the response alone (`think_once`); RolloutBatch.think_once
     "status_correct",
     "status_wrong",
     "status_no_answer",
@@ -57,15 +58,27 @@ def answer_boxed(text: Any) -> bool:
     return _LASER_BOXED.search(text.split("</think>")[1]) is not None
 
 
-def reward_extra_logs(grade: Grade, repetitive: bool, label: Any = None, text: Any = None) -> dict[str, float]:
+def think_once(response: Any) -> bool:
+    """AdaptThink's count rule (THU-KEG/AdaptThink `adapt_think_rm.py` L523-557) on the response alone, its forced
+    first token included: no `<think>`, exactly one `</think>`, and a `\\boxed` after it (the answer the code
+    grades). Its negation scores acc = 0 whatever the answer."""
+    if not isinstance(response, str) or "<think>" in response or response.count("</think>") != 1:
+        return False
+    return "\\boxed" in response.split("</think>", 1)[1]
+
+
+def reward_extra_logs(
+    grade: Grade, repetitive: bool, label: Any = None, text: Any = None, response: Any = None
+) -> dict[str, float]:
     """`extra_logs` for one sample: exactly REWARD_LOG_KEYS, in order, plain floats (status one-hot); the format
-    flags are read from `text`, the sample's prompt + response (None: no text, both 0); the L1 target is echoed from
-    `label` whatever the grade, so a failed grade never drops it."""
+    flags are read from `text`, the sample's prompt + response, and from `response` alone (None: no text, 0); the L1
+    target is echoed from `label` whatever the grade, so a failed grade never drops it."""
     logs = {
         "correct": 1.0 if grade.correct else 0.0,
         "repetitive": 1.0 if repetitive else 0.0,
         "think_boxed": 1.0 if think_boxed(text) else 0.0,
         "answer_boxed": 1.0 if answer_boxed(text) else 0.0,
+        "think_once": 1.0 if think_once(response) else 0.0,
     }
     for s in STATUSES:
         logs[f"status_{s}"] = 1.0 if grade.status == s else 0.0

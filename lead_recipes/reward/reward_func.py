@@ -73,7 +73,7 @@ def grade_samples(
         _log_once(e)
         grades = [Grade(False, "error", None, 0.0) for _ in range(n)]
     logs = [
-        reward_extra_logs(g, safe_is_repetitive(t), labels[i] if i < len(labels) else None, queries[i])
+        reward_extra_logs(g, safe_is_repetitive(t), labels[i] if i < len(labels) else None, queries[i], t)
         for i, (g, t) in enumerate(zip(grades, texts))
     ]
     return [1.0 if g.correct else 0.0 for g in grades], logs

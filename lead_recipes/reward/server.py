@@ -249,7 +249,7 @@ class RewardServer:
         logs = []
         for g, t, label, query in zip(grades, texts, labels, queries):
             self.samples[g.status] += 1
-            logs.append(reward_extra_logs(g, safe_is_repetitive(t), label, query))
+            logs.append(reward_extra_logs(g, safe_is_repetitive(t), label, query, t))
         return [1.0 if g.correct else 0.0 for g in grades], logs
 
 

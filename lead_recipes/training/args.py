@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from lead_recipes.methods import sections_read
 from lead_recipes.methods.config import REGISTRY, entry
 from lead_recipes.recipes.openrlhf_parser import openrlhf_default
+from lead_recipes.training.first_token import EXECUTOR_FILE
 from lead_recipes.training.preemption import save_request_path
 
 NONE = "none"
@@ -117,11 +118,22 @@ def reward_func_path(name: str = "reward_func.py") -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reward", name)
 
 
+def graded_by(args) -> list[str]:
+    """The reward URLs or file the run grades with: `args.reward.remote_url`, or under an executor, where OpenRLHF
+    has replaced it by "agent", the one given (`args.recipe_reward_url`, which AdaptThink's executor calls)."""
+    urls = args.reward.remote_url or []
+    given = getattr(args, "recipe_reward_url", None)
+    return [u for u in given.split(",") if u] if urls == ["agent"] and given else urls
+
+
 def with_recipe(args, recipe, argv: list[str]):
     """OpenRLHF's nested args (parsed from `argv`) plus what the plug-in reads from them: `args.recipe` (the
     RecipeConfig), `args.recipe_save_request` (the save-on-request file, resolved here: the trainer's Ray actors lack
-    our env) and `args.recipe_run_name_given` (a resume keeps the stopped run's name unless one was given)."""
+    our env), `args.recipe_run_name_given` (a resume keeps the stopped run's name unless one was given) and
+    `args.recipe_reward_url` (the reward file as given: OpenRLHF replaces it by "agent" when an executor is set, and
+    AdaptThink's executor grades with it)."""
     args.recipe = recipe
+    args.recipe_reward_url = (flag_values(argv, "--reward.remote_url") or [None])[0]
     args.recipe_save_request = save_request_path(args.ckpt.path)
     args.recipe_run_name_given = "--logger.wandb.run_name" in {t.split("=", 1)[0] for t in argv}
     return args
@@ -160,6 +172,8 @@ def resolve(argv: list[str], parser) -> Resolved:
 
     fill("--algo.advantage.estimator", "group_norm", f"--recipe.method {method} replaces its group step")
     fill("--reward.remote_url", reward_func_path(), "the package reward function; no remote URL given")
+    if method == "adaptthink":
+        fill("--train.agent_func_path", EXECUTOR_FILE, "AdaptThink's rollout executor forces the first token")
     fill("--rollout.n_samples_per_prompt", DEFAULT_SAMPLES, "group methods need several samples per prompt")
     b_max = getattr(ours, "recipe.lead.b_max", None)
     if "--rollout.max_new_tokens" not in given:  # sections_read builds the method (imports torch): only when needed

@@ -34,7 +34,15 @@ from lead_recipes.recipes.openrlhf_parser import (
     openrlhf_parser,
 )
 from lead_recipes.training.actor_env import forward_env_to_actors
-from lead_recipes.training.args import REQUIRED, length_penalty_errors, resolve, reward_func_path, with_recipe
+from lead_recipes.training.args import (
+    REQUIRED,
+    graded_by,
+    length_penalty_errors,
+    resolve,
+    reward_func_path,
+    with_recipe,
+)
+from lead_recipes.training.first_token import adaptthink_errors
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (
@@ -165,7 +173,9 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             f"--reward.clip_range {' '.join(map(str, args.reward.clip_range))} has no effect: the "
             "method's advantage is the final reward (clipping it would cut the method's signal)"
         )
-    urls = args.reward.remote_url or []
+    urls = graded_by(args)
+    if args.recipe.method == "adaptthink":
+        errors += adaptthink_errors(args)
     if not urls or urls == ["agent"]:
         errors.append(
             "--reward.remote_url is unset: pass lead-recipes' reward function "

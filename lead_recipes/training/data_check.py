@@ -55,9 +55,10 @@ def label_problems(labels, label_key: str, method: str | None = None) -> str | N
     def problem(label) -> str | None:
         missing = [k for k in keys if not (isinstance(label, dict) and k in label)]
         if missing:
-            return (
-                f"--recipe.method {method} reads {', '.join(missing)} from every label, and this one has none "
+            return f"--recipe.method {method} reads {', '.join(missing)} from every label, and this one has none " + (
                 "(`lead-recipes data build --l1.mode exact|max` writes the L1 target)"
+                if "n_gold" in missing
+                else "(add each prompt's reference accuracy: docs/methods.md#adaptthink-outside-the-advantage-step)"
             )
         return label_problem(label)
 

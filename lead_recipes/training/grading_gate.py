@@ -1,7 +1,8 @@
 """The grading guard where a failed grade is first seen, so a failed step trains nothing: `RecipeSamplesGenerator`
 counts every graded training sample before dynamic filtering can drop it (the guard stops the run after its streak),
 and `skip_failed_step` skips a step whose failure share is too high before the forwards, the method and ppo_train.
-It does not change rewards or retry grading; eval samples and samples without a status are not counted.
+It does not change rewards or retry grading; eval samples and samples without a status are not counted. It also
+marks each request train or eval for AdaptThink's executor (lead_recipes.training.adaptthink_executor).
 See docs/training.md#when-grading-fails-the-run-stops.
 """
 
@@ -11,6 +12,7 @@ import ray
 from openrlhf.trainer.ppo_trainer_async import GenerateSamplesActor
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
+from lead_recipes.training.adaptthink_executor import marked_requests
 from lead_recipes.training.guard import (
     SHARE_KEY,
     SKIPPED_KEY,
@@ -63,6 +65,11 @@ class RecipeSamplesGenerator(SamplesGenerator):
             return super().generate_eval_samples(**generate_kwargs)
         finally:
             self._in_eval = False
+
+    def _dispatch_prompts_to_vllm(self, prompts, labels, *, images=None, **generate_kwargs):
+        # AdaptThink's executor forces the first token of training requests only: each request says which it is
+        with marked_requests(self.args, training=not self._in_eval):
+            return super()._dispatch_prompts_to_vllm(prompts, labels, images=images, **generate_kwargs)
 
     def _process_response_into_experience(self, response, **generate_kwargs):
         experience = super()._process_response_into_experience(response, **generate_kwargs)

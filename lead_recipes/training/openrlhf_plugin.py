@@ -34,6 +34,7 @@ from lead_recipes.progress import StepProgress
 from lead_recipes.recipes.openrlhf_parser import check_openrlhf
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training.args import length_penalty_errors, with_recipe
+from lead_recipes.training.first_token import adaptthink_errors, importance_sample_first_token
 from lead_recipes.training.grading_gate import (
     GradingStepSkipped,
     RecipeGenerateSamplesActorRemote,
@@ -84,6 +85,7 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
             )
         self.method = method if method is not None else build_method(RecipeConfig.of(self.args.recipe))
         errors = length_penalty_errors(self.args, self.method.name)  # `lead-recipes train` checked them too
+        errors += adaptthink_errors(self.args) if self.method.name == "adaptthink" else []
         if errors:
             raise ValueError("; ".join(errors))
         self.last_stats: dict[str, float] = {}
@@ -133,6 +135,8 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         # group normalisation, as upstream's estimators do (docs/training.md#dapos-overlong-penalty), never to the final
         # advantage
         cap = args.rollout.max_new_tokens or args.data.max_len
+        if self.method.name == "adaptthink":  # the old log-prob of its forced first token (training.first_token)
+            importance_sample_first_token(experiences, self.method.config.rho)
         batch, extra = rollout_batch(experiences, grouped, cap, grouped(penalty))
         out = self.method.step(batch)
         adv = finite("method advantages", out.advantages.to(torch.float32))

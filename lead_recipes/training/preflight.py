@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 
+from lead_recipes.training.args import graded_by
 from lead_recipes.training.context_check import check_args as check_context_of
 from lead_recipes.training.data_check import Check, check_data
 from lead_recipes.training.doctor import check_driver, check_flash_attn, check_packages
@@ -251,7 +252,7 @@ def run_preflight(args, skip=()) -> list[Check]:
         ),
         "model": lambda: _check_model(args.actor.model_name_or_path),
         "context": lambda: check_context_of(args),
-        "reward": lambda: _check_reward(args.reward.remote_url),
+        "reward": lambda: _check_reward(graded_by(args)),
         "ckpt": lambda: _check_ckpt_dir(args.ckpt.path),
         "ray": lambda: _check_ray(args),
     }

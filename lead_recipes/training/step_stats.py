@@ -52,10 +52,10 @@ def finite(name: str, t: torch.Tensor) -> torch.Tensor:
 
 def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[RolloutBatch, dict]:
     """The Method's input from a step's experiences: correctness (`info["correct"]`), response lengths (action-mask
-    sums, clamped to 1..cap), truncation, repetition, GRPO-LEAD's and Laser's format flags and L1 targets when every
-    experience has them, regrouped to [prompts, n] by `grouped`, and `length_penalty` [prompts, n] (OpenRLHF's,
-    already grouped); plus `extra` = the clamp count and the grading status / latency tensors (flat, micro-batch
-    order)."""
+    sums, clamped to 1..cap), truncation, repetition, GRPO-LEAD's, Laser's and AdaptThink's flags, L1 targets and
+    ref_acc when every experience has them, regrouped to [prompts, n] by `grouped`, and `length_penalty` [prompts,
+    n] (OpenRLHF's, already grouped); plus `extra` = the clamp count and the grading status / latency tensors (flat,
+    micro-batch order)."""
     try:
         correct = torch.cat([e.info["correct"].reshape(-1) for e in experiences])
     except KeyError:
@@ -72,11 +72,11 @@ def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[Rollo
     truncated = None
     if all(e.truncated is not None for e in experiences):
         truncated = grouped(torch.cat([e.truncated.reshape(-1) for e in experiences]).bool())
-    repetitive, boxed, answer_boxed = (
+    repetitive, boxed, answer_boxed, once, nothink = (
         grouped(torch.cat([e.info[key].reshape(-1) for e in experiences]) > 0.5)
         if all(key in e.info for e in experiences)
         else None
-        for key in ("repetitive", "think_boxed", "answer_boxed")
+        for key in ("repetitive", "think_boxed", "answer_boxed", "think_once", "nothink")
     )
     n_gold, l1_max = _length_targets(experiences, grouped)
     extra = {"clamped": clamped}
@@ -91,11 +91,28 @@ def rollout_batch(experiences, grouped, cap, length_penalty=None) -> tuple[Rollo
         repetitive=repetitive,
         think_boxed=boxed,
         answer_boxed=answer_boxed,
+        think_once=once,
+        nothink=nothink,
+        ref_acc=_reference_accuracy(experiences, grouped),
         n_gold=n_gold,
         l1_max=l1_max,
         length_penalty=length_penalty,
     )
     return batch, extra
+
+
+def _reference_accuracy(experiences, grouped):
+    """ref_acc [M] from the AdaptThink executor's echo of the labels (`info["ref_acc"]`, −1 = the label has none,
+    which the method refuses), or None when the executor did not run. A group whose samples disagree is a
+    ValueError."""
+    if not all("ref_acc" in e.info for e in experiences):
+        return None
+    acc = grouped(torch.cat([e.info["ref_acc"].reshape(-1) for e in experiences]).double())
+    bad = (acc != acc[:, :1]).any(1)
+    if bad.any():
+        q = int(bad.nonzero()[0, 0])
+        raise ValueError(f"prompt group {q} has different ref_acc values {acc[q].tolist()}: one per prompt")
+    return acc[:, 0].clone()
 
 
 def _length_targets(experiences, grouped):

@@ -56,6 +56,10 @@ def advantage_mismatches(
                 "n_gold": torch.tensor([float(i["n_gold"]) for i in firsts]),
                 "l1_max": torch.tensor([i.get("l1_max", 0) > 0.5 for i in firsts]),
             }
+        if "nothink" in firsts[0]:  # AdaptThink's executor fields and the reward function's count rule
+            targets["nothink"] = torch.tensor([r["info"]["nothink"] > 0.5 for r in order]).reshape(shape)
+            targets["think_once"] = torch.tensor([r["info"]["think_once"] > 0.5 for r in order]).reshape(shape)
+            targets["ref_acc"] = torch.tensor([float(i["ref_acc"]) for i in firsts], dtype=torch.float64)
         batch = RolloutBatch(
             correct=torch.tensor([r["info"]["correct"] > 0.5 for r in order]).reshape(shape),
             lengths=torch.tensor([float(min(max(len(r["adv"]), 1), cap)) for r in order]).reshape(shape),

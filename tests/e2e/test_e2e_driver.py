@@ -32,11 +32,12 @@ def flags(argv):
     }
 
 
-def argv_of(profile, tmp_path, method="lead", path="plain"):
+def argv_of(profile, tmp_path, method="lead", path="plain", model=None):
+    """A smoke command; `model` a real model directory where the method reads its tokenizer (AdaptThink)."""
     return gpu_smoke.train_argv(
         profile,
         method,
-        str(tmp_path / "model"),
+        str(model or tmp_path / "model"),
         str(tmp_path / "p.jsonl"),
         str(tmp_path / "run"),
         "reward_func.py",
@@ -54,8 +55,8 @@ def test_profiles_differ_only_in_sizes_and_layout(tmp_path):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_method_flags_are_accepted_by_the_recipe_parser(method, tmp_path):
-    ours, recipe, _, _ = train.parse_command_line(argv_of("cpu", tmp_path, method))
+def test_method_flags_are_accepted_by_the_recipe_parser(method, tmp_path, tiny_qwen2):
+    ours, recipe, _, _ = train.parse_command_line(argv_of("cpu", tmp_path, method, model=tiny_qwen2))
     assert recipe.method == method
 
 

@@ -31,7 +31,8 @@ def batches(draw):
 def test_a_length_penalty_on_one_of_two_twin_rollouts_ranks_it_below_its_twin(name, b, p, targets):
     """OpenRLHF's DAPO overlong / stop-properly penalty must reach every method's reward before its group
     normalisation (docs/training.md#dapos-overlong-penalty): rollouts 0 and 1 of prompt 0 are identical, only rollout 0
-    is penalised. Every batch carries L1 targets (exact ones), so methods that need them run too."""
+    is penalised. Every batch carries L1 targets (exact ones) and AdaptThink's fields (both twins thinking), so methods
+    that need them run too."""
     c, l = b
     c[0, 1], l[0, 1] = c[0, 0], l[0, 0]
     m = c.shape[0]
@@ -41,10 +42,9 @@ def test_a_length_penalty_on_one_of_two_twin_rollouts_ranks_it_below_its_twin(na
     penalty[0, 0] = -p
     method = build_method(RecipeConfig.of({"method": name}))
     boxed = torch.ones_like(c)  # Laser's format flag: every response well formatted
-    plain = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, answer_boxed=boxed)).advantages
+    fields = dict(answer_boxed=boxed, think_once=boxed, nothink=torch.zeros_like(c), ref_acc=torch.full((m,), 0.5))
+    plain = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, **fields)).advantages
     assert plain[0, 0] == plain[0, 1]  # twins
     method = build_method(RecipeConfig.of({"method": name}))  # a fresh controller state
-    a = method.step(
-        RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, answer_boxed=boxed, length_penalty=penalty)
-    ).advantages
+    a = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, **fields, length_penalty=penalty)).advantages
     assert a[0, 0] < a[0, 1] - 1e-4, (a[0, 0].item(), a[0, 1].item())

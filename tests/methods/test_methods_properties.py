@@ -42,10 +42,13 @@ def fit(row: torch.Tensor, g: int) -> torch.Tensor:
     return row[:g] if row.numel() >= g else row.repeat(g)[:g]
 
 
-def run(name, c, l, **recipe):
-    return build_method(RecipeConfig.of({"method": name, **recipe})).step(
-        RolloutBatch(c, l, CAP, **targets(name, c.shape[0], g=c.shape[1]))
-    )
+def run(name, c, l, perm=None, **recipe):
+    """The method on (c, l) with the shared per-prompt and per-rollout fields; `perm` permutes the per-rollout ones
+    (AdaptThink's no-think flags) as it permuted c and l."""
+    fields = targets(name, c.shape[0], g=c.shape[1])
+    if perm is not None:
+        fields = {k: v.gather(1, perm) if v.dim() == 2 else v for k, v in fields.items()}
+    return build_method(RecipeConfig.of({"method": name, **recipe})).step(RolloutBatch(c, l, CAP, **fields))
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -66,7 +69,7 @@ def test_permuting_rollouts_within_a_group_permutes_advantages(name, b, seed):
         [torch.randperm(c.shape[1], generator=torch.Generator().manual_seed(seed + q)) for q in range(c.shape[0])]
     )
     a = run(name, c, l).advantages
-    p = run(name, c.gather(1, perm), l.gather(1, perm)).advantages
+    p = run(name, c.gather(1, perm), l.gather(1, perm), perm).advantages
     assert torch.allclose(p, a.gather(1, perm), rtol=1e-5, atol=1e-5)
 
 

@@ -6,11 +6,19 @@ from __future__ import annotations
 def targets(method: str, m: int, seed: int = 0, g: int = 8) -> dict:
     """RolloutBatch's per-prompt L1 fields for a test that runs every method on M prompts × G rollouts: n_gold uniform
     in 100..4000 (arXiv 2503.04697's range) and every other prompt asking for a maximum, except under l1-exact,
-    which refuses such prompts; and Laser's format flag, every response well formatted. The other methods ignore
-    them."""
+    which refuses such prompts; Laser's and AdaptThink's format flags, every response well formatted; and
+    AdaptThink's executor fields: the first G/2 rollouts of each group no-think, a reference accuracy in [0, 1] per
+    prompt. The other methods ignore them."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
     n_gold = torch.randint(100, 4001, (m,), generator=gen).to(torch.float32)
     l1_max = (torch.arange(m) % 2 == 1) & (method != "l1-exact")
-    return {"n_gold": n_gold, "l1_max": l1_max, "answer_boxed": torch.ones(m, g, dtype=torch.bool)}
+    return {
+        "n_gold": n_gold,
+        "l1_max": l1_max,
+        "answer_boxed": torch.ones(m, g, dtype=torch.bool),
+        "think_once": torch.ones(m, g, dtype=torch.bool),
+        "nothink": (torch.arange(g) < g // 2).expand(m, g).clone(),
+        "ref_acc": torch.rand(m, generator=gen, dtype=torch.float64),
+    }

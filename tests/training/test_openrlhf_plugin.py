@@ -27,10 +27,11 @@ from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
 from lead_recipes.methods.config import METHODS, REGISTRY, RecipeConfig
 from lead_recipes.recipes import openrlhf_parser
-from lead_recipes.reward.logs import REWARD_LOG_KEYS, answer_boxed, think_boxed
+from lead_recipes.reward.logs import REWARD_LOG_KEYS, answer_boxed, think_boxed, think_once
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training import preemption as preempt
 from lead_recipes.training import resume
+from lead_recipes.training.first_token import EXECUTOR_FILE
 
 PROMPTS = 40  # of the 100 groups, to keep the module quick
 
@@ -40,9 +41,11 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
     return NS(
         algo=NS(
             advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False),
-            kl=NS(use_loss=False, estimator="k1"),
+            kl=NS(use_loss=False, estimator="k1", init_coef=0.0),
         ),
-        rollout=NS(n_samples_per_prompt=n, max_new_tokens=cap, micro_batch_size=4, max_tokens_per_gpu=6000),
+        rollout=NS(
+            n_samples_per_prompt=n, max_new_tokens=cap, micro_batch_size=4, max_tokens_per_gpu=6000, batch_size=PROMPTS
+        ),
         reward=NS(
             clip_range=(-10, 10),
             overlong_buffer_len=reward.get("overlong_buffer_len"),
@@ -50,8 +53,11 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
             stop_properly_penalty_coef=reward.get("stop_properly_penalty_coef"),
         ),
         data=NS(max_len=cap + 256),
-        train=NS(dynamic_batch_enable=True),
-        actor=NS(num_nodes=1, num_gpus_per_node=2),
+        # AdaptThink's settings (lead_recipes.training.first_token); the other methods ignore them
+        train=NS(dynamic_batch_enable=True, agent_func_path=EXECUTOR_FILE, batch_size=PROMPTS * n, max_epochs=1),
+        actor=NS(
+            num_nodes=1, num_gpus_per_node=2, policy_loss_type="gspo", eps_clip_low_high=(0.2, 0.2), dual_clip=None
+        ),
         ds=NS(ring_attn_size=1, tensor_parallel_size=1),
         ckpt=NS(path="unused"),
         recipe=recipe,
@@ -85,6 +91,7 @@ def rollouts(shared_data, tiny_qwen2):
                 "repetitive": float(is_repetitive(s["response"])),
                 "think_boxed": float(think_boxed(prompt + s["response"])),
                 "answer_boxed": float(answer_boxed(prompt + s["response"])),
+                "think_once": float(think_once(s["response"])),
             }
             info.update(
                 {
@@ -121,6 +128,7 @@ def to_experience(rec, sample_id):
     info["reward"] = torch.tensor([rec["info"]["correct"]])
     info["sample_id"] = torch.tensor([float(sample_id)])
     return Experience(
+        action_log_probs=torch.zeros(1, len(ids) - 1),  # AdaptThink's seam overwrites its first action token
         sequences=seq[None],
         attention_mask=torch.ones_like(seq)[None],
         action_mask=action_mask[None],
@@ -167,7 +175,7 @@ def expected_output(records, method_name, cap=CAP):
         torch.zeros(shape, dtype=torch.bool),
         torch.zeros(shape, dtype=torch.bool),
     )
-    boxed = {key: torch.zeros(shape, dtype=torch.bool) for key in ("think_boxed", "answer_boxed")}
+    boxed = {key: torch.zeros(shape, dtype=torch.bool) for key in ("think_boxed", "answer_boxed", "think_once")}
     for r in records:
         i, j = pos[r["q"]], r["j"]
         correct[i, j], lengths[i, j] = bool(r["info"]["correct"]), min(len(r["resp_ids"]), cap)
@@ -179,6 +187,12 @@ def expected_output(records, method_name, cap=CAP):
     if all(targets[q][0] > 0 for q in qs):  # the reward function echoed an L1 target for every prompt
         n_gold = torch.tensor([targets[q][0] for q in qs])
         l1_max = torch.tensor([targets[q][1] == 1.0 for q in qs])
+    executor = {}
+    if "nothink" in records[0]["info"]:  # AdaptThink's executor echo
+        executor["nothink"] = torch.zeros(shape, dtype=torch.bool)
+        for r in records:
+            executor["nothink"][pos[r["q"]], r["j"]] = r["info"]["nothink"] > 0.5
+        executor["ref_acc"] = torch.tensor([next(r["info"]["ref_acc"] for r in records if r["q"] == q) for q in qs])
     batch = RolloutBatch(
         correct=correct,
         lengths=lengths,
@@ -188,6 +202,7 @@ def expected_output(records, method_name, cap=CAP):
         n_gold=n_gold,
         l1_max=l1_max,
         **boxed,
+        **executor,
     )
     out = build_method(make_args(method_name).recipe).step(batch)
     return {
@@ -201,6 +216,8 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
     if method in ("l1-exact", "l1-max"):  # L1 needs the per-prompt targets the reward function echoes
         maximum = method == "l1-max"
         rollouts = with_targets(rollouts, {q: (float(300 + 61 * q), float(maximum and q % 2)) for q in range(PROMPTS)})
+    if method == "adaptthink":
+        rollouts = with_executor(rollouts)
     args = make_args(method)
     exps = micro_batches(rollouts, args)
     assert [int(i) for e in exps for i in e.info["sample_id"]] != sorted(range(len(rollouts)))  # really reordered
@@ -214,6 +231,32 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
             assert torch.allclose(e.advantages[b][mask], torch.full((int(mask.sum()),), adv), atol=1e-5), sid
             assert e.info["recipe_advantage"][b].item() == pytest.approx(adv, abs=1e-5)
             assert e.info["recipe_reward"][b].item() == pytest.approx(expected[sid][1], abs=1e-5)
+
+
+def with_executor(records):
+    """The records with AdaptThink's executor echo: half of each group no-think, a reference accuracy per prompt."""
+    out = copy.deepcopy(records)
+    for r in out:
+        r["info"]["nothink"], r["info"]["ref_acc"] = float(r["j"] < N // 2), (r["q"] % 5) / 4
+    return out
+
+
+def test_adaptthink_old_log_prob_of_each_first_action_token_becomes_log_rho_and_nothing_else_changes(rollouts):
+    """The seam GSPO's importance ratio needs (lead_recipes.training.first_token), on OpenRLHF's own micro-batches:
+    the first action token of a no-think sample gets log ρ, of a thinking one log(1 − ρ); every other entry stays."""
+    args = make_args("adaptthink")
+    exps = micro_batches(with_executor(rollouts), args)
+    before = [e.action_log_probs.clone() + torch.arange(e.action_log_probs.shape[1]) for e in exps]
+    for e, b in zip(exps, before):
+        e.action_log_probs.copy_(b)  # distinct values, so a write to the wrong position shows
+    maker(args).compute_advantages_and_returns(exps)
+    rho = RecipeConfig().adaptthink.rho
+    for e, b in zip(exps, before):
+        want = b.clone()
+        for row in range(len(want)):
+            first = int(e.action_mask[row].nonzero()[0, 0])
+            want[row, first] = torch.log(torch.tensor(rho if e.info["nothink"][row] > 0.5 else 1 - rho))
+        assert torch.equal(e.action_log_probs, want)
 
 
 def with_targets(records, targets):

@@ -112,6 +112,7 @@ def test_parse_equals_openrlhf_own_parse_plus_recipe(tmp_path):
     assert got.pop("recipe") == train.plain(recipe)
     assert got.pop("recipe_save_request") == str(Path(args.ckpt.path).resolve() / preempt.REQUEST_FILE)
     assert got.pop("recipe_run_name_given") is ("--logger.wandb.run_name" in rest)
+    assert got.pop("recipe_reward_url") == rest[rest.index("--reward.remote_url") + 1]
     assert got == train.plain(theirs)
     assert recipe.method == "leash" and recipe.leash.target_length == 3000.0
 
