@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.batches import targets
+from support.batches import ready, targets
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
@@ -43,7 +43,7 @@ def fit(row: torch.Tensor, g: int) -> torch.Tensor:
 
 
 def run(name, c, l, **recipe):
-    return build_method(RecipeConfig.of({"method": name, **recipe})).step(
+    return ready(build_method(RecipeConfig.of({"method": name, **recipe}))).step(
         RolloutBatch(c, l, CAP, **targets(name, c.shape[0], g=c.shape[1]))
     )
 
