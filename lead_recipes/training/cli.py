@@ -34,7 +34,14 @@ from lead_recipes.recipes.openrlhf_parser import (
     openrlhf_parser,
 )
 from lead_recipes.training.actor_env import forward_env_to_actors
-from lead_recipes.training.args import REQUIRED, length_penalty_errors, resolve, reward_func_path, with_recipe
+from lead_recipes.training.args import (
+    REQUIRED,
+    length_penalty_errors,
+    monitor_errors,
+    resolve,
+    reward_func_path,
+    with_recipe,
+)
 from lead_recipes.training.guard import grading_failure
 from lead_recipes.training.preemption import PREEMPTED_EXIT, SaveOnSignal, saved_on_request
 from lead_recipes.training.preflight import (
@@ -182,6 +189,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             "this run (nor a save on request); drop --ckpt.disable_ds (--ckpt.save_hf adds HF weights)"
         )
     overlong_problems(args, errors, warnings)
+    errors += monitor_errors(args, args.recipe.method)
     if args.reward.overlong_buffer_len is not None or args.reward.stop_properly_penalty_coef is not None:
         warnings.append(
             "DAPO overlong / stop-properly penalty on: the method adds its per-sample reward change to its length "

@@ -19,6 +19,7 @@ from openrlhf.models.utils import compute_reward
 from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
+from support.batches import ready
 from support.trainer import CAP, N, make_trainer
 
 from lead_recipes.grading.pool.grader import get_grader
@@ -50,7 +51,8 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
             stop_properly_penalty_coef=reward.get("stop_properly_penalty_coef"),
         ),
         data=NS(max_len=cap + 256),
-        train=NS(dynamic_batch_enable=True),
+        train=NS(dynamic_batch_enable=True, async_enable=False),
+        eval=NS(dataset="monitor.jsonl", steps=20),  # Laser-D/-DE's monitor set (read by no other method)
         actor=NS(num_nodes=1, num_gpus_per_node=2),
         ds=NS(ring_attn_size=1, tensor_parallel_size=1),
         ckpt=NS(path="unused"),
@@ -189,7 +191,7 @@ def expected_output(records, method_name, cap=CAP):
         l1_max=l1_max,
         **boxed,
     )
-    out = build_method(make_args(method_name).recipe).step(batch)
+    out = ready(build_method(make_args(method_name).recipe)).step(batch)
     return {
         sid: (out.advantages[pos[r["q"]], r["j"]].item(), out.rewards[pos[r["q"]], r["j"]].item())
         for sid, r in enumerate(records)
@@ -205,6 +207,7 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
     exps = micro_batches(rollouts, args)
     assert [int(i) for e in exps for i in e.info["sample_id"]] != sorted(range(len(rollouts)))  # really reordered
     plugin_maker = maker(args)
+    ready(plugin_maker.method)  # Laser-D/-DE: the same monitor pass as expected_output's method
     plugin_maker.compute_advantages_and_returns(exps)
     expected, _ = expected_output(rollouts, method)
     for e in exps:
