@@ -88,7 +88,7 @@ class MonitorMixin:
         if keep:
             self.recipe_monitor_samples = {global_step: samples}
         logger.info(
-            f"lead-recipes: monitor pass after step {global_step} ({correct.shape[0]} prompts × "
+            f"lead-recipes: monitor pass at global step {global_step} ({correct.shape[0]} prompts × "
             f"{correct.shape[1]}, accuracy {float(correct.double().mean()):.3f}): targets {targets}"
         )
         # a bucket without a target logs 0 (its rewards use no cap)
