@@ -157,7 +157,6 @@ class LaserDeConfig(LaserDConfig):
 
     repetition_guard_enable: bool = option(
         False,
-        "withhold the exploration bonus from a repetitive response (the intended rule; in training the flag is "
-        "the package's repetition detector on the response text, not Laser's token n-gram detector); default "
-        "off: the released code calls its detector on a tensor, where it never fires",
+        "withhold the exploration bonus from a response Laser's token n-gram detector flags on its token ids (the "
+        "intended rule); default off: the released code calls the detector on a tensor, where it never fires",
     )

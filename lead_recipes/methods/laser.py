@@ -215,7 +215,7 @@ class LaserDMethod(Method):
 
 class LaserDeMethod(LaserDMethod):
     """Laser-DE (arXiv 2505.15612; hkust-nlp/Laser): Laser-D plus α for a wrong, well-formatted response longer than
-    its bucket's target (with the repetition guard on, not a repetitive one)."""
+    its bucket's target (unless Laser's repetition detector flags it, with the guard on)."""
 
     STATS_KEYS = LaserDMethod.STATS_KEYS + ("explore_frac",)
 
@@ -229,8 +229,8 @@ class LaserDeMethod(LaserDMethod):
             if b.repetitive is None:
                 raise ValueError(
                     "--recipe.laser_de.repetition_guard_enable needs per-rollout repetition flags (RolloutBatch."
-                    'repetitive: the reward function\'s extra_logs["repetitive"], "repetitive" in each replayed '
-                    "group); turn the guard off for the released code's behaviour"
+                    'repetitive: the plug-in runs Laser\'s token detector, a replayed group needs "repetitive"); '
+                    "turn the guard off for the released code's behaviour"
                 )
             repetitive = b.repetitive
         targets = self._targets()

@@ -57,6 +57,7 @@ from lead_recipes.training.resume import (
 from lead_recipes.training.step_order import RecipePolicyModelActorRemote, balanced_then_shuffled
 from lead_recipes.training.step_stats import (
     finite,
+    laser_repetition,
     one_intra_op_thread,
     problem_records,
     rollout_batch,
@@ -138,6 +139,8 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         # advantage
         cap = args.rollout.max_new_tokens or args.data.max_len
         batch, extra = rollout_batch(experiences, grouped, cap, grouped(penalty))
+        if getattr(self.method.config, "repetition_guard_enable", False):  # Laser-DE's guard: Laser's own detector
+            batch.repetitive = laser_repetition(experiences, grouped)
         out = self.method.step(batch)
         adv = finite("method advantages", out.advantages.to(torch.float32))
         shaped = finite("method rewards", out.rewards.to(torch.float32))

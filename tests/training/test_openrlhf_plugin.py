@@ -900,3 +900,27 @@ def test_dler_takes_openrlhfs_stop_properly_scale_as_its_truncation_rule(rollout
         assert torch.equal(e.info["recipe_reward"], e.info["correct"] * (~e.truncated.bool()).float())
         truncated += int(e.truncated.sum())
     assert truncated  # the rollouts do hold truncated samples
+
+
+def test_laser_de_guard_gets_lasers_token_detector_on_each_responses_ids(rollouts):
+    """With --recipe.laser_de.repetition_guard_enable the plug-in sets RolloutBatch.repetitive from Laser's detector
+    on each response's token ids (read from the experience's sequences through its action mask, after OpenRLHF's
+    reordering), not from the reward function's text detector; some responses differ between the two."""
+    from lead_recipes.grading.repetition import laser_repetition_start
+
+    args = make_args("laser-de")
+    args.recipe = RecipeConfig.of({"method": "laser-de", "laser_de": {"repetition_guard_enable": True}})
+    exps = micro_batches(rollouts, args)
+    plugin_maker = maker(args)
+    ready(plugin_maker.method)
+    seen = spy_on_batches(plugin_maker)
+    plugin_maker.compute_advantages_and_returns(exps)
+    qs = sorted({r["q"] for r in rollouts})
+    want = torch.zeros(len(qs), N, dtype=torch.bool)
+    text = torch.zeros(len(qs), N, dtype=torch.bool)
+    for r in rollouts:
+        ids = r["resp_ids"]
+        want[qs.index(r["q"]), r["j"]] = laser_repetition_start(ids) < len(ids)
+        text[qs.index(r["q"]), r["j"]] = r["info"]["repetitive"] > 0.5
+    assert torch.equal(seen[0].repetitive, want) and want.any()
+    assert not torch.equal(want, text)  # the check tells the two detectors apart on these rollouts
