@@ -178,20 +178,14 @@ def test_async_run_stops_on_the_grading_guard_raised_in_its_generator_actor(clus
     assert not list(run.ckpt.glob("_actor/global_step*"))
 
 
-# Laser-DE's monitor: the smoke prompts are the monitor set, a pass every 2 steps; the grid starts at 16 tokens so
-# that the 32-token responses decide the targets (the default 4096 would give every band 4096)
-LASER_DE = ["--eval.steps", "2", "--eval.n_samples_per_prompt", str(N), "--recipe.laser_de.grid_lower", "16"]
-
-
 @pytest.fixture(scope="module")
 def laser_de(cluster, model, tmp_path_factory):
-    """laser-de for 2 steps (passes before step 1 and after step 2), then a resume for steps 3-4."""
-    root = tmp_path_factory.mktemp("e2e")
-    flags = ["--eval.dataset", str(root / "prompts.jsonl"), *LASER_DE]  # Run writes the smoke prompts there
-    run = harness.Run(cluster, model, root / "laser-de", "laser-de", episodes=1, extra=flags)
+    """laser-de for 2 steps, then a resume for steps 3-4. The smoke driver makes its prompts the monitor set with a
+    pass every 2 steps (gpu_smoke.MONITOR_STEPS) and starts the grid at half the 32-token cap."""
+    run = harness.Run(cluster, model, tmp_path_factory.mktemp("e2e") / "laser-de", "laser-de", episodes=1)
     assert run.wait() == 0, run.tail()
     resumed = harness.Run(
-        cluster, model, run.dir, "laser-de", episodes=2, extra=[*flags, "--ckpt.load_enable"], log_name="resume.log"
+        cluster, model, run.dir, "laser-de", episodes=2, extra=["--ckpt.load_enable"], log_name="resume.log"
     )
     assert resumed.wait() == 0, resumed.tail()
     return run, resumed
@@ -224,6 +218,5 @@ def test_laser_de_monitor_targets_are_checkpointed_and_resume_exactly(laser_de):
     logged = resumed.scalars()
     for bucket, target in saved["targets"].items():  # logged as the code prints it: min(L*, the batch's longest)
         assert logged[f"train/recipe/laser-de/target_{bucket}"][3] == min(longest, target or float("inf")), bucket
-    argv = [*LASER_DE, "--recipe.method", "laser-de"]
-    assert advantage_mismatches(run, argv, 1, N, CAP, PER_STEP) == []
-    assert advantage_mismatches(resumed, argv, 3, N, CAP, PER_STEP) == []
+    assert advantage_mismatches(run, _argv(run), 1, N, CAP, PER_STEP) == []
+    assert advantage_mismatches(resumed, _argv(run), 3, N, CAP, PER_STEP) == []
