@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, when PYTHONPATH does not name it
 
 from lead_recipes.help_format import ArgumentParser
-from lead_recipes.methods.config import METHODS, RecipeConfig
+from lead_recipes.methods.config import METHODS, RecipeConfig, entry
 from lead_recipes.training import doctor
 from lead_recipes.training.data_check import Check
 from lead_recipes.training.gpu_probes import BF16_U
@@ -77,9 +77,16 @@ def check_method(method: str, device: str) -> Check:
             for v in [getattr(reference, f.name)]
         }
     )
+
+    def fresh():
+        m = build_method(RecipeConfig(method=method))
+        if entry(method).monitor:  # Laser-D/-DE shape nothing before a monitor pass: the batch itself as one
+            m.observe_monitor(reference.correct, reference.lengths)
+        return m
+
     try:
-        want = build_method(RecipeConfig(method=method))._step(reference)
-        got = build_method(RecipeConfig(method=method))._step(low)  # _step: step() would cast lengths to float64
+        want = fresh()._step(reference)
+        got = fresh()._step(low)  # _step: step() would cast lengths to float64
     except Exception as exc:  # noqa: BLE001 - a method that fails on this device is this check's finding
         return Check(f"method {method}", False, f"{device} bf16 step failed: {type(exc).__name__}: {exc}")
     worst, bad = {}, []

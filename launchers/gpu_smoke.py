@@ -128,7 +128,10 @@ CAP_FRACTIONS = {
     "grpo_scalarized": {"length_threshold": 0.5},
     "gdpo": {"length_threshold": 0.5},
     "grpo_lead": {"ref_code_length_gate_tokens": 1},
+    "laser_d": {"grid_lower": 0.5},  # a target grid the short smoke responses can fall on either side of
+    "laser_de": {"grid_lower": 0.5},
 }
+MONITOR_STEPS = 2  # Laser-D/-DE: the run's own prompts are the monitor set, a pass every 2 steps
 
 
 def method_flags(method: str, max_new_tokens: int) -> list[str]:
@@ -229,6 +232,8 @@ def train_argv(
     }
     if method == "adaptthink":
         flags.update(ADAPTTHINK_OPENRLHF)
+    if entry(method).monitor:
+        flags.update({"--eval.dataset": data, "--eval.steps": MONITOR_STEPS, "--eval.n_samples_per_prompt": p["n"]})
     argv = [str(x) for flag, value in flags.items() for x in ((flag,) if value is None else (flag, value))]
     argv += place["flags"] + method_flags(method, p["max_new_tokens"])
     argv += adaptthink_flags(model, p["max_new_tokens"]) if method == "adaptthink" else []

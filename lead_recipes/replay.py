@@ -268,8 +268,39 @@ def stop_properly_change(correct, truncated, coef: float):
     return (experience.rewards - c).reshape(correct.shape)
 
 
+def monitor_pass(rec: dict):
+    """(correct, lengths) [P, n] of a step's optional `monitor` ({"correct": [[bool]*n]*P, "lengths": [[tokens]*n]*P}:
+    a monitor pass run before this step, Laser-D/-DE), or None. ValueError names the step."""
+    import torch
+
+    mon = rec.get("monitor")
+    if mon is None:
+        return None
+    ok = isinstance(mon, dict) and isinstance(mon.get("correct"), list) and isinstance(mon.get("lengths"), list)
+    rows = list(zip(mon["correct"], mon["lengths"])) if ok else []
+    if not rows or not all(isinstance(c, list) and isinstance(n, list) and c and len(c) == len(n) for c, n in rows):
+        raise ValueError(
+            f'step {rec.get("step")}: \'monitor\' must be {{"correct": [[bool]*n]*P, "lengths": [[tokens]*n]*P}} '
+            "with one row of n samples per monitor prompt"
+        )
+    try:
+        return torch.tensor(mon["correct"], dtype=torch.bool), torch.tensor(mon["lengths"], dtype=torch.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"step {rec.get('step')}: 'monitor' rows need the same n and plain values ({e})") from None
+
+
 def _replay_step(rec: dict, method, max_new_tokens: int, stop_properly: float | None = None) -> dict:
     batch = batch_from_record(rec, max_new_tokens)
+    if "controller" in rec:  # a saved controller state to continue from (e.g. a checkpoint's, Laser-D's targets)
+        try:
+            method.load_state_dict(rec["controller"])
+        except ValueError as e:
+            raise ValueError(f"step {rec['step']}: 'controller': {e}") from None
+    monitor = monitor_pass(rec)
+    if monitor is not None:
+        if not hasattr(method, "observe_monitor"):
+            raise ValueError(f"step {rec['step']}: 'monitor' is a Laser-D/-DE input; {method.name} takes none")
+        method.observe_monitor(*monitor, step=rec["step"] - 1)  # run after the previous step's update
     if stop_properly is not None:
         truncated = batch.truncated if batch.truncated is not None else batch.lengths >= max_new_tokens
         batch.length_penalty = stop_properly_change(batch.correct, truncated, stop_properly)

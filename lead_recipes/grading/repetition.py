@@ -1,5 +1,6 @@
 """GRPO-LEAD's repetition detector (the authors' code, `deepscaler/rewards/math_reward.py`), on response text only:
-`is_repetitive` (numpy over exact word ids) and `longest_chunk_run`, the plain-Python rule it is tested against.
+`is_repetitive` (numpy over exact word ids) and `longest_chunk_run`, the plain-Python rule it is tested against; and
+Laser's token n-gram detector (`laser_repetition_start`, on response token ids), Laser-DE's optional guard.
 See docs/methods.md#repetition-detector.
 """
 
@@ -52,3 +53,36 @@ def is_repetitive(
         if (run[need:] - run[:-need]).max() >= need:
             return True
     return False
+
+
+def laser_repetition_start(ids: list[int]) -> int:
+    """Where a repetition starts in the token ids `ids`, len(ids) when there is none: Laser's detector
+    (hkust-nlp/Laser `compute_unique_tokens.py`, the 2026 baselines spec §2.6), as it behaves on a list of ids.
+    Nothing is flagged in 8 tokens or fewer. Scanning from the end, an n-gram (n = 2 below 30 tokens, 3 below 100,
+    else 4; an n-gram of one repeated token skipped when n > 2) seen `threshold` times (2 below 200 tokens, else 3)
+    with two successive occurrences less than len/3 apart flags from its first occurrence; failing that, from 4n
+    tokens on, any 2n-gram seen twice flags from the earlier of the two."""
+    size = len(ids)
+    if size <= 8:
+        return size
+    n = 2 if size < 30 else 3 if size < 100 else 4
+    threshold = 2 if size < 200 else 3
+    seen: dict[tuple, list[int]] = {}
+    for i in range(size - n, -1, -1):
+        gram = tuple(ids[i : i + n])
+        if n > 2 and len(set(gram)) == 1:
+            continue
+        at = seen.setdefault(gram, [])
+        at.append(i)
+        if len(at) >= threshold:
+            ordered = sorted(at)
+            if any(b - a < size // 3 for a, b in zip(ordered, ordered[1:])):
+                return ordered[0]
+    if size >= 4 * n:
+        first: dict[tuple, int] = {}
+        for i in range(size - 2 * n, -1, -1):
+            pattern = tuple(ids[i : i + 2 * n])
+            if pattern in first:
+                return min(i, first[pattern])
+            first[pattern] = i
+    return size

@@ -1,5 +1,5 @@
-"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune, DLER,
-Laser and AdaptThink: one frozen dataclass per `--recipe.<section>.*` section, registered in
+"""The hyperparameters of the length baselines Arora–Zanette, L1-Exact, L1-Max, Kimi k1.5, ThinkPrune, DLER, Laser,
+Laser-D, Laser-DE and AdaptThink: one frozen dataclass per `--recipe.<section>.*` section, registered in
 methods.config.REGISTRY (kept out of config.py for its size). Torch-free; no method math. Sources and decisions:
 docs/methods.md#length-baselines.
 """
@@ -114,13 +114,51 @@ class DlerConfig:
 
 
 @dataclass(frozen=True)
-class LaserConfig:
+class LaserBonus:
+    """α, the step bonus every Laser variant adds (its one shared hyperparameter; the variants' sections extend it)."""
+
+    alpha: float = option(0.5, "α, the bonus of a correct response with l ≤ L_T (authors' code: 0.5)", ge=0)
+
+
+@dataclass(frozen=True)
+class LaserConfig(LaserBonus):
     """Laser (arXiv 2505.15612; the rule is the authors' code, hkust-nlp/Laser): a step bonus α for a correct,
     well-formatted response within the target length L_T, on Laser's base score."""
 
-    alpha: float = option(0.5, "α, the bonus of a correct response with l ≤ L_T (authors' code: 0.5)", ge=0)
     target_length: float = option(
         4096.0, "L_T in tokens (authors' code: one run each at 2048, 4096 and 8192; inclusive ≤)", gt=0
+    )
+
+
+@dataclass(frozen=True)
+class LaserDConfig(LaserBonus):
+    """Laser-D (arXiv 2505.15612; the rule is the authors' code): Laser's bonus with one target per difficulty
+    bucket, chosen on a grid by a monitor pass over the eval dataset (`--eval.dataset`, every `--eval.steps`)."""
+
+    grid_lower: int = option(
+        4096,
+        "the target grid's lower bound in tokens (grid: it, then steps of 1024 up to 16384; the authors' runs "
+        "Laser-D-L1024/L2048/L4096; the default is the reference recipe's)",
+        gt=0,
+        le=16384,
+    )
+    ref_code_remonitor_on_resume_enable: bool = option(
+        False,
+        "reference-code behaviour: a resumed run re-runs the monitor pass on the resumed weights instead of "
+        "restoring the checkpoint's targets (the authors do not save them); default: restore, so a resumed run "
+        "equals an uninterrupted one",
+    )
+
+
+@dataclass(frozen=True)
+class LaserDeConfig(LaserDConfig):
+    """Laser-DE (arXiv 2505.15612; the rule is the authors' code): Laser-D plus α for a wrong, well-formatted
+    response longer than its bucket's target."""
+
+    repetition_guard_enable: bool = option(
+        False,
+        "withhold the exploration bonus from a response Laser's token n-gram detector flags on its token ids (the "
+        "intended rule); default off: the released code calls the detector on a tensor, where it never fires",
     )
 
 

@@ -21,6 +21,8 @@ from lead_recipes.methods.baseline_config import (
     L1ExactConfig,
     L1MaxConfig,
     LaserConfig,
+    LaserDConfig,
+    LaserDeConfig,
     ThinkPruneConfig,
 )
 from lead_recipes.methods.fields import option, range_problem
@@ -262,8 +264,9 @@ class MethodEntry:
     and its reference recipe (launchers/recipes/<recipe>.yaml); `shares`: the other methods' sections its
     `from_config` reads too (e.g. gdpo reads lead's); `label_keys`: what every training label must carry for it
     (L1's target, checked by the preflight); `reward_is_score`: its reward is the reward function's 0/1 score, so
-    OpenRLHF's `--reward.stop_properly_penalty_coef` may rescale it (training.args refuses it for the others); the
-    stats keys are the class's STATS_KEYS."""
+    OpenRLHF's `--reward.stop_properly_penalty_coef` may rescale it (training.args refuses it for the others);
+    `monitor`: it needs monitor passes over the eval dataset (Laser-D/-DE; the plug-in installs
+    training.monitor for it); the stats keys are the class's STATS_KEYS."""
 
     name: str
     method: str
@@ -272,6 +275,7 @@ class MethodEntry:
     shares: tuple[str, ...] = ()
     label_keys: tuple[str, ...] = ()
     reward_is_score: bool = False
+    monitor: bool = False
 
     @property
     def section(self) -> str:
@@ -326,6 +330,10 @@ REGISTRY = (
     MethodEntry("thinkprune", "lead_recipes.methods.thinkprune:ThinkPruneMethod", ThinkPruneConfig, "thinkprune-1.5b"),
     MethodEntry("dler", "lead_recipes.methods.dler:DlerMethod", DlerConfig, "dler-1.5b", reward_is_score=True),
     MethodEntry("laser", "lead_recipes.methods.laser:LaserMethod", LaserConfig, "laser-1.5b-l4096"),
+    MethodEntry("laser-d", "lead_recipes.methods.laser:LaserDMethod", LaserDConfig, "laser-d-1.5b-l4096", monitor=True),
+    MethodEntry(
+        "laser-de", "lead_recipes.methods.laser:LaserDeMethod", LaserDeConfig, "laser-de-1.5b-l4096", monitor=True
+    ),
     MethodEntry(
         "adaptthink",
         "lead_recipes.methods.adaptthink:AdaptThinkMethod",

@@ -207,4 +207,6 @@ class LaserTargets:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                 raise ValueError(f"laser controller target {name!r} must be a positive int or null, got {v!r}")
         last, step = _int(state, "last_monitor_step", "laser"), _int(state, "step", "laser")
-        self.targets, self.last_monitor_step, self.step = dict(targets), last, step
+        # all null at step 0 is the state saved before any monitor (state_dict above), not a monitor's finding
+        unseen = step == 0 and last == 0 and all(v is None for v in targets.values())
+        self.targets, self.last_monitor_step, self.step = None if unseen else dict(targets), last, step

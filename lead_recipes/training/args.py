@@ -113,6 +113,28 @@ def length_penalty_errors(args, method: str) -> list[str]:
     return errors
 
 
+def monitor_errors(args, method: str) -> list[str]:
+    """What a method needing monitor passes (Laser-D/-DE, `MethodEntry.monitor`) lacks in OpenRLHF's args: the eval
+    dataset that is its monitor set, a finite --eval.steps, the sync trainer (lead_recipes.training.monitor)."""
+    if not entry(method).monitor:
+        return []
+    errors, ev = [], args.eval
+    if not getattr(ev, "dataset", None):
+        errors.append(
+            f"--recipe.method {method} needs a monitor set: give --eval.dataset (the authors: 500 prompts drawn from "
+            f"the training set, 8 samples each at T 0.6 every 20 steps; recipe {entry(method).recipe} sets them)"
+        )
+    steps = getattr(ev, "steps", -1)
+    if not (isinstance(steps, (int, float)) and 0 < steps < float("inf")):
+        errors.append(f"--recipe.method {method} needs --eval.steps > 0, the monitor's period (the authors: 20)")
+    if getattr(args.train, "async_enable", False):
+        errors.append(
+            f"--recipe.method {method} does not run with --train.async_enable: its monitor passes are made in the "
+            "sync trainer's step (docs/training.md#the-monitor-seam-laser-d-laser-de); drop the flag"
+        )
+    return errors
+
+
 def reward_func_path(name: str = "reward_func.py") -> str:
     """The path of a reward-function file of lead_recipes.reward, as OpenRLHF's --reward.remote_url takes it."""
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reward", name)

@@ -38,6 +38,7 @@ from lead_recipes.training.args import (
     REQUIRED,
     graded_by,
     length_penalty_errors,
+    monitor_errors,
     resolve,
     reward_func_path,
     with_recipe,
@@ -192,6 +193,7 @@ def recipe_conflicts(args) -> tuple[list[str], list[str]]:
             "this run (nor a save on request); drop --ckpt.disable_ds (--ckpt.save_hf adds HF weights)"
         )
     overlong_problems(args, errors, warnings)
+    errors += monitor_errors(args, args.recipe.method)
     if args.reward.overlong_buffer_len is not None or args.reward.stop_properly_penalty_coef is not None:
         warnings.append(
             "DAPO overlong / stop-properly penalty on: the method adds its per-sample reward change to its length "

@@ -2,7 +2,8 @@
 importers): `RecipeExperienceMaker` replaces only the group step of `compute_advantages_and_returns` with the
 `--recipe.method` Method; the trainer classes install it, save and restore its state in `client_states["recipe"]`,
 log its statistics and per-problem records; `run_openrlhf()` runs OpenRLHF's own `train_ppo_ray` with them swapped
-in (after the version pin check of lead_recipes.recipes.openrlhf_parser). No method math, grading or --recipe.* parsing.
+in (after the version pin check of lead_recipes.recipes.openrlhf_parser), the sync one with training.monitor's seam for
+a method needing monitor passes. No method math, grading or --recipe.* parsing.
 See docs/training.md#what-the-openrlhf-plug-in-changes-in-openrlhf-and-what-it-does-not.
 """
 
@@ -29,11 +30,11 @@ from openrlhf.utils.logging_utils import init_logger
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import Method
-from lead_recipes.methods.config import RecipeConfig
+from lead_recipes.methods.config import RecipeConfig, entry
 from lead_recipes.progress import StepProgress
 from lead_recipes.recipes.openrlhf_parser import check_openrlhf
 from lead_recipes.training import preemption as preempt
-from lead_recipes.training.args import length_penalty_errors, with_recipe
+from lead_recipes.training.args import length_penalty_errors, monitor_errors, with_recipe
 from lead_recipes.training.first_token import adaptthink_errors, importance_sample_first_token
 from lead_recipes.training.grading_gate import (
     GradingStepSkipped,
@@ -42,6 +43,7 @@ from lead_recipes.training.grading_gate import (
     use_recipe_generator,
 )
 from lead_recipes.training.guard import logged_share
+from lead_recipes.training.monitor import MonitorMixin
 from lead_recipes.training.preemption import SaveOnRequestMixin
 from lead_recipes.training.resume import (
     ALLOW_FLAG,
@@ -56,6 +58,7 @@ from lead_recipes.training.resume import (
 from lead_recipes.training.step_order import RecipePolicyModelActorRemote, balanced_then_shuffled
 from lead_recipes.training.step_stats import (
     finite,
+    laser_repetition,
     one_intra_op_thread,
     problem_records,
     rollout_batch,
@@ -67,6 +70,7 @@ from lead_recipes.training.step_stats import (
 logger = init_logger(__name__)
 init_logger(preempt.__name__)  # the save-on-request mixin's messages go through OpenRLHF's handler too
 init_logger(restore_recipe_state.__module__)  # so do lead_recipes.training.resume's
+init_logger(MonitorMixin.__module__)  # and the monitor seam's
 
 GROUP_ESTIMATORS = ("group_norm", "dr_grpo")  # no critic, no batch whitening upstream: the method owns the step
 PROBLEMS_FILE = "recipe_problems.jsonl"
@@ -84,7 +88,8 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
                 f"{self.advantage_estimator!r}: other estimators add a critic or batch whitening"
             )
         self.method = method if method is not None else build_method(RecipeConfig.of(self.args.recipe))
-        errors = length_penalty_errors(self.args, self.method.name)  # `lead-recipes train` checked them too
+        # `lead-recipes train` checked them too
+        errors = length_penalty_errors(self.args, self.method.name) + monitor_errors(self.args, self.method.name)
         errors += adaptthink_errors(self.args) if self.method.name == "adaptthink" else []
         if errors:
             raise ValueError("; ".join(errors))
@@ -138,6 +143,8 @@ class RecipeExperienceMaker(RemoteExperienceMaker):
         if self.method.name == "adaptthink":  # the old log-prob of its forced first token (training.first_token)
             importance_sample_first_token(experiences, self.method.config.rho)
         batch, extra = rollout_batch(experiences, grouped, cap, grouped(penalty))
+        if getattr(self.method.config, "repetition_guard_enable", False):  # Laser-DE's guard: Laser's own detector
+            batch.repetitive = laser_repetition(experiences, grouped)
         out = self.method.step(batch)
         adv = finite("method advantages", out.advantages.to(torch.float32))
         shaped = finite("method rewards", out.rewards.to(torch.float32))
@@ -322,6 +329,10 @@ class RecipeTrainer(_RecipeTrainerMixin, PPOTrainer.__ray_actor_class__):
         self.samples_generator.grading_windows.finish()  # the data ran out while grading was failing: stop
 
 
+class RecipeMonitorTrainer(MonitorMixin, RecipeTrainer):
+    """The sync trainer for a method whose registry entry needs monitor passes (lead_recipes.training.monitor)."""
+
+
 class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__):
     """The async mode's training actor with the recipe installed (saves on request but does not stop)."""
 
@@ -334,7 +345,7 @@ class RecipeTrainingActor(_RecipeTrainerMixin, TrainingActor.__ray_actor_class__
         return super().broadcast_to_vllm()
 
 
-RecipePPOTrainer = ray.remote(RecipeTrainer)
+RecipePPOTrainer, RecipeMonitorPPOTrainer = ray.remote(RecipeTrainer), ray.remote(RecipeMonitorTrainer)
 RecipeTrainingActorRemote = ray.remote(RecipeTrainingActor)
 
 
@@ -385,7 +396,8 @@ def run_openrlhf(openrlhf_argv: list[str], recipe: RecipeConfig):
     with contextlib.ExitStack() as stack:
         stack.enter_context(_patched(config, "hierarchize", hierarchize_with_recipe))
         stack.enter_context(_patched(sys, "argv", argv))
-        stack.enter_context(_patched(pt, "PPOTrainer", RecipePPOTrainer))
+        trainer = RecipeMonitorPPOTrainer if entry(recipe.method).monitor else RecipePPOTrainer
+        stack.enter_context(_patched(pt, "PPOTrainer", trainer))
         stack.enter_context(_patched(ppo_actor, "PolicyModelActor", RecipePolicyModelActorRemote))
         stack.enter_context(_patched(pta, "PPOTrainerAsync", RecipePPOTrainerAsync))
         quiet = {"print": _reported_already}

@@ -13,6 +13,7 @@ import os
 import torch
 
 from lead_recipes.curriculum import prompt_sha1
+from lead_recipes.grading.repetition import laser_repetition_start
 from lead_recipes.methods.base import RolloutBatch
 
 STATUS_KEYS = ("status_correct", "status_wrong", "status_no_answer", "status_timeout", "status_error")
@@ -113,6 +114,18 @@ def _reference_accuracy(experiences, grouped):
         q = int(bad.nonzero()[0, 0])
         raise ValueError(f"prompt group {q} has different ref_acc values {acc[q].tolist()}: one per prompt")
     return acc[:, 0].clone()
+
+
+def laser_repetition(experiences, grouped) -> torch.Tensor:
+    """[prompts, n] bool: Laser's token n-gram detector on each response's token ids (the action-masked tokens of
+    `sequences`, whose first token the action mask does not cover), regrouped by `grouped`."""
+    flags = [
+        laser_repetition_start(ids) < len(ids)
+        for e in experiences
+        for seq, mask in zip(e.sequences, e.action_mask)
+        for ids in [seq[1:][mask.bool()].tolist()]
+    ]
+    return grouped(torch.tensor(flags))
 
 
 def _length_targets(experiences, grouped):

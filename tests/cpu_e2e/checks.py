@@ -14,6 +14,7 @@ import torch
 from lead_recipes.flags import add_recipe_flags, recipe_config
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
+from lead_recipes.methods.config import entry
 
 
 def recipe_of(argv: list[str]):
@@ -42,6 +43,8 @@ def advantage_mismatches(
         method = build_method(recipe)
         if step > 1:
             method.load_state_dict(run.recipe_state(step - 1)["controller"])
+        elif entry(recipe.method).monitor:  # step 1 used the pass before it, saved (monitor period > 1) at step 1
+            method.load_state_dict({**run.recipe_state(1)["controller"], "step": 0})
         groups: dict[str, list[dict]] = {}
         for r in rows:
             assert r["prompt"] is not None, "the trained experience carries no prompts"
@@ -66,6 +69,7 @@ def advantage_mismatches(
             max_new_tokens=cap,
             truncated=torch.tensor([bool(r["truncated"]) for r in order]).reshape(shape),
             repetitive=torch.tensor([r["info"].get("repetitive", 0.0) > 0.5 for r in order]).reshape(shape),
+            answer_boxed=torch.tensor([r["info"].get("answer_boxed", 0.0) > 0.5 for r in order]).reshape(shape),
             **targets,
         )
         want = method.step(batch).advantages.reshape(-1)

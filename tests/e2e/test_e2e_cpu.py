@@ -176,3 +176,47 @@ def test_async_run_stops_on_the_grading_guard_raised_in_its_generator_actor(clus
     assert f"grading failed for 100% of the samples ({PER_STEP} error, 0 timeout of {PER_STEP})" in run.text()
     assert "for 1 consecutive steps: training stopped" in run.text(), run.tail()
     assert not list(run.ckpt.glob("_actor/global_step*"))
+
+
+@pytest.fixture(scope="module")
+def laser_de(cluster, model, tmp_path_factory):
+    """laser-de for 2 steps, then a resume for steps 3-4. The smoke driver makes its prompts the monitor set with a
+    pass every 2 steps (gpu_smoke.MONITOR_STEPS) and starts the grid at half the 32-token cap."""
+    run = harness.Run(cluster, model, tmp_path_factory.mktemp("e2e") / "laser-de", "laser-de", episodes=1)
+    assert run.wait() == 0, run.tail()
+    resumed = harness.Run(
+        cluster, model, run.dir, "laser-de", episodes=2, extra=["--ckpt.load_enable"], log_name="resume.log"
+    )
+    assert resumed.wait() == 0, resumed.tail()
+    return run, resumed
+
+
+def _passes(run):
+    found = re.findall(r"lead-recipes: monitor pass at global step (\d+) \(.*?\): targets (\{[^}]*\})", run.text())
+    return [(int(step), ast.literal_eval(targets)) for step, targets in found]
+
+
+def test_laser_de_monitor_targets_are_checkpointed_and_resume_exactly(laser_de):
+    """The monitor seam in OpenRLHF's real loop: a pass before step 1 and one after step 2, whose targets the step-2
+    checkpoint holds (saved before fit's evaluate); the resume restores them, runs no pass of its own before step 3,
+    and step 3 is shaped with them, as the uninterrupted run would have shaped it (its in-memory state after step 2
+    is what the checkpoint holds). Not proved here: any reward bonus. The tiny model never writes `<think>` or a box,
+    so every rollout fails Laser's format rule (s = −1) and every advantage is 0; the targets are still the monitor's
+    own (coverage counts every rollout's length)."""
+    run, resumed = laser_de
+    (first, before_1), (second, after_2) = _passes(run)
+    assert (first, second) == (0, 2), run.tail()
+    assert run.recipe_state(1)["controller"] == {"targets": before_1, "last_monitor_step": 0, "step": 1}
+    saved = run.recipe_state(2)["controller"]
+    assert saved == {"targets": after_2, "last_monitor_step": 2, "step": 2}
+    m = re.search(r"restored laser-de state at global_step 2: (\{.*\})", resumed.text())
+    assert m and ast.literal_eval(m.group(1)) == saved, resumed.tail()
+    assert [step for step, _ in _passes(resumed)] == [4]  # the saved targets, not a re-monitor, shaped step 3
+    assert resumed.recipe_state(3)["controller"] == {**saved, "step": 3}
+    step_3 = resumed.trained_rows()[:PER_STEP]
+    longest = max(min(max(len(r["adv"]), 1), CAP) for r in step_3)
+    logged = resumed.scalars()
+    for bucket, target in saved["targets"].items():  # logged as the code prints it: min(L*, the batch's longest)
+        assert logged[f"train/recipe/laser-de/target_{bucket}"][3] == min(longest, target or float("inf")), bucket
+    assert advantage_mismatches(run, _argv(run), 1, N, CAP, PER_STEP) == []
+    assert advantage_mismatches(resumed, _argv(run), 3, N, CAP, PER_STEP) == []

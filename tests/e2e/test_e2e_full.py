@@ -1,7 +1,7 @@
 """The rest of the CPU end-to-end matrix (deselected by default; `pytest -m e2e_full tests/e2e/test_e2e_full.py`):
-every other method for 2 steps with the trained-advantage read-back, `composed` and the length baselines with a
-resume, and the weight-sync control (vLLM receives but does not load the weights: the |vllm_kl| < 1e-2 check of
-test_e2e_cpu.py must fail)."""
+every other method for 2 steps with the trained-advantage read-back, `composed` and the length baselines (laser and
+laser-d among them, laser-d with the smoke prompts as its monitor set) with a resume, and the weight-sync control
+(vLLM receives but does not load the weights: the |vllm_kl| < 1e-2 check of test_e2e_cpu.py must fail)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_composed_trains_two_steps_and_resumes(cluster, model, tmp_path):
     assert set(problem_record_counts(run.ckpt).values()) == {1}
 
 
-BASELINES = ["arora-zanette", "l1-exact", "l1-max", "kimi", "thinkprune", "dler"]
+BASELINES = ["arora-zanette", "l1-exact", "l1-max", "kimi", "thinkprune", "dler", "laser", "laser-d"]
 
 
 @pytest.mark.parametrize("method", BASELINES)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lead_recipes.grading.repetition import is_repetitive, longest_chunk_run
+from lead_recipes.grading.repetition import is_repetitive, laser_repetition_start, longest_chunk_run
 
 
 def words(n, prefix="w"):
@@ -84,3 +84,26 @@ def test_fast_detector_agrees_with_the_plain_python_rule(words_, period, reps, c
     loop = (words_[:period] or ["z"]) * reps
     text = " ".join(words_[:cut] + loop + words_[cut:])
     assert is_repetitive(text) == _reference(text)
+
+
+# Laser's token n-gram detector (Laser-DE's optional guard; the 2026 baselines spec §2.6)
+def test_laser_detector_flags_a_four_token_loop_from_its_start_as_the_spec_executed():
+    ids = list(range(1000, 2088)) + [7, 8, 9, 10] * 3  # 1100 tokens, the last 12 a loop
+    assert laser_repetition_start(ids) == 1088
+
+
+def test_laser_detector_passes_a_response_without_repeats():
+    assert laser_repetition_start(list(range(1100))) == 1100
+    assert laser_repetition_start([5] * 8) == 8  # 8 tokens or fewer are never flagged
+
+
+def test_laser_detector_flags_a_repeated_2n_gram_however_far_apart():
+    # 300 tokens: its 4-grams occur at most twice (the threshold is 3), but the 8-gram at 10 recurs at 250
+    ids = list(range(1000, 1300))
+    ids[250:258] = ids[10:18]
+    assert laser_repetition_start(ids) == 10
+
+
+def test_laser_detector_skips_a_one_token_run_unless_its_n_is_2():
+    assert laser_repetition_start(list(range(100, 140)) + [3] * 4) == 44  # n = 3: the run of 3s is no 3-gram
+    assert laser_repetition_start(list(range(100, 120)) + [3] * 3) == 20  # 23 tokens, n = 2: (3, 3) twice

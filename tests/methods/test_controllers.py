@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 import torch
-from support.batches import targets
+from support.batches import ready, targets
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
@@ -83,7 +83,7 @@ def test_state_dicts_hold_only_plain_json_types():
 @pytest.mark.parametrize("name", METHODS)
 def test_methods_pickle_mid_run_and_continue_identically(name):
     data = batches(3, seed=1, method=name)
-    m = build_method(RecipeConfig.of({"method": name}))
+    m = ready(build_method(RecipeConfig.of({"method": name})))
     m.step(data[0])
     clone = pickle.loads(pickle.dumps(m))
     assert torch.equal(m.step(data[1]).advantages, clone.step(data[1]).advantages)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from support.batches import targets
+from support.batches import ready, targets
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
@@ -13,7 +13,7 @@ from lead_recipes.methods.config import METHODS, RecipeConfig
 
 
 def make(name):
-    return build_method(RecipeConfig.of({"method": name}))
+    return ready(build_method(RecipeConfig.of({"method": name})))
 
 
 GOOD_C = torch.tensor([[1, 0, 1, 0], [1, 1, 0, 0], [0, 1, 1, 1]], dtype=torch.bool)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.batches import ready
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
@@ -40,11 +41,11 @@ def test_a_length_penalty_on_one_of_two_twin_rollouts_ranks_it_below_its_twin(na
     l1_max = torch.zeros(m, dtype=torch.bool)  # exact prompts: data every method accepts
     penalty = torch.zeros(c.shape)
     penalty[0, 0] = -p
-    method = build_method(RecipeConfig.of({"method": name}))
+    method = ready(build_method(RecipeConfig.of({"method": name})))
     boxed = torch.ones_like(c)  # Laser's format flag: every response well formatted
     fields = dict(answer_boxed=boxed, think_once=boxed, nothink=torch.zeros_like(c), ref_acc=torch.full((m,), 0.5))
     plain = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, **fields)).advantages
     assert plain[0, 0] == plain[0, 1]  # twins
-    method = build_method(RecipeConfig.of({"method": name}))  # a fresh controller state
+    method = ready(build_method(RecipeConfig.of({"method": name})))  # a fresh controller state
     a = method.step(RolloutBatch(c, l, CAP, n_gold=n_gold, l1_max=l1_max, **fields, length_penalty=penalty)).advantages
     assert a[0, 0] < a[0, 1] - 1e-4, (a[0, 0].item(), a[0, 1].item())

@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.batches import targets
+from support.batches import ready, targets
 
 from lead_recipes.methods import build_method
 from lead_recipes.methods.base import RolloutBatch
@@ -48,7 +48,7 @@ def run(name, c, l, perm=None, **recipe):
     fields = targets(name, c.shape[0], g=c.shape[1])
     if perm is not None:
         fields = {k: v.gather(1, perm) if v.dim() == 2 else v for k, v in fields.items()}
-    return build_method(RecipeConfig.of({"method": name, **recipe})).step(RolloutBatch(c, l, CAP, **fields))
+    return ready(build_method(RecipeConfig.of({"method": name, **recipe}))).step(RolloutBatch(c, l, CAP, **fields))
 
 
 @pytest.mark.parametrize("name", METHODS)

@@ -601,3 +601,68 @@ def test_a_step_progress_line_gives_steps_prompts_time_per_step_and_eta():
         .line(2, 1000, now=7200.0)
         .endswith("1000/1000 prompts (100.0%), 1h 00m/step, ETA 0s")
     )
+
+
+def _laser_step(step, groups, **extra):
+    return {
+        "step": step,
+        "groups": [
+            {"correct": [x == 1 for x in s], "lengths": lengths, "answer_boxed": [x > -1 for x in s]}
+            for s, lengths in groups
+        ],
+        **extra,
+    }
+
+
+def test_laser_de_replay_takes_a_steps_monitor_pass_and_gives_the_golden_group(tmp_path):
+    from test_methods_laser import MONITORS
+
+    passes = {"correct": MONITORS[2][0][0].tolist(), "lengths": MONITORS[2][0][1].tolist()}
+    g1 = ([1, 1, 1] + [-0.5] * 4 + [-1], [2000, 3072, 4000, 1000, 2500, 3500, 5000, 6000])  # G-L2 step 41, g1
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, [_laser_step(41, [g1], monitor=passes)])), "--output", str(out)]
+    assert (
+        cli_main(
+            [
+                *argv,
+                "--recipe.method",
+                "laser-de",
+                "--recipe.laser_de.grid_lower",
+                "1024",
+                "--rollout.max_new_tokens",
+                "16384",
+            ]
+        )
+        == 0
+    )
+    line = json.loads(out.read_text())
+    assert line["rewards"][0] == pytest.approx([1.5, 1.5, 1, -0.5, -0.5, 0, 0, -1], abs=1e-6)
+    assert line["controller"] == {
+        "targets": {"low": 9216, "medium": 3072, "high": 1024},
+        "last_monitor_step": 40,
+        "step": 1,
+    }
+
+
+def test_laser_d_replay_continues_from_a_given_controller_state(tmp_path):
+    state = {"targets": {"low": 9216, "medium": 3072, "high": 1024}, "last_monitor_step": 40, "step": 40}
+    g1 = ([1, 1, 1] + [-0.5] * 4 + [-1], [2000, 3072, 4000, 1000, 2500, 3500, 5000, 6000])
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(write(tmp_path, [_laser_step(41, [g1], controller=state)])), "--output", str(out)]
+    assert cli_main([*argv, "--recipe.method", "laser-d", "--rollout.max_new_tokens", "8192"]) == 0
+    assert json.loads(out.read_text())["rewards"][0] == pytest.approx([1.5, 1.5, 1] + [-0.5] * 4 + [-1], abs=1e-6)
+
+
+def test_laser_d_replay_without_a_monitor_or_state_names_both_and_refuses_8192(tmp_path, capsys):
+    g = ([1, -0.5], [100, 200])
+    argv = ["replay", str(write(tmp_path, [_laser_step(1, [g])])), "--output", str(tmp_path / "o.jsonl")]
+    assert cli_main([*argv, "--recipe.method", "laser-de"]) == 2
+    err = capsys.readouterr().err
+    assert "step 1: laser-de has no bucket targets" in err and "'monitor' or 'controller'" in err and "8192" in err
+
+
+def test_a_monitor_pass_for_a_method_without_a_monitor_is_refused(tmp_path, capsys):
+    rec = _laser_step(1, [([1, -0.5], [100, 200])], monitor={"correct": [[True]], "lengths": [[5]]})
+    argv = ["replay", str(write(tmp_path, [rec])), "--output", str(tmp_path / "o.jsonl"), "--recipe.method", "laser"]
+    assert cli_main(argv) == 2
+    assert "step 1: 'monitor' is a Laser-D/-DE input; laser takes none" in capsys.readouterr().err

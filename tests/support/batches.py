@@ -22,3 +22,17 @@ def targets(method: str, m: int, seed: int = 0, g: int = 8) -> dict:
         "nothink": (torch.arange(g) < g // 2).expand(m, g).clone(),
         "ref_acc": torch.rand(m, generator=gen, dtype=torch.float64),
     }
+    return {"n_gold": n_gold, "l1_max": l1_max, "answer_boxed": torch.ones(m, g, dtype=torch.bool)}
+
+
+def ready(method):
+    """`method` as training hands it its first batch: one whose registry entry needs monitor passes (Laser-D/-DE)
+    has observed one, 3 monitor prompts × 8 samples (8/8, 4/8 and 1/8 correct: every band has a target)."""
+    import torch
+
+    from lead_recipes.methods.config import entry
+
+    if entry(method.name).monitor:
+        correct = torch.tensor([[j < k for j in range(8)] for k in (8, 4, 1)])
+        method.observe_monitor(correct, torch.full((3, 8), 1000.0))
+    return method

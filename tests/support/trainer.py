@@ -55,7 +55,7 @@ class DeepSpeedCheckpointStandIn:
         return self.checkpoint_states
 
 
-def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extra=(), recipe_flags=None):
+def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extra=(), recipe_flags=None, cls=None):
     import argparse
 
     from openrlhf.trainer.ray.launcher import RayActorGroup
@@ -100,7 +100,7 @@ def make_trainer(tiny, prompt_file, ckpt, method, load=False, save_steps=1, extr
     strategy = get_strategy(args)
     group = RayActorGroup(1, 1, DeepSpeedCheckpointStandIn, pg=None, num_gpus_per_actor=0)
     ray.get(group.async_init_model_from_pretrained(strategy))
-    return plugin.RecipeTrainer(
+    return (cls or plugin.RecipeTrainer)(
         str(tiny),
         strategy,
         group,
@@ -151,8 +151,8 @@ class GradedEngine:
         return out
 
 
-def recording_trainer(tiny, prompts, ckpt, healthy, extra=(), recipe_flags=None):
-    trainer = make_trainer(tiny, prompts, ckpt, "lead", extra=extra, recipe_flags=recipe_flags)
+def recording_trainer(tiny, prompts, ckpt, healthy, extra=(), recipe_flags=None, method="lead", **kwargs):
+    trainer = make_trainer(tiny, prompts, ckpt, method, extra=extra, recipe_flags=recipe_flags, **kwargs)
     trainer.samples_generator.vllm_engines = [GradedEngine.remote(healthy)]
     calls = {"ppo_train": [], "method_step": 0}
 

@@ -19,6 +19,7 @@ from openrlhf.models.utils import compute_reward
 from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
+from support.batches import ready
 from support.trainer import CAP, N, make_trainer
 
 from lead_recipes.grading.pool.grader import get_grader
@@ -54,7 +55,14 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
         ),
         data=NS(max_len=cap + 256),
         # AdaptThink's settings (lead_recipes.training.first_token); the other methods ignore them
-        train=NS(dynamic_batch_enable=True, agent_func_path=EXECUTOR_FILE, batch_size=PROMPTS * n, max_epochs=1),
+        train=NS(
+            dynamic_batch_enable=True,
+            async_enable=False,
+            agent_func_path=EXECUTOR_FILE,
+            batch_size=PROMPTS * n,
+            max_epochs=1,
+        ),
+        eval=NS(dataset="monitor.jsonl", steps=20),  # Laser-D/-DE's monitor set (read by no other method)
         actor=NS(
             num_nodes=1, num_gpus_per_node=2, policy_loss_type="gspo", eps_clip_low_high=(0.2, 0.2), dual_clip=None
         ),
@@ -204,7 +212,7 @@ def expected_output(records, method_name, cap=CAP):
         **boxed,
         **executor,
     )
-    out = build_method(make_args(method_name).recipe).step(batch)
+    out = ready(build_method(make_args(method_name).recipe)).step(batch)
     return {
         sid: (out.advantages[pos[r["q"]], r["j"]].item(), out.rewards[pos[r["q"]], r["j"]].item())
         for sid, r in enumerate(records)
@@ -222,6 +230,7 @@ def test_plugin_advantages_equal_method_output_after_openrlhf_reordering(rollout
     exps = micro_batches(rollouts, args)
     assert [int(i) for e in exps for i in e.info["sample_id"]] != sorted(range(len(rollouts)))  # really reordered
     plugin_maker = maker(args)
+    ready(plugin_maker.method)  # Laser-D/-DE: the same monitor pass as expected_output's method
     plugin_maker.compute_advantages_and_returns(exps)
     expected, _ = expected_output(rollouts, method)
     for e in exps:
@@ -940,3 +949,27 @@ def test_dler_takes_openrlhfs_stop_properly_scale_as_its_truncation_rule(rollout
         assert torch.equal(e.info["recipe_reward"], e.info["correct"] * (~e.truncated.bool()).float())
         truncated += int(e.truncated.sum())
     assert truncated  # the rollouts do hold truncated samples
+
+
+def test_laser_de_guard_gets_lasers_token_detector_on_each_responses_ids(rollouts):
+    """With --recipe.laser_de.repetition_guard_enable the plug-in sets RolloutBatch.repetitive from Laser's detector
+    on each response's token ids (read from the experience's sequences through its action mask, after OpenRLHF's
+    reordering), not from the reward function's text detector; some responses differ between the two."""
+    from lead_recipes.grading.repetition import laser_repetition_start
+
+    args = make_args("laser-de")
+    args.recipe = RecipeConfig.of({"method": "laser-de", "laser_de": {"repetition_guard_enable": True}})
+    exps = micro_batches(rollouts, args)
+    plugin_maker = maker(args)
+    ready(plugin_maker.method)
+    seen = spy_on_batches(plugin_maker)
+    plugin_maker.compute_advantages_and_returns(exps)
+    qs = sorted({r["q"] for r in rollouts})
+    want = torch.zeros(len(qs), N, dtype=torch.bool)
+    text = torch.zeros(len(qs), N, dtype=torch.bool)
+    for r in rollouts:
+        ids = r["resp_ids"]
+        want[qs.index(r["q"]), r["j"]] = laser_repetition_start(ids) < len(ids)
+        text[qs.index(r["q"]), r["j"]] = r["info"]["repetitive"] > 0.5
+    assert torch.equal(seen[0].repetitive, want) and want.any()
+    assert not torch.equal(want, text)  # the check tells the two detectors apart on these rollouts

@@ -1044,3 +1044,19 @@ def test_gpu_smoke_sync_line_prints_the_checked_vllm_kl_and_the_step_1_floor_bes
         == 0
     )
     assert "(by step: {1: 3.0e-05, 2: 2.0e-04, 3: 1.0e-04, 4: 3.0e-01})" in capsys.readouterr().out
+
+
+def test_laser_d_runs_on_its_recipes_monitor_set_and_is_refused_without_a_period_or_with_async(capsys):
+    """The reference recipe gives Laser-D its monitor set (--eval.dataset, --eval.steps 20); without a period, or
+    under the async trainer, whose evaluation the monitor seam cannot reach, it is refused before start."""
+    argv = ["--recipe.method", "laser-d", "--run.dry_run_enable"]
+    assert train.main(argv) == 0
+    capsys.readouterr()
+    assert train.main([*argv, "--eval.steps", "-1"]) == 2
+    assert "--recipe.method laser-d needs --eval.steps > 0" in capsys.readouterr().err
+    bare = ["--recipe.name", "none", "--actor.model_name_or_path", "m", "--data.prompt_dataset", "d.jsonl"]
+    monitor = ["--eval.dataset", "m.jsonl", "--eval.steps", "20"]  # the recipe's layout sleeps vLLM: no async there
+    assert train.main([*argv, *bare, *monitor, "--train.async_enable"]) == 2
+    assert "--recipe.method laser-d does not run with --train.async_enable" in capsys.readouterr().err
+    assert train.main([*argv, *bare]) == 2
+    assert "--recipe.method laser-d needs a monitor set: give --eval.dataset" in capsys.readouterr().err
