@@ -40,7 +40,7 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
     recipe = RecipeConfig(method=method)
     return NS(
         algo=NS(
-            advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False),
+            advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False, is_correction_level="off"),
             kl=NS(use_loss=False, estimator="k1", init_coef=0.0),
         ),
         rollout=NS(
@@ -56,7 +56,12 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
         # AdaptThink's settings (lead_recipes.training.first_token); the other methods ignore them
         train=NS(dynamic_batch_enable=True, agent_func_path=EXECUTOR_FILE, batch_size=PROMPTS * n, max_epochs=1),
         actor=NS(
-            num_nodes=1, num_gpus_per_node=2, policy_loss_type="gspo", eps_clip_low_high=(0.2, 0.2), dual_clip=None
+            num_nodes=1,
+            num_gpus_per_node=2,
+            policy_loss_type="gspo",
+            eps_clip_low_high=(0.2, 0.2),
+            dual_clip=None,
+            entropy_coef=None,
         ),
         ds=NS(ring_attn_size=1, tensor_parallel_size=1),
         ckpt=NS(path="unused"),
