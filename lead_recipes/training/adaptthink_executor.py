@@ -88,14 +88,15 @@ class AgentExecutor(AgentExecutorBase):
     """OpenRLHF's single-turn generation with AdaptThink's first-token forcing (training requests only)."""
 
     def __init__(self):
-        self.calls: dict[str, int] = {}  # training calls per prompt text, mod G
+        self.calls: dict[str, int] = {}  # training calls per prompt text, mod G (a finished group holds no entry)
         self.reward_funcs: dict[str, object] = {}
 
     def forced_token(self, prompt: str, forcing: dict) -> tuple[int, bool]:
         """(token id, no-think?) of this call: calls k = 0..G−1 of a prompt (mod G) are no-think while
         k < round(G·ρ). Runs before the first await, so a prompt's G calls of one gather are counted in order."""
-        k = self.calls.get(prompt, 0)
-        self.calls[prompt] = (k + 1) % forcing["n"]
+        k = self.calls.pop(prompt, 0)
+        if k + 1 < forcing["n"]:  # the entry goes with the group's last call: the count never grows with the data
+            self.calls[prompt] = k + 1
         nothink = k < round(forcing["n"] * forcing["rho"])
         return forcing["nothink_token_id" if nothink else "think_token_id"], nothink
 
