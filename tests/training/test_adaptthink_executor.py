@@ -1,6 +1,7 @@
 """AdaptThink's rollout executor (lead_recipes.training.adaptthink_executor) on a stand-in engine and tokenizer: the
 forced first token and its split per group, also when one engine runs two groups of the same prompt at once; the
-caps and the action span; evaluation requests neither forced nor counted; an unmarked request refused."""
+caps and the action span; evaluation requests neither forced nor counted; an unmarked request refused; a failing
+reward function graded `error` instead of failing the rollouts."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def reward_file(tmp_path):
     path.write_text(
         "from lead_recipes.reward.logs import REWARD_LOG_KEYS, reward_result\n"
         "def reward_func(queries, prompts, labels):\n"
+        "    if 'boom' in queries[0]:\n"
+        "        raise RuntimeError('grader down')\n"
         "    return reward_result([1.0], {k: [1.0 if k == 'correct' else 0.0] for k in REWARD_LOG_KEYS})\n"
     )
     return str(path)
@@ -109,3 +112,11 @@ def test_evaluation_requests_are_not_forced_and_not_counted(reward_file):
 def test_an_unmarked_request_is_refused(reward_file):
     with pytest.raises(RuntimeError, match="not marked train or eval"):
         asyncio.run(group(ax.AgentExecutor(), Engine(), "p", SamplingParams(max_tokens=8), n=1))
+
+
+def test_a_failing_reward_function_grades_the_sample_error_instead_of_failing_the_rollouts(reward_file):
+    ex, engine = ax.AgentExecutor(), Engine()
+    results = asyncio.run(group(ex, engine, "boom", params(reward_file)))  # the reward file raises on "boom"
+    assert len(results) == G and all(r["reward"].tolist() == [0.0] for r in results)
+    assert all(r["extra_logs"]["status_error"] == 1.0 and r["extra_logs"]["correct"] == 0.0 for r in results)
+    assert [r["extra_logs"]["nothink"] for r in results] == [1.0] * 2 + [0.0] * 6
