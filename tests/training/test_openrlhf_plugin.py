@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import pickle
 import random
 from types import SimpleNamespace as NS
@@ -249,18 +250,19 @@ def with_executor(records):
 def test_adaptthink_old_log_prob_of_each_first_action_token_becomes_log_rho_and_nothing_else_changes(rollouts):
     """The seam GSPO's importance ratio needs (lead_recipes.training.first_token), on OpenRLHF's own micro-batches:
     the first action token of a no-think sample gets log ρ, of a thinking one log(1 − ρ); every other entry stays."""
+    rho = 0.25  # not 0.5, where log ρ = log(1 − ρ) and a swap would not show
     args = make_args("adaptthink")
+    args.recipe = RecipeConfig.of({"method": "adaptthink", "adaptthink": {"rho": rho}})
     exps = micro_batches(with_executor(rollouts), args)
     before = [e.action_log_probs.clone() + torch.arange(e.action_log_probs.shape[1]) for e in exps]
     for e, b in zip(exps, before):
         e.action_log_probs.copy_(b)  # distinct values, so a write to the wrong position shows
     maker(args).compute_advantages_and_returns(exps)
-    rho = RecipeConfig().adaptthink.rho
     for e, b in zip(exps, before):
         want = b.clone()
         for row in range(len(want)):
             first = int(e.action_mask[row].nonzero()[0, 0])
-            want[row, first] = torch.log(torch.tensor(rho if e.info["nothink"][row] > 0.5 else 1 - rho))
+            want[row, first] = math.log(rho if e.info["nothink"][row] > 0.5 else 1 - rho)
         assert torch.equal(e.action_log_probs, want)
 
 
