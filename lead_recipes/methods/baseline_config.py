@@ -124,6 +124,12 @@ class LaserConfig:
     )
 
 
+def ref_acc_ok(value) -> bool:
+    """A label's `ref_acc` as AdaptThink takes it: a number in [0, 1] (not a bool, not NaN), the rule the method
+    applies to the batch (methods.base); the preflight reads every label with it."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+
+
 @dataclass(frozen=True)
 class AdaptThinkConfig:
     """AdaptThink (arXiv 2505.13417; the rule is the authors' code, THU-KEG/AdaptThink): R = acc − r̄_ref(q) +
