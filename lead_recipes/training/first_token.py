@@ -56,6 +56,11 @@ def adaptthink_errors(args) -> list[str]:
             f"--algo.advantage.is_correction_level {args.algo.advantage.is_correction_level}: AdaptThink's ratio is "
             "against the recomputed old log-probs; set --algo.advantage.is_correction_level off"
         )
+    if args.train.async_enable:  # rollouts of the weights before the last update (and buffered or partial ones)
+        errors.append(
+            "--train.async_enable: AdaptThink is on-policy (each step's rollouts come from the weights it updates, "
+            "so the old log-probs are the sampling ones); drop --train.async_enable"
+        )
     per_step = args.rollout.batch_size * args.rollout.n_samples_per_prompt
     if args.train.batch_size != per_step or args.train.max_epochs != 1:
         errors.append(

@@ -55,7 +55,13 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
         ),
         data=NS(max_len=cap + 256),
         # AdaptThink's settings (lead_recipes.training.first_token); the other methods ignore them
-        train=NS(dynamic_batch_enable=True, agent_func_path=EXECUTOR_FILE, batch_size=PROMPTS * n, max_epochs=1),
+        train=NS(
+            dynamic_batch_enable=True,
+            agent_func_path=EXECUTOR_FILE,
+            batch_size=PROMPTS * n,
+            max_epochs=1,
+            async_enable=False,
+        ),
         actor=NS(
             num_nodes=1,
             num_gpus_per_node=2,
