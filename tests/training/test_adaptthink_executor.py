@@ -120,3 +120,50 @@ def test_a_failing_reward_function_grades_the_sample_error_instead_of_failing_th
     assert len(results) == G and all(r["reward"].tolist() == [0.0] for r in results)
     assert all(r["extra_logs"]["status_error"] == 1.0 and r["extra_logs"]["correct"] == 0.0 for r in results)
     assert [r["extra_logs"]["nothink"] for r in results] == [1.0] * 2 + [0.0] * 6
+
+
+class DispatchEngine:
+    """A stand-in vLLM engine actor for OpenRLHF's dispatch: records each `generate_responses` call."""
+
+    def __init__(self, calls):
+        self.calls = calls
+        self.get_num_unfinished_requests = NS(remote=lambda: 0)
+        self.generate_responses = NS(remote=lambda **kw: calls.append((self, kw)))
+
+
+def test_openrlhf_sends_each_prompt_once_with_all_g_samples_to_one_engine_marked_train_or_eval(monkeypatch):
+    """The executor's count per prompt relies on OpenRLHF 0.11.2 dispatching each prompt as one `generate_responses`
+    call of n samples to one engine (a prompt's G calls never split across engines); the plug-in's generator marks
+    training requests with the forcing and evaluation requests without it."""
+    from openrlhf.trainer.ppo_utils import samples_generator
+
+    from lead_recipes.methods.config import RecipeConfig
+    from lead_recipes.training.grading_gate import RecipeSamplesGenerator
+
+    monkeypatch.setattr(samples_generator.ray, "get", lambda refs: refs)
+    args = NS(
+        recipe=RecipeConfig.of({"method": "adaptthink"}),
+        recipe_reward_url="r.py",
+        rollout=NS(batch_size=3, n_samples_per_prompt=G),
+        algo=NS(advantage=NS(is_correction_level="off")),
+        vllm=NS(enable_sleep=False),
+    )
+    calls = []
+    engines = [DispatchEngine(calls), DispatchEngine(calls)]
+    gen = RecipeSamplesGenerator(NS(args=args), None, None, Tokenizer(), engines)
+    gen._dispatch_prompts_to_vllm(["a", "b", "a"], ["1", "2", "1"], n_samples_per_prompt=G)
+    assert [kw["prompt"] for _, kw in calls] == ["a", "b", "a"] and all(kw["num_samples"] == G for _, kw in calls)
+    train = calls[0][1]["sampling_params"].extra_args
+    assert train[ax.MODE_KEY] == "train" and train[ax.FORCING_KEY]["n"] == G and train[ax.REWARD_KEY] == "r.py"
+
+    calls.clear()
+
+    def one_dispatch(dataloader_iter, num_prompts, dynamic_filtering, **kwargs):
+        gen._dispatch_prompts_to_vllm(["e"], ["5"], **kwargs)
+        return [], 1, True
+
+    monkeypatch.setattr(gen, "_generate_vllm", one_dispatch)
+    gen.eval_dataloader = []
+    gen.generate_eval_samples(n_samples_per_prompt=2)
+    assert calls[0][1]["sampling_params"].extra_args == {ax.MODE_KEY: "eval", ax.REWARD_KEY: "r.py"}
+    assert not gen._in_eval and samples_generator.SamplingParams is SamplingParams  # both restored
