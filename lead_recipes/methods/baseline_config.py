@@ -130,6 +130,12 @@ class LaserConfig(LaserBonus):
     )
 
 
+def ref_acc_ok(value) -> bool:
+    """A label's `ref_acc` as AdaptThink takes it: a number in [0, 1] (not a bool, not NaN), the rule the method
+    applies to the batch (methods.base); the preflight reads every label with it."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+
+
 @dataclass(frozen=True)
 class LaserDConfig(LaserBonus):
     """Laser-D (arXiv 2505.15612; the rule is the authors' code): Laser's bonus with one target per difficulty

@@ -12,15 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import logging
 import math
 from copy import deepcopy
 
 from openrlhf.utils.agent import AgentExecutorBase
 
+from lead_recipes.reward.logs import error_logs, reward_result
+
 MODE_KEY = "lead_recipes_rollout"  # SamplingParams.extra_args key: "train" or "eval"
 FORCING_KEY = "lead_recipes_adaptthink"  # the forcing settings of a training request
 REWARD_KEY = "lead_recipes_reward"  # the reward-function file the executor grades with
 NO_REF_ACC = -1.0  # echoed for a label without "ref_acc": the method refuses it, naming the prompt
+
+log = logging.getLogger("lead_recipes.training.adaptthink_executor")
 
 
 def request_extra_args(args, training: bool) -> dict:
@@ -88,16 +93,34 @@ class AgentExecutor(AgentExecutorBase):
     """OpenRLHF's single-turn generation with AdaptThink's first-token forcing (training requests only)."""
 
     def __init__(self):
-        self.calls: dict[str, int] = {}  # training calls per prompt text, mod G
+        self.calls: dict[str, int] = {}  # training calls per prompt text, mod G (a finished group holds no entry)
         self.reward_funcs: dict[str, object] = {}
+        self.failures_logged: set[str] = set()
 
     def forced_token(self, prompt: str, forcing: dict) -> tuple[int, bool]:
         """(token id, no-think?) of this call: calls k = 0..G−1 of a prompt (mod G) are no-think while
         k < round(G·ρ). Runs before the first await, so a prompt's G calls of one gather are counted in order."""
-        k = self.calls.get(prompt, 0)
-        self.calls[prompt] = (k + 1) % forcing["n"]
+        k = self.calls.pop(prompt, 0)
+        if k + 1 < forcing["n"]:  # the entry goes with the group's last call: the count never grows with the data
+            self.calls[prompt] = k + 1
         nothink = k < round(forcing["n"] * forcing["rho"])
         return forcing["nothink_token_id" if nothink else "think_token_id"], nothink
+
+    async def grade(self, reward_path: str, query: str, prompt, label) -> dict:
+        """The reward file's answer for one sample. Its failure (an exception, or not a dict) grades the sample
+        `error` (reward 0, status_error, which the grading guard counts) instead of failing the prompt's G rollouts
+        and with them the run."""
+        try:
+            info = await asyncio.to_thread(self.reward_funcs[reward_path], [query], [prompt], [label])
+            if not isinstance(info, dict):
+                raise TypeError(f"it returned {type(info).__name__}, not a dict")
+            return info
+        except Exception as e:  # noqa: BLE001
+            if type(e).__name__ not in self.failures_logged:  # once per kind: a broken grader would flood the log
+                self.failures_logged.add(type(e).__name__)
+                log.error("AdaptThink executor: the reward function %s failed (%r); graded `error`", reward_path, e)
+            logs = error_logs(1, [label], [query])[0]
+            return reward_result([0.0], {k: [v] for k, v in logs.items()})
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         extra = dict(sampling_params.extra_args or {})
@@ -147,7 +170,7 @@ class AgentExecutor(AgentExecutorBase):
         if reward_path not in self.reward_funcs:
             self.reward_funcs[reward_path] = _load_reward_func(reward_path)
         query = hf_tokenizer.decode(observation, skip_special_tokens=False)
-        info = await asyncio.to_thread(self.reward_funcs[reward_path], [query], [prompt], [label])
+        info = await self.grade(reward_path, query, prompt, label)
         logs = dict(info.get("extra_logs") or {})
         logs.update(nothink=1.0 if nothink else 0.0, ref_acc=_ref_acc(label))
         result.update(reward=info.get("rewards"), scores=info.get("scores"), extra_logs=logs)

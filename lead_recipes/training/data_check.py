@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 
 from lead_recipes.grading.labels import label_problem
+from lead_recipes.methods.baseline_config import ref_acc_ok
 from lead_recipes.methods.config import METHODS, entry
 
 LOCAL_FILES = (".json", ".jsonl", ".csv", ".parquet", ".arrow")  # blending_datasets' data_files branch
@@ -49,7 +50,8 @@ def load_local(item: str, split: str | None):
 def label_problems(labels, label_key: str, method: str | None = None) -> str | None:
     """One line about the ungradable labels (an object without its gold answer would grade `error` on every sample
     and stop the run at the grading guard, hours in), or about labels without what `method` reads from every one
-    (L1's n_gold: the method stops the run at its first step), or None."""
+    (L1's n_gold: the method stops the run at its first step; AdaptThink's ref_acc, a number in [0, 1]: at the
+    step that samples the label, maybe days in), or None."""
     keys = entry(method).label_keys if method in METHODS else ()
 
     def problem(label) -> str | None:
@@ -59,6 +61,11 @@ def label_problems(labels, label_key: str, method: str | None = None) -> str | N
                 "(`lead-recipes data build --l1.mode exact|max` writes the L1 target)"
                 if "n_gold" in missing
                 else "(add each prompt's reference accuracy: docs/methods.md#adaptthink-outside-the-advantage-step)"
+            )
+        if "ref_acc" in keys and not ref_acc_ok(label["ref_acc"]):
+            return (
+                f"--recipe.method {method} reads ref_acc, the reference model's accuracy, a number in [0, 1], from "
+                f"every label, and this one has {label['ref_acc']!r}"
             )
         return label_problem(label)
 

@@ -49,6 +49,18 @@ def adaptthink_errors(args) -> list[str]:
         errors.append("--actor.dual_clip: AdaptThink's loss has no dual clip; drop it")
     if args.algo.kl.init_coef > 0:  # the KL coefficient of both the loss and the reward (0: neither)
         errors.append(f"--algo.kl.init_coef {args.algo.kl.init_coef}: AdaptThink has no KL; set --algo.kl.init_coef 0")
+    if args.actor.entropy_coef:  # None: no entropy term; 0: logged only
+        errors.append(f"--actor.entropy_coef {args.actor.entropy_coef}: AdaptThink has no entropy term; set it to 0")
+    if args.algo.advantage.is_correction_level != "off":  # under gspo, OpenRLHF's ratio is then against vLLM's
+        errors.append(  # log-probs, not the recomputed old ones the first-token override writes into
+            f"--algo.advantage.is_correction_level {args.algo.advantage.is_correction_level}: AdaptThink's ratio is "
+            "against the recomputed old log-probs; set --algo.advantage.is_correction_level off"
+        )
+    if args.train.async_enable:  # rollouts of the weights before the last update (and buffered or partial ones)
+        errors.append(
+            "--train.async_enable: AdaptThink is on-policy (each step's rollouts come from the weights it updates, "
+            "so the old log-probs are the sampling ones); drop --train.async_enable"
+        )
     per_step = args.rollout.batch_size * args.rollout.n_samples_per_prompt
     if args.train.batch_size != per_step or args.train.max_epochs != 1:
         errors.append(

@@ -112,6 +112,18 @@ def test_preflight_refuses_training_data_whose_labels_lack_ref_acc_naming_the_fi
     assert check_data("data", str(path), "prompt", "label", "train", method="adaptthink").ok
 
 
+@pytest.mark.parametrize("value", [1.5, -0.25, None, True, float("nan")])
+def test_preflight_refuses_a_ref_acc_that_is_not_a_number_in_0_1_which_the_method_would_refuse_mid_run(tmp_path, value):
+    from lead_recipes.training.data_check import check_data
+
+    rows = [{"prompt": "q1", "label": {"answer": "1", "ref_acc": 1.0}}, {"prompt": "q2", "label": {"answer": "2"}}]
+    rows[1]["label"]["ref_acc"] = value
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bad = check_data("data", str(path), "prompt", "label", "train", method="adaptthink")
+    assert not bad.ok and "row 2" in bad.detail and "a number in [0, 1]" in bad.detail and repr(value) in bad.detail
+
+
 def test_replay_from_rollouts_carries_nothink_and_ref_acc_and_reads_the_count_rule_from_each_response(tmp_path):
     from lead_recipes.cli import main as cli_main
 

@@ -76,6 +76,9 @@ def test_the_authors_settings_pass_and_grade_with_the_reward_file_given():
         (["--train.batch_size", "8"], "--train.batch_size 16"),
         (["--train.max_epochs", "2"], "--train.max_epochs 1"),
         (["--train.agent_func_path", "other.py"], "AdaptThink's executor"),
+        (["--actor.entropy_coef", "0.001"], "no entropy term"),
+        (["--algo.advantage.is_correction_level", "token"], "--algo.advantage.is_correction_level off"),
+        (["--train.async_enable"], "drop --train.async_enable"),
     ],
 )
 def test_settings_that_change_the_authors_loss_are_refused_naming_the_fix(flags, fix):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import pickle
 import random
 from types import SimpleNamespace as NS
@@ -41,7 +42,7 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
     recipe = RecipeConfig(method=method)
     return NS(
         algo=NS(
-            advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False),
+            advantage=NS(estimator="group_norm", gamma=1.0, lambd=1.0, no_std_norm=False, is_correction_level="off"),
             kl=NS(use_loss=False, estimator="k1", init_coef=0.0),
         ),
         rollout=NS(
@@ -64,7 +65,12 @@ def make_args(method="lead", cap=CAP, n=N, **reward):
         ),
         eval=NS(dataset="monitor.jsonl", steps=20),  # Laser-D/-DE's monitor set (read by no other method)
         actor=NS(
-            num_nodes=1, num_gpus_per_node=2, policy_loss_type="gspo", eps_clip_low_high=(0.2, 0.2), dual_clip=None
+            num_nodes=1,
+            num_gpus_per_node=2,
+            policy_loss_type="gspo",
+            eps_clip_low_high=(0.2, 0.2),
+            dual_clip=None,
+            entropy_coef=None,
         ),
         ds=NS(ring_attn_size=1, tensor_parallel_size=1),
         ckpt=NS(path="unused"),
@@ -253,18 +259,19 @@ def with_executor(records):
 def test_adaptthink_old_log_prob_of_each_first_action_token_becomes_log_rho_and_nothing_else_changes(rollouts):
     """The seam GSPO's importance ratio needs (lead_recipes.training.first_token), on OpenRLHF's own micro-batches:
     the first action token of a no-think sample gets log ρ, of a thinking one log(1 − ρ); every other entry stays."""
+    rho = 0.25  # not 0.5, where log ρ = log(1 − ρ) and a swap would not show
     args = make_args("adaptthink")
+    args.recipe = RecipeConfig.of({"method": "adaptthink", "adaptthink": {"rho": rho}})
     exps = micro_batches(with_executor(rollouts), args)
     before = [e.action_log_probs.clone() + torch.arange(e.action_log_probs.shape[1]) for e in exps]
     for e, b in zip(exps, before):
         e.action_log_probs.copy_(b)  # distinct values, so a write to the wrong position shows
     maker(args).compute_advantages_and_returns(exps)
-    rho = RecipeConfig().adaptthink.rho
     for e, b in zip(exps, before):
         want = b.clone()
         for row in range(len(want)):
             first = int(e.action_mask[row].nonzero()[0, 0])
-            want[row, first] = torch.log(torch.tensor(rho if e.info["nothink"][row] > 0.5 else 1 - rho))
+            want[row, first] = math.log(rho if e.info["nothink"][row] > 0.5 else 1 - rho)
         assert torch.equal(e.action_log_probs, want)
 
 
