@@ -46,6 +46,7 @@ class MonitorMixin:
     state is saved, and the evaluate of the same step reuses its samples (one generation, logged as usual). The pass
     before step 1 (fresh run; on resume with --recipe.<m>.ref_code_remonitor_on_resume_enable) runs at the start of
     the first train_step: vLLM holds the initial (or just-broadcast resumed) weights and no advantage is computed yet.
+    A pass due at a skipped step (grading failed, nothing trained) runs there too, at the next train_step.
     """
 
     recipe_monitor_pending = False  # a pass is due before the next batch's advantages
@@ -63,7 +64,11 @@ class MonitorMixin:
         return super().train_step(rollout_samples, global_step)
 
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
-        if not self.recipe_step_skipped and global_step % self.args.eval.steps == 0:
+        if global_step % self.args.eval.steps == 0 and self.recipe_step_skipped:
+            # no checkpoint follows a skipped step, which trained nothing: the pass is made before the next
+            # batch's advantages, on the same weights, rather than a period later
+            self.recipe_monitor_pending = True
+        elif global_step % self.args.eval.steps == 0:
             logs_dict = dict(logs_dict or {})
             logs_dict.update(self._recipe_monitor(global_step, keep=True))
         return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)

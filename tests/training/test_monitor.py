@@ -16,7 +16,8 @@ from support.trainer import recording_trainer
 from lead_recipes.recipes import openrlhf_parser
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training.args import monitor_errors
-from lead_recipes.training.guard import STATUSES, GradingFailure
+from lead_recipes.training.grading_gate import GradingStepSkipped
+from lead_recipes.training.guard import SHARE_KEY, SKIPPED_KEY, STATUSES, GradingFailure
 from lead_recipes.training.monitor import MonitorMixin, monitor_pass
 
 # GradedEngine's 8 samples of a prompt: 4 correct, 3..10 response tokens. Every prompt is in the medium band
@@ -174,6 +175,28 @@ def test_fit_monitors_before_step_1_and_before_each_periodic_checkpoint_and_eval
     assert calls["generated"] == 3  # fit's evaluate at steps 2 and 4 reused the pass, it did not sample again
     # the step-2 checkpoint holds the step-2 pass (fit saves before it evaluates)
     assert saved(tmp_path / "ckpt", "global_step2") == {"targets": TARGETS, "last_monitor_step": 2, "step": 2}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_pass_due_at_a_skipped_step_runs_before_the_next_steps_advantages(
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):
+    """Step 2 is skipped (its grading failed): its pass is not lost for a whole period but made before step 3's
+    advantages, on the same weights (a skipped step trains nothing)."""
+    trainer, calls = monitored(tiny_qwen2, prompt_file, tmp_path / "ckpt")
+    make, batches = trainer.experience_maker.make_experience_batch, []
+
+    def skip_step_2(rollout_samples):
+        batches.append(len(batches) + 1)
+        if len(batches) == 2:
+            raise GradingStepSkipped({SHARE_KEY: 1.0, SKIPPED_KEY: 1.0})
+        return make(rollout_samples)
+
+    trainer.experience_maker.make_experience_batch = skip_step_2
+    trainer.fit()
+    assert calls["method_step"] == 3 and calls["passes"] == [0, 2, 4]
+    assert not (tmp_path / "ckpt" / "_actor" / "global_step2").exists()
 
 
 @pytest.mark.slow
