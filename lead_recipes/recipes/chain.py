@@ -36,9 +36,14 @@ def _dataset(recipe) -> str | None:
     return recipe.openrlhf.get("data.prompt_dataset" if recipe.entrypoint == "train" else "data.dataset")
 
 
-def _needs_data(recipe) -> bool:
-    path = _dataset(recipe)
-    return bool(recipe.data.get("prepare")) and path is not None and not Path(path).exists()
+def _data_steps(recipe) -> list[list[str]]:
+    """The `lead-recipes data` arguments still to run: data.prepare when the recipe's dataset is missing,
+    data.prepare_eval when its eval dataset (Laser-D's monitor set) is."""
+    out = []
+    for key, path in (("prepare", _dataset(recipe)), ("prepare_eval", recipe.openrlhf.get("eval.dataset"))):
+        if recipe.data.get(key) and path is not None and not Path(str(path)).exists():
+            out.append([str(a) for a in recipe.data[key]])
+    return out
 
 
 # A data step's job: CPU only, small and short (a DeepScaleR build or a curriculum takes minutes), so not the training
@@ -122,8 +127,8 @@ def steps(stages, args) -> list[tuple[str, object, Path, list[str], list[str] | 
     out = []
     for recipe in stages:
         run_dir = Path(run_dir_of(recipe.name))
-        if _needs_data(recipe):
-            cmd = [exe, "data", *[str(a) for a in recipe.data["prepare"]]]
+        for prepare in _data_steps(recipe):
+            cmd = [exe, "data", *prepare]
             out.append(("data", recipe, run_dir, cmd, _data_sbatch(recipe, args, run_dir, cmd) if slurm else None))
         cmd = train_command(recipe, "run" if slurm else args.train_mode, exe)
         out.append(("train", recipe, run_dir, cmd, sbatch_command(recipe, args, run_dir, cmd) if slurm else None))

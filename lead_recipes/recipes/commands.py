@@ -47,6 +47,19 @@ def missing_data(recipe) -> list[str]:
     return out
 
 
+PREPARE_KEYS = ("prepare", "prepare_eval")  # the recipe's data commands (recipe.DATA_KEYS)
+
+
+def data_command(recipe, path: str) -> list[str] | None:
+    """The `lead-recipes data` arguments that build `path`: `data.prepare` (the prompt dataset) or
+    `data.prepare_eval` (the eval dataset, e.g. Laser-D's monitor set), whichever has `--output path`; None."""
+    for key in PREPARE_KEYS:
+        argv = [str(a) for a in recipe.data.get(key) or []]
+        if "--output" in argv[:-1] and argv[argv.index("--output") + 1] == str(path):
+            return argv
+    return None
+
+
 def slurm_seconds(limit: str) -> int | None:
     """Slurm's --time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds; None if unparsable."""
     m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", limit.strip())

@@ -22,6 +22,7 @@ from lead_recipes.help_format import ArgumentParser
 from lead_recipes.recipes import RecipeError
 from lead_recipes.recipes.chain import DATA_JOB
 from lead_recipes.recipes.commands import (
+    data_command,
     lead_recipes_exe,
     missing_data,
     ray_command,
@@ -246,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     warning = checkpoint_warning(recipe)
     if warning:
         print(warning, file=sys.stderr)
-    for item in missing:
-        prep = recipe.data.get("prepare")
+    for item in missing:  # "key = path"; the hint is the data command whose --output is that path
+        prep = data_command(recipe, item.split(" = ", 1)[1])
         hint = f"; build it with: lead-recipes data {shlex.join(prep)}" if prep else ""
         print(f"# missing dataset: {item}{hint}", file=sys.stderr)
     if args.dry_run or not args.target:

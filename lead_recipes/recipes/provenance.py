@@ -139,6 +139,8 @@ def section(name: str) -> str:
             f"`data.prepare`: `lead-recipes data {' '.join(str(a) for a in data['prepare'])}`"
             + (f" ({data['notes'].strip()})" if data.get("notes") else "")
         )
+    if data.get("prepare_eval"):
+        parts.append(f"`data.prepare_eval`: `lead-recipes data {' '.join(str(a) for a in data['prepare_eval'])}`")
     rows = ["| hyperparameter | value | source |", "|---|---|---|"]
     for key, value in own_values(name).items():
         rows.append(f"| `{key}` | `{_cell(value)}` | {_escape(prov.sources.get(key, ''))} |")

@@ -24,7 +24,7 @@ from lead_recipes.recipes.own_model import refuse_over_context, run_names
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "launchers" / "recipes"
 TOP_KEYS = ("description", "entrypoint", "extends", "after", "data", "resources", "openrlhf", "recipe")
-DATA_KEYS = ("prepare", "notes")
+DATA_KEYS = ("prepare", "prepare_eval", "notes")  # prepare_eval: builds eval.dataset (a monitor set)
 # The `resources:` keys: type, default (None: unset) and what each does; docs/slurm.md's table is generated from it.
 RESOURCES = {
     "nodes": (int, 1, "sbatch `--nodes`"),
@@ -366,8 +366,9 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = ()) -> Recipe:
     for key in data:
         if key not in DATA_KEYS:
             raise _unknown(key, DATA_KEYS, "data", origin("data", key))
-    if data.get("prepare") is not None:
-        data["prepare"] = [str(_expand(str(v), env, "data.prepare", where)) for v in data["prepare"]]
+    for key in ("prepare", "prepare_eval"):
+        if data.get(key) is not None:
+            data[key] = [str(_expand(str(v), env, f"data.{key}", where)) for v in data[key]]
 
     recipe = Recipe(
         name=path.stem,

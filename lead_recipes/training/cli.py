@@ -365,8 +365,15 @@ def _preflight(ours, args, resolved) -> int:
         return 0
     missing = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
     print(mask_secrets(f"{PROG}: cannot start training, missing: {missing}", args), file=sys.stderr)
-    if any(c.name == "data" and not c.ok for c in checks):
-        hint = prepare_hint(args.data.prompt_dataset, recipe=resolved.base)
+    for name, key, path in (
+        ("data", "data.prompt_dataset", args.data.prompt_dataset),
+        ("eval-data", "eval.dataset", args.eval.dataset),
+    ):
+        hint = (
+            prepare_hint(path, recipe=resolved.base, key=key)
+            if any(c.name == name and not c.ok for c in checks)
+            else None
+        )
         if hint:
             print(hint, file=sys.stderr)
     return 1
@@ -374,6 +381,9 @@ def _preflight(ours, args, resolved) -> int:
 
 def _preflight_and_train(ours, recipe, openrlhf_argv, resolved, args) -> int:
     build_missing_data(args.data.prompt_dataset, recipe=resolved.base)  # from the source, when it is there
+    monitor_set = getattr(getattr(args, "eval", None), "dataset", None)  # Laser-D's (data.prepare_eval)
+    if monitor_set:
+        build_missing_data(monitor_set, recipe=resolved.base, key="eval.dataset")
     failed = _preflight(ours, args, resolved)
     if failed:
         return failed

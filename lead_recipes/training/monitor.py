@@ -1,9 +1,9 @@
 """The monitor seam for methods whose registry entry needs monitor passes (Laser-D/-DE): `MonitorMixin`, which the
 plug-in mixes into the sync trainer for them only, samples OpenRLHF's eval dataset with the current policy (its own
 `evaluate` path, graded by the same reward function), hands each prompt's (correct, response tokens) to the method's
-`observe_monitor`, and keeps the schedule of arXiv 2505.15612's code: before step 1, then after the update of every
-step t with t % --eval.steps == 0, so the step-t checkpoint holds the step-t targets. No method math; no OpenRLHF
-import. See docs/training.md#the-monitor-seam-laser-d-laser-de.
+`observe_monitor` (a pass whose grading failed stops the run), and keeps the schedule of arXiv 2505.15612's code:
+before step 1, then after the update of every step t with t % --eval.steps == 0, so the step-t checkpoint holds the
+step-t targets. No method math; no OpenRLHF import. See docs/training.md#the-monitor-seam-laser-d-laser-de.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import contextlib
 import logging
 
 import torch
+
+from lead_recipes.training.guard import GradingFailure, GradingGuard, failure_share, status_counts
 
 logger = logging.getLogger(__name__)  # the plug-in attaches OpenRLHF's handler (init_logger)
 
@@ -44,6 +46,7 @@ class MonitorMixin:
     state is saved, and the evaluate of the same step reuses its samples (one generation, logged as usual). The pass
     before step 1 (fresh run; on resume with --recipe.<m>.ref_code_remonitor_on_resume_enable) runs at the start of
     the first train_step: vLLM holds the initial (or just-broadcast resumed) weights and no advantage is computed yet.
+    A pass due at a skipped step (grading failed, nothing trained) runs there too, at the next train_step.
     """
 
     recipe_monitor_pending = False  # a pass is due before the next batch's advantages
@@ -61,7 +64,11 @@ class MonitorMixin:
         return super().train_step(rollout_samples, global_step)
 
     def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
-        if not self.recipe_step_skipped and global_step % self.args.eval.steps == 0:
+        if global_step % self.args.eval.steps == 0 and self.recipe_step_skipped:
+            # no checkpoint follows a skipped step, which trained nothing: the pass is made before the next
+            # batch's advantages, on the same weights, rather than a period later
+            self.recipe_monitor_pending = True
+        elif global_step % self.args.eval.steps == 0:
             logs_dict = dict(logs_dict or {})
             logs_dict.update(self._recipe_monitor(global_step, keep=True))
         return super().save_logs_and_checkpoints(global_step, logs_dict, client_states)
@@ -83,6 +90,7 @@ class MonitorMixin:
             "n_samples_per_prompt": ev.n_samples_per_prompt,
         }
         samples = self.samples_generator.generate_eval_samples(**kwargs)
+        _check_grading(samples, getattr(self.args, "recipe", None), global_step)
         correct, lengths = monitor_pass(samples, ev.n_samples_per_prompt)
         targets = self.recipe_method.observe_monitor(correct, lengths, step=global_step)
         if keep:
@@ -93,6 +101,24 @@ class MonitorMixin:
         )
         # a bucket without a target logs 0 (its rewards use no cap)
         return {f"recipe/monitor/target_{b}": float(v or 0) for b, v in targets.items()}
+
+
+def _check_grading(samples, recipe, global_step: int) -> None:
+    """GradingFailure when more of the pass's samples failed grading (error, timeout: read as wrong) than
+    --recipe.guard.grade_failure_max allows: such a pass would move prompts to the low band and its targets would
+    hold for --eval.steps steps and in the checkpoint. The run stops before the targets change (the training
+    guard's eval samples are not counted in its windows)."""
+    counts = status_counts([e.info for e in samples])
+    share = None if counts is None else failure_share(counts)
+    limit = GradingGuard.from_recipe(recipe).max_share
+    if share is not None and share > limit:
+        raise GradingFailure(
+            f"grading failed for {share:.0%} of the monitor pass at global step {global_step} ({counts['error']:.0f} "
+            f"error, {counts['timeout']:.0f} timeout of {sum(counts.values()):.0f}), above "
+            f"--recipe.guard.grade_failure_max {limit}: its bucket targets would read those samples as wrong.\nCheck "
+            "the reward server's log and GET /stats, LEAD_RECIPES_GRADE_TIMEOUT_S and --data.label_key, then resume "
+            "from the last checkpoint."
+        )
 
 
 @contextlib.contextmanager

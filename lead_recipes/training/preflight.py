@@ -267,21 +267,26 @@ def _dataset_paths(spec: str | None) -> list[str]:
     return [os.path.abspath(p.split("@")[0].strip()) for p in (spec or "").split(",") if p.strip()]
 
 
-def _prepare_of(prompt_dataset: str | None, recipe: str | None) -> tuple[str, list[str]] | None:
+# what builds each dataset flag's file: the recipe's `data:` key, and the data's name in messages
+BUILDERS = {"data.prompt_dataset": ("prepare", "prompt data"), "eval.dataset": ("prepare_eval", "eval data")}
+
+
+def _prepare_of(dataset: str | None, recipe: str | None, key: str = "data.prompt_dataset") -> tuple | None:
     """(recipe name, its `data.prepare` argv) that builds the prompt data: that of the first recipe whose
-    `data.prompt_dataset` is this path, `recipe` (the run's base recipe) tried first since several may share it."""
+    `data.prompt_dataset` is this path, `recipe` (the run's base recipe) tried first since several may share it.
+    key "eval.dataset": the recipe's `data.prepare_eval` and `eval.dataset` (Laser-D's monitor set)."""
     from lead_recipes.recipes.recipe import load_recipe, recipe_names
 
-    wanted = set(_dataset_paths(prompt_dataset))
+    wanted, builder = set(_dataset_paths(dataset)), BUILDERS[key][0]
     names = recipe_names()
     for name in ([recipe] if recipe in names else []) + [n for n in names if n != recipe]:
         try:
             found = load_recipe(name)
         except ValueError:  # a broken recipe file is the launcher's to report, not this hint's
             continue
-        path = found.openrlhf.get("data.prompt_dataset")
-        if found.data.get("prepare") and path and os.path.abspath(str(path)) in wanted:
-            return name, [str(a) for a in found.data["prepare"]]
+        path = found.openrlhf.get(key)
+        if found.data.get(builder) and path and os.path.abspath(str(path)) in wanted:
+            return name, [str(a) for a in found.data[builder]]
     return None
 
 
@@ -289,14 +294,17 @@ def _flag(argv: list[str], name: str) -> str | None:
     return argv[argv.index(name) + 1] if name in argv[:-1] else None
 
 
-def prepare_hint(prompt_dataset: str | None, recipe: str | None) -> str | None:
-    """The `lead-recipes data ...` command that builds the missing prompt data, and where its source is expected
-    when that is missing too (`${sources}` = $LEAD_RECIPES_SOURCES, default ./data/sources)."""
-    found = _prepare_of(prompt_dataset, recipe)
+def prepare_hint(prompt_dataset: str | None, recipe: str | None, key: str = "data.prompt_dataset") -> str | None:
+    """The `lead-recipes data ...` command that builds the missing prompt data (key "eval.dataset": the eval
+    data), and where its source is expected when that is missing too (`${sources}` = $LEAD_RECIPES_SOURCES, default
+    ./data/sources)."""
+    found = _prepare_of(prompt_dataset, recipe, key)
     if found is None:
         return None
     name, prepare = found
-    hint = f"{PROG}: build the prompt data (recipe {name}) with: {shlex.join(['lead-recipes', 'data', *prepare])}"
+    hint = (
+        f"{PROG}: build the {BUILDERS[key][1]} (recipe {name}) with: {shlex.join(['lead-recipes', 'data', *prepare])}"
+    )
     source = _flag(prepare, "--input")
     if source and os.path.isabs(source) and not os.path.exists(source):
         hint += (
@@ -306,12 +314,14 @@ def prepare_hint(prompt_dataset: str | None, recipe: str | None) -> str | None:
     return hint
 
 
-def build_missing_data(prompt_dataset: str | None, recipe: str | None) -> bool:
+def build_missing_data(prompt_dataset: str | None, recipe: str | None, key: str = "data.prompt_dataset") -> bool:
     """A real run whose prompt dataset is missing builds it first, in-process (lead_recipes.data.main), when the
-    recipe's `data.prepare` is a `build` that writes exactly that missing path from a source file that exists.
-    True if it built it; on failure its partial output is removed and the preflight reports the data missing."""
+    recipe's `data.prepare` is a `build` that writes exactly that missing path from a source file that exists
+    (key "eval.dataset": the eval dataset and `data.prepare_eval`, Laser-D's monitor set). True if it built it; on
+    failure its partial output is removed and the preflight reports the data missing."""
     missing = [p for p in _dataset_paths(prompt_dataset) if not os.path.exists(p)]
-    found = _prepare_of(prompt_dataset, recipe) if missing else None
+    what = BUILDERS[key][1]
+    found = _prepare_of(prompt_dataset, recipe, key) if missing else None
     if found is None:
         return False
     name, prepare = found
@@ -325,7 +335,7 @@ def build_missing_data(prompt_dataset: str | None, recipe: str | None) -> bool:
     ):
         return False
     print(
-        f"{PROG}: prompt data {out} is missing; building it (recipe {name}) from {source}: "
+        f"{PROG}: {what} {out} is missing; building it (recipe {name}) from {source}: "
         f"{shlex.join(['lead-recipes', 'data', *prepare])}",
         flush=True,
     )
@@ -340,5 +350,5 @@ def build_missing_data(prompt_dataset: str | None, recipe: str | None) -> bool:
         return True
     if os.path.exists(out):  # ours and incomplete: it did not exist before
         os.remove(out)
-    print(f"{PROG}: building the prompt data failed ({rc})", file=sys.stderr, flush=True)
+    print(f"{PROG}: building the {what} failed ({rc})", file=sys.stderr, flush=True)
     return False

@@ -202,6 +202,38 @@ def test_missing_dataset_refuses_to_run_and_prints_the_data_command(capsys, tmp_
     assert "lead-recipes data build --data.preset math-l35" in err
 
 
+def test_a_missing_monitor_set_is_hinted_with_its_own_data_command(capsys, tmp_path):
+    """Laser-D's eval dataset (its monitor set) is not the training file: each missing file's hint is the command
+    whose --output it is (data.prepare_eval for eval.dataset), never the training set's."""
+    assert launch.main(["laser-d-1.5b-l4096", "--launch.target", "local"]) == 2
+    hints = {
+        line.split(" = ")[0].split(": ")[1]: line.split("; build it with: ")[1]
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("# missing dataset: ")
+    }
+    monitor = str(tmp_path / "data" / "deepscaler_laser_monitor500.jsonl")
+    assert set(hints) == {"data.prompt_dataset", "eval.dataset"}
+    assert shlex.split(hints["eval.dataset"])[-2:] == ["--output", monitor]
+    assert "--limit 500" in hints["eval.dataset"] and "--seed 1" in hints["eval.dataset"]
+    assert shlex.split(hints["data.prompt_dataset"])[-1] == str(tmp_path / "data" / "deepscaler_laser.jsonl")
+
+
+def test_a_chain_builds_the_monitor_set_with_the_training_set(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAD_RECIPES_RUNS", str(tmp_path / "runs"))
+    assert launch.main(["laser-de-1.5b-l4096", "--launch.chain_enable", "--run.dry_run_enable"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    commands = [i for i, line in enumerate(lines) if line and not line.startswith("#")]
+    steps = [
+        (line.split()[3], shlex.split(lines[next(j for j in commands if j > i)]))
+        for i, line in enumerate(lines)
+        if line.startswith("# step")
+    ]
+    assert [kind for kind, _ in steps] == ["data", "data", "train"]
+    outputs = [c[c.index("--output") + 1] for kind, c in steps if kind == "data"]
+    train = steps[-1][1]
+    assert outputs == [train[train.index(flag) + 1] for flag in ("--data.prompt_dataset", "--eval.dataset")]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_local_launch_runs_the_real_train_command_in_dry_run_mode(tmp_path):

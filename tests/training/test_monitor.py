@@ -6,6 +6,8 @@ authors' way); eval samples become (correct, response tokens) per prompt; what t
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from openrlhf.trainer.ppo_utils.experience import Experience
@@ -14,7 +16,9 @@ from support.trainer import recording_trainer
 from lead_recipes.recipes import openrlhf_parser
 from lead_recipes.training import openrlhf_plugin as plugin
 from lead_recipes.training.args import monitor_errors
-from lead_recipes.training.monitor import monitor_pass
+from lead_recipes.training.grading_gate import GradingStepSkipped
+from lead_recipes.training.guard import SHARE_KEY, SKIPPED_KEY, STATUSES, GradingFailure
+from lead_recipes.training.monitor import MonitorMixin, monitor_pass
 
 # GradedEngine's 8 samples of a prompt: 4 correct, 3..10 response tokens. Every prompt is in the medium band
 # (accuracy 1/2), whose target needs coverage ≥ 1/2: grid [7, 1024, …] ⇒ 7 (covers 3..7, 5 of 8)
@@ -50,6 +54,47 @@ def test_monitor_pass_without_grades_names_the_reward_function():
     del s.info["correct"]
     with pytest.raises(ValueError, match="reward function must be lead-recipes'"):
         monitor_pass([s, s], 2)
+
+
+def graded(prompt, status, tokens=5):
+    s = sample(prompt, status == "correct", tokens)
+    s.info.update({f"status_{k}": torch.tensor([float(k == status)]) for k in STATUSES})
+    return s
+
+
+def monitor_of(samples):
+    """A MonitorMixin over stand-ins: an eval generator returning `samples`, a method recording what it observes."""
+    seen = []
+
+    class Method:
+        def observe_monitor(self, correct, lengths, step=None):
+            seen.append(step)
+            return dict.fromkeys(("low", "medium", "high"))
+
+    class Generator:
+        def generate_eval_samples(self, **_):
+            return samples
+
+    trainer = MonitorMixin()
+    trainer.args = SimpleNamespace(eval=SimpleNamespace(temperature=0.6, n_samples_per_prompt=2, steps=2))
+    trainer.generate_kwargs, trainer.samples_generator, trainer.recipe_method = {}, Generator(), Method()
+    return trainer, seen
+
+
+def test_a_monitor_pass_whose_grading_failed_stops_instead_of_setting_targets():
+    """Failed grades (error/timeout) read correct = 0: a pass made in a grader outage would put every prompt in
+    the low band and its targets would hold for --eval.steps steps (and in the checkpoint). Above the guard's
+    --recipe.guard.grade_failure_max it stops the run before the targets change; below it, it is used."""
+    failed = [graded("p", "error"), graded("p", "correct"), graded("q", "timeout"), graded("q", "error")]
+    trainer, seen = monitor_of(failed)
+    with pytest.raises(GradingFailure, match="monitor pass at global step 2"):
+        trainer._recipe_monitor(2)
+    assert seen == []
+    trainer, seen = monitor_of(
+        [graded("p", "error"), graded("p", "correct"), graded("q", "wrong"), graded("q", "wrong")]
+    )
+    trainer._recipe_monitor(2)
+    assert seen == [2]
 
 
 def args_of(*flags):
@@ -130,6 +175,28 @@ def test_fit_monitors_before_step_1_and_before_each_periodic_checkpoint_and_eval
     assert calls["generated"] == 3  # fit's evaluate at steps 2 and 4 reused the pass, it did not sample again
     # the step-2 checkpoint holds the step-2 pass (fit saves before it evaluates)
     assert saved(tmp_path / "ckpt", "global_step2") == {"targets": TARGETS, "last_monitor_step": 2, "step": 2}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_pass_due_at_a_skipped_step_runs_before_the_next_steps_advantages(
+    ray_local, tiny_qwen2, prompt_file, tmp_path
+):
+    """Step 2 is skipped (its grading failed): its pass is not lost for a whole period but made before step 3's
+    advantages, on the same weights (a skipped step trains nothing)."""
+    trainer, calls = monitored(tiny_qwen2, prompt_file, tmp_path / "ckpt")
+    make, batches = trainer.experience_maker.make_experience_batch, []
+
+    def skip_step_2(rollout_samples):
+        batches.append(len(batches) + 1)
+        if len(batches) == 2:
+            raise GradingStepSkipped({SHARE_KEY: 1.0, SKIPPED_KEY: 1.0})
+        return make(rollout_samples)
+
+    trainer.experience_maker.make_experience_batch = skip_step_2
+    trainer.fit()
+    assert calls["method_step"] == 3 and calls["passes"] == [0, 2, 4]
+    assert not (tmp_path / "ckpt" / "_actor" / "global_step2").exists()
 
 
 @pytest.mark.slow

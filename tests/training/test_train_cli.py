@@ -851,6 +851,30 @@ def test_missing_dataset_hint_names_the_recipe_being_run_when_several_share_the_
     assert "(recipe grpo-lead-14b-stage1)" in train.prepare_hint(path, recipe="grpo-lead-14b-stage1")
 
 
+def test_a_missing_monitor_set_is_hinted_and_built_from_the_recipes_prepare_eval(tmp_path, monkeypatch):
+    """Laser-D's eval dataset (its monitor set) has its own command, data.prepare_eval: the hint names it, and a
+    real run builds it as it builds the prompt data (with that command; `data build` itself is tested elsewhere)."""
+    monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path))
+    monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
+    monitor = tmp_path / "deepscaler_laser_monitor500.jsonl"
+    hint = train.prepare_hint(str(monitor), recipe="laser-d-1.5b-l4096", key="eval.dataset")
+    assert "build the eval data (recipe laser-d-1.5b-l4096) with: lead-recipes data build" in hint
+    assert "--limit 500" in hint and shlex.split(hint.split(" with: ", 1)[1].splitlines()[0])[-1] == str(monitor)
+    (tmp_path / "deepscaler.jsonl").write_text("{}\n")
+    from lead_recipes import data
+
+    ran = []
+
+    def build(argv):
+        ran.append(argv)
+        monitor.write_text("{}\n")
+        return 0
+
+    monkeypatch.setattr(data, "main", build)
+    assert train.build_missing_data(str(monitor), recipe="laser-d-1.5b-l4096", key="eval.dataset") is True
+    assert ran == [shlex.split(hint.split(" with: lead-recipes data ", 1)[1].splitlines()[0])]
+
+
 def test_missing_source_hint_names_the_file_and_where_sources_are_expected(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAD_RECIPES_SOURCES", str(tmp_path / "no_sources_here"))
     monkeypatch.setenv("LEAD_RECIPES_DATA", str(tmp_path))
