@@ -101,3 +101,130 @@ def test_length_knobs_keep_each_reference_recipes_fraction_of_the_cap():
     assert float(flags["shorter-better"]["--recipe.shorter_better.beta"]) == pytest.approx(0.001 * 6000 / cap)
     assert int(flags["leash-low"]["--recipe.leash.target_length"]) < 27  # below the steps behaviour's length
     assert flags["thinkprune"]["--recipe.thinkprune.limit"] == str(round(2000 / 4000 * cap))  # its last round
+
+
+def flag_values(flags: list[str]) -> dict[str, list[str]]:
+    """{--flag: its arguments}: a flag with two values (--actor.eps_clip_low_high 0.2 0.28) keeps both."""
+    out, key = {}, None
+    for a in flags:
+        if a.startswith("--"):
+            key = a
+            out[key] = []
+        else:
+            out[key].append(a)
+    return out
+
+
+def test_lead_max_asym_keeps_the_codes_floor_as_a_fraction_of_the_cap_beside_the_papers_form():
+    lead = flag_values(tradeoff.configs(30)["lead"][1])
+    asym = flag_values(tradeoff.configs(30)["lead-max-asym"][1])
+    assert asym["--recipe.lead.length_mode"] == ["ref_code_max_asym"]
+    # the code's 500-token floor at lead-1.5b's 4,000-token cap, the cap that L_min 1000 is scaled from
+    assert asym["--recipe.lead.ref_code_asym_floor_tokens"] == [str(round(500 / 4000 * tradeoff.CAP))]
+    assert {k: v for k, v in asym.items() if k in lead} == lead  # otherwise the paper's `lead` row
+
+
+@pytest.fixture(scope="module")
+def task_tokenizer(tmp_path_factory):
+    """The BPE a start trains, on the same corpus recipe (fast: tokenizer only, no model)."""
+    from toy_run import train_tokenizer
+    from transformers import AutoTokenizer
+
+    rng, corpus = random.Random(0), []
+    for _ in range(3000):
+        d = tradeoff.draw(rng)
+        b = "steps" if rng.random() < tradeoff.STEPS_SHARE else "direct"
+        corpus.append(f"user\n{tradeoff.question(d)}\nassistant\n{tradeoff.response(rng, d, b, rng.randint(0, 40))}")
+    out = tmp_path_factory.mktemp("tok")
+    train_tokenizer(out, corpus)
+    return AutoTokenizer.from_pretrained(out)
+
+
+def test_dler_caps_sit_where_the_papers_cap_sits_and_dler_short_below_the_accurate_answer(task_tokenizer):
+    rng = random.Random(1)
+
+    def tokens(text):  # response tokens as the trainer counts them: the text and EOS
+        return len(task_tokenizer(text, add_special_tokens=False).input_ids) + 1
+
+    qs = [tradeoff.draw(rng) for _ in range(200)]
+    steps = [tokens(tradeoff.answer_text(d, "steps")) for d in qs]
+    direct = [tokens(tradeoff.answer_text(d, "direct")) for d in qs]
+    with_filler = [tokens(tradeoff.response(rng, d, "steps", rng.randint(0, tradeoff.FILLER_MAX))) for d in qs]
+    assert max(direct) < tradeoff.DLER_SHORT_CAP < min(steps)  # truncates every accurate answer, no direct one
+    assert max(steps) <= tradeoff.DLER_CAP < sum(with_filler) / len(with_filler)  # fits the answer, not the filler
+    c = tradeoff.configs(30)
+    assert flag_values(c["dler"][1])["--rollout.max_new_tokens"] == [str(tradeoff.DLER_CAP)]
+    assert flag_values(c["dler-short"][1])["--rollout.max_new_tokens"] == [str(tradeoff.DLER_SHORT_CAP)]
+
+
+def test_dler_rows_score_a_truncated_rollout_zero_with_the_recipes_clipping_and_no_filter():
+    flags = flag_values(tradeoff.configs(30)["dler"][1])
+    assert float(flags["--reward.stop_properly_penalty_coef"][0]) == 0.0  # the project page's rule
+    assert [float(x) for x in flags["--actor.eps_clip_low_high"]] == [0.2, 0.28]
+    assert float(flags["--actor.dual_clip"][0]) == 10.0
+    # the shared settings stay: the prompts per step (no dynamic filtering) and KL off
+    assert not any("dynamic_filtering" in f or ".kl." in f for f in flags)
+
+
+def test_nothink_prompt_makes_a_boxed_answer_well_formed_for_laser_and_plain_stays_as_it_was():
+    import jinja2
+    from toy_run import CHAT_TEMPLATE
+    from tradeoff_start import TEMPLATES
+
+    from lead_recipes.reward.logs import answer_boxed
+
+    def prompt(template):
+        msgs = [{"role": "user", "content": "What is 3 + 4 + 5 + 6?"}]
+        return jinja2.Template(template).render(messages=msgs, add_generation_prompt=True)
+
+    answer = tradeoff.response(random.Random(0), [3, 4, 5, 6], "steps", 2)
+    assert TEMPLATES["plain"] == CHAT_TEMPLATE
+    assert prompt(TEMPLATES["nothink"]).endswith("assistant\n<think>\n\n</think>\n\n")
+    assert answer_boxed(prompt(TEMPLATES["nothink"]) + answer)
+    assert not answer_boxed(prompt(TEMPLATES["plain"]) + answer)  # Laser would score every plain rollout −1
+
+
+def test_weights_hash_sees_one_changed_weight_but_not_the_files_metadata(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+    from tradeoff_start import weights_hash
+
+    (tmp_path / "tokenizer.json").write_text("{}")
+    w = {"a": torch.arange(6, dtype=torch.bfloat16).reshape(2, 3), "b": torch.ones(4, dtype=torch.bfloat16)}
+    save_file(w, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    h = weights_hash(tmp_path)
+    save_file(dict(reversed(w.items())), tmp_path / "model.safetensors", metadata={"format": "pt", "x": "y"})
+    assert weights_hash(tmp_path) == h
+    w["b"][2] = 1.0078125  # the next bf16 after 1
+    save_file(w, tmp_path / "model.safetensors")
+    assert weights_hash(tmp_path) != h
+
+
+def test_report_refuses_runs_trained_from_another_build_of_their_start(tmp_path):
+    import json
+
+    from tradeoff_report import start_mixups
+
+    (tmp_path / "start0").mkdir()
+    (tmp_path / "start0" / "info.json").write_text(json.dumps({"weights_sha256": "a" * 64}))
+    runs = {
+        "grpo": [{"start": "start0", "name": "grpo", "seed": 0, "start_sha256": "a" * 64}],
+        "lead": [{"start": "start0", "name": "lead", "seed": 0, "start_sha256": "b" * 64}, {"start": "start0"}],
+    }
+    mixed, unknown = start_mixups(tmp_path, runs)
+    assert [m.split(" ")[0] for m in mixed] == ["start0/lead/seed0"] and unknown == 1
+
+
+def test_a_start_built_twice_under_different_thread_counts_is_the_same_model(tmp_path):
+    import torch
+    from tradeoff_start import SFT_THREADS, build_start
+
+    before = torch.get_num_threads()
+    infos = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        infos.append(build_start(tmp_path / f"t{threads}", seed=1, steps=30, template="nothink"))
+        assert torch.get_num_threads() == threads  # the caller's setting comes back
+    torch.set_num_threads(before)
+    assert infos[0]["weights_sha256"] == infos[1]["weights_sha256"]
+    assert infos[0]["sft_threads"] == SFT_THREADS and set(infos[0]["versions"]) >= {"torch", "transformers"}
