@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import tradeoff
+import tradeoff_configs as tc
 from tradeoff_report import advantage_breakdown
 
 
@@ -92,8 +93,8 @@ def test_breakdown_measures_the_length_signal_inside_all_wrong_groups():
 
 
 def test_length_knobs_keep_each_reference_recipes_fraction_of_the_cap():
-    flags = {name: dict(zip(f[::2], f[1::2])) for name, (_, f) in tradeoff.configs(30).items()}
-    cap = tradeoff.CAP
+    flags = {name: dict(zip(f[::2], f[1::2])) for name, (_, f) in tc.configs(30).items()}
+    cap = tc.CAP
     assert flags["lead"]["--recipe.lead.l_min"] == str(round(1000 / 4000 * cap))  # lead-1.5b
     assert flags["lead"]["--recipe.lead.b_max"] == str(cap)
     assert flags["leash"]["--recipe.leash.target_length"] == str(round(4096 / 16384 * cap))  # leash-1.5b
@@ -116,11 +117,11 @@ def flag_values(flags: list[str]) -> dict[str, list[str]]:
 
 
 def test_lead_max_asym_keeps_the_codes_floor_as_a_fraction_of_the_cap_beside_the_papers_form():
-    lead = flag_values(tradeoff.configs(30)["lead"][1])
-    asym = flag_values(tradeoff.configs(30)["lead-max-asym"][1])
+    lead = flag_values(tc.configs(30)["lead"][1])
+    asym = flag_values(tc.configs(30)["lead-max-asym"][1])
     assert asym["--recipe.lead.length_mode"] == ["ref_code_max_asym"]
     # the code's 500-token floor at lead-1.5b's 4,000-token cap, the cap that L_min 1000 is scaled from
-    assert asym["--recipe.lead.ref_code_asym_floor_tokens"] == [str(round(500 / 4000 * tradeoff.CAP))]
+    assert asym["--recipe.lead.ref_code_asym_floor_tokens"] == [str(round(500 / 4000 * tc.CAP))]
     assert {k: v for k, v in asym.items() if k in lead} == lead  # otherwise the paper's `lead` row
 
 
@@ -150,15 +151,15 @@ def test_dler_caps_sit_where_the_papers_cap_sits_and_dler_short_below_the_accura
     steps = [tokens(tradeoff.answer_text(d, "steps")) for d in qs]
     direct = [tokens(tradeoff.answer_text(d, "direct")) for d in qs]
     with_filler = [tokens(tradeoff.response(rng, d, "steps", rng.randint(0, tradeoff.FILLER_MAX))) for d in qs]
-    assert max(direct) < tradeoff.DLER_SHORT_CAP < min(steps)  # truncates every accurate answer, no direct one
-    assert max(steps) <= tradeoff.DLER_CAP < sum(with_filler) / len(with_filler)  # fits the answer, not the filler
-    c = tradeoff.configs(30)
-    assert flag_values(c["dler"][1])["--rollout.max_new_tokens"] == [str(tradeoff.DLER_CAP)]
-    assert flag_values(c["dler-short"][1])["--rollout.max_new_tokens"] == [str(tradeoff.DLER_SHORT_CAP)]
+    assert max(direct) < tc.DLER_SHORT_CAP < min(steps)  # truncates every accurate answer, no direct one
+    assert max(steps) <= tc.DLER_CAP < sum(with_filler) / len(with_filler)  # fits the answer, not the filler
+    c = tc.configs(30)
+    assert flag_values(c["dler"][1])["--rollout.max_new_tokens"] == [str(tc.DLER_CAP)]
+    assert flag_values(c["dler-short"][1])["--rollout.max_new_tokens"] == [str(tc.DLER_SHORT_CAP)]
 
 
 def test_dler_rows_score_a_truncated_rollout_zero_with_the_recipes_clipping_and_no_filter():
-    flags = flag_values(tradeoff.configs(30)["dler"][1])
+    flags = flag_values(tc.configs(30)["dler"][1])
     assert float(flags["--reward.stop_properly_penalty_coef"][0]) == 0.0  # the project page's rule
     assert [float(x) for x in flags["--actor.eps_clip_low_high"]] == [0.2, 0.28]
     assert float(flags["--actor.dual_clip"][0]) == 10.0
@@ -228,3 +229,16 @@ def test_a_start_built_twice_under_different_thread_counts_is_the_same_model(tmp
     torch.set_num_threads(before)
     assert infos[0]["weights_sha256"] == infos[1]["weights_sha256"]
     assert infos[0]["sft_threads"] == SFT_THREADS and set(infos[0]["versions"]) >= {"torch", "transformers"}
+
+
+def test_laser_de_grid_keeps_its_fraction_of_the_cap_and_the_monitor_its_share_of_a_step():
+    got = tc.laser_de_settings(8)
+    cap = tc.CAP
+    assert (got["grid_lower"], got["grid_step"], got["grid_upper"]) == (
+        round(4096 / 16384 * cap),
+        round(1024 / 16384 * cap),
+        cap,
+    )
+    assert got["grid_lower"] < 27 < got["grid_upper"]  # the accurate answer is inside the grid, as 4096 of 16384 is
+    assert got["monitor_prompts"] == round(500 / 128 * 8) and got["monitor_n"] == 8
+    assert got["alpha"] == 0.5 and got["monitor_temperature"] == 0.6
