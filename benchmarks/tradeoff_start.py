@@ -22,8 +22,8 @@ TEMPLATES = {  # --template: the chat template the start is trained, rolled out 
     "plain": CHAT_TEMPLATE,
     "nothink": CHAT_TEMPLATE.replace(_GENERATION_PROMPT, "<|im_start|>assistant\n" + NOTHINK + "{% endif %}"),
 }
-# The SFT's float sums depend on how many threads split them, and 1,200 steps at lr 3e-3 carry a last-bit difference
-# into different weights (docs: the two builds). So SFT always runs on this many threads, whatever --threads says.
+# SFT runs on this many threads whatever --threads says: 1 and 2 gave bit-identical weights here (docs: the builds),
+# but a kernel that splits its float sums by thread count would carry a last-bit change through 1,200 steps.
 SFT_THREADS = 1
 VERSIONED = ("torch", "transformers", "tokenizers", "numpy", "safetensors")
 INFO = "info.json"
