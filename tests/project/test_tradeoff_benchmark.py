@@ -1,7 +1,8 @@
 """The trade-off benchmark's own logic (benchmarks/tradeoff.py; docs/benchmarks.md#design): its
 task is graded as built, its tagger reads behaviour and waste from the text, the training-side breakdown measures
-what an advantage pays for, and its length knobs come from the reference recipes. The sweep itself is a benchmark,
-not a test."""
+what an advantage pays for, its length knobs come from the reference recipes (issue 33's rows included), a start
+is the same model however it is built and the report refuses to mix builds. The sweep itself is a benchmark, not a
+test."""
 
 from __future__ import annotations
 
