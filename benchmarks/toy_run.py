@@ -46,8 +46,8 @@ def build_tokenizer(out: Path):
     return train_tokenizer(out, corpus)
 
 
-def train_tokenizer(out: Path, corpus: list[str]):
-    """A byte-level BPE of 384 tokens trained on `corpus`, with the chat template, saved to `out`."""
+def train_tokenizer(out: Path, corpus: list[str], chat_template: str = CHAT_TEMPLATE):
+    """A byte-level BPE of 384 tokens trained on `corpus`, with `chat_template`, saved to `out`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -64,7 +64,7 @@ def train_tokenizer(out: Path, corpus: list[str]):
         ),
     )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.save_pretrained(out)
     return fast
 

@@ -21,72 +21,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests")]
-from toy_run import FILLER, generate, prompt_text, train_tokenizer  # noqa: E402
+from toy_run import FILLER, generate  # noqa: E402
+from tradeoff_configs import CAP, EXTRA, configs  # noqa: E402
+from tradeoff_start import TEMPLATES, build_start, start_info  # noqa: E402
 
 OPERANDS = 4  # digits per question
 FILLER_MAX = 40  # filler words after the answer: uniform in 0..FILLER_MAX
 STEPS_SHARE = 0.5  # share of `steps` responses in the SFT data
-CAP = 100  # rollout max_new_tokens; the longest SFT response is about 70 tokens
-LOW_TARGET = 15  # Leash's target below the steps behaviour's length (about 27 tokens)
-TIGHT_TARGET = 8  # Leash's target below a third of it: an extra configuration, not in the default sweep
-BMAX_LOW = 32  # LEAD's B_max just above the steps behaviour's length: an extra configuration
-EXTRA = ("leash-tight", "lead-bmax", "composed-budget")
-RECIPE_STEPS = 280  # leash-1.5b's steps (its YAML: 2 episodes x ~139): λ's Adam lr is scaled by RECIPE_STEPS / steps
-# ThinkPrune's last round (authors' code, arXiv 2504.01296): L = 2000 where round 1 had a 4000-token cap. One run here
-# is one round, so the limit keeps that last round's fraction of the cap: the pruning the schedule ends at.
-THINKPRUNE_LAST_ROUND = 2000 / 4000
-
-
-def recipe_knob(name: str, key: str) -> tuple[float, float]:
-    """(--recipe.<key>, --rollout.max_new_tokens) of the reference recipe `name`."""
-    from lead_recipes.recipes.recipe import load_recipe
-
-    r = load_recipe(name)
-    return float(r.recipe[key]), float(r.openrlhf["rollout.max_new_tokens"])
-
-
-def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
-    """Benchmark configuration name -> (--recipe.method, its flags). Each token-valued knob keeps the fraction of
-    the rollout cap that its reference recipe gives it (ShorterBetter's per-token β keeps β·cap), applied to CAP;
-    every length knob the sweep's methods read is explicit, because the harness's CPU smoke command sets some for
-    its own 32-token cap."""
-
-    def tokens(name, key):
-        value, cap = recipe_knob(name, key)
-        return str(round(value / cap * CAP))
-
-    leash = ["--recipe.leash.lr", f"{recipe_knob('leash-1.5b', 'leash.lr')[0] * RECIPE_STEPS / steps:.4g}"]
-    beta, beta_cap = recipe_knob("shorter-better-1.5b", "shorter_better.beta")
-    lead = ["--recipe.lead.b_max", str(CAP), "--recipe.lead.l_min", tokens("lead-1.5b", "lead.l_min")]
-    return {
-        "grpo": ("grpo", []),
-        "lead": ("lead", lead),
-        "lead-flat": ("lead", [*lead, "--recipe.lead.unsolved_length", "flat"]),
-        "grpo-lead": ("grpo-lead", []),
-        "leash": ("leash", ["--recipe.leash.target_length", tokens("leash-1.5b", "leash.target_length"), *leash]),
-        "leash-low": ("leash", ["--recipe.leash.target_length", str(LOW_TARGET), *leash]),
-        "leash-tight": ("leash", ["--recipe.leash.target_length", str(TIGHT_TARGET), *leash]),
-        "lead-bmax": ("lead", ["--recipe.lead.b_max", str(BMAX_LOW), *lead[2:]]),
-        "composed": (
-            "composed",
-            [*lead, "--recipe.composed.budget_tokens", tokens("composed-1.5b", "composed.budget_tokens"), *leash],
-        ),
-        "composed-budget": (
-            "composed",
-            [
-                *lead,
-                "--recipe.composed.budget_tokens",  # its budget at Leash's target
-                tokens("leash-1.5b", "leash.target_length"),
-                *leash,
-            ],
-        ),
-        "gdpo": ("gdpo", ["--recipe.gdpo.length_threshold", tokens("gdpo-1.5b", "gdpo.length_threshold")]),
-        "shorter-better": ("shorter-better", ["--recipe.shorter_better.beta", f"{beta * beta_cap / CAP:.4g}"]),
-        # the length baselines: Arora-Zanette's and Kimi's length terms are relative to the group, no knob in tokens
-        "arora-zanette": ("arora-zanette", []),
-        "kimi": ("kimi", []),
-        "thinkprune": ("thinkprune", ["--recipe.thinkprune.limit", str(round(THINKPRUNE_LAST_ROUND * CAP))]),
-    }
 
 
 # ------------------------------------------------------------------------------------------------------------ task
@@ -125,73 +66,6 @@ def tag(text: str, tok) -> tuple[str, int]:
 
 
 # ----------------------------------------------------------------------------------------------------- SFT starts
-def build_start(out: Path, seed: int, steps: int, threads: int) -> dict:
-    """Tokenizer + random tiny Qwen2 (hidden 128, 2 layers, untied) + `steps` SFT steps on the mixture; bf16."""
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
-    t0 = time.time()
-    torch.set_num_threads(threads)
-    rng = random.Random(seed)
-
-    def sample_response(digits):
-        behaviour = "steps" if rng.random() < STEPS_SHARE else "direct"
-        return response(rng, digits, behaviour, rng.randint(0, FILLER_MAX))
-
-    corpus = []
-    for _ in range(3000):
-        d = draw(rng)
-        corpus.append(f"user\n{question(d)}\nassistant\n{sample_response(d)}")
-    fast = train_tokenizer(out, corpus)
-    eos, pad = fast.convert_tokens_to_ids("<|im_end|>"), fast.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(
-        vocab_size=len(fast),
-        hidden_size=128,
-        intermediate_size=384,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=eos,
-        eos_token_id=eos,
-        pad_token_id=pad,
-    )
-    # train with the tokenizer vLLM and the trainer will load (transformers reloads it as Qwen2's; toy_run.py)
-    cfg.save_pretrained(out)
-    tok = AutoTokenizer.from_pretrained(out)
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))
-    model.train()
-    for step in range(steps):
-        ids, weights = [], []
-        for _ in range(32):
-            d = draw(rng)
-            p = tok(prompt_text(tok, question(d)), add_special_tokens=False).input_ids
-            r = tok(sample_response(d), add_special_tokens=False).input_ids + [eos]
-            ids.append(p + r)
-            weights.append([0.0] * len(p) + [1.0] * len(r))
-        width = max(map(len, ids))
-        x = torch.tensor([a + [pad] * (width - len(a)) for a in ids])
-        w = torch.tensor([a + [0.0] * (width - len(a)) for a in weights])[:, 1:]
-        mask = torch.tensor([[1] * len(a) + [0] * (width - len(a)) for a in ids])
-        logits = model(input_ids=x, attention_mask=mask).logits[:, :-1].float()
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")
-        loss = (nll * w).sum() / w.sum()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step(), sched.step(), opt.zero_grad()
-        if step % 200 == 0:
-            print(f"  sft seed {seed} step {step}: loss {loss.item():.3f}", flush=True)
-    model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad)
-    model.to(torch.bfloat16).save_pretrained(out)
-    probe = prompt_text(tok, question([3, 4, 5, 6])) + response(rng, [3, 4, 5, 6], "steps", 3)
-    assert AutoTokenizer.from_pretrained(out)(probe).input_ids == tok(probe).input_ids, "tokenizer changed on reload"
-    return {"sft_steps": steps, "sft_loss": loss.item(), "sft_s": round(time.time() - t0, 1)}
-
-
 def write_prompts(path: Path, rows: int, seed: int) -> None:
     rng = random.Random(seed)
     with open(path, "w") as f:
@@ -374,7 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sft-steps", type=int, default=1200)
     ap.add_argument("--eval-questions", type=int, default=100)
     ap.add_argument("--eval-samples", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=2, help="torch threads for SFT and evaluation")
+    ap.add_argument(
+        "--threads", type=int, default=2, help="torch threads for evaluation (SFT: tradeoff_start.SFT_THREADS)"
+    )
+    ap.add_argument(
+        "--template",
+        choices=list(TEMPLATES),
+        default="plain",
+        help="the starts' prompt: nothink ends it in an empty, closed think block (Laser's format rule)",
+    )
     ap.add_argument(
         "--lock",
         type=Path,
@@ -382,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         help="hold an flock on this file during each training run (a machine shared with other jobs)",
     )
     ap.add_argument("--plot-dir", type=Path, default=Path("docs/img"))
+    ap.add_argument("--plot-name", default="tradeoff", help="plots: PLOT_DIR/NAME.png and NAME_steps.png")
     ap.add_argument("--report-only", action="store_true", help="table and plots from --workdir's results")
     args = ap.parse_args(argv)
     import torch
@@ -411,8 +294,15 @@ def sweep(work: Path, args) -> None:
         for s in range(args.starts):
             start_dir = work / f"start{s}"
             if not (start_dir / "model.safetensors").exists():
-                info = build_start(start_dir, s, args.sft_steps, args.threads)
+                info = build_start(start_dir, s, args.sft_steps, args.template)
                 _log(log, event="sft", start=s, **info)
+            info = start_info(start_dir)
+            if info is None or info["template"] != args.template:
+                built = "without info.json" if info is None else f"with --template {info['template']}"
+                raise SystemExit(
+                    f"{start_dir} was built {built}, not --template {args.template}: give that workdir its own "
+                    "template, or a fresh --workdir"
+                )
             if not (start_dir / "eval.json").exists():
                 (start_dir / "eval.json").write_text(
                     json.dumps(evaluate(start_dir, args.eval_questions, args.eval_samples), indent=1)
@@ -428,6 +318,7 @@ def sweep(work: Path, args) -> None:
                         out = run_one(
                             cluster, start_dir, work / "runs" / f"start{s}" / name / f"seed{seed}", name, seed, args
                         )
+                    out["start_sha256"] = info["weights_sha256"]  # the report refuses to mix starts
                     result.write_text(json.dumps(out))
                     _log(
                         log,

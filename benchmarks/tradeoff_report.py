@@ -23,6 +23,23 @@ def load(work: Path) -> tuple[dict, dict[str, list[dict]]]:
     return starts, runs
 
 
+def start_mixups(work: Path, runs: dict[str, list[dict]]) -> tuple[list[str], int]:
+    """(runs trained from a build of their start other than the one in `work` now, runs with no recorded start
+    hash): a table over runs from different builds of one start compares different models."""
+    infos = {p.parent.name: json.loads(p.read_text()) for p in work.glob("start*/info.json")}
+    mixed, unknown = [], 0
+    for rs in runs.values():
+        for r in rs:
+            built = infos.get(r["start"], {}).get("weights_sha256")
+            if r.get("start_sha256") is None or built is None:
+                unknown += 1
+            elif r["start_sha256"] != built:
+                mixed.append(
+                    f"{r['start']}/{r['name']}/seed{r['seed']} (start {r['start_sha256'][:12]}, now {built[:12]})"
+                )
+    return mixed, unknown
+
+
 def best_point(start: dict) -> tuple[float, float]:
     """The best policy at a start: the steps behaviour's accuracy and its length without waste."""
     s = start["by_behaviour"]["steps"]
@@ -137,6 +154,14 @@ def report(work: Path, args) -> None:
     if not starts:
         print(f"no start evaluations under {work}")
         return
+    mixed, unknown = start_mixups(work, runs)
+    if mixed:
+        raise SystemExit(
+            f"{len(mixed)} runs under {work} were trained from another build of their start than the one there now: "
+            f"{'; '.join(mixed)}. Move them to the workdir of their own start, or delete them and rerun the sweep."
+        )
+    if unknown:
+        print(f"\nNOTE: {unknown} runs (or their starts) carry no weights hash: their start build is unverified.")
     print(
         f"\n## SFT starts (evaluation: {args.eval_questions} questions × {args.eval_samples} samples, temperature 1)\n"
     )
@@ -152,6 +177,13 @@ def report(work: Path, args) -> None:
             f"| {name} | {s['accuracy']:.3f} | {s['length']:.1f} | {s['waste']:.1f} | {st['share']:.2f} / "
             f"{st['accuracy']:.3f} / {st['length']:.1f} / {st['core_length']:.1f} | {di['share']:.2f} / "
             f"{di['accuracy']:.3f} / {di['length']:.1f} | {buckets} |"
+        )
+    for p in sorted(work.glob("start*/info.json")):
+        i = json.loads(p.read_text())
+        libs = ", ".join(f"{k} {v}" for k, v in i["versions"].items())
+        print(
+            f"\n{p.parent.name}: weights sha256 {i['weights_sha256'][:16]}, template {i['template']}, "
+            f"SFT threads {i['sft_threads']}; {libs}"
         )
     metrics = {name: [run_metrics(r, starts[r["start"]]) for r in rs] for name, rs in runs.items()}
     keyed = {name: {(r["start"], r["seed"]): m for r, m in zip(runs[name], ms)} for name, ms in metrics.items()}
@@ -206,8 +238,9 @@ def report(work: Path, args) -> None:
             )
         print(f"| {name} | " + " | ".join(cells) + " |")
     comparisons(keyed)
-    plot_tradeoff(metrics, starts, runs, args.plot_dir / "tradeoff.png")
-    plot_steps(runs, starts, args.plot_dir / "tradeoff_steps.png")
+    plots = args.plot_dir / f"{args.plot_name}.png", args.plot_dir / f"{args.plot_name}_steps.png"
+    plot_tradeoff(metrics, starts, runs, plots[0])
+    plot_steps(runs, starts, plots[1])
     log = work / "sweep.jsonl"
     if log.exists():
         rows = [json.loads(x) for x in log.read_text().splitlines()]
@@ -220,7 +253,7 @@ def report(work: Path, args) -> None:
                 f"SFT {sum(sft):.0f} s; first event {rows[0]['time']}, last {rows[-1]['time']}; load average "
                 f"(1 min) at events: median {statistics.median(loads):.1f}, max {max(loads):.1f}"
             )
-    print(f"plots: {args.plot_dir / 'tradeoff.png'}, {args.plot_dir / 'tradeoff_steps.png'}")
+    print(f"plots: {plots[0]}, {plots[1]}")
 
 
 def _delta(metrics: dict, a: str, b: str | None, key: str, base: str | None = None) -> str:
@@ -269,6 +302,10 @@ def comparisons(metrics: dict[str, dict[tuple, dict]]) -> None:
         "composed-budget",
         "gdpo",
         "shorter-better",
+        "lead-max-asym",
+        "dler",
+        "dler-short",
+        "laser-de",
     ):
         rows += [
             (f"{m} − grpo: end waste", m, "grpo", "waste", None),
@@ -284,6 +321,10 @@ def comparisons(metrics: dict[str, dict[tuple, dict]]) -> None:
         ("lead − lead-flat: end length (the sentinel's added length)", "lead", "lead-flat", "len", None),
         ("lead − lead-flat: end accuracy", "lead", "lead-flat", "acc", None),
         ("lead-bmax − lead: end waste", "lead-bmax", "lead", "waste", None),
+        ("lead-max-asym − lead: end waste", "lead-max-asym", "lead", "waste", None),
+        ("lead-max-asym − lead: end accuracy", "lead-max-asym", "lead", "acc", None),
+        ("dler-short − dler: end accuracy", "dler-short", "dler", "acc", None),
+        ("dler-short − dler: end steps share", "dler-short", "dler", "steps_share", None),
         ("composed-budget − composed: end waste", "composed-budget", "composed", "waste", None),
         ("composed-budget − composed: end accuracy", "composed-budget", "composed", "acc", None),
     ]
