@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests")]
 from toy_run import FILLER, generate  # noqa: E402
-from tradeoff_configs import CAP, EXTRA, configs  # noqa: E402
+from tradeoff_configs import CAP, EXTRA, MONITOR_SEED, MONITOR_SET, configs, laser_de_settings  # noqa: E402
 from tradeoff_start import TEMPLATES, build_start, start_info  # noqa: E402
 
 OPERANDS = 4  # digits per question
@@ -71,6 +71,19 @@ def write_prompts(path: Path, rows: int, seed: int) -> None:
     with open(path, "w") as f:
         for _ in range(rows):
             d = draw(rng)
+            f.write(json.dumps({"prompt": question(d), "label": str(sum(d))}) + "\n")
+
+
+def write_monitor_prompts(path: Path, rows: int, exclude: set[str]) -> None:
+    """Laser-DE's monitor set: `rows` distinct task prompts drawn with MONITOR_SEED, none of them in `exclude` (the
+    run's training prompts and the evaluation questions), so the targets come from prompts held back from both."""
+    rng, seen = random.Random(MONITOR_SEED), set(exclude)
+    with open(path, "w") as f:
+        for _ in range(rows):
+            d = draw(rng)
+            while question(d) in seen:
+                d = draw(rng)
+            seen.add(question(d))
             f.write(json.dumps({"prompt": question(d), "label": str(sum(d))}) + "\n")
 
 
@@ -201,10 +214,16 @@ def run_one(cluster, start_dir: Path, run_dir: Path, name: str, seed: int, args)
     from cpu_e2e import harness
     from transformers import AutoTokenizer
 
-    method, flags = configs(args.steps)[name]
+    method, flags = configs(args.steps, args.prompts_per_step)[name]
     data = run_dir / "prompts.jsonl"
     run_dir.mkdir(parents=True, exist_ok=True)
     write_prompts(data, args.steps * args.prompts_per_step, 1000 + seed)
+    if MONITOR_SET in flags:
+        monitor = run_dir / "monitor.jsonl"
+        trained = {json.loads(line)["prompt"] for line in open(data)}
+        held_out = trained | {question(d) for d in eval_questions(args.eval_questions)}
+        write_monitor_prompts(monitor, laser_de_settings(args.prompts_per_step)["monitor_prompts"], held_out)
+        flags = [str(monitor) if f == MONITOR_SET else f for f in flags]
     run = harness.Run(cluster, start_dir, run_dir, method, extra=[*train_flags(args, data, seed), *flags])
     rc = run.wait(timeout=1800)
     if rc != 0:

@@ -36,6 +36,7 @@ def recipe_knob(name: str, key: str) -> tuple[float, float]:
 LASER_DE = {"cap": 16384, "lower": 4096, "step": 1024, "alpha": 0.5, "monitor_prompts": 500, "per_step": 128}
 MONITOR = {"n": 8, "temperature": 0.6, "every": 1}
 MONITOR_SEED = 777  # the held-back monitor prompts: a sample of the task apart from each run's training prompts
+MONITOR_SET = "{monitor_set}"  # in a configuration's flags: the run's monitor set, which tradeoff.run_one writes
 
 
 def laser_de_settings(prompts_per_step: int) -> dict:
@@ -59,11 +60,22 @@ def recipe_flags(name: str, keys) -> list[str]:
     return [a for k in keys for a in (f"--{k}", *map(str, values[k] if isinstance(values[k], list) else [values[k]]))]
 
 
-def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
+def laser_de_flags(prompts_per_step: int) -> list[str]:
+    """`laser-de`'s flags from laser_de_settings: the scaled grid and α, and the monitor as OpenRLHF's eval dataset
+    (MONITOR_SET, a file of held-back task prompts), its samples, temperature and period."""
+    s = laser_de_settings(prompts_per_step)
+    grid = [
+        a for k in ("grid_lower", "grid_step", "grid_upper", "alpha") for a in (f"--recipe.laser_de.{k}", str(s[k]))
+    ]
+    monitor = ["--eval.n_samples_per_prompt", str(s["monitor_n"]), "--eval.temperature", str(s["monitor_temperature"])]
+    return [*grid, "--eval.dataset", MONITOR_SET, *monitor, "--eval.steps", str(s["monitor_every"])]
+
+
+def configs(steps: int, prompts_per_step: int = 8) -> dict[str, tuple[str, list[str]]]:
     """Benchmark configuration name -> (--recipe.method, its flags). Each token-valued knob keeps the fraction of
     the rollout cap that its reference recipe gives it (ShorterBetter's per-token β keeps β·cap), applied to CAP;
     every length knob the sweep's methods read is explicit, because the harness's CPU smoke command sets some for
-    its own 32-token cap."""
+    its own 32-token cap. `prompts_per_step` sizes Laser-DE's monitor set."""
 
     def tokens(name, key):
         value, cap = recipe_knob(name, key)
@@ -114,4 +126,5 @@ def configs(steps: int) -> dict[str, tuple[str, list[str]]]:
         "lead-max-asym": ("lead", [*lead, *asym]),
         "dler": ("dler", ["--rollout.max_new_tokens", str(DLER_CAP), *dler]),
         "dler-short": ("dler", ["--rollout.max_new_tokens", str(DLER_SHORT_CAP), *dler]),
+        "laser-de": ("laser-de", laser_de_flags(prompts_per_step)),
     }

@@ -143,10 +143,21 @@ class LaserDConfig(LaserBonus):
 
     grid_lower: int = option(
         4096,
-        "the target grid's lower bound in tokens (grid: it, then steps of 1024 up to 16384; the authors' runs "
-        "Laser-D-L1024/L2048/L4096; the default is the reference recipe's)",
+        "the target grid's lower bound in tokens (grid: it, then steps of grid_step up to grid_upper; the authors' "
+        "runs Laser-D-L1024/L2048/L4096; the default is the reference recipe's)",
         gt=0,
-        le=16384,
+    )
+    grid_step: int = option(
+        1024,
+        "the target grid's step in tokens (authors' code constants.py L12-25: 1024); a lower bound below it is "
+        "followed by step, 2·step, …",
+        gt=0,
+    )
+    grid_upper: int = option(
+        16384,
+        "the target grid's upper bound in tokens, ≥ grid_lower (authors' code constants.py L12-25: 16384, their "
+        "max response length)",
+        gt=0,
     )
     ref_code_remonitor_on_resume_enable: bool = option(
         False,

@@ -495,6 +495,13 @@ def validate(cfg: RecipeConfig) -> None:
             "--recipe.grpo_lead.ref_code_rejection_enable is not supported by --recipe.method "
             "composed (group rejection is a GRPO-LEAD training-loop option, not a reweighting)"
         )
+    for section in ("laser_d", "laser_de"):
+        g = getattr(cfg, section)
+        if g.grid_lower > g.grid_upper:
+            raise ValueError(
+                f"--recipe.{section}.grid_upper must be ≥ --recipe.{section}.grid_lower ({g.grid_lower}), got "
+                f"{g.grid_upper} (an empty target grid gives no bucket a target)"
+            )
     le = cfg.leash
     if not le.lambda_min <= le.lambda_max:
         raise ValueError(

@@ -67,7 +67,10 @@ BUCKET_N = {"low": 1, "medium": MONITOR_N // 3, "high": MONITOR_N * 2 // 3}  # n
 
 def target_grid(lower: int, upper: int = 16384, step: int = 1024) -> list[int]:
     """The code's `get_length_threshold` grid: [lower, lower + step, …, upper], or [lower, step, 2·step, …] when
-    lower < step. ValueError when lower > upper (the grid would be empty and no bucket could get a target)."""
+    lower < step. ValueError when step ≤ 0 or lower > upper (the grid would be empty and no bucket could get a
+    target)."""
+    if step <= 0:
+        raise ValueError(f"Laser-D target grid: the step must be > 0 tokens, got {step}")
     if lower > upper:
         raise ValueError(
             f"Laser-D target grid: the lower bound {lower} is above the upper bound {upper}; give a lower bound "
@@ -177,7 +180,7 @@ class LaserDMethod(Method):
 
     def __init__(self, config: LaserDConfig):
         super().__init__(config)
-        self.grid = target_grid(config.grid_lower)
+        self.grid = target_grid(config.grid_lower, config.grid_upper, config.grid_step)
         self.controller = LaserTargets()
 
     @classmethod

@@ -120,3 +120,6 @@ def test_a_target_grid_whose_lower_bound_is_above_the_upper_is_refused_by_name()
     with pytest.raises(ValueError, match="lower bound 20000 is above the upper bound 16384"):
         target_grid(20000)
     assert target_grid(16384) == [16384]
+    with pytest.raises(ValueError, match="step must be > 0 tokens, got 0"):
+        target_grid(25, 100, 0)
+    assert target_grid(25, 100, 6) == [25, 31, 37, 43, 49, 55, 61, 67, 73, 79, 85, 91, 97]

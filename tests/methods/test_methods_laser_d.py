@@ -184,3 +184,22 @@ def test_laser_de_s_exploration_never_reaches_a_format_failure():
     m.observe_monitor(*MONITORS[0][0])
     out = m.step(batch([([1] * 4 + [-1] * 4, [1000, 2000, 3000, 4000, 7000, 8000, 9000, 10000])]))
     assert out.rewards[0].tolist() == [1.5] * 4 + [-1.0] * 4 and out.stats["explore_frac"] == 0.0
+
+
+@pytest.mark.parametrize("name", ["laser-d", "laser-de"])
+def test_grid_step_and_upper_set_the_grid_a_monitor_pass_chooses_from(name):
+    m = method(name, grid_lower=25, grid_step=6, grid_upper=100)
+    assert m.grid == list(range(25, 98, 6))  # 25, 31, …, 97: the scaled grid, not [25, 1024, …]
+    # one high-band prompt (8/8 correct, n_b 5): ⌊coverage·5⌋ ≥ 1 needs 2 of the 8 samples ≤ L; 25 holds one, 31
+    # two (the fixed grid's next value would be 1024)
+    correct = torch.ones(1, 8, dtype=torch.bool)
+    lengths = torch.tensor([[20, 26, 30, 32, 33, 50, 60, 99]])
+    assert m.observe_monitor(correct, lengths)["high"] == 31
+
+
+@pytest.mark.parametrize("key", ["laser_d", "laser_de"])
+def test_a_grid_upper_below_its_lower_or_a_zero_step_is_refused_by_name(key):
+    with pytest.raises(ValueError, match=rf"--recipe\.{key}\.grid_upper must be ≥ --recipe\.{key}\.grid_lower \(25\)"):
+        RecipeConfig.of({"method": key.replace("_", "-"), key: {"grid_lower": 25, "grid_upper": 24}})
+    with pytest.raises(ValueError, match=rf"--recipe\.{key}\.grid_step"):
+        RecipeConfig.of({"method": key.replace("_", "-"), key: {"grid_step": 0}})

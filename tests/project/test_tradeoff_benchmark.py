@@ -6,6 +6,7 @@ test."""
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from pathlib import Path
@@ -243,3 +244,25 @@ def test_laser_de_grid_keeps_its_fraction_of_the_cap_and_the_monitor_its_share_o
     assert got["grid_lower"] < 27 < got["grid_upper"]  # the accurate answer is inside the grid, as 4096 of 16384 is
     assert got["monitor_prompts"] == round(500 / 128 * 8) and got["monitor_n"] == 8
     assert got["alpha"] == 0.5 and got["monitor_temperature"] == 0.6
+
+
+def test_laser_de_row_runs_the_scaled_grid_and_its_monitor_on_held_back_prompts(tmp_path):
+    from lead_recipes.methods.config import RecipeConfig
+    from lead_recipes.methods.laser import target_grid
+
+    method, flags = tc.configs(30, 8)["laser-de"]
+    value = dict(zip(flags[::2], flags[1::2]))
+    recipe = {k.split(".")[-1]: json.loads(v) for k, v in value.items() if k.startswith("--recipe.laser_de.")}
+    cfg = RecipeConfig.of({"method": method, "laser_de": recipe}).laser_de
+    assert target_grid(cfg.grid_lower, cfg.grid_upper, cfg.grid_step) == list(range(25, 98, 6))
+    assert value["--eval.dataset"] == tc.MONITOR_SET and value["--eval.steps"] == "1"
+    assert (value["--eval.n_samples_per_prompt"], value["--eval.temperature"]) == ("8", "0.6")
+    # the monitor set: the first draws of MONITOR_SEED excluded, every prompt distinct and outside the exclusion
+    first = tradeoff.question(tradeoff.draw(random.Random(tc.MONITOR_SEED)))
+    tradeoff.write_prompts(tmp_path / "train.jsonl", 240, 1000)
+    train = {json.loads(line)["prompt"] for line in open(tmp_path / "train.jsonl")}
+    held = train | {tradeoff.question(d) for d in tradeoff.eval_questions(100)} | {first}
+    tradeoff.write_monitor_prompts(tmp_path / "monitor.jsonl", 31, held)
+    rows = [json.loads(line) for line in open(tmp_path / "monitor.jsonl")]
+    assert len({r["prompt"] for r in rows}) == 31 and not {r["prompt"] for r in rows} & held
+    assert all(int(r["label"]) == eval(r["prompt"][8:-1]) for r in rows)
