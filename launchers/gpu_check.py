@@ -55,6 +55,9 @@ def method_batch(method: str, seed: int = 0):
             length_penalty=exact(-0.5 * torch.rand(PROMPTS, SAMPLES, generator=gen, dtype=torch.float64)),
             think_boxed=torch.rand(PROMPTS, SAMPLES, generator=gen) < 0.9,  # the format flags GRPO-LEAD's and
             answer_boxed=torch.rand(PROMPTS, SAMPLES, generator=gen) < 0.9,  # Laser's format rules read
+            think_once=torch.rand(PROMPTS, SAMPLES, generator=gen) < 0.9,  # AdaptThink's count rule,
+            nothink=torch.rand(PROMPTS, SAMPLES, generator=gen) < 0.5,  # its forced mode and reference accuracy
+            ref_acc=exact(torch.rand(PROMPTS, generator=gen, dtype=torch.float64)),
         )
     )
 
