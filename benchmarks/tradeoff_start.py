@@ -50,8 +50,18 @@ def weights_hash(model_dir: Path) -> str:
 
 
 def start_info(start_dir: Path) -> dict | None:
+    """The start's info.json (None when there is none), after checking that the files on disk are the model it
+    records: a start whose weights were copied or edited under a kept info.json would train as another model."""
     path = start_dir / INFO
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    info = json.loads(path.read_text())
+    if weights_hash(start_dir) != info["weights_sha256"]:
+        raise SystemExit(
+            f"{start_dir}: its model.safetensors / tokenizer.json are not the start {INFO} records (weights hash "
+            f"{info['weights_sha256'][:12]}): rebuild it in a fresh --workdir"
+        )
+    return info
 
 
 def build_start(out: Path, seed: int, steps: int, template: str = "plain") -> dict:

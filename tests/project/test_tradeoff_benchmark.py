@@ -203,6 +203,22 @@ def test_weights_hash_sees_one_changed_weight_but_not_the_files_metadata(tmp_pat
     assert weights_hash(tmp_path) != h
 
 
+def test_a_start_whose_weights_changed_under_its_info_is_refused_before_training(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+    from tradeoff_start import INFO, start_info, weights_hash
+
+    (tmp_path / "tokenizer.json").write_text("{}")
+    w = {"a": torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)}
+    save_file(w, tmp_path / "model.safetensors")
+    (tmp_path / INFO).write_text(json.dumps({"weights_sha256": weights_hash(tmp_path), "template": "plain"}))
+    assert start_info(tmp_path)["template"] == "plain"
+    w["a"][0, 0] = 1.0  # a copied-in model under the kept info.json
+    save_file(w, tmp_path / "model.safetensors")
+    with pytest.raises(SystemExit, match="not the start"):
+        start_info(tmp_path)
+
+
 def test_report_refuses_runs_trained_from_another_build_of_their_start(tmp_path):
     import json
 
