@@ -69,23 +69,12 @@ def train_tokenizer(out: Path, corpus: list[str], chat_template: str = CHAT_TEMP
     return fast
 
 
-def prompt_text(tok, q: str) -> str:
-    return tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+def tiny_config(tok):
+    """The tiny Qwen2 both benchmarks train (hidden 128, 2 layers, untied), its vocabulary and ids from `tok`."""
+    from transformers import Qwen2Config
 
-
-def build_start_model(out: Path, max_steps: int, seed: int, stop_acc: float = 0.9) -> dict:
-    """Tokenizer + random tiny Qwen2 + SFT until the teacher-forced answer accuracy (vs the true sum, over the
-    last 20 batches) reaches `stop_acc` or `max_steps`; saved in bf16 (what the trainer's bf16 actor starts from).
-    The answer's digit tokens weigh ANSWER_WEIGHT in the loss: the filler is 20x more tokens of pure noise."""
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
-    t0 = time.time()
-    torch.set_num_threads(1)
-    tok = build_tokenizer(out)
-    torch.manual_seed(seed)
     eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(
+    return Qwen2Config(
         vocab_size=len(tok),
         hidden_size=128,
         intermediate_size=384,
@@ -98,6 +87,25 @@ def build_start_model(out: Path, max_steps: int, seed: int, stop_acc: float = 0.
         eos_token_id=eos,
         pad_token_id=pad,
     )
+
+
+def prompt_text(tok, q: str) -> str:
+    return tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+
+
+def build_start_model(out: Path, max_steps: int, seed: int, stop_acc: float = 0.9) -> dict:
+    """Tokenizer + random tiny Qwen2 + SFT until the teacher-forced answer accuracy (vs the true sum, over the
+    last 20 batches) reaches `stop_acc` or `max_steps`; saved in bf16 (what the trainer's bf16 actor starts from).
+    The answer's digit tokens weigh ANSWER_WEIGHT in the loss: the filler is 20x more tokens of pure noise."""
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2ForCausalLM
+
+    t0 = time.time()
+    torch.set_num_threads(1)
+    tok = build_tokenizer(out)
+    torch.manual_seed(seed)
+    cfg = tiny_config(tok)
+    eos, pad = cfg.eos_token_id, cfg.pad_token_id
     # Train with the tokenizer vLLM and the trainer will load: once config.json says qwen2, transformers 5 loads
     # it as Qwen2's tokenizer (its own pre-tokenizer: digits one by one), not as the object built above.
     cfg.save_pretrained(out)

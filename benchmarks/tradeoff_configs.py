@@ -28,8 +28,8 @@ def recipe_knob(name: str, key: str) -> tuple[float, float]:
     return float(r.recipe[key]), float(r.openrlhf["rollout.max_new_tokens"])
 
 
-# Laser-DE (spec baselines-2026 §2.7, the authors' laser-de-1.5b-l4096.sh): target grid [4096, 5120, …, 16384] at a
-# 16,384-token cap, α 0.5, a monitor of 500 prompts × 8 samples at temperature 0.6 before step 1 and every 20 steps of
+# Laser-DE (arXiv 2505.15612; the authors' laser-de-1.5b-l4096.sh): target grid [4096, 5120, …, 16384] at a 16,384-token
+# cap, α 0.5, a monitor of 500 prompts × 8 samples at temperature 0.6 before step 1 and every 20 steps of
 # 128 prompts. The grid keeps its fraction of the cap; the monitor keeps its size relative to a step's prompts. Its
 # run length is unverified (5 epochs); any length over 1,200 steps scales 20 of them to under one of these 30, so the
 # monitor runs every step, OpenRLHF's most often.

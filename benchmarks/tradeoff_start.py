@@ -11,7 +11,7 @@ import random
 import time
 from pathlib import Path
 
-from toy_run import CHAT_TEMPLATE, train_tokenizer
+from toy_run import CHAT_TEMPLATE, tiny_config, train_tokenizer
 
 # R1-distill's no-think prompt: the assistant turn opens with an empty, closed think block, so that a boxed answer
 # after it is well-formed for Laser's format rule (`answer_boxed`: <think>, </think>, a box after </think>).
@@ -70,7 +70,7 @@ def build_start(out: Path, seed: int, steps: int, template: str = "plain") -> di
     import torch
     from toy_run import prompt_text
     from tradeoff import FILLER_MAX, STEPS_SHARE, draw, question, response
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2ForCausalLM
 
     if template not in TEMPLATES:
         raise ValueError(f"unknown start template {template!r}; give one of {', '.join(TEMPLATES)}")
@@ -90,20 +90,8 @@ def build_start(out: Path, seed: int, steps: int, template: str = "plain") -> di
         d = draw(rng)
         corpus.append(f"user\n{question(d)}\nassistant\n{opening}{sample_response(d)}")
     fast = train_tokenizer(out, corpus, TEMPLATES[template])
-    eos, pad = fast.convert_tokens_to_ids("<|im_end|>"), fast.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(
-        vocab_size=len(fast),
-        hidden_size=128,
-        intermediate_size=384,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=eos,
-        eos_token_id=eos,
-        pad_token_id=pad,
-    )
+    cfg = tiny_config(fast)
+    eos, pad = cfg.eos_token_id, cfg.pad_token_id
     # train with the tokenizer vLLM and the trainer will load (transformers reloads it as Qwen2's; toy_run.py)
     cfg.save_pretrained(out)
     tok = AutoTokenizer.from_pretrained(out)

@@ -57,7 +57,8 @@ def is_repetitive(
 
 def laser_repetition_start(ids: list[int]) -> int:
     """Where a repetition starts in the token ids `ids`, len(ids) when there is none: Laser's detector
-    (hkust-nlp/Laser `compute_unique_tokens.py`, the 2026 baselines spec §2.6), as it behaves on a list of ids.
+    (hkust-nlp/Laser `compute_unique_tokens.py`; docs/methods.md#equations-laser-d-laser-de), as it behaves on a
+    list of ids.
     Nothing is flagged in 8 tokens or fewer. Scanning from the end, an n-gram (n = 2 below 30 tokens, 3 below 100,
     else 4; an n-gram of one repeated token skipped when n > 2) seen `threshold` times (2 below 200 tokens, else 3)
     with two successive occurrences less than len/3 apart flags from its first occurrence; failing that, from 4n

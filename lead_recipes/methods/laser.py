@@ -227,7 +227,7 @@ class LaserDeMethod(LaserDMethod):
         return cls(cfg.laser_de)
 
     def _step(self, b: RolloutBatch) -> MethodOutput:
-        repetitive = None  # the released code's guard never fires (2026 baselines spec §2.6, executed)
+        repetitive = None  # the released code's guard never fires (docs/methods.md#equations-laser-d-laser-de)
         if self.config.repetition_guard_enable:
             if b.repetitive is None:
                 raise ValueError(
